@@ -1,0 +1,416 @@
+package fakedocker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+var upFlags = flagSpec{
+	"-d": false, "--detach": false, "--remove-orphans": false, "--force-recreate": false,
+	"--no-recreate": false, "--no-build": false, "--build": false, "--wait": false,
+	"--quiet-pull": false, "--no-color": false, "--pull": true, "--wait-timeout": true,
+}
+
+func (r *run) up(args []string) int {
+	vals, pos, err := parseFlags("docker compose up", args, upFlags, false)
+	if err != nil {
+		return r.usage(err)
+	}
+	if !has(vals, "-d", "--detach") {
+		return r.usage(usageError("up without -d would attach to the containers and never return; the fake refuses it"))
+	}
+	if len(pos) > 0 {
+		return r.usage(usageError("up of selected services is not supported by the fake"))
+	}
+	return r.do("up", func(st *Status, out *outcome) error {
+		services, healthchecks, err := projectServices(r.projectDir, r.files)
+		if err != nil {
+			fmt.Fprintln(&out.stderr, err)
+			out.code = 1
+			return nil
+		}
+		st.Up = true
+		st.Project = r.project
+		st.Services = services
+		st.Healthchecks = healthchecks
+		st.Generation++
+		st.PSCalls = 0
+		st.UpAt = time.Now().Unix()
+		for _, c := range r.containers(st) {
+			fmt.Fprintf(&out.stderr, " Container %s  Started\n", c.name)
+		}
+		return nil
+	})
+}
+
+var downFlags = flagSpec{
+	"--remove-orphans": false, "-v": false, "--volumes": false,
+	"-t": true, "--timeout": true, "--rmi": true,
+}
+
+func (r *run) down(args []string) int {
+	vals, pos, err := parseFlags("docker compose down", args, downFlags, false)
+	if err != nil {
+		return r.usage(err)
+	}
+	if len(pos) > 0 {
+		return r.usage(usageError("down of selected services is not supported by the fake"))
+	}
+	return r.do("down", func(st *Status, out *outcome) error {
+		for _, c := range r.containers(st) {
+			fmt.Fprintf(&out.stderr, " Container %s  Removed\n", c.name)
+		}
+		st.Up = false
+		st.PSCalls = 0
+		st.DownVolumes = has(vals, "-v", "--volumes")
+		if st.DownVolumes {
+			fmt.Fprintf(&out.stderr, " Volume %s_data  Removed\n", r.project)
+		}
+		return nil
+	})
+}
+
+var psFlags = flagSpec{
+	"-a": false, "--all": false, "--format": true, "-q": false, "--quiet": false,
+	"--services": false, "--no-trunc": false,
+}
+
+func (r *run) ps(args []string) int {
+	vals, pos, err := parseFlags("docker compose ps", args, psFlags, false)
+	if err != nil {
+		return r.usage(err)
+	}
+	format := last(vals, "--format")
+	switch format {
+	case "", "table", "json":
+	default:
+		return r.usage(usageError(fmt.Sprintf("ps --format %q: the fake knows table and json", format)))
+	}
+	all := has(vals, "-a", "--all")
+	return r.do("ps", func(st *Status, out *outcome) error {
+		n := st.PSCalls
+		st.PSCalls++
+		var shown []container
+		for _, c := range r.containers(st) {
+			if len(pos) > 0 && !slices.Contains(pos, c.service) {
+				continue
+			}
+			c.state = r.script.Services[c.service].step(n)
+			if !all && !c.running() {
+				continue
+			}
+			shown = append(shown, c)
+		}
+		switch {
+		case has(vals, "--services"):
+			for _, c := range shown {
+				fmt.Fprintln(&out.stdout, c.service)
+			}
+		case has(vals, "-q", "--quiet"):
+			for _, c := range shown {
+				fmt.Fprintln(&out.stdout, c.id(st))
+			}
+		case format == "json":
+			return r.psJSON(st, shown, n, has(vals, "--no-trunc"), out)
+		default:
+			fmt.Fprintln(&out.stdout, "NAME\tIMAGE\tSERVICE\tSTATUS")
+			for _, c := range shown {
+				fmt.Fprintf(&out.stdout, "%s\t%s\t%s\t%s\n", c.name, c.image, c.service, c.status(n))
+			}
+		}
+		return nil
+	})
+}
+
+var logsFlags = flagSpec{
+	"--no-color": false, "--tail": true, "-n": true, "-t": false, "--timestamps": false,
+	"--no-log-prefix": false, "-f": false, "--follow": false,
+}
+
+func (r *run) logs(args []string) int {
+	vals, pos, err := parseFlags("docker compose logs", args, logsFlags, false)
+	if err != nil {
+		return r.usage(err)
+	}
+	if has(vals, "-f", "--follow") {
+		return r.usage(usageError("logs --follow would never end; the fake refuses it"))
+	}
+	tail := -1
+	if t := last(vals, "--tail", "-n"); t != "" && t != "all" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 {
+			return r.usage(usageError(fmt.Sprintf("logs --tail %q: want a number or all", t)))
+		}
+		tail = n
+	}
+	noPrefix := has(vals, "--no-log-prefix")
+	return r.do("logs", func(st *Status, out *outcome) error {
+		for _, svc := range pos {
+			if !slices.Contains(r.serviceNames(st), svc) {
+				fmt.Fprintf(&out.stderr, "no such service: %s\n", svc)
+				out.code = 1
+				return nil
+			}
+		}
+		for _, c := range r.containers(st) {
+			if len(pos) > 0 && !slices.Contains(pos, c.service) {
+				continue
+			}
+			lines := strings.Split(strings.TrimSuffix(r.script.Services[c.service].Logs, "\n"), "\n")
+			if len(lines) == 1 && lines[0] == "" {
+				continue
+			}
+			if tail >= 0 && len(lines) > tail {
+				lines = lines[len(lines)-tail:]
+			}
+			for _, l := range lines {
+				if noPrefix {
+					fmt.Fprintln(&out.stdout, l)
+				} else {
+					fmt.Fprintf(&out.stdout, "%s  | %s\n", c.name, l)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// versionOutput prints docker version, through a text/template like docker does.
+func versionOutput(out *outcome, format, server string) error {
+	type part struct {
+		Version    string
+		APIVersion string
+		Os, Arch   string
+	}
+	data := struct{ Client, Server part }{
+		Client: part{Version: DefaultServerVersion, APIVersion: "1.47", Os: "linux", Arch: "amd64"},
+		Server: part{Version: server, APIVersion: "1.47", Os: "linux", Arch: "amd64"},
+	}
+	if format == "" {
+		format = "Client:\n Version:\t{{.Client.Version}}\n API version:\t{{.Client.APIVersion}}\n\nServer:\n Engine:\n  Version:\t{{.Server.Version}}\n  API version:\t{{.Server.APIVersion}}"
+	}
+	if format == "json" || format == "{{json .}}" {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return err
+		}
+		out.stdout.Write(append(b, '\n'))
+		return nil
+	}
+	t, err := template.New("version").Parse(format)
+	if err != nil {
+		fmt.Fprintf(&out.stderr, "template parsing error: %v\n", err)
+		out.code = 1
+		return nil
+	}
+	if err := t.Execute(&out.stdout, data); err != nil {
+		fmt.Fprintf(&out.stderr, "template: %v\n", err)
+		out.code = 1
+		return nil
+	}
+	out.stdout.WriteString("\n")
+	return nil
+}
+
+// container is one (fake) container of a service; the fake runs one per service.
+type container struct {
+	service string
+	name    string
+	image   string
+	hasHC   bool
+	state   State
+}
+
+func (r *run) serviceNames(st *Status) []string {
+	names := slices.Clone(st.Services)
+	for name := range r.script.Services {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// containers lists the project's containers: none unless it is up.
+func (r *run) containers(st *Status) []container {
+	if !st.Up {
+		return nil
+	}
+	project := st.Project
+	if project == "" {
+		project = r.project
+	}
+	var cs []container
+	for _, name := range r.serviceNames(st) {
+		svc := r.script.Services[name]
+		c := container{
+			service: name,
+			name:    project + "-" + name + "-1",
+			image:   svc.Image,
+			hasHC:   slices.Contains(st.Healthchecks, name),
+		}
+		if c.image == "" {
+			c.image = "example.invalid/" + name + ":latest"
+		}
+		if svc.Healthcheck != nil {
+			c.hasHC = *svc.Healthcheck
+		}
+		for _, s := range svc.States {
+			if s.Health != "" {
+				c.hasHC = true
+			}
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func (c container) stateName() string {
+	if c.state.State == "" {
+		return "running"
+	}
+	return c.state.State
+}
+
+func (c container) running() bool {
+	switch c.stateName() {
+	case "running", "restarting", "paused":
+		return true
+	}
+	return false
+}
+
+// health is what docker shows: only running containers with a healthcheck have one.
+func (c container) health() string {
+	if !c.hasHC || c.stateName() != "running" {
+		return ""
+	}
+	if c.state.Health == "" {
+		return "healthy"
+	}
+	return c.state.Health
+}
+
+func (c container) id(st *Status) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", st.Project, c.service, st.Generation))
+	return hex.EncodeToString(sum[:])
+}
+
+// status is docker's status text; the uptime grows by two seconds per ps call.
+func (c container) status(n int) string {
+	if c.state.Status != "" {
+		return c.state.Status
+	}
+	up := fmt.Sprintf("Up %d seconds", 2*n+3)
+	switch c.stateName() {
+	case "running":
+		switch c.health() {
+		case "healthy":
+			return up + " (healthy)"
+		case "unhealthy":
+			return up + " (unhealthy)"
+		case "starting":
+			return up + " (health: starting)"
+		}
+		return up
+	case "exited":
+		return fmt.Sprintf("Exited (%d) 2 seconds ago", c.state.ExitCode)
+	case "restarting":
+		return fmt.Sprintf("Restarting (%d) 1 second ago", c.state.ExitCode)
+	case "paused":
+		return up + " (Paused)"
+	case "created":
+		return "Created"
+	case "dead":
+		return "Dead"
+	}
+	return c.stateName()
+}
+
+// publisher is compose's api.PortPublisher.
+type publisher struct {
+	URL           string
+	TargetPort    int
+	PublishedPort int
+	Protocol      string
+}
+
+// psJSON prints ps --format json in the shape the script selects: compose 2.21+
+// prints docker's container formatter as one object per line (keys sorted, most
+// values strings, nothing for no containers); compose 2.20 printed its
+// api.ContainerSummary slice as one array.
+func (r *run) psJSON(st *Status, cs []container, n int, noTrunc bool, out *outcome) error {
+	created := time.Unix(st.UpAt, 0).UTC()
+	runningFor := max(time.Since(created).Round(time.Second), time.Second)
+	if r.script.PSFormat == PSArray {
+		type summary struct {
+			ID         string
+			Name       string
+			Image      string
+			Command    string
+			Project    string
+			Service    string
+			Created    int64
+			State      string
+			Status     string
+			Health     string
+			ExitCode   int
+			Publishers []publisher
+		}
+		list := make([]summary, 0, len(cs))
+		for _, c := range cs {
+			list = append(list, summary{
+				ID: c.id(st), Name: c.name, Image: c.image, Command: "/entrypoint.sh",
+				Project: st.Project, Service: c.service, Created: created.Unix(),
+				State: c.stateName(), Status: c.status(n), Health: c.health(),
+				ExitCode: c.state.ExitCode,
+			})
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		out.stdout.Write(append(b, '\n'))
+		return nil
+	}
+	for _, c := range cs {
+		id := c.id(st)
+		if !noTrunc {
+			id = id[:12]
+		}
+		obj := map[string]any{
+			"Command":      strconv.Quote("/entrypoint.sh"),
+			"CreatedAt":    created.Format("2006-01-02 15:04:05 -0700 MST"),
+			"ExitCode":     c.state.ExitCode,
+			"Health":       c.health(),
+			"ID":           id,
+			"Image":        c.image,
+			"Labels":       "com.docker.compose.project=" + st.Project + ",com.docker.compose.service=" + c.service,
+			"LocalVolumes": "0",
+			"Mounts":       "",
+			"Name":         c.name,
+			"Names":        c.name,
+			"Networks":     st.Project + "_default",
+			"Ports":        "",
+			"Project":      st.Project,
+			"Publishers":   []publisher{},
+			"RunningFor":   fmt.Sprintf("%d seconds ago", int(runningFor.Seconds())),
+			"Service":      c.service,
+			"Size":         "0B",
+			"State":        c.stateName(),
+			"Status":       c.status(n),
+		}
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		out.stdout.Write(append(b, '\n'))
+	}
+	return nil
+}

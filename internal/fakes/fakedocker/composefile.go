@@ -1,0 +1,73 @@
+package fakedocker
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// defaultComposeFiles are looked for, in order, when no -f is given.
+var defaultComposeFiles = []string{"compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"}
+
+// projectServices reads the compose files just enough to learn the service names and
+// which of them declare a healthcheck (one that is not disabled). Later files override
+// earlier ones, as compose merges them. Relative files are taken from dir.
+func projectServices(dir string, files []string) (services, healthchecks []string, err error) {
+	if len(files) == 0 {
+		for _, name := range defaultComposeFiles {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				files = []string{name}
+				break
+			}
+		}
+		if len(files) == 0 {
+			return nil, nil, fmt.Errorf("no configuration file provided: not found in %s", dir)
+		}
+	}
+	hc := map[string]bool{}
+	for _, f := range files {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(dir, f)
+		}
+		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("open %s: no such file or directory", f)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var doc struct {
+			Services map[string]struct {
+				Healthcheck *struct {
+					Disable bool `yaml:"disable"`
+				} `yaml:"healthcheck"`
+			} `yaml:"services"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for name, svc := range doc.Services {
+			prev := hc[name]
+			switch {
+			case svc.Healthcheck == nil:
+				hc[name] = prev
+			default:
+				hc[name] = !svc.Healthcheck.Disable
+			}
+		}
+	}
+	for name, has := range hc {
+		services = append(services, name)
+		if has {
+			healthchecks = append(healthchecks, name)
+		}
+	}
+	slices.Sort(services)
+	slices.Sort(healthchecks)
+	return services, healthchecks, nil
+}

@@ -1,0 +1,88 @@
+// Package fakedocker is the logic of the fake docker program used by monky-deployd's
+// tests: it records every invocation and plays docker compose from a script, so that
+// no docker daemon is needed. cmd/fake-docker is a thin wrapper around Main, and any
+// other program can call Main when it re-executes itself as "docker".
+//
+// # What it understands
+//
+//	docker compose [--project-name P] [--project-directory D] [-f FILE]... up -d --remove-orphans
+//	docker compose ... down --remove-orphans [-v]
+//	docker compose ... ps --all --format json
+//	docker compose ... logs --no-color --tail N [SERVICE...]
+//	docker compose version [--short]
+//	docker version [--format TEMPLATE]
+//
+// Anything else, including an unknown flag, exits 1 with a message on stderr, so that
+// a wrong argv in the code under test shows up as a failure rather than being ignored.
+//
+// # Environment
+//
+// Main reads only the environment it is given, never the process's:
+//
+//	FAKE_DOCKER_LOG     file that receives one JSON line per invocation (appended)
+//	FAKE_DOCKER_SCRIPT  JSON script of compose behaviour (optional)
+//	FAKE_DOCKER_STATE   state kept between invocations (default: FAKE_DOCKER_LOG + ".state")
+//
+// Every invocation appends one line to FAKE_DOCKER_LOG with a single write on a file
+// opened with O_APPEND, so concurrent calls never interleave:
+//
+//	{"argv":["compose","--project-name","monky",...],"dir":"/srv/monky/current","env":["FAKE_DOCKER_LOG","PATH"],"time":"2026-11-30T09:00:00.123Z"}
+//
+// argv holds the arguments after the program name; env holds the sorted names of the
+// environment variables the program received, never their values.
+//
+// The state file remembers whether the project is up, its services, how many ps calls
+// were made since the last up and how often each command was called. It is updated
+// under an exclusive flock of "<state>.lock" and replaced by atomic rename. With
+// neither FAKE_DOCKER_LOG nor FAKE_DOCKER_STATE set, nothing is kept: every call sees
+// the project as freshly up.
+//
+// # Without a script
+//
+// Every command succeeds. up reads the compose files named by -f (relative to
+// --project-directory; compose.yaml and friends when no -f is given) just enough to
+// learn the service names and which declare a healthcheck; ps then shows every service
+// running, healthy where it has a healthcheck. Before the first up and after down, ps
+// prints nothing.
+//
+// # The script
+//
+// FAKE_DOCKER_SCRIPT names a JSON document that decodes into Script:
+//
+//	{
+//	  "ps_format": "lines",
+//	  "server_version": "27.3.1",
+//	  "commands": {
+//	    "up":   {"stderr": "Error response from daemon: pull access denied\n", "exit": 1, "fail_times": 1},
+//	    "ps":   {"delay": "2s"}
+//	  },
+//	  "services": {
+//	    "web":     {"states": [{"health": "starting", "times": 3}, {"health": "healthy"}],
+//	                "logs": "listening on :8080\n"},
+//	    "migrate": {"states": [{"state": "exited", "exit_code": 0}]},
+//	    "worker":  {"states": [{"status": "Up 10 seconds"}, {"status": "Up 1 second"}]}
+//	  }
+//	}
+//
+// ps_format selects the shape of ps --format json: "lines" (compose 2.21 and later, one
+// object per line, nothing at all for no containers; the default) or "array" (compose
+// 2.20 and earlier, one JSON array, "[]" for no containers).
+//
+// commands scripts up, down, ps, logs and version (docker version) by name. A command
+// with a non-zero exit fails every time: it prints stdout and stderr, exits with that
+// code and has no effect. With fail_times N only the first N calls fail (with exit, or
+// 1) and later calls behave normally. A command with exit 0 prints stdout and stderr
+// before its normal output. delay (a Go duration) is slept before every call of that
+// command, after the call was recorded, so that a test can kill the caller mid-call.
+//
+// services adds or overrides services. The states of a service are shown over
+// successive ps calls after the last up: the n-th ps call shows the n-th state (a state
+// with "times": k counts as k calls) and the last one repeats. A state has state
+// (running, the default; exited, restarting, created, paused, dead), health ("",
+// starting, healthy, unhealthy), exit_code and status (overrides the generated docker
+// status text, e.g. to make the uptime go backwards as a restart loop does). Health is
+// printed only for running containers with a healthcheck, as docker does; a service has
+// a healthcheck when its compose file declares one, when healthcheck is set in the
+// script, or when one of its states names a health. ps without --all hides containers
+// that are not running, as compose does.
+package fakedocker

@@ -1,0 +1,142 @@
+package fakedockertest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+)
+
+// Call is one recorded invocation of the fake docker.
+type Call = fakedocker.Call
+
+// Script is the scripted compose behaviour; see package fakedocker.
+type Script = fakedocker.Script
+
+// Docker is one installed fake docker: a program shared by the test process, with a
+// record, a state and a script of its own.
+type Docker struct {
+	// Path is the docker program (a file named "docker").
+	Path string
+	// Dir is the directory holding Path: put it first on PATH.
+	Dir string
+	// Log is the file that records every call (FAKE_DOCKER_LOG).
+	Log string
+	// State is the state file (FAKE_DOCKER_STATE).
+	State string
+	// Script is the script file (FAKE_DOCKER_SCRIPT), "" without a script.
+	Script string
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// Install builds the fake docker (once per test process), writes script (nil: every
+// command succeeds) into a fresh temporary directory of tb, and returns the Docker.
+// The environment a caller must give docker is Env.
+func Install(tb testing.TB, script *Script) *Docker {
+	tb.Helper()
+	buildOnce.Do(func() { buildDir, buildErr = build() })
+	if buildErr != nil {
+		tb.Fatalf("fakedockertest: %v", buildErr)
+	}
+	dir := tb.TempDir()
+	d := &Docker{
+		Path:  filepath.Join(buildDir, "docker"),
+		Dir:   buildDir,
+		Log:   filepath.Join(dir, "docker.log"),
+		State: filepath.Join(dir, "docker.state"),
+	}
+	if script != nil {
+		d.Script = filepath.Join(dir, "script.json")
+		if err := script.WriteFile(d.Script); err != nil {
+			tb.Fatalf("fakedockertest: write script: %v", err)
+		}
+	}
+	return d
+}
+
+// SetScript replaces the script, for a test that changes the behaviour between calls.
+func (d *Docker) SetScript(tb testing.TB, script *Script) {
+	tb.Helper()
+	if d.Script == "" {
+		d.Script = filepath.Join(filepath.Dir(d.Log), "script.json")
+	}
+	if script == nil {
+		script = &Script{}
+	}
+	if err := script.WriteFile(d.Script); err != nil {
+		tb.Fatalf("fakedockertest: write script: %v", err)
+	}
+}
+
+// Env returns the complete environment for the fake: PATH with Dir only, and the
+// FAKE_DOCKER_* variables, followed by extra ("K=V").
+func (d *Docker) Env(extra ...string) []string {
+	env := []string{
+		"PATH=" + d.Dir,
+		fakedocker.EnvLog + "=" + d.Log,
+		fakedocker.EnvState + "=" + d.State,
+	}
+	if d.Script != "" {
+		env = append(env, fakedocker.EnvScript+"="+d.Script)
+	}
+	return append(env, extra...)
+}
+
+// Calls returns the calls recorded so far.
+func (d *Docker) Calls(tb testing.TB) []Call {
+	tb.Helper()
+	calls, err := fakedocker.ReadCalls(d.Log)
+	if err != nil {
+		tb.Fatalf("fakedockertest: %v", err)
+	}
+	return calls
+}
+
+// Status returns the fake's state (is the project up, did down remove volumes, how
+// often was each command called).
+func (d *Docker) Status(tb testing.TB) fakedocker.Status {
+	tb.Helper()
+	st, err := fakedocker.ReadStatus(d.State)
+	if err != nil {
+		tb.Fatalf("fakedockertest: %v", err)
+	}
+	return st
+}
+
+// build compiles cmd/fake-docker into a new temporary directory as "docker". The
+// directory is left for the life of the machine's temp cleaning: it is shared by every
+// test of the process and no hook runs when the process ends.
+func build() (string, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			return "", fmt.Errorf("no go tool to build the fake docker: %w", err)
+		}
+	}
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate the fakedockertest source directory")
+	}
+	dir, err := os.MkdirTemp("", "fake-docker-")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(goTool, "build", "-o", filepath.Join(dir, "docker"), "github.com/monky/monky-deployd/cmd/fake-docker")
+	cmd.Dir = filepath.Dir(self)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build cmd/fake-docker: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return dir, nil
+}

@@ -1,0 +1,361 @@
+package fakedocker
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Environment variables that Main reads from the environment it is given.
+const (
+	EnvLog    = "FAKE_DOCKER_LOG"
+	EnvScript = "FAKE_DOCKER_SCRIPT"
+	EnvState  = "FAKE_DOCKER_STATE"
+)
+
+// ComposeVersion is the compose version the fake reports.
+const ComposeVersion = "2.29.7"
+
+// Call is one recorded invocation, one JSON line of FAKE_DOCKER_LOG.
+type Call struct {
+	// Argv holds the arguments after the program name.
+	Argv []string `json:"argv"`
+	// Dir is the working directory of the call.
+	Dir string `json:"dir"`
+	// Env holds the sorted names (never the values) of the environment variables.
+	Env []string `json:"env"`
+	// Time is when the call started.
+	Time time.Time `json:"time"`
+}
+
+// Main is the whole fake docker program. args are the arguments after the program
+// name and env is the complete environment ("K=V"); Main never reads the process's
+// arguments or environment and never exits the process: it returns the exit code.
+// stdin is accepted for symmetry with a real program and is not read.
+func Main(args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	_ = stdin
+	vars := envMap(env)
+	dir, err := os.Getwd()
+	if err != nil {
+		dir = ""
+	}
+	if p := vars[EnvLog]; p != "" {
+		if err := appendCall(p, Call{Argv: args, Dir: dir, Env: envNames(env), Time: time.Now().UTC()}); err != nil {
+			fmt.Fprintf(stderr, "fake docker: recording the call in %s: %v\n", p, err)
+			return 1
+		}
+	}
+	r := &run{stdout: stdout, stderr: stderr, cwd: dir, statePath: vars[EnvState]}
+	if r.statePath == "" && vars[EnvLog] != "" {
+		r.statePath = vars[EnvLog] + ".state"
+	}
+	if p := vars[EnvScript]; p != "" {
+		s, err := ReadScript(p)
+		if err != nil {
+			fmt.Fprintf(stderr, "fake docker: %v\n", err)
+			return 1
+		}
+		r.script = *s
+	}
+	return r.main(args)
+}
+
+// ReadCalls reads the record written to a FAKE_DOCKER_LOG file. A missing file is no
+// calls.
+func ReadCalls(path string) ([]Call, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var calls []Call
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var c Call
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+// appendCall writes one JSON line with a single write on an O_APPEND file, so that
+// lines of concurrent calls never interleave.
+func appendCall(path string, c Call) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v // the last one wins, as in os/exec
+	}
+	return m
+}
+
+func envNames(env []string) []string {
+	names := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// run is one invocation.
+type run struct {
+	stdout, stderr io.Writer
+	cwd            string
+	statePath      string
+	script         Script
+
+	// compose global flags
+	project    string
+	projectDir string
+	files      []string
+}
+
+// usageError is a command line the fake does not understand.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+func (r *run) main(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(r.stderr, "fake docker: no command; want compose or version")
+		return 1
+	}
+	switch args[0] {
+	case "version":
+		return r.dockerVersion(args[1:])
+	case "compose":
+		return r.compose(args[1:])
+	default:
+		fmt.Fprintf(r.stderr, "fake docker: unknown command %q (the fake knows compose and version)\n", args[0])
+		return 1
+	}
+}
+
+// flagSpec lists a subcommand's flags: true when the flag takes a value.
+type flagSpec map[string]bool
+
+// parseFlags splits args into flag values and positional arguments. "--x=v" and
+// "--x v" are both accepted; unknown flags are an error.
+func parseFlags(cmd string, args []string, spec flagSpec, stopAtPositional bool) (map[string][]string, []string, error) {
+	vals := map[string][]string{}
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			if stopAtPositional {
+				pos = append(pos, args[i:]...)
+				break
+			}
+			pos = append(pos, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(a, "=")
+		takes, ok := spec[name]
+		if !ok {
+			return nil, nil, usageError(fmt.Sprintf("unknown flag %s for %s", name, cmd))
+		}
+		switch {
+		case takes && !hasVal:
+			if i+1 >= len(args) {
+				return nil, nil, usageError(fmt.Sprintf("flag %s for %s needs a value", name, cmd))
+			}
+			i++
+			val = args[i]
+		case !takes && hasVal:
+			return nil, nil, usageError(fmt.Sprintf("flag %s for %s takes no value", name, cmd))
+		}
+		vals[name] = append(vals[name], val)
+	}
+	return vals, pos, nil
+}
+
+func has(vals map[string][]string, names ...string) bool {
+	for _, n := range names {
+		if _, ok := vals[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func last(vals map[string][]string, names ...string) string {
+	v := ""
+	for _, n := range names {
+		if l := vals[n]; len(l) > 0 {
+			v = l[len(l)-1]
+		}
+	}
+	return v
+}
+
+var composeGlobals = flagSpec{
+	"-p": true, "--project-name": true, "--project-directory": true,
+	"-f": true, "--file": true, "--env-file": true, "--profile": true,
+	"--ansi": true, "--progress": true, "--parallel": true, "--dry-run": false,
+}
+
+func (r *run) compose(args []string) int {
+	vals, rest, err := parseFlags("docker compose", args, composeGlobals, true)
+	if err != nil {
+		return r.usage(err)
+	}
+	r.projectDir = last(vals, "--project-directory")
+	if r.projectDir == "" {
+		r.projectDir = r.cwd
+	} else if !filepath.IsAbs(r.projectDir) {
+		r.projectDir = filepath.Join(r.cwd, r.projectDir)
+	}
+	r.project = last(vals, "-p", "--project-name")
+	if r.project == "" {
+		r.project = filepath.Base(r.projectDir)
+	}
+	r.files = append(append([]string(nil), vals["-f"]...), vals["--file"]...)
+	if len(vals["-f"]) > 0 && len(vals["--file"]) > 0 {
+		return r.usage(usageError("mix of -f and --file: the fake keeps one form so that the order is known"))
+	}
+	if len(rest) == 0 {
+		return r.usage(usageError("docker compose: no subcommand"))
+	}
+	switch rest[0] {
+	case "up":
+		return r.up(rest[1:])
+	case "down":
+		return r.down(rest[1:])
+	case "ps":
+		return r.ps(rest[1:])
+	case "logs":
+		return r.logs(rest[1:])
+	case "version":
+		return r.composeVersion(rest[1:])
+	default:
+		return r.usage(usageError(fmt.Sprintf("unknown command \"docker compose %s\" (the fake knows up, down, ps, logs and version)", rest[0])))
+	}
+}
+
+func (r *run) usage(err error) int {
+	fmt.Fprintf(r.stderr, "fake docker: %v\n", err)
+	return 1
+}
+
+// outcome is what a command prints and returns.
+type outcome struct {
+	stdout, stderr strings.Builder
+	code           int
+}
+
+// do runs a command: its scripted delay, then, under the state lock, its scripted
+// failure or its effect, then it prints the output.
+func (r *run) do(name string, effect func(st *Status, out *outcome) error) int {
+	cmd := r.script.Commands[name]
+	if cmd.Delay > 0 {
+		time.Sleep(time.Duration(cmd.Delay))
+	}
+	var out outcome
+	err := withStatus(r.statePath, r.fresh, func(st *Status) error {
+		if st.Calls == nil {
+			st.Calls = map[string]int{}
+		}
+		n := st.Calls[name]
+		st.Calls[name] = n + 1
+		out.stdout.WriteString(cmd.Stdout)
+		out.stderr.WriteString(cmd.Stderr)
+		if (cmd.FailTimes == 0 && cmd.Exit != 0) || n < cmd.FailTimes {
+			out.code = cmd.Exit
+			if out.code == 0 {
+				out.code = 1
+			}
+			return nil
+		}
+		if cmd.FailTimes > 0 {
+			// a recovered command prints its normal output only
+			out.stdout.Reset()
+			out.stderr.Reset()
+		}
+		return effect(st, &out)
+	})
+	if err != nil {
+		fmt.Fprintf(r.stderr, "fake docker: %v\n", err)
+		return 1
+	}
+	_, _ = io.WriteString(r.stdout, out.stdout.String())
+	_, _ = io.WriteString(r.stderr, out.stderr.String())
+	return out.code
+}
+
+// fresh is the state of a call without a state file: the project is up.
+func (r *run) fresh() Status {
+	st := Status{Up: true, Project: r.project, Generation: 1, UpAt: time.Now().Add(-5 * time.Second).Unix()}
+	if r.projectDir != "" {
+		st.Services, st.Healthchecks, _ = projectServices(r.projectDir, r.files)
+	}
+	return st
+}
+
+func (r *run) dockerVersion(args []string) int {
+	vals, pos, err := parseFlags("docker version", args, flagSpec{"-f": true, "--format": true}, false)
+	if err != nil {
+		return r.usage(err)
+	}
+	if len(pos) > 0 {
+		return r.usage(usageError("docker version takes no arguments"))
+	}
+	return r.do("version", func(_ *Status, out *outcome) error {
+		return versionOutput(out, last(vals, "-f", "--format"), r.serverVersion())
+	})
+}
+
+func (r *run) serverVersion() string {
+	if r.script.ServerVersion != "" {
+		return r.script.ServerVersion
+	}
+	return DefaultServerVersion
+}
+
+func (r *run) composeVersion(args []string) int {
+	vals, pos, err := parseFlags("docker compose version", args, flagSpec{"--short": false, "-f": true, "--format": true}, false)
+	if err != nil {
+		return r.usage(err)
+	}
+	if len(pos) > 0 {
+		return r.usage(usageError("docker compose version takes no arguments"))
+	}
+	if has(vals, "--short") {
+		fmt.Fprintln(r.stdout, ComposeVersion)
+	} else {
+		fmt.Fprintf(r.stdout, "Docker Compose version v%s\n", ComposeVersion)
+	}
+	return 0
+}

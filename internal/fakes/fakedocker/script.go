@@ -1,0 +1,142 @@
+package fakedocker
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// PS output shapes of docker compose ps --format json.
+const (
+	// PSLines is one JSON object per line, as compose 2.21 and later print it.
+	PSLines = "lines"
+	// PSArray is one JSON array, as compose 2.20 and earlier print it.
+	PSArray = "array"
+)
+
+// DefaultServerVersion is the docker server version the fake reports when the script
+// does not name one.
+const DefaultServerVersion = "27.3.1"
+
+// Script is the scripted compose behaviour read from FAKE_DOCKER_SCRIPT. The zero
+// Script makes every command succeed. The package documentation describes the format.
+type Script struct {
+	// PSFormat is PSLines (the default) or PSArray.
+	PSFormat string `json:"ps_format,omitempty"`
+	// ServerVersion is what docker version reports as the server version.
+	ServerVersion string `json:"server_version,omitempty"`
+	// Commands scripts "up", "down", "ps", "logs" and "version" by name.
+	Commands map[string]Command `json:"commands,omitempty"`
+	// Services adds services or overrides what the compose files say about them.
+	Services map[string]Service `json:"services,omitempty"`
+}
+
+// Command scripts one command: output, exit code, delay and transient failures.
+type Command struct {
+	// Stdout and Stderr are printed by a failing call, or before the normal output of
+	// a successful one.
+	Stdout string `json:"stdout,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+	// Exit is the exit code of a failing call. Non-zero without FailTimes: every call fails.
+	Exit int `json:"exit,omitempty"`
+	// FailTimes makes only the first FailTimes calls fail (with Exit, or 1).
+	FailTimes int `json:"fail_times,omitempty"`
+	// Delay is slept before every call of the command.
+	Delay Duration `json:"delay,omitempty"`
+}
+
+// Service scripts one compose service.
+type Service struct {
+	// Image is shown by ps; default "example.invalid/<service>:latest".
+	Image string `json:"image,omitempty"`
+	// Healthcheck, when set, overrides whether the service has a healthcheck.
+	Healthcheck *bool `json:"healthcheck,omitempty"`
+	// States are shown over successive ps calls after up; the last one repeats.
+	// Empty means running (and healthy, with a healthcheck).
+	States []State `json:"states,omitempty"`
+	// Logs is what logs prints for the service, one line per line.
+	Logs string `json:"logs,omitempty"`
+}
+
+// State is what ps shows for a service's container during one or more ps calls.
+type State struct {
+	// State is the docker container state; "" means "running".
+	State string `json:"state,omitempty"`
+	// Health is "", "starting", "healthy" or "unhealthy".
+	Health string `json:"health,omitempty"`
+	// ExitCode is the exit code of an exited or restarting container.
+	ExitCode int `json:"exit_code,omitempty"`
+	// Status overrides the generated status text ("Up 3 seconds (healthy)").
+	Status string `json:"status,omitempty"`
+	// Times is how many ps calls show this state; 0 counts as 1.
+	Times int `json:"times,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes as a Go duration string ("2s").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string such as "1.5s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"2s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// WriteFile writes the script as JSON to path, for FAKE_DOCKER_SCRIPT.
+func (s *Script) WriteFile(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadScript reads a script file. Unknown fields are an error, so that a typo in a
+// test's script does not silently script nothing.
+func ReadScript(path string) (*Script, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	var s Script
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("script %s: %w", path, err)
+	}
+	switch s.PSFormat {
+	case "", PSLines, PSArray:
+	default:
+		return nil, fmt.Errorf("script %s: ps_format %q: want %q or %q", path, s.PSFormat, PSLines, PSArray)
+	}
+	return &s, nil
+}
+
+// step returns the state shown by the n-th ps call (0-based) after up.
+func (s Service) step(n int) State {
+	if len(s.States) == 0 {
+		return State{}
+	}
+	for _, st := range s.States {
+		t := max(st.Times, 1)
+		if n < t {
+			return st
+		}
+		n -= t
+	}
+	return s.States[len(s.States)-1]
+}

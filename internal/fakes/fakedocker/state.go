@@ -1,0 +1,92 @@
+package fakedocker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Status is what the fake remembers between invocations, in the state file.
+type Status struct {
+	// Up is true after a successful up and false after down.
+	Up bool `json:"up"`
+	// Project is the project name of the last up.
+	Project string `json:"project,omitempty"`
+	// Services are the services the compose files declared at the last up, sorted.
+	Services []string `json:"services,omitempty"`
+	// Healthchecks are the services among them that declare a healthcheck.
+	Healthchecks []string `json:"healthchecks,omitempty"`
+	// Generation counts successful ups; it is part of the container IDs.
+	Generation int `json:"generation"`
+	// PSCalls counts ps calls since the last up.
+	PSCalls int `json:"ps_calls"`
+	// Calls counts the calls of each command ("up", "down", "ps", "logs", "version").
+	Calls map[string]int `json:"calls,omitempty"`
+	// DownVolumes is true when the last down removed volumes (-v).
+	DownVolumes bool `json:"down_volumes"`
+	// UpAt is when the last up ran, in Unix seconds.
+	UpAt int64 `json:"up_at,omitempty"`
+}
+
+// ReadStatus reads a state file. A missing file is the zero Status.
+func ReadStatus(path string) (Status, error) {
+	var st Status
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// writeStatus replaces the state file atomically (temp file in the same directory,
+// then rename).
+func writeStatus(path string, st Status) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// withStatus runs fn on the state under an exclusive lock and saves what fn leaves.
+// With no path the state lives only for this call and starts as "up".
+func withStatus(path string, fresh func() Status, fn func(*Status) error) error {
+	if path == "" {
+		st := fresh()
+		return fn(&st)
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return fmt.Errorf("lock state: %w", err)
+	}
+	defer unlock()
+	st, err := ReadStatus(path)
+	if err != nil {
+		return err
+	}
+	if err := fn(&st); err != nil {
+		return err
+	}
+	return writeStatus(path, st)
+}
