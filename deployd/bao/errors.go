@@ -1,0 +1,173 @@
+package bao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// kind is the type of the sentinel errors: a condition with a stable code.
+type kind struct {
+	code string
+	text string
+}
+
+func (k *kind) Error() string { return k.text }
+
+// Code returns the stable code of the condition, e.g. "SECRET_MISSING".
+func (k *kind) Code() string { return k.code }
+
+// The conditions of this package. Every *Error matches exactly one of them with
+// errors.Is, and its Code method returns the sentinel's code.
+var (
+	// ErrUnauthenticated: OpenBao rejected the grant at login (wrong role, garbage or
+	// expired JWT, a grant superseded by a newer lease) or the token at lookup-self or
+	// renew-self (invalid, revoked or expired). The operator must bootstrap the box again
+	// with a fresh grant.
+	ErrUnauthenticated error = &kind{"UNAUTHENTICATED", "OpenBao rejected the credentials"}
+	// ErrSecretDenied: OpenBao answered 403 to a KV read; the token's policy does not
+	// cover the path (another env's path, or a token that is no longer valid).
+	ErrSecretDenied error = &kind{"SECRET_DENIED", "OpenBao denied the secret read"}
+	// ErrSecretMissing: the secret path does not exist (404), its latest version was
+	// deleted or destroyed, or the key is absent from its data.
+	ErrSecretMissing error = &kind{"SECRET_MISSING", "secret is missing"}
+	// ErrLeaseShape: the login response is not a plain JWT-auth service token: it is
+	// response-wrapped, carries AppRole metadata (role_id, secret_id, role_name), has no
+	// client token, or is a limited-use token (num_uses > 0).
+	ErrLeaseShape error = &kind{"LEASE_SHAPE", "login response has the wrong shape"}
+	// ErrSecretPath: a secret reference, mount or env id that would not stay inside the
+	// env's root <kv_mount>/data/envs/<env_id>/.
+	ErrSecretPath error = &kind{"SECRET_PATH", "secret path leaves the env root"}
+	// ErrUnavailable: OpenBao cannot answer now: sealed (503), standby or another 5xx,
+	// rate limited (429), a redirect, a refused connection, a timeout, a malformed
+	// response. It is temporary: retry at the next tick.
+	ErrUnavailable error = &kind{"UNAVAILABLE", "OpenBao is unavailable"}
+	// ErrConfig: New was given a Config it cannot work with (no or a malformed
+	// address, an env id that is not env-<tier>-<nn>, an unsafe mount name, an
+	// unreadable CA file). It is not temporary.
+	ErrConfig error = &kind{"CONFIG", "invalid OpenBao client configuration"}
+)
+
+// Error is the error type of every failed call of this package. It names the
+// operation, the variable and the path; it never carries a token, a grant or a secret
+// value, not even when the server echoes one in its error body.
+type Error struct {
+	// Op is the operation: "new", "login", "lookup-self", "renew-self", "revoke-self",
+	// "read" or "secret-path".
+	Op string
+	// Kind is one of the sentinel errors of this package (ErrUnavailable, …).
+	Kind error
+	// Var is the variable name of a secret reference, for reads; "" otherwise.
+	Var string
+	// Path is the OpenBao API path (without /v1/), e.g. "secret/data/envs/env-dev-01/db".
+	Path string
+	// Status is the HTTP status OpenBao answered, or 0 when there was no answer.
+	Status int
+	// Detail explains the failure to an operator: the server's error messages with
+	// anything token- or JWT-shaped masked, or what was wrong with the response.
+	Detail string
+	// Err is the underlying cause (a network error, a context error), or nil.
+	Err error
+}
+
+// Error formats the error as "bao <op> <path>: <CODE>: <detail>".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("bao ")
+	b.WriteString(e.Op)
+	if e.Path != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Path)
+	}
+	if e.Var != "" {
+		b.WriteString(" (variable ")
+		b.WriteString(e.Var)
+		b.WriteString(")")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Code())
+	b.WriteString(": ")
+	if e.Detail != "" {
+		b.WriteString(e.Detail)
+	} else if e.Kind != nil {
+		b.WriteString(e.Kind.Error())
+	}
+	if e.Status != 0 {
+		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Code returns the stable code of the error's Kind, e.g. "SECRET_DENIED".
+func (e *Error) Code() string {
+	var k *kind
+	if errors.As(e.Kind, &k) {
+		return k.code
+	}
+	return "UNAVAILABLE"
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is the error's Kind.
+func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
+
+// IsTemporary reports whether err is worth retrying at the next tick: OpenBao was
+// unavailable (sealed, standby, 5xx, refused, timed out) or a deadline passed.
+func IsTemporary(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+var (
+	// jwtShape matches anything that looks like a JWT (three base64url segments).
+	jwtShape = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)
+	// tokenShape matches OpenBao and Vault token formats (s., b., r., hvs., hvb., hvr.).
+	tokenShape = regexp.MustCompile(`\b(?:hv[sbr]|[sbr])\.[A-Za-z0-9_.-]{16,}`)
+)
+
+// maxDetail bounds the server text kept in an error.
+const maxDetail = 300
+
+// serverDetail turns the server's error messages into an operator-readable detail
+// that holds no secret: every secret of the request is replaced first, then anything
+// shaped like a JWT or a token, and the result is cut to a bounded length.
+func serverDetail(msgs []string, secrets ...string) string {
+	s := strings.Join(msgs, "; ")
+	for _, sec := range secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "[REDACTED]")
+		}
+	}
+	s = jwtShape.ReplaceAllString(s, "[REDACTED]")
+	s = tokenShape.ReplaceAllString(s, "[REDACTED]")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxDetail {
+		cut := maxDetail
+		for cut > 0 && !isRuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	// A secret split by the cut could survive as a prefix; cut again if so.
+	for _, sec := range secrets {
+		if len(sec) >= 8 && strings.Contains(s, sec[:8]) {
+			return "(server message withheld: it quoted a credential)"
+		}
+	}
+	return s
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,280 @@
+package bao
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/monky/monky-deployd/deployd/secret"
+)
+
+// envIDPattern is the form of an env id (SPEC §4).
+var envIDPattern = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
+
+// Ref is a secret reference relative to the env's root, as a bundle manifest names
+// it: {Path: "db", Key: "password"} reads key "password" of
+// <kv_mount>/data/envs/<env_id>/db.
+type Ref struct {
+	// Path is the secret's path below envs/<env_id>/, slash separated.
+	Path string
+	// Key is the key inside the secret's data.
+	Key string
+}
+
+// SecretPath builds the KV v2 API path of a secret of env envID:
+// "<kvMount>/data/envs/<envID>/<path>". It refuses (ErrSecretPath) an env id that is
+// not env-<tier>-<nn>, and a mount or path with a leading or trailing "/", an empty,
+// "." or ".." segment, a backslash, a control character, invalid UTF-8 or one of
+// "%?#" — anything that could leave the env's root once OpenBao or a proxy cleans or
+// unescapes it.
+func SecretPath(kvMount, envID, path string) (string, error) {
+	if !envIDPattern.MatchString(envID) {
+		return "", &Error{Op: "secret-path", Kind: ErrSecretPath,
+			Detail: fmt.Sprintf("env_id %q does not match env-<tier>-<nn>", envID)}
+	}
+	if err := checkMount("kv mount", kvMount); err != nil {
+		return "", &Error{Op: "secret-path", Kind: ErrSecretPath, Detail: err.Error()}
+	}
+	if err := checkRelPath(path); err != nil {
+		return "", &Error{Op: "secret-path", Kind: ErrSecretPath, Detail: err.Error()}
+	}
+	return kvMount + "/data/envs/" + envID + "/" + path, nil
+}
+
+// checkMount checks a mount name (which may have several segments, e.g. "kv/team").
+func checkMount(what, mount string) error {
+	if mount == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if err := checkSegments(mount); err != nil {
+		return fmt.Errorf("%s %q: %w", what, printable(mount), err)
+	}
+	return nil
+}
+
+// checkRelPath checks a secret path relative to the env root.
+func checkRelPath(p string) error {
+	if p == "" {
+		return errors.New("the secret path is empty")
+	}
+	if err := checkSegments(p); err != nil {
+		return fmt.Errorf("secret path %q: %w", printable(p), err)
+	}
+	return nil
+}
+
+func checkSegments(p string) error {
+	switch {
+	case !utf8.ValidString(p):
+		return errors.New("is not valid UTF-8")
+	case strings.HasPrefix(p, "/"):
+		return errors.New("starts with /")
+	case strings.ContainsRune(p, '\\'):
+		return errors.New("holds a backslash")
+	case hasControl(p):
+		return errors.New("holds a control character")
+	case strings.ContainsAny(p, "%?#"):
+		return errors.New("holds one of % ? #")
+	}
+	for _, seg := range strings.Split(p, "/") {
+		switch seg {
+		case "":
+			return errors.New("has an empty segment")
+		case ".", "..":
+			return fmt.Errorf("has a %q segment", seg)
+		}
+		if strings.TrimSpace(seg) != seg {
+			return errors.New("has a segment with leading or trailing space")
+		}
+	}
+	return nil
+}
+
+// printable replaces control characters so that a refused path can be quoted.
+func printable(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// kvWire is the answer of a KV v2 read.
+type kvWire struct {
+	Data *struct {
+		Data     map[string]json.RawMessage `json:"data"`
+		Metadata *struct {
+			DeletionTime string `json:"deletion_time"`
+			Destroyed    bool   `json:"destroyed"`
+			Version      int    `json:"version"`
+		} `json:"metadata"`
+	} `json:"data"`
+}
+
+// kvData is a decoded KV v2 read: the data (nil for a deleted or destroyed version)
+// and why it is nil.
+type kvData struct {
+	data   map[string]json.RawMessage
+	absent string // why there is no data: "" when data is present
+}
+
+// decodeKV decodes the body of a KV v2 read (200, or a 404 that still carries the
+// metadata of a deleted version).
+func decodeKV(body []byte) (kvData, error) {
+	var w kvWire
+	if len(bytes.TrimSpace(body)) == 0 {
+		return kvData{absent: "the secret does not exist"}, nil
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return kvData{}, errors.New("malformed KV v2 response")
+	}
+	switch {
+	case w.Data == nil:
+		return kvData{absent: "the secret does not exist"}, nil
+	case w.Data.Metadata != nil && w.Data.Metadata.Destroyed:
+		return kvData{absent: fmt.Sprintf("version %d of the secret was destroyed", w.Data.Metadata.Version)}, nil
+	case w.Data.Metadata != nil && w.Data.Metadata.DeletionTime != "":
+		return kvData{absent: fmt.Sprintf("version %d of the secret was deleted", w.Data.Metadata.Version)}, nil
+	case w.Data.Data == nil:
+		return kvData{absent: "the secret has no data"}, nil
+	}
+	return kvData{data: w.Data.Data}, nil
+}
+
+// value turns a KV value into the string an env var gets: a JSON string as is,
+// a number or a boolean as its JSON text. null, objects and arrays are refused.
+func value(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", false
+		}
+		return s, true
+	case 't', 'f', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return "", false
+		}
+		if v == nil {
+			return "", false
+		}
+		return string(raw), true
+	}
+	return "", false
+}
+
+// Read reads the secrets refs names, by variable name, with token: one GET per
+// distinct path, each pinned to the Client's env (SecretPath). Every value is
+// registered with Config.Secrets as soon as it is decoded. A reference that leaves
+// the env root is ErrSecretPath (checked for all refs before any request); a 403 is
+// ErrSecretDenied; a missing path, a deleted or destroyed latest version or a missing
+// key is ErrSecretMissing, and every missing variable is reported (errors.Join, in
+// variable order). Errors name variables, paths and keys, never values.
+func (c *Client) Read(ctx context.Context, token secret.Value, refs map[string]Ref) (map[string]secret.Value, error) {
+	const op = "read"
+	c.secrets.Add(token.Reveal())
+	names := make([]string, 0, len(refs))
+	for name := range refs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+
+	byPath := map[string][]string{} // api path → variables
+	var paths []string
+	for _, name := range names {
+		ref := refs[name]
+		p, err := SecretPath(c.kvMount, c.envID, ref.Path)
+		if err != nil {
+			e := err.(*Error)
+			e.Op, e.Var = op, name
+			return nil, e
+		}
+		if ref.Key == "" {
+			return nil, &Error{Op: op, Kind: ErrSecretPath, Var: name, Path: p, Detail: "the secret reference names no key"}
+		}
+		if _, ok := byPath[p]; !ok {
+			paths = append(paths, p)
+		}
+		byPath[p] = append(byPath[p], name)
+	}
+
+	out := make(map[string]secret.Value, len(refs))
+	var missing []error
+	for _, p := range paths {
+		vars := byPath[p]
+		r, err := c.call(ctx, op, http.MethodGet, p, token, nil)
+		if err != nil {
+			e := err.(*Error)
+			e.Var = strings.Join(vars, ",")
+			return nil, e
+		}
+		var d kvData
+		switch r.status {
+		case http.StatusOK, http.StatusNotFound:
+			var derr error
+			d, derr = decodeKV(r.body)
+			if derr != nil {
+				return nil, &Error{Op: op, Kind: ErrUnavailable, Var: strings.Join(vars, ","), Path: p,
+					Status: r.status, Detail: derr.Error()}
+			}
+			if r.status == http.StatusNotFound && d.absent == "" {
+				d = kvData{absent: "the secret does not exist"}
+			}
+		default:
+			e := statusError(op, p, r, ErrSecretDenied, token.Reveal())
+			e.Var = strings.Join(vars, ",")
+			if e.Kind == ErrSecretDenied {
+				e.Detail = "the token's policy does not allow reading this path"
+			}
+			return nil, e
+		}
+		// Register every value of the secret first: the whole data was decoded.
+		for _, raw := range d.data {
+			if s, ok := value(raw); ok {
+				c.secrets.Add(s)
+			}
+		}
+		for _, name := range vars {
+			key := refs[name].Key
+			if d.absent != "" {
+				missing = append(missing, &Error{Op: op, Kind: ErrSecretMissing, Var: name, Path: p, Status: r.status,
+					Detail: d.absent})
+				continue
+			}
+			raw, ok := d.data[key]
+			if !ok {
+				missing = append(missing, &Error{Op: op, Kind: ErrSecretMissing, Var: name, Path: p, Status: r.status,
+					Detail: fmt.Sprintf("the secret has no key %q", printable(key))})
+				continue
+			}
+			s, ok := value(raw)
+			if !ok {
+				missing = append(missing, &Error{Op: op, Kind: ErrSecretMissing, Var: name, Path: p, Status: r.status,
+					Detail: fmt.Sprintf("key %q is not a string, number or boolean", printable(key))})
+				continue
+			}
+			out[name] = secret.New(s)
+		}
+	}
+	switch len(missing) {
+	case 0:
+		return out, nil
+	case 1:
+		return nil, missing[0]
+	}
+	return nil, errors.Join(missing...)
+}
