@@ -1,0 +1,162 @@
+package deploydtest
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+)
+
+// DefaultCompose is the compose file MakeBundle uses when BundleSpec.Files is empty.
+const DefaultCompose = "services:\n  app:\n    image: registry.monky.internal/app:1\n"
+
+// SecretRef names a secret of a bundle manifest: a path under the environment's root
+// and a key of that KV v2 secret.
+type SecretRef struct {
+	Path string `json:"path"`
+	Key  string `json:"key"`
+}
+
+// BundleSpec describes a bundle for MakeBundle. Zero values are documented defaults.
+type BundleSpec struct {
+	// EnvID is manifest.env_id (required).
+	EnvID string
+	// Serial is manifest.serial; default 1.
+	Serial int64
+	// Files are the bundle's files besides manifest.json, path → content; default
+	// {"compose.yaml": DefaultCompose}.
+	Files map[string]string
+	// ComposeFiles is manifest.compose_files; default ["compose.yaml"].
+	ComposeFiles []string
+	// Vars and Secrets are manifest.vars and manifest.secrets.
+	Vars    map[string]string
+	Secrets map[string]SecretRef
+	// MinFreeMB is manifest.min_free_mb.
+	MinFreeMB int64
+	// Gzip compresses the tar.
+	Gzip bool
+}
+
+// Bundle is a bundle built by MakeBundle.
+type Bundle struct {
+	// Data is the tar (or tar.gz) as tenancy serves it.
+	Data []byte
+	// SHA is the bundle sha (SPEC §7), computed from the file contents, independently
+	// of the tar.
+	SHA string
+	// Manifest is the manifest.json written into the tar.
+	Manifest []byte
+}
+
+type manifest struct {
+	Schema       int                  `json:"schema"`
+	EnvID        string               `json:"env_id"`
+	Serial       int64                `json:"serial"`
+	ComposeFiles []string             `json:"compose_files"`
+	Files        []string             `json:"files"`
+	Vars         map[string]string    `json:"vars"`
+	Secrets      map[string]SecretRef `json:"secrets"`
+	MinFreeMB    int64                `json:"min_free_mb,omitempty"`
+}
+
+// MakeBundle builds a bundle (SPEC §7): manifest.json listing every file, then the
+// files, in a tar with fixed metadata so that the same spec gives the same bytes.
+func MakeBundle(tb testing.TB, spec BundleSpec) Bundle {
+	tb.Helper()
+	b, err := buildBundle(spec)
+	if err != nil {
+		tb.Fatalf("deploydtest: MakeBundle: %v", err)
+	}
+	return b
+}
+
+func buildBundle(spec BundleSpec) (Bundle, error) {
+	if spec.EnvID == "" {
+		return Bundle{}, fmt.Errorf("BundleSpec.EnvID is required")
+	}
+	files := spec.Files
+	if len(files) == 0 {
+		files = map[string]string{"compose.yaml": DefaultCompose}
+	}
+	if _, ok := files["manifest.json"]; ok {
+		return Bundle{}, fmt.Errorf("BundleSpec.Files must not hold manifest.json")
+	}
+	m := manifest{
+		Schema: 1, EnvID: spec.EnvID, Serial: spec.Serial, ComposeFiles: spec.ComposeFiles,
+		Vars: spec.Vars, Secrets: spec.Secrets, MinFreeMB: spec.MinFreeMB,
+	}
+	if m.Serial == 0 {
+		m.Serial = 1
+	}
+	if m.ComposeFiles == nil {
+		m.ComposeFiles = []string{"compose.yaml"}
+	}
+	if m.Vars == nil {
+		m.Vars = map[string]string{}
+	}
+	if m.Secrets == nil {
+		m.Secrets = map[string]SecretRef{}
+	}
+	for p := range files {
+		m.Files = append(m.Files, p)
+	}
+	sort.Strings(m.Files)
+	mdata, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return Bundle{}, err
+	}
+	all := map[string][]byte{"manifest.json": mdata}
+	for p, c := range files {
+		all[p] = []byte(c)
+	}
+	names := make([]string, 0, len(all))
+	for p := range all {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+
+	var buf bytes.Buffer
+	var zw *gzip.Writer
+	tw := tar.NewWriter(&buf)
+	if spec.Gzip {
+		zw = gzip.NewWriter(&buf)
+		tw = tar.NewWriter(zw)
+	}
+	mtime := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dirs := map[string]bool{}
+	listing := sha256.New()
+	for _, p := range names {
+		for i := range len(p) {
+			if p[i] == '/' && !dirs[p[:i]] {
+				dirs[p[:i]] = true
+				if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p[:i] + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+					return Bundle{}, err
+				}
+			}
+		}
+		c := all[p]
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: 0o644, Size: int64(len(c)), ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+			return Bundle{}, err
+		}
+		if _, err := tw.Write(c); err != nil {
+			return Bundle{}, err
+		}
+		sum := sha256.Sum256(c)
+		fmt.Fprintf(listing, "%s  %s\n", hex.EncodeToString(sum[:]), p)
+	}
+	if err := tw.Close(); err != nil {
+		return Bundle{}, err
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return Bundle{}, err
+		}
+	}
+	return Bundle{Data: buf.Bytes(), SHA: hex.EncodeToString(listing.Sum(nil)), Manifest: mdata}, nil
+}

@@ -1,0 +1,417 @@
+package deploydtest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+)
+
+// Desired is the state an environment's check-in answers (see ConformanceTarget).
+type Desired = faketenancy.Desired
+
+// ConformanceTarget is a server under test by Conformance: the fake tenancy or the
+// real monky-tenancy, reached through hooks the target implements.
+type ConformanceTarget struct {
+	// BaseURL of the agent API (required).
+	BaseURL string
+	// Client reaches it; default a client with a 30s timeout.
+	Client *http.Client
+	// EnvA and EnvB are two distinct environments (required). The suite spends up to
+	// three leases of EnvA and the whole lease budget of EnvB: use fresh environments.
+	EnvA, EnvB string
+	// Token returns a live bearer (OpenBao token) of envID (required).
+	Token func(t testing.TB, envID string) string
+	// Publish publishes bundle for envID and returns its sha and serial (required).
+	Publish func(t testing.TB, envID string, bundle []byte) (sha string, serial int64)
+	// SetDesired sets what envID's check-ins answer (required). With apply and
+	// Serial 0 the target takes the serial the sha was published with.
+	SetDesired func(t testing.TB, envID string, d Desired)
+	// LeaseBudget and LeaseWindow are the budget per environment; defaults 5 and 1h.
+	LeaseBudget int
+	LeaseWindow time.Duration
+	// AuthMount and Role every lease must name; defaults "jwt-tenancy", "see-env".
+	AuthMount, Role string
+}
+
+// Conformance checks target against the agent API contract (SPEC §5,
+// docs/PROTOCOL.md): statuses, JSON shapes, error bodies, authentication, environment
+// pinning and the lease budget. It speaks raw HTTP, so it depends on no client.
+func Conformance(t *testing.T, target ConformanceTarget) {
+	t.Helper()
+	c := newConformance(t, target)
+	t.Run("unauthenticated", c.unauthenticated)
+	t.Run("checkin", c.checkin)
+	t.Run("bundle", c.bundle)
+	t.Run("lease", c.lease)
+	t.Run("report", c.report)
+	t.Run("env_mismatch", c.envMismatch)
+	t.Run("lease_budget", c.leaseBudget)
+}
+
+type conformance struct {
+	ConformanceTarget
+}
+
+func newConformance(t *testing.T, tg ConformanceTarget) *conformance {
+	require.NotEmpty(t, tg.BaseURL, "ConformanceTarget.BaseURL")
+	require.NotEmpty(t, tg.EnvA, "ConformanceTarget.EnvA")
+	require.NotEmpty(t, tg.EnvB, "ConformanceTarget.EnvB")
+	require.NotEqual(t, tg.EnvA, tg.EnvB, "ConformanceTarget.EnvA and EnvB must differ")
+	require.NotNil(t, tg.Token, "ConformanceTarget.Token")
+	require.NotNil(t, tg.Publish, "ConformanceTarget.Publish")
+	require.NotNil(t, tg.SetDesired, "ConformanceTarget.SetDesired")
+	if tg.Client == nil {
+		tg.Client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if tg.LeaseBudget <= 0 {
+		tg.LeaseBudget = 5
+	}
+	if tg.LeaseWindow <= 0 {
+		tg.LeaseWindow = time.Hour
+	}
+	if tg.AuthMount == "" {
+		tg.AuthMount = "jwt-tenancy"
+	}
+	if tg.Role == "" {
+		tg.Role = "see-env"
+	}
+	tg.BaseURL = strings.TrimRight(tg.BaseURL, "/")
+	return &conformance{tg}
+}
+
+// response is one answer, read whole.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (c *conformance) do(t *testing.T, method, path, bearer string, body any) response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, c.BaseURL+path, rd)
+	require.NoError(t, err)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	req.Header.Set("User-Agent", "monky-deployd/conformance")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Client.Do(req)
+	require.NoError(t, err, "%s %s", method, path)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	require.NoError(t, err)
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// object decodes a JSON object answer and checks its Content-Type.
+func object(t *testing.T, r response) map[string]any {
+	t.Helper()
+	mt, _, err := mime.ParseMediaType(r.header.Get("Content-Type"))
+	require.NoError(t, err, "Content-Type %q", r.header.Get("Content-Type"))
+	assert.Equal(t, "application/json", mt)
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&m), "the body must be a JSON object")
+	return m
+}
+
+// errorCode checks the error body shape {"error":{"code","message"}} and returns code.
+func errorCode(t *testing.T, r response) string {
+	t.Helper()
+	m := object(t, r)
+	e, ok := m["error"].(map[string]any)
+	require.True(t, ok, "error body must be {\"error\":{…}}: %s", r.body)
+	code, ok := e["code"].(string)
+	require.True(t, ok && code != "", "error.code must be a non-empty string")
+	_, ok = e["message"].(string)
+	require.True(t, ok, "error.message must be a string")
+	return code
+}
+
+func integer(t *testing.T, m map[string]any, field string) int64 {
+	t.Helper()
+	n, ok := m[field].(json.Number)
+	require.True(t, ok, "field %s must be a number, got %T", field, m[field])
+	v, err := n.Int64()
+	require.NoError(t, err, "field %s must be an integer", field)
+	return v
+}
+
+func boolean(t *testing.T, m map[string]any, field string) bool {
+	t.Helper()
+	v, present := m[field]
+	if !present {
+		return false
+	}
+	b, ok := v.(bool)
+	require.True(t, ok, "field %s must be a boolean, got %T", field, v)
+	return b
+}
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (c *conformance) checkinBody(env string) map[string]any {
+	return map[string]any{
+		"env_id": env, "agent_version": "0.0.0-conformance", "current_sha": "", "current_serial": 0,
+		"last_result": "", "last_code": "",
+		"host": map[string]any{"hostname": "conformance", "docker_version": "27.0.0", "free_mb": 4096},
+	}
+}
+
+func (c *conformance) reportBody(env, sha string, serial int64) map[string]any {
+	return map[string]any{
+		"env_id": env, "sha": sha, "serial": serial, "result": "applied", "code": "", "detail": "",
+		"tail": "", "services": []any{map[string]any{"name": "app", "state": "running", "health": ""}},
+		"duration_ms": 1234,
+	}
+}
+
+func (c *conformance) publish(t *testing.T, env string, serial int64) (Bundle, int64) {
+	t.Helper()
+	b := MakeBundle(t, BundleSpec{EnvID: env, Serial: serial, Files: map[string]string{
+		"compose.yaml":    DefaultCompose,
+		"config/app.toml": "serial = " + strconv.FormatInt(serial, 10) + "\n" + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n",
+	}})
+	sha, got := c.Publish(t, env, b.Data)
+	require.Equal(t, b.SHA, sha, "Publish must answer the bundle sha of SPEC §7")
+	require.GreaterOrEqual(t, got, int64(1), "serial")
+	return b, got
+}
+
+func (c *conformance) unauthenticated(t *testing.T) {
+	const garbage = "not-a-live-token-3f9c2a77e1"
+	sha := strings.Repeat("ab", 32)
+	calls := []struct {
+		name, method, path string
+		body               any
+	}{
+		{"checkin", http.MethodPost, "/v1/agent/checkin", c.checkinBody(c.EnvA)},
+		{"bundle", http.MethodGet, "/v1/agent/bundles/" + sha, nil},
+		{"lease", http.MethodPost, "/v1/agent/lease", map[string]any{"env_id": c.EnvA, "sha": sha}},
+		{"report", http.MethodPost, "/v1/agent/report", c.reportBody(c.EnvA, sha, 1)},
+	}
+	for _, call := range calls {
+		for _, bearer := range []string{"", garbage} {
+			name := call.name + "/no_bearer"
+			if bearer != "" {
+				name = call.name + "/garbage_bearer"
+			}
+			t.Run(name, func(t *testing.T) {
+				r := c.do(t, call.method, call.path, bearer, call.body)
+				require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
+				assert.Equal(t, "UNAUTHENTICATED", errorCode(t, r))
+				if bearer != "" {
+					assert.NotContains(t, string(r.body), bearer, "an error body must not echo the bearer")
+				}
+			})
+		}
+	}
+}
+
+func (c *conformance) checkin(t *testing.T) {
+	tok := c.Token(t, c.EnvA)
+	post := func(t *testing.T) map[string]any {
+		t.Helper()
+		r := c.do(t, http.MethodPost, "/v1/agent/checkin", tok, c.checkinBody(c.EnvA))
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		m := object(t, r)
+		assert.GreaterOrEqual(t, integer(t, m, "next_checkin_s"), int64(0))
+		return m
+	}
+	t.Run("none", func(t *testing.T) {
+		c.SetDesired(t, c.EnvA, Desired{Action: "none"})
+		m := post(t)
+		assert.Equal(t, "none", m["action"])
+	})
+	t.Run("apply_after_publish", func(t *testing.T) {
+		b1, s1 := c.publish(t, c.EnvA, 1)
+		m := post(t)
+		assert.Equal(t, "apply", m["action"])
+		assert.Equal(t, b1.SHA, m["sha"])
+		assert.Equal(t, s1, integer(t, m, "serial"))
+		assert.False(t, boolean(t, m, "retry"))
+		assert.False(t, boolean(t, m, "rollback"))
+
+		b2, s2 := c.publish(t, c.EnvA, 2)
+		m = post(t)
+		assert.Equal(t, b2.SHA, m["sha"], "the newest publish is desired")
+		assert.Greater(t, integer(t, m, "serial"), s1)
+		assert.Equal(t, s2, integer(t, m, "serial"))
+		require.Regexp(t, hex64, m["sha"])
+	})
+	t.Run("apply_retry_rollback", func(t *testing.T) {
+		b, s := c.publish(t, c.EnvA, 3)
+		c.SetDesired(t, c.EnvA, Desired{Action: "apply", SHA: b.SHA, Serial: s, Retry: true, Rollback: true})
+		m := post(t)
+		assert.Equal(t, "apply", m["action"])
+		assert.True(t, boolean(t, m, "retry"))
+		assert.True(t, boolean(t, m, "rollback"))
+	})
+	t.Run("down_purge", func(t *testing.T) {
+		c.SetDesired(t, c.EnvA, Desired{Action: "down", Purge: true})
+		m := post(t)
+		assert.Equal(t, "down", m["action"])
+		assert.True(t, boolean(t, m, "purge"))
+	})
+	t.Run("bad_body", func(t *testing.T) {
+		r := c.do(t, http.MethodPost, "/v1/agent/checkin", tok, map[string]any{"env_id": c.EnvA, "last_result": "up"})
+		require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+		errorCode(t, r)
+	})
+}
+
+func (c *conformance) bundle(t *testing.T) {
+	tok := c.Token(t, c.EnvA)
+	b, _ := c.publish(t, c.EnvA, 4)
+	t.Run("bytes", func(t *testing.T) {
+		r := c.do(t, http.MethodGet, "/v1/agent/bundles/"+b.SHA, tok, nil)
+		require.Equal(t, http.StatusOK, r.status)
+		assert.Equal(t, b.Data, r.body, "the bundle is served byte for byte")
+		mt, _, err := mime.ParseMediaType(r.header.Get("Content-Type"))
+		require.NoError(t, err)
+		assert.Contains(t, []string{"application/x-tar", "application/gzip", "application/x-gzip", "application/octet-stream"}, mt)
+	})
+	t.Run("unknown_sha", func(t *testing.T) {
+		r := c.do(t, http.MethodGet, "/v1/agent/bundles/"+strings.Repeat("0", 64), tok, nil)
+		require.Equal(t, http.StatusNotFound, r.status)
+		errorCode(t, r)
+	})
+	t.Run("other_env", func(t *testing.T) {
+		other, _ := c.publish(t, c.EnvB, 1)
+		r := c.do(t, http.MethodGet, "/v1/agent/bundles/"+other.SHA, tok, nil)
+		require.Contains(t, []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict}, r.status,
+			"a bundle of another environment is not served")
+		assert.NotEqual(t, other.Data, r.body)
+		errorCode(t, r)
+	})
+}
+
+func (c *conformance) lease(t *testing.T) {
+	tok := c.Token(t, c.EnvA)
+	b, _ := c.publish(t, c.EnvA, 5)
+	r := c.do(t, http.MethodPost, "/v1/agent/lease", tok, map[string]any{"env_id": c.EnvA, "sha": b.SHA})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	m := object(t, r)
+	for _, f := range []string{"role_id", "secret_id", "wrap_info", "wrapping_token"} {
+		assert.NotContains(t, m, f, "a lease has no AppRole or wrapped field")
+	}
+	grant, ok := m["grant"].(string)
+	require.True(t, ok, "grant must be a string")
+	parts := strings.Split(grant, ".")
+	require.Len(t, parts, 3, "the grant is a JWT")
+	hdr, err := base64.RawURLEncoding.DecodeString(parts[0])
+	require.NoError(t, err, "JWT header is base64url")
+	var h map[string]any
+	require.NoError(t, json.Unmarshal(hdr, &h), "JWT header is JSON")
+	assert.NotEmpty(t, h["alg"], "JWT header has alg")
+	assert.Equal(t, c.AuthMount, m["auth_mount"])
+	assert.Equal(t, c.Role, m["role"])
+	exp, ok := m["expires_at"].(string)
+	require.True(t, ok, "expires_at must be a string")
+	at, err := time.Parse(time.RFC3339, exp)
+	require.NoError(t, err, "expires_at is RFC 3339")
+	assert.True(t, at.After(time.Now()), "expires_at is in the future")
+
+	t.Run("bad_sha", func(t *testing.T) {
+		r := c.do(t, http.MethodPost, "/v1/agent/lease", tok, map[string]any{"env_id": c.EnvA, "sha": "down"})
+		require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+		errorCode(t, r)
+	})
+}
+
+func (c *conformance) report(t *testing.T) {
+	tok := c.Token(t, c.EnvA)
+	sha := strings.Repeat("cd", 32)
+	t.Run("accepted", func(t *testing.T) {
+		for _, result := range []string{"applied", "failed", "down"} {
+			body := c.reportBody(c.EnvA, sha, 7)
+			body["result"] = result
+			if result == "failed" {
+				body["code"], body["detail"], body["tail"] = "UNHEALTHY", "service app is unhealthy", "app  | boom\n"
+			}
+			r := c.do(t, http.MethodPost, "/v1/agent/report", tok, body)
+			require.Equal(t, http.StatusNoContent, r.status, "result %s: %s", result, r.body)
+			assert.Empty(t, r.body, "204 has no body")
+		}
+	})
+	t.Run("unknown_result", func(t *testing.T) {
+		for _, result := range []string{"up", "absent", ""} {
+			body := c.reportBody(c.EnvA, sha, 7)
+			body["result"] = result
+			r := c.do(t, http.MethodPost, "/v1/agent/report", tok, body)
+			require.Equal(t, http.StatusBadRequest, r.status, "result %q: %s", result, r.body)
+			errorCode(t, r)
+		}
+	})
+}
+
+func (c *conformance) envMismatch(t *testing.T) {
+	tokA := c.Token(t, c.EnvA)
+	other, _ := c.publish(t, c.EnvB, 2)
+	calls := []struct {
+		name, path string
+		body       any
+	}{
+		{"checkin", "/v1/agent/checkin", c.checkinBody(c.EnvB)},
+		{"lease", "/v1/agent/lease", map[string]any{"env_id": c.EnvB, "sha": other.SHA}},
+		{"report", "/v1/agent/report", c.reportBody(c.EnvB, other.SHA, 1)},
+	}
+	for _, call := range calls {
+		t.Run(call.name, func(t *testing.T) {
+			r := c.do(t, http.MethodPost, call.path, tokA, call.body)
+			require.Contains(t, []int{http.StatusConflict, http.StatusForbidden}, r.status, "%s", r.body)
+			assert.Equal(t, "AGENT_ENV_MISMATCH", errorCode(t, r))
+		})
+	}
+}
+
+func (c *conformance) leaseBudget(t *testing.T) {
+	tok := c.Token(t, c.EnvB)
+	b, _ := c.publish(t, c.EnvB, 3)
+	body := map[string]any{"env_id": c.EnvB, "sha": b.SHA}
+	for i := range c.LeaseBudget {
+		r := c.do(t, http.MethodPost, "/v1/agent/lease", tok, body)
+		require.Equal(t, http.StatusOK, r.status, "lease %d of a budget of %d: %s", i+1, c.LeaseBudget, r.body)
+	}
+	r := c.do(t, http.MethodPost, "/v1/agent/lease", tok, body)
+	require.Equal(t, http.StatusTooManyRequests, r.status, "lease %d is past the budget", c.LeaseBudget+1)
+	assert.Equal(t, "RATE_LIMITED", errorCode(t, r))
+	ra := r.header.Get("Retry-After")
+	require.NotEmpty(t, ra, "429 carries Retry-After")
+	secs, err := strconv.ParseInt(ra, 10, 64)
+	if err != nil {
+		at, derr := http.ParseTime(ra)
+		require.NoError(t, derr, "Retry-After %q is neither seconds nor an HTTP date", ra)
+		secs = int64(math.Ceil(time.Until(at).Seconds()))
+	}
+	assert.Greater(t, secs, int64(0), "Retry-After is in the future")
+	assert.LessOrEqual(t, secs, int64(c.LeaseWindow/time.Second)+1, "Retry-After is within the window")
+
+	t.Run("other_env_unaffected", func(t *testing.T) {
+		tokA := c.Token(t, c.EnvA)
+		a, _ := c.publish(t, c.EnvA, 6)
+		r := c.do(t, http.MethodPost, "/v1/agent/lease", tokA, map[string]any{"env_id": c.EnvA, "sha": a.SHA})
+		require.Equal(t, http.StatusOK, r.status, "the budget is per environment: %s", r.body)
+	})
+}

@@ -1,0 +1,524 @@
+package tenancy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/secret"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout       = 30 * time.Second
+	DefaultBundleTimeout = 10 * time.Minute
+	DefaultMaxBundleSize = 1 << 30 // 1 GiB
+	DefaultAuthMount     = "jwt-tenancy"
+	DefaultRole          = "see-env"
+	DefaultUserAgent     = "monky-deployd"
+	// maxJSONBody bounds every JSON response the client reads.
+	maxJSONBody = 1 << 20
+)
+
+// Config configures a Client. Zero values of optional fields are the documented
+// defaults.
+type Config struct {
+	// BaseURL of monky-tenancy, e.g. https://tenancy.monky.internal (required). A path
+	// prefix is kept: the calls go to <BaseURL>/v1/agent/….
+	BaseURL string
+	// HTTPClient is the transport (OpenZiti SDK, proxy or system), built by the caller
+	// (required). Its own Timeout, if any, applies on top of the client's deadlines.
+	HTTPClient *http.Client
+	// Token returns the bearer of every call: the OpenBao token (required).
+	Token func(ctx context.Context) (secret.Value, error)
+	// UserAgent is sent on every call, "monky-deployd/<version>"; default
+	// "monky-deployd".
+	UserAgent string
+	// Timeout bounds each JSON call; default 30s.
+	Timeout time.Duration
+	// BundleTimeout bounds a whole bundle download; default 10m.
+	BundleTimeout time.Duration
+	// MaxBundleSize caps a bundle download in bytes; default 1 GiB.
+	MaxBundleSize int64
+	// AuthMount and Role are what a lease must name; defaults "jwt-tenancy", "see-env".
+	AuthMount, Role string
+	// Secrets learns every grant (and any other secret a lease carries) the moment it
+	// is decoded; nil means none.
+	Secrets secret.Registry
+	// Logger receives one debug line per call (op, status, duration), never a secret;
+	// nil discards.
+	Logger *slog.Logger
+	// Now is the clock used to check a lease's expires_at and Retry-After dates;
+	// default time.Now.
+	Now func() time.Time
+}
+
+// Client calls the agent API of monky-tenancy. It is safe for concurrent use.
+type Client struct {
+	base          string
+	hc            *http.Client
+	token         func(ctx context.Context) (secret.Value, error)
+	userAgent     string
+	timeout       time.Duration
+	bundleTimeout time.Duration
+	maxBundle     int64
+	authMount     string
+	role          string
+	secrets       secret.Registry
+	log           *slog.Logger
+	now           func() time.Time
+}
+
+type nopRegistry struct{}
+
+func (nopRegistry) Add(string) {}
+
+// New checks cfg and returns a Client. It fails, naming the field, when BaseURL is not
+// an absolute http(s) URL or HTTPClient or Token is missing.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" {
+		return nil, fmt.Errorf("tenancy: config: BaseURL is required: %w", ErrInvalidArgument)
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("tenancy: config: BaseURL %q is not an absolute http(s) URL: %w", cfg.BaseURL, ErrInvalidArgument)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("tenancy: config: BaseURL must not carry user info, a query or a fragment: %w", ErrInvalidArgument)
+	}
+	if cfg.HTTPClient == nil {
+		return nil, fmt.Errorf("tenancy: config: HTTPClient is required: %w", ErrInvalidArgument)
+	}
+	if cfg.Token == nil {
+		return nil, fmt.Errorf("tenancy: config: Token is required: %w", ErrInvalidArgument)
+	}
+	if cfg.Timeout < 0 || cfg.BundleTimeout < 0 || cfg.MaxBundleSize < 0 {
+		return nil, fmt.Errorf("tenancy: config: Timeout, BundleTimeout and MaxBundleSize must not be negative: %w", ErrInvalidArgument)
+	}
+	c := &Client{
+		base:          strings.TrimRight(cfg.BaseURL, "/"),
+		hc:            cfg.HTTPClient,
+		token:         cfg.Token,
+		userAgent:     cmpOr(cfg.UserAgent, DefaultUserAgent),
+		timeout:       cmpOr(cfg.Timeout, DefaultTimeout),
+		bundleTimeout: cmpOr(cfg.BundleTimeout, DefaultBundleTimeout),
+		maxBundle:     cmpOr(cfg.MaxBundleSize, DefaultMaxBundleSize),
+		authMount:     cmpOr(cfg.AuthMount, DefaultAuthMount),
+		role:          cmpOr(cfg.Role, DefaultRole),
+		secrets:       cfg.Secrets,
+		log:           cfg.Logger,
+		now:           cfg.Now,
+	}
+	if c.secrets == nil {
+		c.secrets = nopRegistry{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Action is what a check-in asks the agent to do.
+type Action string
+
+// The check-in actions.
+const (
+	ActionApply Action = "apply"
+	ActionNone  Action = "none"
+	ActionDown  Action = "down"
+)
+
+// Result is the outcome the agent reports.
+type Result string
+
+// The report results.
+const (
+	ResultApplied Result = "applied"
+	ResultFailed  Result = "failed"
+	ResultDown    Result = "down"
+)
+
+// Host describes the box in a check-in.
+type Host struct {
+	Hostname      string `json:"hostname"`
+	DockerVersion string `json:"docker_version"`
+	FreeMB        int64  `json:"free_mb"`
+}
+
+// Checkin is the body of a check-in: who the agent is and what it runs.
+type Checkin struct {
+	EnvID         string
+	AgentVersion  string
+	CurrentSHA    string
+	CurrentSerial int64
+	// LastResult is the result of the last report, "" before the first one.
+	LastResult Result
+	LastCode   string
+	Host       Host
+}
+
+// Instruction is tenancy's answer to a check-in. SHA, Serial, Retry and Rollback are
+// set only with ActionApply; Purge only with ActionDown.
+type Instruction struct {
+	Action   Action
+	SHA      string
+	Serial   int64
+	Purge    bool
+	Retry    bool
+	Rollback bool
+	// NextCheckin is the interval tenancy asks for (next_checkin_s); 0 if not given.
+	NextCheckin time.Duration
+}
+
+// Lease is a deploy lease: the grant to log into OpenBao with, and where.
+type Lease struct {
+	Grant     secret.Value
+	AuthMount string
+	Role      string
+	ExpiresAt time.Time
+}
+
+// ServiceState is one compose service in a report.
+type ServiceState struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Health string `json:"health"`
+}
+
+// Report is the outcome of a tick. Detail and Tail must already be redacted by the
+// caller; Duration goes on the wire as duration_ms.
+type Report struct {
+	EnvID    string
+	SHA      string
+	Serial   int64
+	Result   Result
+	Code     string
+	Detail   string
+	Tail     string
+	Services []ServiceState
+	Duration time.Duration
+}
+
+type checkinBody struct {
+	EnvID         string `json:"env_id"`
+	AgentVersion  string `json:"agent_version"`
+	CurrentSHA    string `json:"current_sha"`
+	CurrentSerial int64  `json:"current_serial"`
+	LastResult    Result `json:"last_result"`
+	LastCode      string `json:"last_code"`
+	Host          Host   `json:"host"`
+}
+
+type leaseBody struct {
+	EnvID string `json:"env_id"`
+	SHA   string `json:"sha"`
+}
+
+type reportBody struct {
+	EnvID      string         `json:"env_id"`
+	SHA        string         `json:"sha"`
+	Serial     int64          `json:"serial"`
+	Result     Result         `json:"result"`
+	Code       string         `json:"code"`
+	Detail     string         `json:"detail"`
+	Tail       string         `json:"tail"`
+	Services   []ServiceState `json:"services"`
+	DurationMS int64          `json:"duration_ms"`
+}
+
+var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Checkin posts the check-in (the heartbeat) and returns tenancy's instruction.
+func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) {
+	if req.EnvID == "" {
+		return Instruction{}, fmt.Errorf("tenancy: checkin: env_id is required: %w", ErrInvalidArgument)
+	}
+	switch req.LastResult {
+	case "", ResultApplied, ResultFailed, ResultDown:
+	default:
+		return Instruction{}, fmt.Errorf("tenancy: checkin: last_result %q is not applied, failed or down: %w", req.LastResult, ErrInvalidArgument)
+	}
+	body := checkinBody(req)
+	var ins Instruction
+	err := c.callJSON(ctx, "checkin", "/v1/agent/checkin", body, http.StatusOK, func(data []byte) error {
+		var derr error
+		ins, derr = decodeInstruction(data)
+		return derr
+	})
+	return ins, err
+}
+
+// Lease asks for a deploy lease for sha. The grant is added to Config.Secrets the
+// moment it is decoded. A lease of the wrong shape is an ErrLeaseShape naming the field.
+func (c *Client) Lease(ctx context.Context, envID, sha string) (Lease, error) {
+	if envID == "" {
+		return Lease{}, fmt.Errorf("tenancy: lease: env_id is required: %w", ErrInvalidArgument)
+	}
+	if !shaRE.MatchString(sha) {
+		return Lease{}, fmt.Errorf("tenancy: lease: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
+	}
+	var l Lease
+	err := c.callJSON(ctx, "lease", "/v1/agent/lease", leaseBody{EnvID: envID, SHA: sha}, http.StatusOK, func(data []byte) error {
+		var derr error
+		l, derr = decodeLease(data, c.authMount, c.role, c.now(), c.secrets)
+		return derr
+	})
+	return l, err
+}
+
+// Report posts the outcome of a tick; tenancy answers 204.
+func (c *Client) Report(ctx context.Context, r Report) error {
+	if r.EnvID == "" {
+		return fmt.Errorf("tenancy: report: env_id is required: %w", ErrInvalidArgument)
+	}
+	switch r.Result {
+	case ResultApplied, ResultFailed, ResultDown:
+	default:
+		return fmt.Errorf("tenancy: report: result %q is not applied, failed or down: %w", r.Result, ErrInvalidArgument)
+	}
+	services := r.Services
+	if services == nil {
+		services = []ServiceState{}
+	}
+	body := reportBody{
+		EnvID: r.EnvID, SHA: r.SHA, Serial: r.Serial, Result: r.Result, Code: r.Code,
+		Detail: r.Detail, Tail: r.Tail, Services: services, DurationMS: r.Duration.Milliseconds(),
+	}
+	return c.callJSON(ctx, "report", "/v1/agent/report", body, 0, nil)
+}
+
+// Bundle streams the bundle sha into w and returns the number of bytes written. The
+// body is never buffered whole; passing Config.MaxBundleSize is ErrBundleTooLarge
+// (w then holds a prefix that the caller must discard).
+func (c *Client) Bundle(ctx context.Context, sha string, w io.Writer) (int64, error) {
+	const op = "bundle"
+	if !shaRE.MatchString(sha) {
+		return 0, fmt.Errorf("tenancy: bundle: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.bundleTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, tok, err := c.send(ctx, op, http.MethodGet, "/v1/agent/bundles/"+sha, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer drainClose(resp.Body)
+	c.logCall(ctx, op, resp.StatusCode, start)
+	if resp.StatusCode != http.StatusOK {
+		return 0, c.statusError(op, resp, tok)
+	}
+	if resp.ContentLength > c.maxBundle {
+		return 0, &APIError{Op: op, Status: resp.StatusCode, Kind: ErrBundleTooLarge,
+			Message: fmt.Sprintf("bundle %s announces %d bytes, the limit is %d", sha, resp.ContentLength, c.maxBundle)}
+	}
+	n, err := copyCapped(w, resp.Body, c.maxBundle)
+	switch {
+	case errors.Is(err, ErrBundleTooLarge):
+		return n, &APIError{Op: op, Status: resp.StatusCode, Kind: ErrBundleTooLarge,
+			Message: fmt.Sprintf("bundle %s is larger than the limit of %d bytes", sha, c.maxBundle)}
+	case errors.Is(err, errWrite):
+		return n, fmt.Errorf("tenancy: bundle %s: %w", sha, err)
+	case err != nil:
+		return n, &APIError{Op: op, Status: resp.StatusCode, Kind: ErrUnavailable,
+			Message: fmt.Sprintf("reading bundle %s after %d bytes", sha, n), Err: err}
+	}
+	return n, nil
+}
+
+// errWrite marks a failure of the caller's writer during a bundle download.
+var errWrite = errors.New("writing the bundle")
+
+// copyCapped copies src into dst and fails with ErrBundleTooLarge as soon as more than
+// limit bytes arrive.
+func copyCapped(dst io.Writer, src io.Reader, limit int64) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		m, rerr := src.Read(buf)
+		if m > 0 {
+			if n+int64(m) > limit {
+				return n, ErrBundleTooLarge
+			}
+			w, werr := dst.Write(buf[:m])
+			n += int64(w)
+			if werr != nil {
+				return n, fmt.Errorf("%w: %w", errWrite, werr)
+			}
+			if w != m {
+				return n, fmt.Errorf("%w: %w", errWrite, io.ErrShortWrite)
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// callJSON posts body as JSON and hands the response to decode. want is the expected
+// status (0: any 2xx, body ignored).
+func (c *Client) callJSON(ctx context.Context, op, path string, body any, want int, decode func([]byte) error) error {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("tenancy: %s: encoding the request: %w", op, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	start := time.Now()
+	resp, tok, err := c.send(ctx, op, http.MethodPost, path, payload)
+	if err != nil {
+		return err
+	}
+	defer drainClose(resp.Body)
+	c.logCall(ctx, op, resp.StatusCode, start)
+	ok := resp.StatusCode == want || (want == 0 && resp.StatusCode >= 200 && resp.StatusCode < 300)
+	if !ok {
+		return c.statusError(op, resp, tok)
+	}
+	if decode == nil {
+		return nil
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody+1))
+	if err != nil {
+		return &APIError{Op: op, Status: resp.StatusCode, Kind: ErrUnavailable, Message: "reading the response", Err: err}
+	}
+	if len(data) > maxJSONBody {
+		return &APIError{Op: op, Status: resp.StatusCode, Kind: ErrProtocol, Message: fmt.Sprintf("response larger than %d bytes", maxJSONBody)}
+	}
+	if err := decode(data); err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) {
+			ae.Op, ae.Status = op, resp.StatusCode
+			return ae
+		}
+		return &APIError{Op: op, Status: resp.StatusCode, Kind: ErrProtocol, Message: sanitiseMessage(err.Error(), tok)}
+	}
+	return nil
+}
+
+// send builds and sends one request with the bearer, User-Agent and Content-Type. It
+// returns the revealed token too, so that error bodies can be scrubbed of it.
+func (c *Client) send(ctx context.Context, op, method, path string, payload []byte) (*http.Response, string, error) {
+	tokv, err := c.token(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("tenancy: %s: obtaining the bearer: %w", op, err)
+	}
+	tok := tokv.Reveal()
+	if tok == "" {
+		return nil, "", &APIError{Op: op, Kind: ErrUnauthenticated, Message: "no bearer token: bootstrap with a fresh grant"}
+	}
+	var rd io.Reader
+	if payload != nil {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, tok, fmt.Errorf("tenancy: %s: building the request: %w", op, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("User-Agent", c.userAgent)
+	req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodGet {
+		req.Header.Set("Accept", "application/x-tar, application/gzip, application/octet-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.log.DebugContext(ctx, "tenancy call failed", "op", op, "error", sanitiseMessage(err.Error(), tok))
+		return nil, tok, &APIError{Op: op, Kind: ErrUnavailable, Message: "no response", Err: scrubbedError{err, tok}}
+	}
+	return resp, tok, nil
+}
+
+// scrubbedError keeps an underlying error reachable for errors.Is/As while its text is
+// scrubbed of the bearer (url.Error never holds headers, but a custom transport might
+// put anything in its text).
+type scrubbedError struct {
+	err error
+	tok string
+}
+
+func (s scrubbedError) Error() string { return sanitiseMessage(s.err.Error(), s.tok) }
+func (s scrubbedError) Unwrap() error { return s.err }
+
+func (c *Client) logCall(ctx context.Context, op string, status int, start time.Time) {
+	c.log.DebugContext(ctx, "tenancy call", "op", op, "status", status, "duration", time.Since(start).Round(time.Millisecond))
+}
+
+// statusError maps a non-success response onto an *APIError.
+func (c *Client) statusError(op string, resp *http.Response, tok string) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	code, msg := decodeErrorBody(data)
+	e := &APIError{Op: op, Status: resp.StatusCode, ServerCode: sanitiseCode(code), Message: sanitiseMessage(msg, tok)}
+	if e.Message == "" {
+		e.Message = strings.ToLower(http.StatusText(resp.StatusCode))
+	}
+	switch s := resp.StatusCode; {
+	case s == http.StatusUnauthorized:
+		e.Kind = ErrUnauthenticated
+	case s == http.StatusConflict, s == http.StatusForbidden && e.ServerCode == CodeEnvMismatch:
+		e.Kind = ErrEnvMismatch
+	case s == http.StatusTooManyRequests:
+		e.Kind = ErrRateLimited
+	case s == http.StatusRequestTimeout, s >= 500:
+		e.Kind = ErrUnavailable
+	default:
+		e.Kind = ErrProtocol
+	}
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), c.now()); ok {
+		e.RetryAfter = d
+	}
+	return e
+}
+
+// parseRetryAfter reads Retry-After as delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 || n > int64(365*24*time.Hour/time.Second) {
+			return 0, false
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return 0, false
+	}
+	return d.Round(time.Second), true
+}
+
+func drainClose(rc io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
+	_ = rc.Close()
+}

@@ -1,0 +1,203 @@
+package tenancy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The kinds of failure of a tenancy call. An *APIError wraps exactly one of them.
+var (
+	// ErrUnauthenticated is a 401: the bearer (the OpenBao token) is not accepted.
+	ErrUnauthenticated = errors.New("tenancy: unauthenticated")
+	// ErrEnvMismatch is a 409, or a 403 with code AGENT_ENV_MISMATCH: the token
+	// belongs to another environment than the one the agent names. Never retried.
+	ErrEnvMismatch = errors.New("tenancy: environment mismatch")
+	// ErrRateLimited is a 429: the lease budget of the environment is spent.
+	ErrRateLimited = errors.New("tenancy: rate limited")
+	// ErrLeaseShape is a lease the agent refuses: AppRole or response-wrapped shape,
+	// a grant that is not a JWT, another auth mount or role, an expired lease.
+	ErrLeaseShape = errors.New("tenancy: lease shape refused")
+	// ErrUnavailable is a 408 or 5xx answer, a timeout, a refused or reset connection.
+	ErrUnavailable = errors.New("tenancy: unavailable")
+	// ErrProtocol is a response that breaks the contract (unexpected status, bad JSON,
+	// a field out of range).
+	ErrProtocol = errors.New("tenancy: protocol error")
+	// ErrBundleTooLarge is a bundle larger than Config.MaxBundleSize.
+	ErrBundleTooLarge = errors.New("tenancy: bundle too large")
+	// ErrInvalidArgument is a call the client refuses to send (a malformed sha, an
+	// unknown result, a missing env_id). It is not wrapped in an *APIError.
+	ErrInvalidArgument = errors.New("tenancy: invalid argument")
+)
+
+// The stable codes of the kinds, as the agent reports them.
+const (
+	CodeUnauthenticated  = "UNAUTHENTICATED"
+	CodeEnvMismatch      = "AGENT_ENV_MISMATCH"
+	CodeRateLimited      = "RATE_LIMITED"
+	CodeLeaseShape       = "LEASE_SHAPE"
+	CodeUnavailable      = "UNAVAILABLE"
+	CodeBundleMalformed  = "BUNDLE_MALFORMED"
+	maxMessageRunes      = 200
+	maxServerCodeLength  = 64
+	maskedInErrorMessage = "[REDACTED]"
+)
+
+// APIError is the failure of one tenancy call. Kind is one of the Err* sentinels
+// (errors.Is matches it); Err, when set, is the underlying transport or decoding error.
+// Neither its fields nor its text carry a token, a grant or an echoed server body.
+type APIError struct {
+	// Op is the call: "checkin", "bundle", "lease" or "report".
+	Op string
+	// Status is the HTTP status, 0 when no response was received.
+	Status int
+	// ServerCode is error.code of the server's error body, when it looked like a code.
+	ServerCode string
+	// Message is a bounded, sanitised description: the server's error.message or the
+	// client's own account (naming the offending field).
+	Message string
+	// RetryAfter is the server's Retry-After (seconds or HTTP date), 0 if none.
+	RetryAfter time.Duration
+	// Kind is the sentinel of the condition.
+	Kind error
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// Error returns a one-line description: op, status, server code and message.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString("tenancy: ")
+	b.WriteString(e.Op)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+	}
+	if e.ServerCode != "" {
+		fmt.Fprintf(&b, " %s", e.ServerCode)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error, so that errors.Is(err, context.DeadlineExceeded)
+// and errors.As(err, *net.OpError) reach it.
+func (e *APIError) Unwrap() error { return e.Err }
+
+// Is reports whether target is the kind of e.
+func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.Kind }
+
+// Code returns the stable code of the kind ("" for ErrProtocol, which has none).
+func (e *APIError) Code() string {
+	switch e.Kind {
+	case ErrUnauthenticated:
+		return CodeUnauthenticated
+	case ErrEnvMismatch:
+		return CodeEnvMismatch
+	case ErrRateLimited:
+		return CodeRateLimited
+	case ErrLeaseShape:
+		return CodeLeaseShape
+	case ErrUnavailable:
+		return CodeUnavailable
+	case ErrBundleTooLarge:
+		return CodeBundleMalformed
+	default:
+		return ""
+	}
+}
+
+// IsTemporary reports whether err is worth a retry at the next tick: the service was
+// unavailable (5xx, 408, timeouts, refused or reset connections, a network timeout) or
+// rate limited.
+func IsTemporary(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// RetryAfter returns the Retry-After the server sent with err, if any.
+func RetryAfter(err error) (time.Duration, bool) {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.RetryAfter > 0 {
+		return ae.RetryAfter, true
+	}
+	return 0, false
+}
+
+var (
+	serverCodeRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
+	// jwtLikeRE matches three dot-separated base64url runs, the shape of a JWT.
+	jwtLikeRE = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}`)
+	// baoTokenRE matches OpenBao/Vault token shapes (hvs., hvb., s., b., r. prefixes).
+	baoTokenRE = regexp.MustCompile(`\b(?:hv[sbr]|s|b|r)\.[A-Za-z0-9_-]{16,}`)
+	// longOpaqueRE matches long opaque runs (keys, ids) that may be secrets.
+	longOpaqueRE = regexp.MustCompile(`[A-Za-z0-9+/_=-]{40,}`)
+)
+
+// sanitiseCode keeps a server error code only when it looks like one.
+func sanitiseCode(code string) string {
+	if len(code) > maxServerCodeLength || !serverCodeRE.MatchString(code) {
+		return ""
+	}
+	return code
+}
+
+// sanitiseMessage makes server-provided text safe for an error: known secrets and
+// secret-shaped runs are masked, control characters become spaces, and the result is
+// bounded to maxMessageRunes runes.
+func sanitiseMessage(msg string, known ...string) string {
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "?")
+	}
+	for _, k := range known {
+		if k != "" {
+			msg = strings.ReplaceAll(msg, k, maskedInErrorMessage)
+		}
+	}
+	msg = jwtLikeRE.ReplaceAllString(msg, maskedInErrorMessage)
+	msg = baoTokenRE.ReplaceAllString(msg, maskedInErrorMessage)
+	msg = longOpaqueRE.ReplaceAllString(msg, maskedInErrorMessage)
+	msg = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return ' '
+		}
+		return r
+	}, msg)
+	msg = strings.Join(strings.Fields(msg), " ")
+	if utf8.RuneCountInString(msg) > maxMessageRunes {
+		r := []rune(msg)
+		msg = string(r[:maxMessageRunes]) + "…"
+	}
+	return msg
+}
+
+// quoteField bounds and sanitises a server-provided non-secret value (an auth mount,
+// a role, an action) for an error message.
+func quoteField(v string) string {
+	const maxRunes = 64
+	v = sanitiseMessage(v)
+	if utf8.RuneCountInString(v) > maxRunes {
+		v = string([]rune(v)[:maxRunes]) + "…"
+	}
+	return fmt.Sprintf("%q", v)
+}

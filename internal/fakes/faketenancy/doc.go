@@ -1,0 +1,23 @@
+// Package faketenancy is a fake of monky-tenancy's agent API (SPEC §5) served over real
+// HTTP on 127.0.0.1. It declares its own wire structs rather than reusing
+// deployd/tenancy's, so that tests run the client against an independent witness of
+// the contract; the conformance suite in deployd/deploydtest holds it to that contract.
+//
+// Tokens are judged by an Authority (the fake OpenBao): a bearer must be a live token,
+// and its environment must be the one the request names (the body's env_id, or the
+// environment a bundle was published for), else 409 AGENT_ENV_MISMATCH. A lease
+// answers a fresh grant minted by the Authority, at most LeaseBudget per environment in
+// a rolling LeaseWindow; past it the answer is 429 with Retry-After in seconds.
+//
+// Decisions where the contract is silent, matching what monky-tenancy does:
+//   - a malformed body, an unknown result or a sha that is not 64 lowercase hex is 400
+//     BAD_REQUEST; a lease or bundle of a sha never published for the environment is
+//     404 BUNDLE_NOT_FOUND;
+//   - requests refused before a grant is minted (401, 409, 429, 400, 404) do not count
+//     against the lease budget;
+//   - a check-in with no desired state answers action "none"; SetDesired with apply and
+//     serial 0 takes the serial the sha was published with;
+//   - Faults.Status forces a status on a call before anything else is checked, with the
+//     error code that goes with it (401 UNAUTHENTICATED, 409 AGENT_ENV_MISMATCH, 429
+//     RATE_LIMITED with Faults.RetryAfter, 5xx UNAVAILABLE).
+package faketenancy

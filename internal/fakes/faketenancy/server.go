@@ -1,0 +1,653 @@
+package faketenancy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Authority judges bearers and mints deploy grants. The fake OpenBao implements it.
+type Authority interface {
+	// MintGrant returns a new deploy grant for envID; it supersedes the env's earlier
+	// grants.
+	MintGrant(envID string) string
+	// TokenEnv returns the environment of a live token.
+	TokenEnv(token string) (envID string, ok bool)
+}
+
+// Options configures a Server. Zero values are the documented defaults.
+type Options struct {
+	// Authority judges bearers and mints grants (required).
+	Authority Authority
+	// LeaseBudget is the number of leases per environment in LeaseWindow; default 5.
+	LeaseBudget int
+	// LeaseWindow is the rolling window of the budget; default 1h.
+	LeaseWindow time.Duration
+	// LeaseTTL is how far in the future a lease's expires_at is; default 10m.
+	LeaseTTL time.Duration
+	// AuthMount and Role are named in every lease; defaults "jwt-tenancy", "see-env".
+	AuthMount, Role string
+	// NextCheckin is next_checkin_s of every check-in answer; default 60s.
+	NextCheckin time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger receives one debug line per request (never the bearer); nil discards.
+	Logger *slog.Logger
+}
+
+// Desired is the state an environment's check-in answers.
+type Desired struct {
+	// Action is "apply", "none" or "down" ("" is "none").
+	Action string `json:"action"`
+	// SHA and Serial go with apply; Serial 0 takes the serial the sha was published with.
+	SHA    string `json:"sha,omitempty"`
+	Serial int64  `json:"serial,omitempty"`
+	// Purge goes with down; Retry and Rollback with apply.
+	Purge    bool `json:"purge,omitempty"`
+	Retry    bool `json:"retry,omitempty"`
+	Rollback bool `json:"rollback,omitempty"`
+}
+
+// Faults are misbehaviours on demand. The zero Faults is a well-behaved server.
+type Faults struct {
+	// LeaseShape makes leases answer an AppRole ("approle") or response-wrapped
+	// ("wrapped") shape instead of a grant; "" is the right shape.
+	LeaseShape string `json:"lease_shape,omitempty"`
+	// Status forces an HTTP status on a call: keys "checkin", "bundle", "lease",
+	// "report".
+	Status map[string]int `json:"status,omitempty"`
+	// RetryAfter is sent with a forced 429 or 503; default 30s with 429.
+	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	// LeaseBudget overrides Options.LeaseBudget when > 0.
+	LeaseBudget int `json:"lease_budget,omitempty"`
+	// EchoBearer makes every error message quote the request's bearer, as a leaky
+	// server would; clients must not pass it on.
+	EchoBearer bool `json:"echo_bearer,omitempty"`
+	// Delay holds each call (keys as Status) this long before answering, or until the
+	// client gives up.
+	Delay map[string]time.Duration `json:"delay,omitempty"`
+	// TruncateBundle makes a bundle download announce its full length and stop half way.
+	TruncateBundle bool `json:"truncate_bundle,omitempty"`
+}
+
+// Request is one request as the server saw it; never the bearer.
+type Request struct {
+	Method string    `json:"method"`
+	Path   string    `json:"path"`
+	EnvID  string    `json:"env_id"`
+	Status int       `json:"status"`
+	Time   time.Time `json:"time"`
+}
+
+// Host is the host part of a check-in.
+type Host struct {
+	Hostname      string `json:"hostname"`
+	DockerVersion string `json:"docker_version"`
+	FreeMB        int64  `json:"free_mb"`
+}
+
+// CheckinRequest is a check-in as received.
+type CheckinRequest struct {
+	EnvID         string    `json:"env_id"`
+	AgentVersion  string    `json:"agent_version"`
+	CurrentSHA    string    `json:"current_sha"`
+	CurrentSerial int64     `json:"current_serial"`
+	LastResult    string    `json:"last_result"`
+	LastCode      string    `json:"last_code"`
+	Host          Host      `json:"host"`
+	UserAgent     string    `json:"user_agent"`
+	Time          time.Time `json:"time"`
+}
+
+// ServiceState is one service of a report.
+type ServiceState struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Health string `json:"health"`
+}
+
+// Report is a report as received.
+type Report struct {
+	EnvID      string         `json:"env_id"`
+	SHA        string         `json:"sha"`
+	Serial     int64          `json:"serial"`
+	Result     string         `json:"result"`
+	Code       string         `json:"code"`
+	Detail     string         `json:"detail"`
+	Tail       string         `json:"tail"`
+	Services   []ServiceState `json:"services"`
+	DurationMS int64          `json:"duration_ms"`
+	Time       time.Time      `json:"time"`
+}
+
+// Lease is a lease the server granted (the grant itself is not kept).
+type Lease struct {
+	EnvID     string    `json:"env_id"`
+	SHA       string    `json:"sha"`
+	Time      time.Time `json:"time"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+type bundle struct {
+	envID  string
+	serial int64
+	data   []byte
+}
+
+type envState struct {
+	desired    Desired
+	lastSerial int64
+	checkins   []CheckinRequest
+	reports    []Report
+	leases     []Lease
+}
+
+// Server is the fake tenancy. Its methods are safe for concurrent use.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	ln   net.Listener
+	srv  *http.Server
+	mux  *http.ServeMux
+
+	mu       sync.Mutex
+	faults   Faults
+	envs     map[string]*envState
+	bundles  map[string]*bundle
+	requests []Request
+	changed  chan struct{}
+}
+
+// New starts a Server on 127.0.0.1:0. It panics when opts.Authority is nil or the
+// loopback listener cannot be opened, like net/http/httptest.
+func New(opts Options) *Server {
+	s := NewUnstarted(opts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("faketenancy: listen on loopback: %v", err))
+	}
+	s.ln = ln
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s
+}
+
+// NewUnstarted returns a Server that does not listen: serve Handler yourself.
+func NewUnstarted(opts Options) *Server {
+	if opts.Authority == nil {
+		panic("faketenancy: Options.Authority is required")
+	}
+	if opts.LeaseBudget <= 0 {
+		opts.LeaseBudget = 5
+	}
+	if opts.LeaseWindow <= 0 {
+		opts.LeaseWindow = time.Hour
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 10 * time.Minute
+	}
+	if opts.AuthMount == "" {
+		opts.AuthMount = "jwt-tenancy"
+	}
+	if opts.Role == "" {
+		opts.Role = "see-env"
+	}
+	if opts.NextCheckin <= 0 {
+		opts.NextCheckin = time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		envs:    map[string]*envState{},
+		bundles: map[string]*bundle{},
+		changed: make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agent/checkin", s.wrap("checkin", s.handleCheckin))
+	mux.HandleFunc("GET /v1/agent/bundles/{sha}", s.wrap("bundle", s.handleBundle))
+	mux.HandleFunc("POST /v1/agent/lease", s.wrap("lease", s.handleLease))
+	mux.HandleFunc("POST /v1/agent/report", s.wrap("report", s.handleReport))
+	mux.HandleFunc("/", s.wrap("", func(w http.ResponseWriter, r *http.Request, rec *Request, _ string) {
+		writeError(w, rec, http.StatusNotFound, "NOT_FOUND", "no such agent call")
+	}))
+	s.mux = mux
+	return s
+}
+
+// URL returns the base URL, http://127.0.0.1:<port>. It is "" for an unstarted Server.
+func (s *Server) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// Handler returns the agent API handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Close stops the listener and closes open connections.
+func (s *Server) Close() {
+	if s.srv != nil {
+		_ = s.srv.Close()
+	}
+}
+
+// PublishBundle stores a bundle (tar or tar.gz) for envID. It returns the bundle sha
+// (SPEC §7) and the new serial, the env's last + 1, and makes the desired state apply it.
+func (s *Server) PublishBundle(envID string, data []byte) (sha string, serial int64, err error) {
+	if envID == "" {
+		return "", 0, errors.New("faketenancy: publish: env_id is required")
+	}
+	sha, err = bundleSHA(data)
+	if err != nil {
+		return "", 0, fmt.Errorf("faketenancy: publish for %s: %w", envID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.env(envID)
+	if b, ok := s.bundles[sha]; ok && b.envID == envID {
+		serial = b.serial
+	} else {
+		if ok {
+			return "", 0, fmt.Errorf("faketenancy: publish for %s: bundle %s is already published for %s", envID, sha, b.envID)
+		}
+		e.lastSerial++
+		serial = e.lastSerial
+		s.bundles[sha] = &bundle{envID: envID, serial: serial, data: append([]byte(nil), data...)}
+	}
+	e.desired = Desired{Action: "apply", SHA: sha, Serial: serial}
+	return sha, serial, nil
+}
+
+// SetDesired sets what envID's check-ins answer.
+func (s *Server) SetDesired(envID string, d Desired) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.Action == "apply" && d.Serial == 0 {
+		if b, ok := s.bundles[d.SHA]; ok && b.envID == envID {
+			d.Serial = b.serial
+		}
+	}
+	s.env(envID).desired = d
+}
+
+// SetFaults replaces the faults.
+func (s *Server) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = f
+}
+
+// Faults returns the current faults.
+func (s *Server) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// Reports returns envID's reports, oldest first.
+func (s *Server) Reports(envID string) []Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Report(nil), s.env(envID).reports...)
+}
+
+// Checkins returns envID's check-ins, oldest first.
+func (s *Server) Checkins(envID string) []CheckinRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]CheckinRequest(nil), s.env(envID).checkins...)
+}
+
+// Leases returns the leases granted to envID, oldest first.
+func (s *Server) Leases(envID string) []Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Lease(nil), s.env(envID).leases...)
+}
+
+// Requests returns every request, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// WaitReport waits until envID has n reports (n ≥ 1) and returns the n-th.
+func (s *Server) WaitReport(ctx context.Context, envID string, n int) (Report, error) {
+	if n < 1 {
+		return Report{}, fmt.Errorf("faketenancy: WaitReport: n must be ≥ 1, got %d", n)
+	}
+	for {
+		s.mu.Lock()
+		reports := s.env(envID).reports
+		ch := s.changed
+		if len(reports) >= n {
+			r := reports[n-1]
+			s.mu.Unlock()
+			return r, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return Report{}, fmt.Errorf("faketenancy: waiting for report %d of %s: %w", n, envID, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// env returns envID's state; s.mu must be held.
+func (s *Server) env(envID string) *envState {
+	e, ok := s.envs[envID]
+	if !ok {
+		e = &envState{}
+		s.envs[envID] = e
+	}
+	return e
+}
+
+// handlerFunc handles an authenticated call: tokenEnv is the bearer's environment.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string)
+
+// wrap records the request, applies forced faults and authenticates the bearer.
+func (s *Server) wrap(call string, h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rec := &Request{Method: r.Method, Path: r.URL.Path, Time: s.opts.Now()}
+		defer func() {
+			s.mu.Lock()
+			s.requests = append(s.requests, *rec)
+			s.mu.Unlock()
+			s.log.Debug("faketenancy request", "method", rec.Method, "path", rec.Path, "env_id", rec.EnvID, "status", rec.Status)
+		}()
+		f := s.Faults()
+		bearer, hasBearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if f.EchoBearer {
+			w = &echoWriter{ResponseWriter: w, bearer: bearer}
+		}
+		if d := f.Delay[call]; d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				rec.Status = 499
+				return
+			}
+		}
+		if st := f.Status[call]; st != 0 {
+			s.forced(w, rec, st, f.RetryAfter)
+			return
+		}
+		envID, ok := "", false
+		if hasBearer && bearer != "" {
+			envID, ok = s.opts.Authority.TokenEnv(bearer)
+		}
+		if !ok {
+			writeError(w, rec, http.StatusUnauthorized, "UNAUTHENTICATED", "the bearer is not a live token")
+			return
+		}
+		rec.EnvID = envID
+		h(w, r, rec, envID)
+	}
+}
+
+// forced answers a status forced by Faults.Status.
+func (s *Server) forced(w http.ResponseWriter, rec *Request, status int, retryAfter time.Duration) {
+	code := "FAULT"
+	switch {
+	case status == http.StatusUnauthorized:
+		code = "UNAUTHENTICATED"
+	case status == http.StatusConflict, status == http.StatusForbidden:
+		code = "AGENT_ENV_MISMATCH"
+	case status == http.StatusTooManyRequests:
+		code = "RATE_LIMITED"
+		if retryAfter <= 0 {
+			retryAfter = 30 * time.Second
+		}
+	case status >= 500:
+		code = "UNAVAILABLE"
+	}
+	if retryAfter > 0 && (status == http.StatusTooManyRequests || status >= 500) {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
+	}
+	writeError(w, rec, status, code, "forced by the fake's faults")
+}
+
+var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
+	var req CheckinRequest
+	if !decodeBody(w, r, rec, &req) {
+		return
+	}
+	if req.EnvID == "" {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
+		return
+	}
+	if req.EnvID != tokenEnv {
+		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the check-in names %s", tokenEnv, req.EnvID))
+		return
+	}
+	switch req.LastResult {
+	case "", "applied", "failed", "down":
+	default:
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "last_result must be applied, failed or down")
+		return
+	}
+	req.UserAgent = r.Header.Get("User-Agent")
+	req.Time = s.opts.Now()
+	s.mu.Lock()
+	e := s.env(tokenEnv)
+	e.checkins = append(e.checkins, req)
+	d := e.desired
+	s.mu.Unlock()
+
+	resp := checkinResponse{Action: "none", NextCheckinS: int64(s.opts.NextCheckin / time.Second)}
+	switch d.Action {
+	case "apply":
+		resp.Action, resp.SHA, resp.Serial, resp.Retry, resp.Rollback = "apply", d.SHA, d.Serial, d.Retry, d.Rollback
+	case "down":
+		resp.Action, resp.Purge = "down", d.Purge
+	}
+	writeJSON(w, rec, http.StatusOK, resp)
+}
+
+// checkinResponse is the check-in answer on the wire.
+type checkinResponse struct {
+	Action       string `json:"action"`
+	SHA          string `json:"sha,omitempty"`
+	Serial       int64  `json:"serial,omitempty"`
+	Purge        bool   `json:"purge"`
+	Retry        bool   `json:"retry"`
+	Rollback     bool   `json:"rollback"`
+	NextCheckinS int64  `json:"next_checkin_s"`
+}
+
+func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
+	sha := r.PathValue("sha")
+	if !shaRE.MatchString(sha) {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "the sha is not 64 lowercase hex")
+		return
+	}
+	s.mu.Lock()
+	b, ok := s.bundles[sha]
+	truncate := s.faults.TruncateBundle
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, rec, http.StatusNotFound, "BUNDLE_NOT_FOUND", "no bundle "+sha)
+		return
+	}
+	if b.envID != tokenEnv {
+		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
+		return
+	}
+	ct := "application/x-tar"
+	if len(b.data) >= 2 && b.data[0] == 0x1f && b.data[1] == 0x8b {
+		ct = "application/gzip"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b.data)))
+	w.WriteHeader(http.StatusOK)
+	rec.Status = http.StatusOK
+	if truncate {
+		_, _ = w.Write(b.data[:len(b.data)/2])
+		if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = buf.Flush()
+			_ = conn.Close()
+		}
+		return
+	}
+	_, _ = w.Write(b.data)
+}
+
+type leaseRequest struct {
+	EnvID string `json:"env_id"`
+	SHA   string `json:"sha"`
+}
+
+func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
+	var req leaseRequest
+	if !decodeBody(w, r, rec, &req) {
+		return
+	}
+	if req.EnvID == "" || !shaRE.MatchString(req.SHA) {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id and a 64 lowercase hex sha are required")
+		return
+	}
+	if req.EnvID != tokenEnv {
+		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the lease names %s", tokenEnv, req.EnvID))
+		return
+	}
+	now := s.opts.Now()
+	s.mu.Lock()
+	b, ok := s.bundles[req.SHA]
+	if !ok || b.envID != tokenEnv {
+		s.mu.Unlock()
+		writeError(w, rec, http.StatusNotFound, "BUNDLE_NOT_FOUND", fmt.Sprintf("no bundle %s for %s", req.SHA, tokenEnv))
+		return
+	}
+	budget := s.opts.LeaseBudget
+	if s.faults.LeaseBudget > 0 {
+		budget = s.faults.LeaseBudget
+	}
+	e := s.env(tokenEnv)
+	var recent []Lease
+	for _, l := range e.leases {
+		if now.Sub(l.Time) < s.opts.LeaseWindow {
+			recent = append(recent, l)
+		}
+	}
+	if len(recent) >= budget {
+		retry := recent[len(recent)-budget].Time.Add(s.opts.LeaseWindow).Sub(now)
+		s.mu.Unlock()
+		secs := max(int64(math.Ceil(retry.Seconds())), 1)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		writeError(w, rec, http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("the lease budget of %s (%d per %s) is spent", tokenEnv, budget, s.opts.LeaseWindow))
+		return
+	}
+	shape := s.faults.LeaseShape
+	lease := Lease{EnvID: tokenEnv, SHA: req.SHA, Time: now, ExpiresAt: now.Add(s.opts.LeaseTTL).UTC().Truncate(time.Second)}
+	e.leases = append(e.leases, lease)
+	s.mu.Unlock()
+
+	switch shape {
+	case "approle":
+		writeJSON(w, rec, http.StatusOK, map[string]any{
+			"role_id": "fake-role-" + tokenEnv, "secret_id": s.opts.Authority.MintGrant(tokenEnv),
+			"auth_mount": "approle", "expires_at": lease.ExpiresAt.Format(time.RFC3339),
+		})
+	case "wrapped":
+		writeJSON(w, rec, http.StatusOK, map[string]any{
+			"wrap_info": map[string]any{"token": s.opts.Authority.MintGrant(tokenEnv), "ttl": 300, "creation_path": "auth/approle/role/see-env/secret-id"},
+		})
+	default:
+		writeJSON(w, rec, http.StatusOK, map[string]any{
+			"grant": s.opts.Authority.MintGrant(tokenEnv), "auth_mount": s.opts.AuthMount,
+			"role": s.opts.Role, "expires_at": lease.ExpiresAt.Format(time.RFC3339),
+		})
+	}
+}
+
+func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
+	var rep Report
+	if !decodeBody(w, r, rec, &rep) {
+		return
+	}
+	if rep.EnvID == "" {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
+		return
+	}
+	if rep.EnvID != tokenEnv {
+		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the report names %s", tokenEnv, rep.EnvID))
+		return
+	}
+	switch rep.Result {
+	case "applied", "failed", "down":
+	default:
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "result must be applied, failed or down")
+		return
+	}
+	if rep.DurationMS < 0 {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "duration_ms must not be negative")
+		return
+	}
+	rep.Time = s.opts.Now()
+	s.mu.Lock()
+	e := s.env(tokenEnv)
+	e.reports = append(e.reports, rep)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	rec.Status = http.StatusNoContent
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// decodeBody decodes a JSON request body of at most 1 MiB; unknown fields are refused,
+// as a strict server would.
+func decodeBody(w http.ResponseWriter, r *http.Request, rec *Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "the body is not the JSON the call takes")
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, rec *Request, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	rec.Status = status
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, rec *Request, status int, code, message string) {
+	if ew, ok := w.(*echoWriter); ok {
+		message += " (bearer was " + ew.bearer + ")"
+	}
+	writeJSON(w, rec, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
+}
+
+// echoWriter marks a response whose error messages echo the bearer (Faults.EchoBearer).
+type echoWriter struct {
+	http.ResponseWriter
+	bearer string
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (e *echoWriter) Unwrap() http.ResponseWriter { return e.ResponseWriter }
