@@ -1,0 +1,197 @@
+package metrics
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// FileMode is the mode of the metrics file: node_exporter, running as its own user,
+// reads it.
+const FileMode fs.FileMode = 0o644
+
+// ErrInvalid is wrapped by every error Format and Write return for a Snapshot field
+// that is out of its allowed range or pattern.
+var ErrInvalid = errors.New("metrics: invalid snapshot")
+
+// FieldError names the Snapshot field that was refused and why. It never carries the
+// field's value. It unwraps to ErrInvalid.
+type FieldError struct {
+	// Field is the Go name of the Snapshot field, e.g. "LastCode".
+	Field string
+	// Reason says what the value must look like.
+	Reason string
+}
+
+// Error returns the field name and the reason, never the value.
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("metrics: snapshot field %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Snapshot is the outcome of the latest tick, as the metrics file shows it.
+// Its zero value is valid and describes a box that has never checked in.
+type Snapshot struct {
+	// EnvID is the box's env_id (env-<tier>-<nn>); empty when the config was not read.
+	EnvID string
+	// Version is the agent's version (deployd.Version).
+	Version string
+	// LastRun is when the tick that produced the snapshot ended.
+	LastRun time.Time
+	// LastCheckin is the time of the last successful check-in; zero if never.
+	LastCheckin time.Time
+	// LastResult is the last reported result: "applied", "failed", "down" or "" (none yet).
+	LastResult string
+	// LastCode is the stable code of the last result (e.g. "UNHEALTHY"), "" for none.
+	LastCode string
+	// TickDuration is how long the tick took.
+	TickDuration time.Duration
+	// LiveSHA is the bundle sha of the live release (64 lowercase hex), "" for none.
+	LiveSHA string
+	// LiveSerial is the serial of the live release, 0 for none.
+	LiveSerial int64
+	// TokenTTL is the remaining TTL of the OpenBao token, 0 when the agent holds none.
+	TokenTTL time.Duration
+	// EnvMismatchLatched reports the AGENT_ENV_MISMATCH latch (exit 78 until cleared).
+	EnvMismatchLatched bool
+	// ExitCode is the exit code of the tick: 0, 75, 78 or 1 (any 0–255 is accepted).
+	ExitCode int
+}
+
+var (
+	envIDPattern   = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
+	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~-]{0,63}$`)
+	codePattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+	shaPattern     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+func (s Snapshot) validate() error {
+	switch {
+	case s.EnvID != "" && !envIDPattern.MatchString(s.EnvID):
+		return &FieldError{Field: "EnvID", Reason: "must match ^env-[a-z0-9]+-[0-9]{2}$ or be empty"}
+	case s.Version != "" && !versionPattern.MatchString(s.Version):
+		return &FieldError{Field: "Version", Reason: "must be a version string of [0-9A-Za-z.+~-] or empty"}
+	case s.LastResult != "" && s.LastResult != "applied" && s.LastResult != "failed" && s.LastResult != "down":
+		return &FieldError{Field: "LastResult", Reason: `must be "applied", "failed", "down" or empty`}
+	case s.LastCode != "" && !codePattern.MatchString(s.LastCode):
+		return &FieldError{Field: "LastCode", Reason: "must be a stable code of [A-Z0-9_] or empty"}
+	case s.LiveSHA != "" && !shaPattern.MatchString(s.LiveSHA):
+		return &FieldError{Field: "LiveSHA", Reason: "must be 64 lowercase hex digits or empty"}
+	case s.LiveSerial < 0:
+		return &FieldError{Field: "LiveSerial", Reason: "must not be negative"}
+	case s.TickDuration < 0:
+		return &FieldError{Field: "TickDuration", Reason: "must not be negative"}
+	case s.TokenTTL < 0:
+		return &FieldError{Field: "TokenTTL", Reason: "must not be negative"}
+	case s.ExitCode < 0 || s.ExitCode > 255:
+		return &FieldError{Field: "ExitCode", Reason: "must be in 0..255"}
+	}
+	return nil
+}
+
+// Format renders s in the Prometheus text exposition format (version 0.0.4), with a
+// HELP and a TYPE line for every metric, in a fixed order. It refuses a Snapshot whose
+// string fields do not match their patterns (a *FieldError wrapping ErrInvalid).
+func Format(s Snapshot) ([]byte, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	gauge := func(name, help, labels string, value string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s%s %s\n", name, help, name, name, labels, value)
+	}
+	gauge("monky_deployd_info", "Agent version, env_id and live bundle sha of this box; always 1.",
+		labelSet("env_id", s.EnvID, "version", s.Version, "live_sha", s.LiveSHA), "1")
+	gauge("monky_deployd_last_run_timestamp_seconds", "Unix time when the last tick ended.",
+		"", unixSeconds(s.LastRun))
+	gauge("monky_deployd_last_checkin_timestamp_seconds", "Unix time of the last successful check-in with monky-tenancy; 0 if never.",
+		"", unixSeconds(s.LastCheckin))
+	gauge("monky_deployd_last_result", "Last reported result (applied, failed, down; empty before the first report) and its code; always 1.",
+		labelSet("result", s.LastResult, "code", s.LastCode), "1")
+	gauge("monky_deployd_tick_duration_seconds", "Duration of the last tick in seconds.",
+		"", seconds(s.TickDuration))
+	gauge("monky_deployd_live_serial", "Serial of the live release; 0 if none.",
+		"", strconv.FormatInt(s.LiveSerial, 10))
+	gauge("monky_deployd_token_ttl_seconds", "Remaining TTL of the OpenBao token in seconds; 0 if the agent holds none.",
+		"", seconds(s.TokenTTL))
+	latched := "0"
+	if s.EnvMismatchLatched {
+		latched = "1"
+	}
+	gauge("monky_deployd_env_mismatch_latched", "1 while the AGENT_ENV_MISMATCH latch holds (every run exits 78 until the operator acts).",
+		"", latched)
+	gauge("monky_deployd_exit_code", "Exit code of the last tick: 0 done, 75 temporary, 78 env mismatch, 1 failure.",
+		"", strconv.Itoa(s.ExitCode))
+	return b.Bytes(), nil
+}
+
+// Write renders s (see Format) and replaces the file at path atomically with mode
+// FileMode: a temp file in the same directory, fsync, rename, fsync of the directory.
+// node_exporter's textfile collector reads only names ending in .prom, so path should
+// end in .prom; the temp file does not.
+func Write(path string, s Snapshot) error {
+	data, err := Format(s)
+	if err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(path, data, FileMode); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
+// labelSet renders {k1="v1",k2="v2"} from alternating names and values.
+func labelSet(kv ...string) string {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(kv[i])
+		b.WriteString(`="`)
+		b.WriteString(escapeLabelValue(kv[i+1]))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// escapeLabelValue escapes backslash, double quote and newline as the text format
+// requires. Validated values never contain them; this keeps the output parseable even
+// if a pattern is widened later.
+func escapeLabelValue(v string) string {
+	var b bytes.Buffer
+	for _, r := range v {
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func unixSeconds(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', -1, 64)
+}
+
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}

@@ -1,0 +1,287 @@
+package metrics_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/metrics"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+const liveSHA = "3f1c9a0b2d4e6f8071a3b5c7d9e1f20314253647586970a1b2c3d4e5f6a7b8c9"
+
+func sample() metrics.Snapshot {
+	return metrics.Snapshot{
+		EnvID:        "env-dev-01",
+		Version:      "0.1.0",
+		LastRun:      time.Date(2026, 11, 30, 9, 30, 5, 250e6, time.UTC),
+		LastCheckin:  time.Date(2026, 11, 30, 9, 30, 1, 0, time.UTC),
+		LastResult:   "failed",
+		LastCode:     "UNHEALTHY",
+		TickDuration: 93*time.Second + 500*time.Millisecond,
+		LiveSHA:      liveSHA,
+		LiveSerial:   17,
+		TokenTTL:     36 * time.Hour,
+		ExitCode:     1,
+	}
+}
+
+// parse reads the text format back with Prometheus' own parser.
+func parse(t *testing.T, data []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	require.NoError(t, err)
+	return families
+}
+
+// sampleOf returns the one sample of the family name, with its labels as a map.
+func sampleOf(t *testing.T, families map[string]*dto.MetricFamily, name string) (float64, map[string]string) {
+	t.Helper()
+	mf, ok := families[name]
+	require.True(t, ok, "metric %s missing", name)
+	require.Equal(t, dto.MetricType_GAUGE, mf.GetType(), name)
+	require.NotEmpty(t, mf.GetHelp(), name)
+	require.Len(t, mf.GetMetric(), 1, name)
+	m := mf.GetMetric()[0]
+	labels := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		labels[lp.GetName()] = lp.GetValue()
+	}
+	return m.GetGauge().GetValue(), labels
+}
+
+func TestFormatParsesAndCarriesTheValues(t *testing.T) {
+	tests := []struct {
+		name   string
+		snap   metrics.Snapshot
+		values map[string]float64
+		labels map[string]map[string]string
+	}{
+		{
+			name: "failed tick",
+			snap: sample(),
+			values: map[string]float64{
+				"monky_deployd_info":                           1,
+				"monky_deployd_last_run_timestamp_seconds":     1796031005.25,
+				"monky_deployd_last_checkin_timestamp_seconds": 1796031001,
+				"monky_deployd_last_result":                    1,
+				"monky_deployd_tick_duration_seconds":          93.5,
+				"monky_deployd_live_serial":                    17,
+				"monky_deployd_token_ttl_seconds":              129600,
+				"monky_deployd_env_mismatch_latched":           0,
+				"monky_deployd_exit_code":                      1,
+			},
+			labels: map[string]map[string]string{
+				"monky_deployd_info":        {"env_id": "env-dev-01", "version": "0.1.0", "live_sha": liveSHA},
+				"monky_deployd_last_result": {"result": "failed", "code": "UNHEALTHY"},
+			},
+		},
+		{
+			name: "fresh box: zero snapshot",
+			snap: metrics.Snapshot{},
+			values: map[string]float64{
+				"monky_deployd_info":                           1,
+				"monky_deployd_last_run_timestamp_seconds":     0,
+				"monky_deployd_last_checkin_timestamp_seconds": 0,
+				"monky_deployd_last_result":                    1,
+				"monky_deployd_tick_duration_seconds":          0,
+				"monky_deployd_live_serial":                    0,
+				"monky_deployd_token_ttl_seconds":              0,
+				"monky_deployd_env_mismatch_latched":           0,
+				"monky_deployd_exit_code":                      0,
+			},
+			labels: map[string]map[string]string{
+				"monky_deployd_info":        {"env_id": "", "version": "", "live_sha": ""},
+				"monky_deployd_last_result": {"result": "", "code": ""},
+			},
+		},
+		{
+			name: "env mismatch latch",
+			snap: metrics.Snapshot{EnvID: "env-prod-03", Version: "0.1.0", LastResult: "failed", LastCode: "AGENT_ENV_MISMATCH", EnvMismatchLatched: true, ExitCode: 78},
+			values: map[string]float64{
+				"monky_deployd_env_mismatch_latched": 1,
+				"monky_deployd_exit_code":            78,
+			},
+			labels: map[string]map[string]string{
+				"monky_deployd_last_result": {"result": "failed", "code": "AGENT_ENV_MISMATCH"},
+			},
+		},
+		{
+			name: "applied, temporary failure on a later tick",
+			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "applied", ExitCode: 75, LiveSerial: 4},
+			values: map[string]float64{
+				"monky_deployd_exit_code":   75,
+				"monky_deployd_live_serial": 4,
+			},
+			labels: map[string]map[string]string{
+				"monky_deployd_last_result": {"result": "applied", "code": ""},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := metrics.Format(tt.snap)
+			require.NoError(t, err)
+			families := parse(t, data)
+			assert.Len(t, families, 9)
+			for name := range families {
+				assert.True(t, strings.HasPrefix(name, "monky_deployd_"), name)
+			}
+			for name, want := range tt.values {
+				got, _ := sampleOf(t, families, name)
+				assert.InDelta(t, want, got, 1e-9, name)
+			}
+			for name, want := range tt.labels {
+				_, got := sampleOf(t, families, name)
+				assert.Equal(t, want, got, name)
+			}
+		})
+	}
+}
+
+func TestFormatGolden(t *testing.T) {
+	data, err := metrics.Format(sample())
+	require.NoError(t, err)
+	golden := filepath.Join("testdata", "sample.prom")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, data, 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(data))
+}
+
+func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {
+	// A value that looks like a token: it must never appear in the error text.
+	const planted = "s.PLANTEDsecretTOKEN0123456789"
+	tests := []struct {
+		name  string
+		mut   func(*metrics.Snapshot)
+		field string
+	}{
+		{"env id", func(s *metrics.Snapshot) { s.EnvID = planted }, "EnvID"},
+		{"env id bad tier digits", func(s *metrics.Snapshot) { s.EnvID = "env-dev-1" }, "EnvID"},
+		{"version", func(s *metrics.Snapshot) { s.Version = "0.1.0 " + planted }, "Version"},
+		{"version with quote", func(s *metrics.Snapshot) { s.Version = `0.1"` }, "Version"},
+		{"result outside the vocabulary", func(s *metrics.Snapshot) { s.LastResult = "up" }, "LastResult"},
+		{"result secret", func(s *metrics.Snapshot) { s.LastResult = planted }, "LastResult"},
+		{"code", func(s *metrics.Snapshot) { s.LastCode = planted }, "LastCode"},
+		{"code lowercase", func(s *metrics.Snapshot) { s.LastCode = "unhealthy" }, "LastCode"},
+		{"sha", func(s *metrics.Snapshot) { s.LiveSHA = planted }, "LiveSHA"},
+		{"sha upper case", func(s *metrics.Snapshot) { s.LiveSHA = strings.ToUpper(liveSHA) }, "LiveSHA"},
+		{"serial", func(s *metrics.Snapshot) { s.LiveSerial = -1 }, "LiveSerial"},
+		{"tick duration", func(s *metrics.Snapshot) { s.TickDuration = -time.Second }, "TickDuration"},
+		{"token ttl", func(s *metrics.Snapshot) { s.TokenTTL = -time.Second }, "TokenTTL"},
+		{"exit code high", func(s *metrics.Snapshot) { s.ExitCode = 256 }, "ExitCode"},
+		{"exit code negative", func(s *metrics.Snapshot) { s.ExitCode = -1 }, "ExitCode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sample()
+			tt.mut(&s)
+			data, err := metrics.Format(s)
+			require.Error(t, err)
+			assert.Nil(t, data)
+			require.ErrorIs(t, err, metrics.ErrInvalid)
+			var fe *metrics.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tt.field, fe.Field)
+			assert.NotContains(t, err.Error(), planted)
+			assert.Contains(t, err.Error(), tt.field)
+
+			// Write refuses the same way and leaves no file behind.
+			path := filepath.Join(t.TempDir(), "monky-deployd.prom")
+			require.ErrorIs(t, metrics.Write(path, s), metrics.ErrInvalid)
+			assert.NoFileExists(t, path)
+		})
+	}
+}
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "monky-deployd.prom")
+	// An old file is replaced whole.
+	require.NoError(t, os.WriteFile(path, []byte("stale\n"), 0o600))
+
+	require.NoError(t, metrics.Write(path, sample()))
+
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, metrics.FileMode, info.Mode().Perm())
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want, err := metrics.Format(sample())
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	// Only the .prom file is left: no temp file the collector could pick up.
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	assert.Equal(t, "monky-deployd.prom", entries[0].Name())
+
+	// A second write with new values replaces the first.
+	s := sample()
+	s.LiveSerial = 18
+	require.NoError(t, metrics.Write(path, s))
+	v, _ := sampleOf(t, parse(t, mustRead(t, path)), "monky_deployd_live_serial")
+	assert.InDelta(t, 18.0, v, 0)
+}
+
+func TestWriteMissingDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no-such-dir", "monky-deployd.prom")
+	err := metrics.Write(path, sample())
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, os.ErrNotExist), "got %v", err)
+	assert.Contains(t, err.Error(), "no-such-dir")
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// FuzzFormat checks that whatever a caller puts into the string fields, Format either
+// refuses with a FieldError that does not echo the value, or writes a file that
+// Prometheus' parser reads back with the same label values.
+func FuzzFormat(f *testing.F) {
+	f.Add("env-dev-01", "0.1.0", "applied", "", liveSHA, int64(3), 0)
+	f.Add("env-prod-03", "1.2.3-rc.1+g1a2b", "failed", "HEALTH_TIMEOUT", "", int64(0), 1)
+	f.Add("", "", "", "", "", int64(0), 75)
+	f.Add("env-dev-01\n", "0.1\"", "up", "x\\y", "zz", int64(-1), 300)
+	f.Fuzz(func(t *testing.T, envID, version, result, code, sha string, serial int64, exit int) {
+		s := metrics.Snapshot{EnvID: envID, Version: version, LastResult: result, LastCode: code, LiveSHA: sha, LiveSerial: serial, ExitCode: exit}
+		data, err := metrics.Format(s)
+		if err != nil {
+			var fe *metrics.FieldError
+			require.ErrorAs(t, err, &fe)
+			for _, v := range []string{envID, version, result, code, sha} {
+				if len(v) >= 8 {
+					assert.NotContains(t, err.Error(), v)
+				}
+			}
+			return
+		}
+		families := parse(t, data)
+		_, info := sampleOf(t, families, "monky_deployd_info")
+		assert.Equal(t, map[string]string{"env_id": envID, "version": version, "live_sha": sha}, info)
+		_, last := sampleOf(t, families, "monky_deployd_last_result")
+		assert.Equal(t, map[string]string{"result": result, "code": code}, last)
+	})
+}
