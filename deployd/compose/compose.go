@@ -1,0 +1,316 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultDocker      = "docker"
+	DefaultOutputLimit = 64 << 10
+	// DefaultLogLines is the --tail of Logs when lines is not positive.
+	DefaultLogLines = 100
+	// maxPSOutput caps what ps may print: it is parsed whole.
+	maxPSOutput = 16 << 20
+	// waitDelay bounds the wait for docker's pipes after it was killed.
+	waitDelay = 5 * time.Second
+)
+
+// Config configures a Client. Zero values are documented defaults.
+type Config struct {
+	// Docker is the docker program: a name looked up in the PATH of Env (never the
+	// process's), or a path. Default "docker".
+	Docker string
+	// Project is the compose project name (required): --project-name.
+	Project string
+	// Dir is the project directory (required, absolute): --project-directory and the
+	// working directory of docker.
+	Dir string
+	// Files are the compose files relative to Dir, passed as -f each, in order. Empty:
+	// compose finds compose.yaml in Dir by itself.
+	Files []string
+	// Env is the complete environment of docker ("K=V"). The process environment is
+	// never inherited (SPEC §14: compose interpolates from it); an empty Env runs
+	// docker with no environment at all, and then "docker" cannot be looked up.
+	Env []string
+	// Logger receives what happened; nil discards.
+	Logger *slog.Logger
+	// OutputLimit is how many bytes of output (the tail) are kept. Default 64 KiB.
+	OutputLimit int
+}
+
+// Client runs docker compose for one project. It is safe for concurrent use, but
+// compose itself is not: callers run one command at a time per project.
+type Client struct {
+	docker string
+	base   []string // compose global flags
+	dir    string
+	env    []string
+	log    *slog.Logger
+	limit  int
+}
+
+// Output is what a docker command printed: the bounded tail of its combined stdout
+// and stderr.
+type Output struct {
+	// Tail is the last OutputLimit bytes of output.
+	Tail []byte
+	// Dropped is how many bytes were printed before Tail and not kept.
+	Dropped int64
+	// ExitCode is docker's exit code, or -1 when it did not exit by itself (killed,
+	// not started).
+	ExitCode int
+}
+
+// String returns the tail as text.
+func (o Output) String() string { return string(o.Tail) }
+
+// ServiceState is what a report carries about one service (SPEC §5).
+type ServiceState struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Health string `json:"health"`
+}
+
+// projectNameRe is compose's rule for project names.
+var projectNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// New checks cfg and returns a Client. It does not run docker.
+func New(cfg Config) (*Client, error) {
+	if cfg.Project == "" {
+		return nil, errors.New("compose: Config.Project is required")
+	}
+	if !projectNameRe.MatchString(cfg.Project) {
+		return nil, fmt.Errorf("compose: project name %q: want lowercase letters, digits, '-' and '_', starting with a letter or digit", cfg.Project)
+	}
+	if cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("compose: project directory %q: want an absolute path", cfg.Dir)
+	}
+	if cfg.OutputLimit < 0 {
+		return nil, fmt.Errorf("compose: OutputLimit %d: want zero (default) or more", cfg.OutputLimit)
+	}
+	c := &Client{
+		docker: cfg.Docker,
+		dir:    filepath.Clean(cfg.Dir),
+		env:    append([]string{}, cfg.Env...), // non-nil: os/exec inherits on nil
+		log:    cfg.Logger,
+		limit:  cfg.OutputLimit,
+	}
+	if c.docker == "" {
+		c.docker = DefaultDocker
+	}
+	if c.limit == 0 {
+		c.limit = DefaultOutputLimit
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.log = c.log.With("project", cfg.Project)
+	c.base = []string{"compose", "--project-name", cfg.Project, "--project-directory", c.dir}
+	for _, f := range cfg.Files {
+		if f == "" || path.IsAbs(f) || filepath.IsAbs(f) || strings.Contains(f, "\\") ||
+			slicesContains(strings.Split(f, "/"), "..") {
+			return nil, fmt.Errorf("compose: compose file %q: want a path relative to the project directory, without ..", f)
+		}
+		c.base = append(c.base, "-f", f)
+	}
+	return c, nil
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Up runs docker compose up -d --remove-orphans. On failure the error matches
+// ErrApplyFailed (code APPLY_FAILED) and Output keeps the tail of what compose printed.
+func (c *Client) Up(ctx context.Context) (Output, error) {
+	start := time.Now()
+	out, err := c.runTail(ctx, "up", ErrApplyFailed, c.composeArgs("up", "-d", "--remove-orphans"))
+	if err != nil {
+		c.log.Warn("docker compose up failed; the tail of its output goes into the report",
+			"dir", c.dir, "exit_code", out.ExitCode, "error", err)
+		return out, err
+	}
+	c.log.Info("docker compose up done", "dir", c.dir, "duration", time.Since(start).Round(time.Millisecond))
+	return out, nil
+}
+
+// Down runs docker compose down --remove-orphans, with -v (remove the project's
+// volumes) when volumes is true. Failure matches ErrApplyFailed.
+func (c *Client) Down(ctx context.Context, volumes bool) (Output, error) {
+	args := c.composeArgs("down", "--remove-orphans")
+	if volumes {
+		args = append(args, "-v")
+	}
+	out, err := c.runTail(ctx, "down", ErrApplyFailed, args)
+	if err != nil {
+		c.log.Warn("docker compose down failed", "dir", c.dir, "volumes", volumes, "exit_code", out.ExitCode, "error", err)
+		return out, err
+	}
+	c.log.Info("docker compose down done", "dir", c.dir, "volumes", volumes)
+	return out, nil
+}
+
+// PS runs docker compose ps --all --format json and parses either shape. Failure
+// matches ErrCommandFailed.
+func (c *Client) PS(ctx context.Context) ([]Container, error) {
+	stdout := &capBuffer{max: maxPSOutput}
+	stderr := newTailBuffer(c.limit)
+	code, err := c.run(ctx, c.composeArgs("ps", "--all", "--format", "json"), stdout, stderr)
+	if stdout.overflow {
+		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code,
+			Detail: fmt.Sprintf("ps printed more than %d bytes", maxPSOutput)}
+	}
+	if err != nil {
+		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code, Err: err}
+	}
+	cs, err := ParsePS(stdout.buf)
+	if err != nil {
+		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code, Err: err}
+	}
+	return cs, nil
+}
+
+// Logs runs docker compose logs --no-color --tail N for services (all when empty) and
+// returns at most OutputLimit bytes: the tail. lines ≤ 0 means DefaultLogLines.
+// Failure matches ErrCommandFailed; the bytes printed so far are returned with it.
+func (c *Client) Logs(ctx context.Context, services []string, lines int) ([]byte, error) {
+	if lines <= 0 {
+		lines = DefaultLogLines
+	}
+	args := c.composeArgs("logs", "--no-color", "--tail", strconv.Itoa(lines))
+	for _, s := range services {
+		if s == "" || strings.HasPrefix(s, "-") {
+			return nil, &Error{Op: "logs", Kind: ErrCommandFailed, ExitCode: -1, Services: []string{s},
+				Detail: fmt.Sprintf("service name %q is not a compose service name", s)}
+		}
+	}
+	args = append(args, services...)
+	out, err := c.runTail(ctx, "logs", ErrCommandFailed, args)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Services = append([]string(nil), services...)
+		}
+	}
+	return out.Tail, err
+}
+
+// DockerVersion returns the docker server version (docker version --format
+// {{.Server.Version}}), for the check-in's host info. With no daemon docker fails and
+// so does DockerVersion (ErrCommandFailed): the caller sends "".
+func (c *Client) DockerVersion(ctx context.Context) (string, error) {
+	out, err := c.runTail(ctx, "version", ErrCommandFailed, []string{"version", "--format", "{{.Server.Version}}"})
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(out.Tail))
+	if v == "" || strings.ContainsAny(v, " \n\t") || len(v) > 64 {
+		return "", &Error{Op: "version", Kind: ErrCommandFailed, ExitCode: out.ExitCode, Detail: "docker printed no server version"}
+	}
+	return v, nil
+}
+
+func (c *Client) composeArgs(args ...string) []string {
+	return append(append([]string(nil), c.base...), args...)
+}
+
+// runTail runs docker with stdout and stderr into one tail buffer.
+func (c *Client) runTail(ctx context.Context, op string, kind error, args []string) (Output, error) {
+	buf := newTailBuffer(c.limit)
+	code, err := c.run(ctx, args, buf, buf)
+	tail, dropped := buf.snapshot()
+	out := Output{Tail: tail, Dropped: dropped, ExitCode: code}
+	if err != nil {
+		return out, &Error{Op: op, Kind: kind, ExitCode: code, Err: err}
+	}
+	return out, nil
+}
+
+// run runs docker with exactly c.env in c.dir and returns its exit code (-1 when it
+// did not exit by itself). A non-zero exit is an error.
+func (c *Client) run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	prog, err := lookPath(c.docker, c.env)
+	if err != nil {
+		return -1, err
+	}
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Dir = c.dir
+	cmd.Env = c.env
+	cmd.Stdin = nil
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.WaitDelay = waitDelay
+	killProcessGroup(cmd)
+	c.log.Debug("running docker", "argv", args)
+	err = cmd.Run()
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return code, fmt.Errorf("%w (docker was killed)", ctxErr)
+		}
+		return code, err
+	}
+	return code, nil
+}
+
+// lookPath finds name in the PATH of env (the last PATH entry wins, as in os/exec).
+// Only absolute PATH directories are searched. A name with a slash is used as is.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if err := executable(name); err != nil {
+			return "", fmt.Errorf("docker program %s: %w", name, err)
+		}
+		return name, nil
+	}
+	pathVar := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathVar = v
+		}
+	}
+	for _, dir := range filepath.SplitList(pathVar) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found in the PATH of the compose environment (%q): %w", name, pathVar, exec.ErrNotFound)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+// Package compose runs docker compose for monky-deployd: up, down, ps (both JSON
+// shapes), logs, the health wait, and the docker server version for the check-in.
+//
+// A Client runs the docker program as a subprocess with exactly the environment of
+// Config.Env. The process environment is never inherited, because compose
+// interpolates variables from it (SPEC §14): what the agent verified is what compose
+// runs. The docker program itself is looked up in the PATH of Config.Env, never the
+// agent's, and only in absolute PATH entries. Every call names the project
+// (--project-name), its directory (--project-directory, also the working directory)
+// and each compose file (-f, relative to the directory, in order) explicitly.
+//
+// Output is captured through a bounded ring buffer: a chatty compose costs at most
+// Config.OutputLimit bytes (the tail is what a report carries). ps output is parsed
+// whole and capped at 16 MiB. Cancelling the context kills the whole process group
+// (docker and its compose plugin) with SIGKILL; a killed up leaves the project half
+// applied, and the agent's next tick repairs it.
+//
+// # Health
+//
+// WaitHealthy polls ps --all until every expected service has containers that are all
+// running and, where they have a healthcheck, healthy. A one-shot service whose
+// container exited 0 counts as done. It fails fast with ErrUnhealthy (code UNHEALTHY)
+// when a container is unhealthy, exited non-zero, dead or restarting, or when its
+// uptime went backwards between two polls (docker restarted it: a restart loop that ps
+// shows as running). Past the timeout it fails with ErrHealthTimeout (code
+// HEALTH_TIMEOUT), naming the services still not ready; a service with no container at
+// all is not ready, and its ServiceState says "missing". A ps call that fails during
+// the wait is logged and retried at the next poll: a busy daemon is not a failed apply.
+//
+// # Errors
+//
+// Every failure is an *Error that names the operation and the services involved and
+// matches one sentinel with errors.Is: ErrApplyFailed (up or down failed: code
+// APPLY_FAILED), ErrCommandFailed (ps, logs or version failed or printed something
+// unreadable: code APPLY_FAILED too, since in a tick they are part of an apply),
+// ErrUnhealthy and ErrHealthTimeout. The underlying cause (an exit status, a context
+// error, exec.ErrNotFound) is reachable with errors.Is and errors.As. Error texts name
+// services, files and the project, never output: the output is in Output.Tail, which
+// the caller redacts before it reports it.
+package compose

@@ -1,0 +1,76 @@
+package compose
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Codes carried by the errors of this package (SPEC §7, later-phase codes).
+const (
+	CodeApplyFailed   = "APPLY_FAILED"
+	CodeUnhealthy     = "UNHEALTHY"
+	CodeHealthTimeout = "HEALTH_TIMEOUT"
+)
+
+var (
+	// ErrApplyFailed is docker compose up or down exiting non-zero or not running at all.
+	ErrApplyFailed = errors.New("docker compose failed")
+	// ErrCommandFailed is ps, logs or docker version failing or printing output that
+	// cannot be read.
+	ErrCommandFailed = errors.New("docker command failed")
+	// ErrUnhealthy is a service that is unhealthy, exited non-zero or restarts.
+	ErrUnhealthy = errors.New("services unhealthy")
+	// ErrHealthTimeout is services still not ready when the health wait times out.
+	ErrHealthTimeout = errors.New("services not ready before the health timeout")
+)
+
+// Error is the error type of this package.
+type Error struct {
+	// Op is the operation: "up", "down", "ps", "logs", "version" or "wait".
+	Op string
+	// Kind is the sentinel the error matches: ErrApplyFailed, ErrCommandFailed,
+	// ErrUnhealthy or ErrHealthTimeout.
+	Kind error
+	// Services names the services at fault, sorted (health errors).
+	Services []string
+	// Detail says what is wrong with each service, e.g. "web: unhealthy".
+	Detail string
+	// ExitCode is docker's exit code, or -1 when it did not exit by itself.
+	ExitCode int
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+// Error describes the failure without any output of docker.
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "compose %s: %v", e.Op, e.Kind)
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
+	} else if len(e.Services) > 0 {
+		fmt.Fprintf(&b, ": %s", strings.Join(e.Services, ", "))
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is the sentinel of this error.
+func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
+
+// Code returns the stable code of the error: APPLY_FAILED, UNHEALTHY or HEALTH_TIMEOUT.
+func (e *Error) Code() string {
+	switch e.Kind {
+	case ErrUnhealthy:
+		return CodeUnhealthy
+	case ErrHealthTimeout:
+		return CodeHealthTimeout
+	default:
+		return CodeApplyFailed
+	}
+}

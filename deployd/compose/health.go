@@ -1,0 +1,252 @@
+package compose
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of WaitOptions.
+const (
+	DefaultHealthTimeout = 5 * time.Minute
+	DefaultHealthPoll    = 2 * time.Second
+)
+
+// WaitOptions tunes WaitHealthy. Zero values are documented defaults.
+type WaitOptions struct {
+	// Services are the services expected from the bundle. Empty: every service ps shows.
+	Services []string
+	// Timeout bounds the whole wait. Default DefaultHealthTimeout (5m).
+	Timeout time.Duration
+	// Poll is the pause between two ps calls. Default DefaultHealthPoll (2s).
+	Poll time.Duration
+}
+
+// StateMissing is the State of a service that has no container at all.
+const StateMissing = "missing"
+
+// verdict of one service at one poll.
+type verdict int
+
+const (
+	notReady verdict = iota
+	ready
+	failed
+)
+
+// WaitHealthy polls ps until every expected service is ready (see the package
+// documentation), and returns the state of each expected service, sorted by name, also
+// on failure. It fails fast with ErrUnhealthy and times out with ErrHealthTimeout,
+// both naming the services at fault. A cancelled ctx ends the wait with ctx's error.
+func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceState, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultHealthTimeout
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultHealthPoll
+	}
+	start := time.Now()
+	deadline := start.Add(opts.Timeout)
+	uptimes := map[string]time.Duration{} // container ID → uptime at the last poll
+	var states []ServiceState
+	var lastPSErr error
+	for poll := 1; ; poll++ {
+		cs, err := c.PS(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return states, ctx.Err()
+			}
+			lastPSErr = err
+			c.log.Warn("docker compose ps failed during the health wait; trying again at the next poll",
+				"poll", poll, "error", err)
+		} else {
+			lastPSErr = nil
+			var bad, waiting []string
+			var details []string
+			states, bad, waiting, details = evaluate(opts.Services, cs, uptimes)
+			if len(bad) > 0 {
+				c.log.Error("services failed their health check; read their logs with docker compose logs",
+					"services", bad, "detail", strings.Join(details, "; "), "dir", c.dir,
+					"after", time.Since(start).Round(time.Millisecond))
+				return states, &Error{Op: "wait", Kind: ErrUnhealthy, ExitCode: -1, Services: bad,
+					Detail: strings.Join(details, "; ")}
+			}
+			if len(waiting) == 0 {
+				c.log.Info("all services ready", "services", len(states),
+					"after", time.Since(start).Round(time.Millisecond), "polls", poll)
+				return states, nil
+			}
+			c.log.Debug("services not ready yet", "services", waiting, "detail", strings.Join(details, "; "), "poll", poll)
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			waiting := notReadyNames(opts.Services, states)
+			detail := describe(states, waiting)
+			c.log.Error("services not ready before the health timeout; check their logs, or raise compose.health_timeout if they need longer to start",
+				"services", waiting, "timeout", opts.Timeout, "detail", detail, "dir", c.dir)
+			return states, &Error{Op: "wait", Kind: ErrHealthTimeout, ExitCode: -1, Services: waiting,
+				Detail: detail, Err: lastPSErr}
+		}
+		wait := min(opts.Poll, deadline.Sub(now))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return states, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// evaluate judges every expected service from one ps output. uptimes carries each
+// container's uptime from the previous poll, to see restarts that ps shows as running.
+func evaluate(expected []string, cs []Container, uptimes map[string]time.Duration) (states []ServiceState, bad, waiting, details []string) {
+	byService := map[string][]Container{}
+	for _, ctr := range cs {
+		byService[ctr.Service] = append(byService[ctr.Service], ctr)
+	}
+	names := slices.Clone(expected)
+	if len(names) == 0 {
+		for name := range byService {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	for _, name := range names {
+		ctrs := byService[name]
+		if len(ctrs) == 0 {
+			states = append(states, ServiceState{Name: name, State: StateMissing})
+			waiting = append(waiting, name)
+			details = append(details, name+": no container")
+			continue
+		}
+		worst, worstWhy, worstCtr := ready, "", ctrs[0]
+		for _, ctr := range ctrs {
+			v, why := judge(ctr, uptimes)
+			if v == failed || (v == notReady && worst == ready) {
+				worst, worstWhy, worstCtr = v, why, ctr
+			}
+			if v == failed {
+				break
+			}
+		}
+		states = append(states, ServiceState{Name: name, State: worstCtr.State, Health: worstCtr.Health})
+		switch worst {
+		case failed:
+			bad = append(bad, name)
+			details = append(details, name+": "+worstWhy)
+		case notReady:
+			waiting = append(waiting, name)
+			details = append(details, name+": "+worstWhy)
+		}
+	}
+	for _, ctr := range cs {
+		if up, ok := uptime(ctr); ok && ctr.State == "running" {
+			uptimes[ctr.ID] = up
+		} else {
+			delete(uptimes, ctr.ID)
+		}
+	}
+	return states, bad, waiting, details
+}
+
+// judge says whether one container is ready, not yet, or failed, and why.
+func judge(ctr Container, uptimes map[string]time.Duration) (verdict, string) {
+	switch ctr.State {
+	case "dead":
+		return failed, "container is dead"
+	case "restarting":
+		return failed, "container is restarting (restart loop)"
+	case "exited":
+		if ctr.ExitCode != 0 {
+			return failed, fmt.Sprintf("exited with code %d", ctr.ExitCode)
+		}
+		return ready, "exited 0 (one-shot, done)"
+	case "running":
+		if prev, ok := uptimes[ctr.ID]; ok {
+			if up, ok := uptime(ctr); ok && up < prev {
+				return failed, "container restarted between two polls (restart loop)"
+			}
+		}
+		switch ctr.Health {
+		case "", "healthy":
+			return ready, "running"
+		case "unhealthy":
+			return failed, "unhealthy"
+		default:
+			return notReady, "health " + ctr.Health
+		}
+	case "":
+		return notReady, "no state"
+	default:
+		return notReady, "container is " + ctr.State
+	}
+}
+
+func notReadyNames(expected []string, states []ServiceState) []string {
+	if len(states) == 0 {
+		names := slices.Clone(expected)
+		slices.Sort(names)
+		return slices.Compact(names)
+	}
+	var names []string
+	for _, s := range states {
+		if !(s.State == "running" && (s.Health == "" || s.Health == "healthy")) && s.State != "exited" {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+func describe(states []ServiceState, names []string) string {
+	var parts []string
+	for _, s := range states {
+		if !slices.Contains(names, s.Name) {
+			continue
+		}
+		switch {
+		case s.State == StateMissing:
+			parts = append(parts, s.Name+": no container")
+		case s.Health != "":
+			parts = append(parts, s.Name+": "+s.State+", health "+s.Health)
+		default:
+			parts = append(parts, s.Name+": "+s.State)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+var uptimeRe = regexp.MustCompile(`^Up (Less than a second|About a minute|About an hour|(\d+) (second|minute|hour|day|week|month|year)s?)`)
+
+// uptime reads docker's human uptime ("Up 3 minutes (healthy)") into an approximate
+// duration; docker's wording grows monotonically with time, so a smaller value at a
+// later poll means the container was restarted.
+func uptime(ctr Container) (time.Duration, bool) {
+	m := uptimeRe.FindStringSubmatch(ctr.Status)
+	if m == nil {
+		return 0, false
+	}
+	switch m[1] {
+	case "Less than a second":
+		return 0, true
+	case "About a minute":
+		return time.Minute, true
+	case "About an hour":
+		return time.Hour, true
+	}
+	n, err := strconv.Atoi(m[2])
+	if err != nil {
+		return 0, false
+	}
+	unit := map[string]time.Duration{
+		"second": time.Second, "minute": time.Minute, "hour": time.Hour,
+		"day": 24 * time.Hour, "week": 7 * 24 * time.Hour, "month": 30 * 24 * time.Hour,
+		"year": 365 * 24 * time.Hour,
+	}[m[3]]
+	return time.Duration(n) * unit, true
+}
