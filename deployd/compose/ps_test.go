@@ -55,7 +55,11 @@ func TestParsePSShapesAgree(t *testing.T) {
 		require.NoError(t, err)
 		return cs
 	}
-	type essential struct{ Name, Service, State, Health, Status string; ExitCode int; Publishers []Publisher }
+	type essential struct {
+		Name, Service, State, Health, Status string
+		ExitCode                             int
+		Publishers                           []Publisher
+	}
 	strip := func(cs []Container) (out []essential) {
 		for _, c := range cs {
 			out = append(out, essential{c.Name, c.Service, c.State, c.Health, c.Status, c.ExitCode, c.Publishers})
