@@ -1,0 +1,241 @@
+package composecheck
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// Finding codes. They are the refusal codes of SPEC §7 that compose files can cause.
+const (
+	CodeComposeInvalid = "COMPOSE_INVALID"
+	CodeUnresolvedVars = "UNRESOLVED_VARS"
+	CodePrivileged     = "PRIVILEGED"
+	CodeManifestPaths  = "MANIFEST_PATHS"
+)
+
+// ReleaseDir is the fixed, fake absolute directory the compose files are loaded in.
+// Relative paths in the compose files resolve under it; a bind source that does not
+// resolve under it is outside the release. Nothing is ever read from it.
+const ReleaseDir = "/monky/release"
+
+// secretPlaceholder is the value a secret name takes during the load: secrets are
+// unknown at verify time, set and non-empty.
+const secretPlaceholder = "monky-secret-placeholder"
+
+// maxPathsPerVariable caps the key paths listed in one UNRESOLVED_VARS detail.
+const maxPathsPerVariable = 5
+
+// Input is what Check looks at: the compose files of a bundle and what the manifest
+// says about them.
+type Input struct {
+	// Files maps a bundle path to its content: the compose files and any env_file they
+	// name, as found in the bundle.
+	Files map[string][]byte
+	// ComposeFiles is manifest.compose_files, in order; later files override earlier
+	// ones, as with `docker compose -f a -f b`.
+	ComposeFiles []string
+	// BundleFiles is manifest.files: every bundle path.
+	BundleFiles []string
+	// Vars holds the manifest.vars values.
+	Vars map[string]string
+	// SecretNames are the names of manifest.secrets. Their values are unknown at verify
+	// time; they count as set and non-empty.
+	SecretNames []string
+	// AllowPrivileged names the services the box allows to be privileged.
+	AllowPrivileged []string
+	// ProjectName is the compose project name for the load (e.g. "monky"); empty means
+	// "monky".
+	ProjectName string
+}
+
+// Finding is one reason to refuse the bundle.
+type Finding struct {
+	// Code is one of CodeComposeInvalid, CodeUnresolvedVars, CodePrivileged and
+	// CodeManifestPaths.
+	Code string
+	// Detail names files, variables, services, keys and container paths; never the
+	// value of a variable.
+	Detail string
+}
+
+// Result is the outcome of Check.
+type Result struct {
+	// Services holds the sorted names of the services of the loaded model (the ones
+	// `docker compose up` starts: services behind a profile are left out). When the
+	// model cannot be loaded, it holds the service names found in the compose files.
+	Services []string
+	// Findings is sorted by Code, then Detail, without duplicates. Empty means accepted.
+	Findings []Finding
+}
+
+// OK reports whether the check found nothing to refuse.
+func (r Result) OK() bool { return len(r.Findings) == 0 }
+
+// usage is where an unresolved variable is used in one compose file, and why it is
+// unresolved.
+type usage struct {
+	why   string
+	paths []string
+}
+
+type checker struct {
+	in       Input
+	findings []Finding
+	// unresolved maps compose file -> variable -> how it is used.
+	unresolved map[string]map[string]*usage
+	rawNames   map[string]bool
+}
+
+func (c *checker) add(code, format string, args ...any) {
+	c.findings = append(c.findings, Finding{Code: code, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Check loads the compose files of in from memory with compose-go, as `docker compose`
+// would on the box, and returns the service list and every finding: compose files that
+// compose-spec rejects or that reach outside the bundle (COMPOSE_INVALID), variables
+// that nothing provides (UNRESOLVED_VARS), services that get host privileges without
+// being allowed to (PRIVILEGED), and env_file references that are not bundle files
+// (MANIFEST_PATHS). Check reads no file, no environment variable and no network.
+func Check(ctx context.Context, in Input) Result {
+	c := &checker{in: in, unresolved: map[string]map[string]*usage{}, rawNames: map[string]bool{}}
+	if in.ProjectName == "" {
+		c.in.ProjectName = "monky"
+	}
+	lookup := c.lookup()
+
+	loadable := true
+	var configFiles []types.ConfigFile
+	if len(in.ComposeFiles) == 0 {
+		c.add(CodeComposeInvalid, "manifest names no compose file")
+		loadable = false
+	}
+	for _, name := range in.ComposeFiles {
+		content, ok := in.Files[name]
+		if !ok {
+			c.add(CodeManifestPaths, "compose file %s is listed in compose_files but not in the bundle", name)
+			loadable = false
+			continue
+		}
+		if !c.scanRaw(name, content, lookup) {
+			loadable = false
+		}
+		configFiles = append(configFiles, types.ConfigFile{Filename: path.Join(ReleaseDir, name), Content: content})
+	}
+	c.reportUnresolved()
+
+	var services []string
+	if loadable {
+		project, err := c.load(ctx, configFiles, lookup)
+		switch {
+		case err != nil && len(c.unresolved) > 0:
+			// The load failed on the empty strings that stand in for unresolved variables;
+			// UNRESOLVED_VARS already says what to fix.
+		case err != nil:
+			c.add(CodeComposeInvalid, "%s", describeLoadError(ctx, err, in.ComposeFiles))
+		default:
+			services = slices.Sorted(func(yield func(string) bool) {
+				for name := range project.Services {
+					if !yield(name) {
+						return
+					}
+				}
+			})
+			c.scanProject(project)
+		}
+	}
+	if services == nil {
+		for name := range c.rawNames {
+			services = append(services, name)
+		}
+		slices.Sort(services)
+	}
+	if services == nil {
+		services = []string{}
+	}
+	return Result{Services: services, Findings: sortFindings(c.findings)}
+}
+
+// lookup returns the interpolation mapping of the load: vars, secret names with a
+// placeholder value, and COMPOSE_PROJECT_NAME, which compose-go sets itself.
+func (c *checker) lookup() func(string) (string, bool) {
+	env := map[string]string{"COMPOSE_PROJECT_NAME": c.in.ProjectName}
+	for k, v := range c.in.Vars {
+		env[k] = v
+	}
+	for _, k := range c.in.SecretNames {
+		env[k] = secretPlaceholder
+	}
+	return func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
+}
+
+func (c *checker) environment() types.Mapping {
+	env := types.Mapping{}
+	for k, v := range c.in.Vars {
+		env[k] = v
+	}
+	for _, k := range c.in.SecretNames {
+		env[k] = secretPlaceholder
+	}
+	return env
+}
+
+func (c *checker) load(ctx context.Context, files []types.ConfigFile, lookup func(string) (string, bool)) (*types.Project, error) {
+	// The load interpolates with the same strict resolver, discarding what it records:
+	// unresolved variables become "" without a warning on the global logrus logger.
+	silent := &resolver{lookup: lookup}
+	details := types.ConfigDetails{
+		WorkingDir:  ReleaseDir,
+		ConfigFiles: files,
+		Environment: c.environment(),
+	}
+	return loader.LoadWithContext(ctx, details, func(o *loader.Options) {
+		o.SetProjectName(c.in.ProjectName, true)
+		o.SetWorkingDirExplicit(true)
+		o.Interpolate.LookupValue = lookup
+		o.Interpolate.Substitute = silent.substituteFunc
+		// include and extends.file are refused before the load; these keep compose-go
+		// from reading env_file and label_file from the disk.
+		o.SkipInclude = true
+		o.SkipResolveEnvironment = true
+		o.SkipResolveLabels = true
+	})
+}
+
+func (c *checker) reportUnresolved() {
+	for file, vars := range c.unresolved {
+		for name, u := range vars {
+			paths := u.paths
+			slices.Sort(paths)
+			paths = slices.Compact(paths)
+			more := ""
+			if len(paths) > maxPathsPerVariable {
+				more = fmt.Sprintf(" and %d more", len(paths)-maxPathsPerVariable)
+				paths = paths[:maxPathsPerVariable]
+			}
+			why := strings.ReplaceAll(u.why, "NAME", name)
+			c.add(CodeUnresolvedVars, "%s: variable %s %s (at %s%s)", file, name, why, strings.Join(paths, ", "), more)
+		}
+	}
+}
+
+func sortFindings(in []Finding) []Finding {
+	if len(in) == 0 {
+		return nil
+	}
+	slices.SortFunc(in, func(a, b Finding) int {
+		if a.Code != b.Code {
+			return strings.Compare(a.Code, b.Code)
+		}
+		return strings.Compare(a.Detail, b.Detail)
+	})
+	return slices.Compact(in)
+}

@@ -1,0 +1,73 @@
+// Package composecheck is the compose-aware part of bundle verification (SPEC §7): it
+// loads a bundle's compose files from memory with compose-go v2, as `docker compose`
+// would in the release directory, and reports COMPOSE_INVALID, UNRESOLVED_VARS,
+// PRIVILEGED and MANIFEST_PATHS findings, plus the list of services.
+//
+// Nothing is read from the disk, the process environment or the network: the files are
+// loaded with a fixed, fake release directory (ReleaseDir) as the project directory and
+// an explicit environment (manifest vars, secret names with a placeholder value, and
+// COMPOSE_PROJECT_NAME). compose-go is kept from resolving env_file and label_file.
+//
+// # Unresolved variables
+//
+// compose-go substitutes "" for an unset ${X} and only logs a warning (SPEC §14), so
+// the load is never trusted to fail. Every scalar value of every compose file (the
+// positions compose interpolates: image, environment, command, labels, volumes in both
+// syntaxes, ports, x- extensions, ...; map keys are not interpolated) is evaluated by a
+// strict re-implementation of compose-go's substitution that records, per file, each
+// variable that would become "" or fail: a plain ${X} or $X that neither vars nor
+// secrets provide, and ${X:?msg} / ${X?msg} with X unset (or empty, for ":?"). A
+// default (${X:-d}, ${X-d}) or a presence value (${X:+v}, ${X+v}) resolves it, but a
+// variable used inside the default or presence value must itself resolve when compose
+// would evaluate it. $$ is a literal. One finding per file and variable lists the key
+// paths where it is used. The load itself runs with the same resolver, silently; when
+// variables are unresolved and the load then fails (for example, a bind source that
+// became empty), no extra COMPOSE_INVALID is reported: UNRESOLVED_VARS says what to
+// fix. Variables inside env_file contents are not checked (the file is only parsed).
+//
+// # Files outside the bundle
+//
+// include and extends.file make compose-go read other files from the disk; they are
+// refused as COMPOSE_INVALID (naming the file and the key) and the file is not loaded.
+// A bundle lists all its compose files in compose_files instead; extends of a service
+// of the same file is fine. An env_file or label_file must resolve to a file of the
+// bundle (MANIFEST_PATHS otherwise), with one exception: env_file ".env" names the
+// .env file the agent renders into every release. Env files are parsed with
+// compose-go's dotenv parser (COMPOSE_INVALID when they do not parse).
+//
+// # Privilege scan
+//
+// The scan runs on the normalised model after the load, so short and long volume
+// syntax, relative paths and overrides across several compose files are judged the
+// same way. It covers services and jobs, including those behind a profile (an operator
+// may enable one), and pre_start hooks. PRIVILEGED findings:
+//
+//   - privileged: true (also on post_start/pre_stop hooks); any cap_add;
+//   - network_mode, pid, ipc, uts, userns_mode or cgroup "host", and the legacy net:
+//     host; a service attached to the host network (driver host or external "host");
+//   - network_mode, pid or ipc "container:<x>" and volumes_from "container:<x>": they
+//     join a container outside the project, whose privileges are unknown. The
+//     "service:<x>" forms are allowed: the other service is scanned itself;
+//   - devices, device_cgroup_rules, gpus, deploy.resources.reservations.devices;
+//   - security_opt that turns a confinement off: seccomp, apparmor or systempaths
+//     unconfined (with "=" or ":"), label=disable;
+//   - bind mounts whose normalised source is outside ReleaseDir (absolute host paths,
+//     "../" escapes, "~"), with the docker socket (any docker.sock) and other *.sock
+//     named explicitly; npipe mounts; named volumes of the local driver that bind a
+//     host path (driver_opts o=bind, device); use_api_socket;
+//   - secrets and configs whose file is outside the release;
+//   - a local build context outside the release; provider services (they run a
+//     program on the host).
+//
+// sysctls are allowed: docker only accepts namespaced sysctls, which change the
+// container's own namespaces, not the host's.
+//
+// A service or job named in AllowPrivileged gets no PRIVILEGED finding at all,
+// docker socket included: privileged: true is already root on the host, so refusing
+// the socket to a service the operator trusts with privileges would add no safety.
+// MANIFEST_PATHS and COMPOSE_INVALID still apply to it.
+//
+// Details name files, services, keys, capability names and container paths (bind
+// targets); never the value of a variable, and never the raw text of a compose-go
+// error, which may quote one.
+package composecheck

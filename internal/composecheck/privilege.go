@@ -1,0 +1,308 @@
+package composecheck
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/dotenv"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// scanProject runs the privilege scan and the env_file/label_file checks on the loaded,
+// normalised model: every service and job, active or behind a profile, and every
+// pre_start hook, so that short and long syntax, relative paths and the merge of
+// several compose files are all judged the same way.
+func (c *checker) scanProject(p *types.Project) {
+	allowed := map[string]bool{}
+	for _, s := range c.in.AllowPrivileged {
+		allowed[s] = true
+	}
+	services := map[string]types.ServiceConfig{}
+	for name, s := range p.Services {
+		services[name] = s
+	}
+	for name, s := range p.DisabledServices {
+		services[name] = s
+	}
+	for _, name := range slices.Sorted(mapKeys(services)) {
+		s := services[name]
+		where := "service " + name
+		c.checkFiles(where, s.EnvFiles, s.LabelFiles)
+		for i, h := range s.PreStart {
+			c.checkFiles(fmt.Sprintf("%s: pre_start[%d]", where, i), h.EnvFiles, h.LabelFiles)
+		}
+		if allowed[name] {
+			continue
+		}
+		sc := &scanner{c: c, p: p, where: where}
+		sc.container(&s.ContainerSpec)
+		sc.build(s.Build)
+		for i := range s.PreStart {
+			sub := &scanner{c: c, p: p, where: fmt.Sprintf("%s: pre_start[%d]", where, i)}
+			sub.container(&s.PreStart[i].ContainerSpec)
+		}
+		for _, hooks := range []struct {
+			key   string
+			hooks []types.ServiceHook
+		}{{"post_start", s.PostStart}, {"pre_stop", s.PreStop}} {
+			for i, h := range hooks.hooks {
+				if h.Privileged {
+					sc.add("%s[%d].privileged is true", hooks.key, i)
+				}
+			}
+		}
+		if s.Net == "host" {
+			sc.add("net host shares the host network")
+		}
+		if s.Provider != nil {
+			sc.add("provider runs a program on the host")
+		}
+		if s.Deploy != nil && s.Deploy.Resources.Reservations != nil && len(s.Deploy.Resources.Reservations.Devices) > 0 {
+			sc.add("deploy.resources.reservations.devices requests host devices")
+		}
+	}
+
+	jobs := map[string]types.JobConfig{}
+	for name, j := range p.Jobs {
+		jobs[name] = j
+	}
+	for name, j := range p.DisabledJobs {
+		jobs[name] = j
+	}
+	for _, name := range slices.Sorted(mapKeys(jobs)) {
+		j := jobs[name]
+		where := "job " + name
+		c.checkFiles(where, j.EnvFiles, j.LabelFiles)
+		if allowed[name] {
+			continue
+		}
+		sc := &scanner{c: c, p: p, where: where}
+		sc.container(&j.ContainerSpec)
+		sc.build(j.Build)
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// inRelease returns the path of abs relative to the release directory and whether it
+// is inside it. A first segment starting with "~" counts as outside: compose-go expands
+// "~" from $HOME, and leaves it relative only when HOME is unset.
+func inRelease(abs string) (string, bool) {
+	if abs == "" || !strings.HasPrefix(abs, "/") {
+		return "", false
+	}
+	clean := path.Clean(abs)
+	if clean == ReleaseDir {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(clean, ReleaseDir+"/")
+	if !ok || strings.HasPrefix(rel, "~") {
+		return "", false
+	}
+	return rel, true
+}
+
+// renderedEnv is the .env file the agent renders into every release; a service may
+// name it as its env_file although it is not a bundle file.
+const renderedEnv = ".env"
+
+// checkFiles checks that env_file and label_file entries are bundle files (MANIFEST_PATHS)
+// and that env files parse (COMPOSE_INVALID). They apply to allowlisted services too.
+func (c *checker) checkFiles(where string, envFiles []types.EnvFile, labelFiles []string) {
+	listed := map[string]bool{}
+	for _, f := range c.in.BundleFiles {
+		listed[f] = true
+	}
+	for i, ef := range envFiles {
+		rel, ok := inRelease(ef.Path)
+		switch {
+		case !ok:
+			c.add(CodeManifestPaths, "%s: env_file[%d] is outside the release", where, i)
+		case rel == renderedEnv:
+			// The agent's own rendered .env.
+		case !listed[rel]:
+			c.add(CodeManifestPaths, "%s: env_file %s is not a file of the bundle", where, rel)
+		default:
+			if content, ok := c.in.Files[rel]; ok && ef.Format == "" {
+				// Syntax only: every variable reads as set, so nothing is logged or required.
+				_, err := dotenv.UnmarshalBytesWithLookup(content, func(string) (string, bool) { return "x", true })
+				if err != nil {
+					c.add(CodeComposeInvalid, "%s: env_file %s is not a valid env file", where, rel)
+				}
+			}
+		}
+	}
+	for i, lf := range labelFiles {
+		rel, ok := inRelease(lf)
+		switch {
+		case !ok:
+			c.add(CodeManifestPaths, "%s: label_file[%d] is outside the release", where, i)
+		case !listed[rel]:
+			c.add(CodeManifestPaths, "%s: label_file %s is not a file of the bundle", where, rel)
+		}
+	}
+}
+
+type scanner struct {
+	c     *checker
+	p     *types.Project
+	where string
+}
+
+func (s *scanner) add(format string, args ...any) {
+	s.c.add(CodePrivileged, "%s: %s", s.where, fmt.Sprintf(format, args...))
+}
+
+var capRE = regexp.MustCompile(`^[A-Za-z_]{1,64}$`)
+
+// container scans the attributes shared by services, jobs and pre_start hooks.
+func (s *scanner) container(cs *types.ContainerSpec) {
+	if cs.Privileged {
+		s.add("privileged is true")
+	}
+	for _, capName := range cs.CapAdd {
+		if capRE.MatchString(capName) {
+			s.add("cap_add adds %s", strings.ToUpper(capName))
+		} else {
+			s.add("cap_add adds a capability")
+		}
+	}
+	for _, ns := range []struct{ key, value string }{
+		{"network_mode", cs.NetworkMode},
+		{"pid", cs.Pid},
+		{"ipc", cs.Ipc},
+		{"uts", cs.Uts},
+		{"userns_mode", cs.UserNSMode},
+		{"cgroup", cs.Cgroup},
+	} {
+		switch {
+		case ns.value == "host":
+			s.add("%s host shares a host namespace", ns.key)
+		case strings.HasPrefix(ns.value, "container:") && ns.key != "userns_mode":
+			s.add("%s joins a container outside the project", ns.key)
+		}
+	}
+	for _, name := range slices.Sorted(mapKeys(cs.Networks)) {
+		if n, ok := s.p.Networks[name]; ok && (n.Driver == "host" || (bool(n.External) && n.Name == "host")) {
+			s.add("networks: %s is the host network", name)
+		}
+	}
+	for _, d := range cs.Devices {
+		s.add("devices maps a host device to %s", strconv.Quote(d.Target))
+	}
+	if len(cs.DeviceCgroupRules) > 0 {
+		s.add("device_cgroup_rules grants access to host devices")
+	}
+	if len(cs.Gpus) > 0 {
+		s.add("gpus requests host GPUs")
+	}
+	for _, opt := range cs.SecurityOpt {
+		if o, bad := unconfined(opt); bad {
+			s.add("security_opt %s", o)
+		}
+	}
+	if cs.UseAPISocket {
+		s.add("use_api_socket mounts the docker API socket")
+	}
+	for _, v := range cs.Volumes {
+		s.volume(v)
+	}
+	for _, from := range cs.VolumesFrom {
+		if strings.HasPrefix(from, "container:") {
+			s.add("volumes_from takes the volumes of a container outside the project")
+		}
+	}
+	for _, ref := range cs.Secrets {
+		if obj, ok := s.p.Secrets[ref.Source]; ok {
+			s.fileObject("secrets", ref.Source, types.FileObjectConfig(obj))
+		}
+	}
+	for _, ref := range cs.Configs {
+		if obj, ok := s.p.Configs[ref.Source]; ok {
+			s.fileObject("configs", ref.Source, types.FileObjectConfig(obj))
+		}
+	}
+}
+
+func (s *scanner) fileObject(key, name string, obj types.FileObjectConfig) {
+	if obj.File == "" {
+		return
+	}
+	if _, ok := inRelease(obj.File); !ok {
+		s.add("%s: %s reads a file from outside the release", key, name)
+	}
+}
+
+func (s *scanner) build(b *types.BuildConfig) {
+	if b == nil || b.Context == "" || strings.Contains(b.Context, "://") || strings.HasPrefix(b.Context, "git@") {
+		return
+	}
+	if _, ok := inRelease(b.Context); !ok {
+		s.add("build.context is outside the release")
+	}
+}
+
+func (s *scanner) volume(v types.ServiceVolumeConfig) {
+	target := strconv.Quote(v.Target)
+	switch v.Type {
+	case types.VolumeTypeBind:
+		switch {
+		case isDockerSocket(v.Source):
+			s.add("volumes: bind mount of the docker socket at %s", target)
+		case strings.HasSuffix(v.Source, ".sock"):
+			s.add("volumes: bind mount of a host unix socket at %s", target)
+		default:
+			if _, ok := inRelease(v.Source); !ok {
+				s.add("volumes: bind mount from outside the release at %s", target)
+			}
+		}
+	case types.VolumeTypeNamedPipe:
+		s.add("volumes: npipe mount at %s", target)
+	case types.VolumeTypeVolume:
+		vol, ok := s.p.Volumes[v.Source]
+		if !ok || (vol.Driver != "" && vol.Driver != "local") {
+			return
+		}
+		if _, dev := vol.DriverOpts["device"]; dev && strings.Contains(vol.DriverOpts["o"], "bind") {
+			s.add("volumes: volume %s is a bind mount of a host path (driver_opts.device) at %s", v.Source, target)
+		}
+	}
+}
+
+func isDockerSocket(p string) bool {
+	base := path.Base(path.Clean(p))
+	return base == "docker.sock" || base == "docker_engine" || strings.HasSuffix(base, "docker.sock")
+}
+
+// unconfined reports whether a security_opt entry turns a confinement off, and the
+// option in canonical key=value form.
+func unconfined(opt string) (string, bool) {
+	key, value, found := strings.Cut(opt, "=")
+	if !found {
+		key, value, _ = strings.Cut(opt, ":")
+	}
+	key = strings.ToLower(strings.TrimSpace(key))
+	value = strings.ToLower(strings.TrimSpace(value))
+	switch {
+	case key == "label" && value == "disable":
+		return "label=disable", true
+	case value == "unconfined":
+		if !capRE.MatchString(key) {
+			key = "an option"
+		}
+		return key + "=unconfined", true
+	}
+	return "", false
+}
