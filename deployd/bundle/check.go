@@ -1,0 +1,99 @@
+package bundle
+
+import (
+	"context"
+	"maps"
+	"slices"
+)
+
+// checkManifest runs the checks that need the manifest and the complete list of the
+// tar's files. The scan was complete.
+func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect, res *Result) {
+	rs := &sr.rs
+	if !v.manifestSeen {
+		if !slices.ContainsFunc(sr.files, func(f fileSum) bool { return f.path == ManifestName }) {
+			rs.add(CodeBundleMalformed, "no %s in the bundle", ManifestName)
+		}
+		return
+	}
+	for _, r := range v.manifestRs {
+		rs.add(r.Code, "%s", r.Detail)
+	}
+	res.Manifest = v.decoded
+	m := v.manifest
+	if m == nil {
+		return
+	}
+	if m.EnvID != exp.EnvID {
+		rs.add(CodeEnvMismatch, "%s: env_id is %s, this box is %s", ManifestName, m.EnvID, exp.EnvID)
+	}
+	if exp.LiveSerial > 0 && m.Serial < exp.LiveSerial && !exp.Rollback {
+		rs.add(CodeRollback, "%s: serial %d is lower than the live release's %d and the check-in did not ask for a rollback",
+			ManifestName, m.Serial, exp.LiveSerial)
+	}
+	if d := exp.Disk; d != nil {
+		const mib = 1 << 20
+		twice := (2*res.Size + mib - 1) / mib
+		need := max(d.MinFreeMB, m.MinFreeMB, twice)
+		if d.FreeMB < need {
+			rs.add(CodeDiskLow, "%d MiB free under deploy_dir, the release needs %d MiB (max of the box's min_free_mb %d, the manifest's min_free_mb %d, twice the unpacked size %d)",
+				d.FreeMB, need, d.MinFreeMB, m.MinFreeMB, twice)
+		}
+	}
+	checkVarsRenderable(m.Vars, rs)
+
+	// files must equal the tar's regular files minus manifest.json, exactly.
+	inTar := make(map[string]bool, len(sr.files))
+	for _, f := range sr.files {
+		if f.path != ManifestName && checkPath(f.path) == "" {
+			inTar[f.path] = true
+		}
+	}
+	listed := make(map[string]bool, len(m.Files))
+	for _, f := range m.Files {
+		listed[f] = true
+		if checkPath(f) == "" && f != ManifestName && !inTar[f] {
+			rs.add(CodeManifestPaths, "files: %q is listed but not in the bundle", f)
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(inTar)) {
+		if !listed[f] {
+			rs.add(CodeManifestPaths, "%q is in the bundle but not in files", f)
+		}
+	}
+
+	// Every compose file must have been kept for the compose checks.
+	ok := true
+	for _, f := range m.ComposeFiles {
+		if _, kept := v.buf[f]; kept || !inTar[f] {
+			if !inTar[f] {
+				ok = false
+			}
+			continue
+		}
+		ok = false
+		size := int64(0)
+		for _, sf := range sr.files {
+			if sf.path == f {
+				size = sf.size
+			}
+		}
+		if size > v.lim.MaxComposeFileSize {
+			rs.add(CodeBundleMalformed, "compose file %q is %d bytes, over the limit of %d (MaxComposeFileSize)", f, size, v.lim.MaxComposeFileSize)
+		} else {
+			rs.add(CodeBundleMalformed, "compose file %q was not kept for the compose checks: the buffer budget (MaxBufferSize %d) ran out before %s was read; put %s first in the tar",
+				f, v.lim.MaxBufferSize, ManifestName, ManifestName)
+		}
+	}
+	if !ok {
+		return
+	}
+	services, crs := checkCompose(ctx, m, v.buf, exp)
+	for _, r := range crs {
+		rs.add(r.Code, "%s", r.Detail)
+	}
+	res.Services = services
+}
+
+// composeProject is the compose project name used when Expect.ProjectName is "".
+const composeProject = "monky"

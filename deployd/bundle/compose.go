@@ -1,0 +1,42 @@
+package bundle
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/monky/monky-deployd/internal/composecheck"
+)
+
+// checkCompose runs the compose checks (compose-spec validity, unresolved variables,
+// privileges, env_file paths) over the kept files and maps the findings to refusals.
+func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp Expect) ([]string, []Refusal) {
+	project := exp.ProjectName
+	if project == "" {
+		project = composeProject
+	}
+	res := composecheck.Check(ctx, composecheck.Input{
+		Files:           files,
+		ComposeFiles:    slices.Clone(m.ComposeFiles),
+		BundleFiles:     slices.Clone(m.Files),
+		Vars:            maps.Clone(m.Vars),
+		SecretNames:     slices.Sorted(maps.Keys(m.Secrets)),
+		AllowPrivileged: slices.Clone(exp.AllowPrivileged),
+		ProjectName:     project,
+	})
+	out := make([]Refusal, 0, len(res.Findings))
+	for _, f := range res.Findings {
+		out = append(out, Refusal{Code: findingCode(f.Code), Detail: f.Detail})
+	}
+	return res.Services, out
+}
+
+// findingCode maps a composecheck finding code to a refusal code. A code this
+// package does not know is reported as COMPOSE_INVALID rather than dropped.
+func findingCode(c string) Code {
+	switch Code(c) {
+	case CodeComposeInvalid, CodeUnresolvedVars, CodePrivileged, CodeManifestPaths:
+		return Code(c)
+	}
+	return CodeComposeInvalid
+}

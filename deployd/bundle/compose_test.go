@@ -1,0 +1,89 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// composeBundle is the good bundle with compose.yaml replaced by content and,
+// optionally, extra files (listed in files).
+func composeBundle(content string, extra ...ent) func(tb testing.TB) []byte {
+	return func(tb testing.TB) []byte {
+		m := goodManifest()
+		for _, e := range extra {
+			m.Files = append(m.Files, e.name)
+		}
+		ents := []ent{manifestEnt(tb, m), file("compose.yaml", content), file("config/app.toml", "")}
+		return tarOf(tb, append(ents, extra...)...)
+	}
+}
+
+func composeCases() []refusalCase {
+	return []refusalCase{
+		{name: "compose not YAML", data: composeBundle("services: [\n"), codes: []Code{CodeComposeInvalid}, detail: "compose.yaml"},
+		{name: "compose schema violation", data: composeBundle("services:\n  app:\n    image: x\n    restart: 12\n    ports: {a: b}\n"), codes: []Code{CodeComposeInvalid}},
+		{name: "unresolved variable", data: composeBundle("services:\n  app:\n    image: x:${TAG}\n"), codes: []Code{CodeUnresolvedVars}, detail: "TAG"},
+		{name: "privileged", data: composeBundle("services:\n  app:\n    image: x\n    privileged: true\n"), codes: []Code{CodePrivileged}, detail: "app"},
+		{name: "docker socket", data: composeBundle("services:\n  app:\n    image: x\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"), codes: []Code{CodePrivileged}, detail: "app"},
+		{name: "host network", data: composeBundle("services:\n  app:\n    image: x\n    network_mode: host\n"), codes: []Code{CodePrivileged}, detail: "app"},
+		{name: "env_file outside the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: ../../etc/environment\n"), codes: []Code{CodeManifestPaths}, detail: "env_file"},
+	}
+}
+
+func TestVerifyCompose(t *testing.T) {
+	for _, tt := range composeCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), expect())
+			require.ErrorIs(t, err, ErrRefused)
+			assert.Equal(t, tt.codes, codes(res.Refusals), "refusals: %v", res.Refusals)
+			if tt.detail != "" {
+				assert.Contains(t, fmt.Sprint(res.Refusals), tt.detail)
+			}
+		})
+	}
+}
+
+func TestVerifyComposeAccepts(t *testing.T) {
+	tests := []struct {
+		name     string
+		data     func(tb testing.TB) []byte
+		exp      func(*Expect)
+		services []string
+	}{
+		{"good", func(tb testing.TB) []byte { return goodTar(tb) }, nil, []string{"app"}},
+		{"allowed privileged", composeBundle("services:\n  app:\n    image: x\n    privileged: true\n  db:\n    image: y\n"),
+			func(e *Expect) { e.AllowPrivileged = []string{"app"} }, []string{"app", "db"}},
+		{"default in the expression", composeBundle("services:\n  app:\n    image: x:${TAG:-latest}\n"), nil, []string{"app"}},
+		{"env_file in the bundle", composeBundle("services:\n  app:\n    image: x\n    env_file: app.env\n", file("app.env", "A=1\n")), nil, []string{"app"}},
+		{"several compose files", func(tb testing.TB) []byte {
+			m := goodManifest()
+			m.ComposeFiles = []string{"compose.yaml", "override.yaml"}
+			m.Files = append(m.Files, "override.yaml")
+			return tarOf(tb, file("override.yaml", "services:\n  worker:\n    image: w\n"), manifestEnt(tb, m),
+				file("compose.yaml", goodCompose), file("config/app.toml", ""))
+		}, nil, []string{"app", "worker"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exp := expect()
+			if tt.exp != nil {
+				tt.exp(&exp)
+			}
+			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), exp)
+			require.NoError(t, err)
+			assert.Equal(t, tt.services, res.Services)
+		})
+	}
+}
+
+func TestFindingCode(t *testing.T) {
+	for _, c := range []Code{CodeComposeInvalid, CodeUnresolvedVars, CodePrivileged, CodeManifestPaths} {
+		assert.Equal(t, c, findingCode(string(c)))
+	}
+	assert.Equal(t, CodeComposeInvalid, findingCode("SOMETHING_NEW"))
+}

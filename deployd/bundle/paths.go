@@ -1,0 +1,113 @@
+package bundle
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// checkPath checks a bundle path (a tar entry name with any "./" prefix and, for a
+// directory, any trailing "/" already removed, or a path named in the manifest). It
+// returns "" for a safe path or the reason it is unsafe; the reason never repeats the
+// path, callers quote it.
+func checkPath(p string) string {
+	switch {
+	case p == "":
+		return "path is empty"
+	case len(p) > maxPathLen:
+		return fmt.Sprintf("path is longer than %d bytes", maxPathLen)
+	case !utf8.ValidString(p):
+		return "path is not valid UTF-8"
+	case strings.HasPrefix(p, "/"):
+		return "path is absolute"
+	case strings.Contains(p, `\`):
+		return "path contains a backslash"
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return "path contains a control character"
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		switch {
+		case seg == "":
+			return "path has an empty segment"
+		case seg == ".":
+			return `path has a "." segment`
+		case seg == "..":
+			return `path has a ".." segment`
+		case len(seg) > maxSegmentLen:
+			return fmt.Sprintf("path has a segment longer than %d bytes", maxSegmentLen)
+		}
+	}
+	return ""
+}
+
+// envNameRE is the shape of a variable name in vars and secrets (SPEC §7).
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reservedEnvPrefixes are variable name prefixes a bundle may not set: compose and
+// the docker CLI read them from .env and the environment to decide which files to
+// load, which project to act on and which daemon to talk to, so a bundle that set
+// them could run something other than what was verified.
+var reservedEnvPrefixes = []string{"COMPOSE_", "DOCKER_"}
+
+// checkEnvName returns "" for a usable variable name or the reason it is not.
+func checkEnvName(name string) string {
+	if !envNameRE.MatchString(name) {
+		return "is not a variable name (^[A-Za-z_][A-Za-z0-9_]*$)"
+	}
+	up := strings.ToUpper(name)
+	for _, p := range reservedEnvPrefixes {
+		if strings.HasPrefix(up, p) {
+			return fmt.Sprintf("uses the reserved prefix %s (compose and docker read these themselves)", p)
+		}
+	}
+	return ""
+}
+
+// secretSegRE is the shape of one segment of a secret path.
+var secretSegRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// maxSecretPathLen bounds a secret path; KV paths are short names.
+const maxSecretPathLen = 512
+
+// checkSecretPath returns "" for a secret path that stays under the env's root
+// (<kv_mount>/data/envs/<env_id>/<path>), or the reason it does not. The rules are
+// an allow-list: segments of letters, digits, '_', '.', '-', separated by single
+// '/', no "." or ".." segment, and a first segment that cannot name another env
+// ("envs", or anything starting with "env-"). The path is never URL-decoded by the
+// agent, so '%', '?' and '#' are outside the allow-list too.
+func checkSecretPath(p string) string {
+	switch {
+	case p == "":
+		return "path is empty"
+	case len(p) > maxSecretPathLen:
+		return fmt.Sprintf("path is longer than %d bytes", maxSecretPathLen)
+	case strings.HasPrefix(p, "/"):
+		return "path is absolute"
+	case strings.HasSuffix(p, "/"):
+		return "path ends with /"
+	case strings.Contains(p, `\`):
+		return "path contains a backslash"
+	}
+	segs := strings.Split(p, "/")
+	for _, seg := range segs {
+		switch {
+		case seg == "":
+			return "path has an empty segment"
+		case seg == ".":
+			return `path has a "." segment`
+		case seg == "..":
+			return `path has a ".." segment`
+		case !secretSegRE.MatchString(seg):
+			return "path has a character outside [A-Za-z0-9_.-/]"
+		}
+	}
+	first := strings.ToLower(segs[0])
+	if first == "envs" || strings.HasPrefix(first, "env-") {
+		return "path names another env (first segment is envs or env-*)"
+	}
+	return ""
+}

@@ -1,0 +1,416 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func withManifest(tb testing.TB, edit func(*Manifest), rest ...ent) []byte {
+	m := goodManifest()
+	edit(&m)
+	if rest == nil {
+		rest = goodEnts(tb)[1:]
+	}
+	return tarOf(tb, append([]ent{manifestEnt(tb, m)}, rest...)...)
+}
+
+func TestVerifyAccepts(t *testing.T) {
+	plain := goodTar(t)
+	want, err := SHA(context.Background(), bytes.NewReader(plain), Limits{})
+	require.NoError(t, err)
+	dotSlash := goodEnts(t)
+	for i := range dotSlash {
+		dotSlash[i].name = "./" + dotSlash[i].name
+	}
+	gitArchive := append([]ent{{name: "pax_global_header", typ: tar.TypeXGlobalHeader,
+		pax: map[string]string{"comment": "0123456789abcdef"}}}, goodEnts(t)...)
+	reordered := goodEnts(t)
+	reordered[0], reordered[3] = reordered[3], reordered[0]
+	tests := []struct {
+		name string
+		data []byte
+		exp  func(*Expect)
+	}{
+		{"plain tar", plain, nil},
+		{"gzip tar", gzOf(t, plain), nil},
+		{"dot-slash prefix", tarOf(t, append([]ent{dir("./")}, dotSlash...)...), nil},
+		{"git archive global header", tarOf(t, gitArchive...), nil},
+		{"manifest last", tarOf(t, reordered...), nil},
+		{"expected sha", plain, func(e *Expect) { e.SHA = want }},
+		{"expected sha upper case", plain, func(e *Expect) { e.SHA = strings.ToUpper(want) }},
+		{"same serial as live", plain, func(e *Expect) { e.LiveSerial = 17 }},
+		{"explicit rollback", plain, func(e *Expect) { e.LiveSerial = 18; e.Rollback = true }},
+		{"enough disk", plain, func(e *Expect) { e.Disk = &Disk{FreeMB: 1, MinFreeMB: 1} }},
+		{"no vars or secrets", withManifest(t, func(m *Manifest) { m.Vars, m.Secrets = nil, nil },
+			file("compose.yaml", "services:\n  app:\n    image: x\n"), file("config/app.toml", "")), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exp := expect()
+			if tt.exp != nil {
+				tt.exp(&exp)
+			}
+			res, err := Verify(context.Background(), bytes.NewReader(tt.data), exp)
+			require.NoError(t, err)
+			own, err := SHA(context.Background(), bytes.NewReader(tt.data), Limits{})
+			require.NoError(t, err)
+			assert.Equal(t, own, res.SHA)
+			if tt.name != "no vars or secrets" {
+				assert.Equal(t, want, res.SHA, "same files, same sha")
+			}
+			assert.Empty(t, res.Refusals)
+			assert.NotNil(t, res.Refusals, "an accepted result has an empty, non-nil refusal list")
+			assert.Equal(t, 3, res.Files)
+			assert.Equal(t, int64(17), res.Manifest.Serial)
+		})
+	}
+}
+
+func TestVerifyResult(t *testing.T) {
+	data := goodTar(t)
+	res, err := Verify(context.Background(), bytes.NewReader(data), expect())
+	require.NoError(t, err)
+	m := goodManifest()
+	assert.Equal(t, m, res.Manifest)
+	var size int64
+	for _, e := range goodEnts(t) {
+		size += int64(len(e.body))
+	}
+	assert.Equal(t, size, res.Size)
+}
+
+type refusalCase struct {
+	name   string
+	data   func(tb testing.TB) []byte
+	exp    func(*Expect)
+	codes  []Code
+	detail string // a substring of one of the details
+}
+
+func refusalCases() []refusalCase {
+	good := func(tb testing.TB) []byte { return goodTar(tb) }
+	man := func(edit func(*Manifest)) func(tb testing.TB) []byte {
+		return func(tb testing.TB) []byte { return withManifest(tb, edit) }
+	}
+	hostile := func(e ent) func(tb testing.TB) []byte {
+		return func(tb testing.TB) []byte { return tarOf(tb, append(goodEnts(tb), e)...) }
+	}
+	rawManifest := func(s string) func(tb testing.TB) []byte {
+		return func(tb testing.TB) []byte { return tarOf(tb, append([]ent{file(ManifestName, s)}, goodEnts(tb)[1:]...)...) }
+	}
+	malformed := []Code{CodeBundleMalformed}
+	paths := []Code{CodeManifestPaths}
+	return []refusalCase{
+		// BUNDLE_MALFORMED: the stream.
+		{name: "empty stream", data: func(testing.TB) []byte { return nil }, codes: malformed, detail: "empty"},
+		{name: "not a tar", data: func(testing.TB) []byte { return []byte(strings.Repeat("hello, world\n", 100)) }, codes: malformed, detail: "not a tar archive"},
+		{name: "short garbage", data: func(testing.TB) []byte { return []byte("x") }, codes: malformed},
+		{name: "truncated tar", data: func(tb testing.TB) []byte { b := good(tb); return b[:len(b)/2+100] }, codes: malformed, detail: "truncated"},
+		{name: "truncated at entry boundary", data: func(tb testing.TB) []byte { b := good(tb); return b[:len(b)-1024] }, codes: malformed, detail: "no end-of-archive marker"},
+		{name: "one end block only", data: func(tb testing.TB) []byte { b := good(tb); return b[:len(b)-512] }, codes: malformed, detail: "no end-of-archive marker"},
+		{name: "truncated gzip", data: func(tb testing.TB) []byte { b := gzOf(tb, good(tb)); return b[:len(b)-4] }, codes: malformed},
+		{name: "truncated gzip header", data: func(tb testing.TB) []byte { return gzOf(tb, good(tb))[:5] }, codes: malformed, detail: "gzip"},
+		{name: "corrupt gzip", data: func(tb testing.TB) []byte {
+			b := gzOf(tb, good(tb))
+			b[len(b)/2] ^= 0xff
+			return b
+		}, codes: malformed},
+		{name: "zstd", data: func(testing.TB) []byte { return []byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0} }, codes: malformed, detail: "zstd"},
+		{name: "xz", data: func(testing.TB) []byte { return []byte{0xfd, '7', 'z', 'X', 'Z', 0, 0} }, codes: malformed, detail: "xz"},
+		{name: "bzip2", data: func(testing.TB) []byte { return []byte("BZh91AY&SY") }, codes: malformed, detail: "bzip2"},
+		{name: "data after the archive", data: func(tb testing.TB) []byte { return append(good(tb), "trailing"...) }, codes: malformed, detail: "after the end"},
+		{name: "zero padding after the archive is fine but not megabytes", data: func(tb testing.TB) []byte {
+			return append(good(tb), make([]byte, maxTrailer+4096)...)
+		}, codes: malformed, detail: "padding"},
+		{name: "empty archive", data: func(tb testing.TB) []byte { return tarOf(tb) }, codes: malformed, detail: "no manifest.json"},
+		{name: "no manifest", data: func(tb testing.TB) []byte { return tarOf(tb, goodEnts(tb)[1:]...) }, codes: malformed, detail: "no manifest.json"},
+		{name: "duplicate entry", data: hostile(file("compose.yaml", "services: {}\n")), codes: malformed, detail: `"compose.yaml" appears twice`},
+		{name: "duplicate with dot-slash", data: hostile(file("./compose.yaml", goodCompose)), codes: malformed, detail: "appears twice"},
+		{name: "duplicate directory", data: hostile(dir("config")), codes: malformed, detail: "appears twice"},
+		// BUNDLE_MALFORMED: the manifest.
+		{name: "manifest not JSON", data: rawManifest("{"), codes: malformed, detail: "manifest.json"},
+		{name: "manifest is an array", data: rawManifest("[]"), codes: malformed, detail: "not a JSON object"},
+		{name: "manifest unknown field", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"],"extra":1}`), codes: malformed, detail: `unknown field "extra"`},
+		{name: "manifest field in another case", data: rawManifest(`{"schema":1,"ENV_ID":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"]}`), codes: malformed, detail: `"ENV_ID"`},
+		{name: "manifest duplicate field", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","env_id":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"]}`), codes: malformed, detail: "appears twice"},
+		{name: "manifest missing field", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"]}`), codes: malformed, detail: `"serial" is missing`},
+		{name: "manifest wrong type", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","serial":"1","compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"]}`), codes: malformed, detail: `field "serial"`},
+		{name: "manifest trailing data", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"]} {}`), codes: malformed, detail: "after the JSON object"},
+		{name: "manifest secret ref unknown field", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"],"secrets":{"A":{"path":"db","key":"k","mount":"x"}}}`), codes: malformed, detail: `"secrets.A.mount"`},
+		{name: "unknown schema", data: man(func(m *Manifest) { m.Schema = 2 }), codes: malformed, detail: "schema is 2"},
+		{name: "serial zero", data: man(func(m *Manifest) { m.Serial = 0 }), codes: malformed, detail: "serial is 0"},
+		{name: "bad env_id", data: man(func(m *Manifest) { m.EnvID = "prod" }), codes: malformed, detail: "env_id"},
+		{name: "negative min_free_mb", data: man(func(m *Manifest) { m.MinFreeMB = -1 }), codes: malformed, detail: "min_free_mb"},
+		{name: "no compose files", data: man(func(m *Manifest) { m.ComposeFiles = nil }), codes: malformed, detail: "compose_files is empty"},
+		{name: "bad var name", data: man(func(m *Manifest) { m.Vars["1X"] = "v" }), codes: malformed, detail: `"1X"`},
+		{name: "reserved var name", data: man(func(m *Manifest) { m.Vars["COMPOSE_FILE"] = "other.yaml" }), codes: malformed, detail: "COMPOSE_"},
+		{name: "reserved secret name", data: man(func(m *Manifest) { m.Secrets["DOCKER_HOST"] = SecretRef{Path: "db", Key: "h"} }), codes: malformed, detail: "DOCKER_"},
+		{name: "var and secret overlap", data: man(func(m *Manifest) { m.Vars["DB_PASSWORD"] = "x" }), codes: malformed, detail: "both vars and secrets"},
+		{name: "secret without key", data: man(func(m *Manifest) { m.Secrets["DB_PASSWORD"] = SecretRef{Path: "db"} }), codes: malformed, detail: "key is empty"},
+		{name: "unrepresentable var", data: man(func(m *Manifest) { m.Vars["LOG_LEVEL"] = "a\x00b" }), codes: malformed, detail: `"LOG_LEVEL"`},
+		// MANIFEST_PATHS.
+		{name: "dot-dot", data: hostile(file("../x", "x")), codes: paths, detail: `".." segment`},
+		{name: "absolute", data: hostile(file("/abs", "x")), codes: paths, detail: "absolute"},
+		{name: "empty segment", data: hostile(file("a//b", "x")), codes: paths, detail: "empty segment"},
+		{name: "dot segment", data: hostile(file("a/./b", "x")), codes: paths, detail: `"." segment`},
+		{name: "backslash", data: hostile(file(`a\b`, "x")), codes: paths, detail: "backslash"},
+		{name: "control character", data: hostile(file("a\x01b", "x")), codes: paths, detail: "control character"},
+		{name: "newline", data: hostile(file("a\nb", "x")), codes: paths, detail: "control character"},
+		{name: "invalid UTF-8", data: hostile(file("a\xffb", "x")), codes: paths, detail: "UTF-8"},
+		{name: "long segment", data: hostile(file(strings.Repeat("a", 300), "x")), codes: paths, detail: "segment longer"},
+		{name: "symlink", data: hostile(ent{name: "link", typ: tar.TypeSymlink, link: "/etc/passwd"}), codes: paths, detail: `"link" is a symlink`},
+		{name: "hardlink", data: hostile(ent{name: "hard", typ: tar.TypeLink, link: "compose.yaml"}), codes: paths, detail: "hardlink"},
+		{name: "char device", data: hostile(ent{name: "null", typ: tar.TypeChar}), codes: paths, detail: "character device"},
+		{name: "block device", data: hostile(ent{name: "sda", typ: tar.TypeBlock}), codes: paths, detail: "block device"},
+		{name: "fifo", data: hostile(ent{name: "pipe", typ: tar.TypeFifo}), codes: paths, detail: "fifo"},
+		{name: "global header with path", data: hostile(ent{name: "g", typ: tar.TypeXGlobalHeader, pax: map[string]string{"path": "evil"}}), codes: paths, detail: "PAX global header"},
+		{name: "file is also a directory", data: func(tb testing.TB) []byte {
+			return tarOf(tb, append(goodEnts(tb), file("config/app.toml/x", "x"))...)
+		}, codes: []Code{CodeManifestPaths, CodeManifestPaths}, detail: "which is a file"},
+		{name: "directory is then a file", data: func(tb testing.TB) []byte {
+			ents := goodEnts(tb)
+			return tarOf(tb, ents[0], ents[1], ents[3], file("config", "x"))
+		}, codes: []Code{CodeManifestPaths, CodeManifestPaths}, detail: "earlier entries are inside it"},
+		{name: "unlisted file", data: hostile(file("extra.txt", "x")), codes: paths, detail: `"extra.txt" is in the bundle but not in files`},
+		{name: "missing file", data: man(func(m *Manifest) { m.Files = append(m.Files, "gone.txt") }), codes: paths, detail: `"gone.txt" is listed but not in the bundle`},
+		{name: "compose file not in files", data: man(func(m *Manifest) { m.ComposeFiles = append(m.ComposeFiles, "config/app.toml", "other.yaml") }), codes: paths, detail: `"other.yaml" is not in files`},
+		{name: "files lists the manifest", data: man(func(m *Manifest) { m.Files = append(m.Files, ManifestName) }), codes: paths, detail: "lists manifest.json"},
+		{name: "files lists a path twice", data: man(func(m *Manifest) { m.Files = append(m.Files, "compose.yaml") }), codes: paths, detail: "listed twice"},
+		{name: "files lists an unsafe path", data: man(func(m *Manifest) { m.Files = append(m.Files, "../etc/passwd") }), codes: paths, detail: `".." segment`},
+		// ENV_MISMATCH, SHA_MISMATCH, ROLLBACK, DISK_LOW.
+		{name: "env mismatch", data: good, exp: func(e *Expect) { e.EnvID = "env-dev-02" }, codes: []Code{CodeEnvMismatch}, detail: "env_id is env-dev-01, this box is env-dev-02"},
+		{name: "sha mismatch", data: good, exp: func(e *Expect) { e.SHA = strings.Repeat("0", 64) }, codes: []Code{CodeSHAMismatch}, detail: strings.Repeat("0", 64)},
+		{name: "rollback", data: good, exp: func(e *Expect) { e.LiveSerial = 18 }, codes: []Code{CodeRollback}, detail: "serial 17 is lower than the live release's 18"},
+		{name: "disk below twice the size", data: good, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 0} }, codes: []Code{CodeDiskLow}, detail: "needs 1 MiB"},
+		{name: "disk below the box's minimum", data: good, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 100, MinFreeMB: 1024} }, codes: []Code{CodeDiskLow}, detail: "needs 1024 MiB"},
+		{name: "disk below the manifest's minimum", data: man(func(m *Manifest) { m.MinFreeMB = 512 }), exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 100} }, codes: []Code{CodeDiskLow}, detail: "needs 512 MiB"},
+		// SECRET_PATH.
+		{name: "secret path dot-dot", data: secretPath("../env-dev-02/db"), codes: []Code{CodeSecretPath}, detail: "DB_PASSWORD"},
+		{name: "secret path absolute", data: secretPath("/db"), codes: []Code{CodeSecretPath}, detail: "absolute"},
+		{name: "secret path empty", data: secretPath(""), codes: []Code{CodeSecretPath}, detail: "empty"},
+		{name: "secret path another env", data: secretPath("env-prod-01/db"), codes: []Code{CodeSecretPath}, detail: "another env"},
+		{name: "secret path envs", data: secretPath("envs/env-prod-01/db"), codes: []Code{CodeSecretPath}, detail: "another env"},
+		{name: "secret path empty segment", data: secretPath("a//db"), codes: []Code{CodeSecretPath}, detail: "empty segment"},
+		{name: "secret path dot", data: secretPath("./db"), codes: []Code{CodeSecretPath}, detail: `"." segment`},
+		{name: "secret path trailing slash", data: secretPath("db/"), codes: []Code{CodeSecretPath}, detail: "ends with /"},
+		{name: "secret path backslash", data: secretPath(`a\db`), codes: []Code{CodeSecretPath}, detail: "backslash"},
+		{name: "secret path percent", data: secretPath("%2e%2e/db"), codes: []Code{CodeSecretPath}, detail: "character outside"},
+		{name: "secret path control", data: secretPath("d\nb"), codes: []Code{CodeSecretPath}, detail: "character outside"},
+		// Limits.
+		{name: "MaxEntries", data: good, exp: func(e *Expect) { e.Limits.MaxEntries = 2 }, codes: malformed, detail: "MaxEntries"},
+		{name: "MaxFileSize", data: good, exp: func(e *Expect) { e.Limits.MaxFileSize = 100 }, codes: malformed, detail: "MaxFileSize"},
+		{name: "MaxTotalSize", data: good, exp: func(e *Expect) { e.Limits.MaxTotalSize = 300 }, codes: malformed, detail: "MaxTotalSize"},
+		{name: "MaxManifestSize", data: good, exp: func(e *Expect) { e.Limits.MaxManifestSize = 10 }, codes: malformed, detail: "MaxManifestSize"},
+		{name: "MaxComposeFileSize", data: good, exp: func(e *Expect) { e.Limits.MaxComposeFileSize = 10 }, codes: malformed, detail: "MaxComposeFileSize"},
+		{name: "MaxBufferSize with the manifest last", data: func(tb testing.TB) []byte {
+			e := goodEnts(tb)
+			return tarOf(tb, e[1], e[2], e[3], e[0])
+		}, exp: func(e *Expect) { e.Limits.MaxBufferSize = 10 }, codes: malformed, detail: "buffer budget"},
+		{name: "MaxHeaderSize", data: func(tb testing.TB) []byte {
+			return tarOf(tb, append(goodEnts(tb), ent{name: "x", pax: map[string]string{"comment": strings.Repeat("c", 8000)}})...)
+		}, exp: func(e *Expect) { e.Limits.MaxHeaderSize = 4096 }, codes: malformed, detail: "MaxHeaderSize"},
+		// Several at once: every refusal comes back, sorted.
+		{name: "several refusals", data: func(tb testing.TB) []byte {
+			m := goodManifest()
+			m.Secrets["API_KEY"] = SecretRef{Path: "../x", Key: "k"}
+			return tarOf(tb, append([]ent{manifestEnt(tb, m)}, append(goodEnts(tb)[1:],
+				ent{name: "evil", typ: tar.TypeSymlink, link: "/"}, file("stray", "x"))...)...)
+		}, exp: func(e *Expect) { e.EnvID = "env-dev-09"; e.LiveSerial = 20 },
+			codes: []Code{CodeEnvMismatch, CodeManifestPaths, CodeManifestPaths, CodeRollback, CodeSecretPath}},
+	}
+}
+
+func secretPath(p string) func(tb testing.TB) []byte {
+	return func(tb testing.TB) []byte {
+		return withManifest(tb, func(m *Manifest) { m.Secrets["DB_PASSWORD"] = SecretRef{Path: p, Key: "password"} })
+	}
+}
+
+func TestVerifyRefusals(t *testing.T) {
+	for _, tt := range refusalCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			exp := expect()
+			if tt.exp != nil {
+				tt.exp(&exp)
+			}
+			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), exp)
+			require.Error(t, err)
+			require.ErrorIs(t, err, ErrRefused)
+			var re *RefusedError
+			require.ErrorAs(t, err, &re)
+			require.NotNil(t, res)
+			assert.Equal(t, res.Refusals, re.Refusals)
+			assert.Equal(t, res.SHA, re.SHA)
+			assert.Equal(t, tt.codes, codes(re.Refusals), "refusals: %v", re.Refusals)
+			assert.Equal(t, string(re.Refusals[0].Code), re.Code())
+			if tt.detail != "" {
+				assert.Contains(t, fmt.Sprint(re.Refusals), tt.detail)
+			}
+			assert.IsNonDecreasing(t, details(re.Refusals))
+		})
+	}
+}
+
+// details returns "CODE\x00detail" for each refusal, to check the sort order.
+func details(rs []Refusal) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r.Code) + "\x00" + r.Detail
+	}
+	return out
+}
+
+func TestVerifyEveryCodeHasACase(t *testing.T) {
+	seen := map[Code]bool{}
+	for _, tt := range refusalCases() {
+		for _, c := range tt.codes {
+			seen[c] = true
+		}
+	}
+	for _, tt := range composeCases() {
+		for _, c := range tt.codes {
+			seen[c] = true
+		}
+	}
+	for _, c := range Codes() {
+		assert.True(t, seen[c], "no test case refuses with %s", c)
+	}
+}
+
+func TestVerifySHAComputedWhenRefused(t *testing.T) {
+	data := tarOf(t, append(goodEnts(t), ent{name: "l", typ: tar.TypeSymlink, link: "x"})...)
+	want, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
+	require.NoError(t, err)
+	res, err := Verify(context.Background(), bytes.NewReader(data), expect())
+	require.ErrorIs(t, err, ErrRefused)
+	assert.Equal(t, want, res.SHA)
+	assert.Equal(t, want, goodSHA(t), "a symlink does not change the sha: find -type f skips it")
+}
+
+func goodSHA(tb testing.TB) string {
+	s, err := SHA(context.Background(), bytes.NewReader(goodTar(tb)), Limits{})
+	require.NoError(tb, err)
+	return s
+}
+
+func TestVerifyInvalidExpect(t *testing.T) {
+	for name, exp := range map[string]Expect{
+		"no env":  {},
+		"bad sha": {EnvID: testEnv, SHA: "abc"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := Verify(context.Background(), bytes.NewReader(goodTar(t)), exp)
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			assert.NotErrorIs(t, err, ErrRefused)
+			assert.Nil(t, res)
+		})
+	}
+}
+
+type failingReader struct{ after int }
+
+var errBroken = errors.New("connection reset")
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.after <= 0 {
+		return 0, errBroken
+	}
+	n := min(len(p), f.after)
+	for i := range p[:n] {
+		p[i] = 0
+	}
+	f.after -= n
+	return n, nil
+}
+
+func TestVerifyReaderErrorIsNotARefusal(t *testing.T) {
+	for _, after := range []int{0, 3, 700} {
+		t.Run(fmt.Sprint(after), func(t *testing.T) {
+			data := goodTar(t)
+			r := io.MultiReader(bytes.NewReader(data[:min(after, len(data))]), &failingReader{})
+			res, err := Verify(context.Background(), r, expect())
+			require.ErrorIs(t, err, errBroken)
+			assert.NotErrorIs(t, err, ErrRefused)
+			assert.Nil(t, res)
+		})
+	}
+}
+
+func TestVerifyContextCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := Verify(ctx, bytes.NewReader(goodTar(t)), expect())
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Nil(t, res)
+
+	// Cancelled while streaming: the reader cancels after the first read.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	r := &cancelReader{r: bytes.NewReader(goodTar(t)), cancel: cancel}
+	_, err = Verify(ctx, r, expect())
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+type cancelReader struct {
+	r      io.Reader
+	cancel func()
+}
+
+func (c *cancelReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p[:min(len(p), 512)])
+	c.cancel()
+	return n, err
+}
+
+func TestRefusedErrorJSONAndText(t *testing.T) {
+	e := &RefusedError{SHA: "abc", Refusals: []Refusal{{CodeEnvMismatch, "env_id is a"}, {CodeRollback, "serial"}}}
+	assert.Equal(t, "bundle refused (sha abc): ENV_MISMATCH: env_id is a; ROLLBACK: serial", e.Error())
+	assert.Equal(t, "ENV_MISMATCH", e.Code())
+	assert.True(t, e.Has(CodeRollback))
+	assert.False(t, e.Has(CodeDiskLow))
+	b, err := json.Marshal(e.Refusals)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"code":"ENV_MISMATCH","detail":"env_id is a"},{"code":"ROLLBACK","detail":"serial"}]`, string(b))
+	wrapped := fmt.Errorf("tick: %w", e)
+	assert.ErrorIs(t, wrapped, ErrRefused)
+	var c interface{ Code() string }
+	require.ErrorAs(t, wrapped, &c)
+	assert.Equal(t, "ENV_MISMATCH", c.Code())
+	assert.Equal(t, "BUNDLE_MALFORMED", (&RefusedError{}).Code())
+}
+
+func TestRefusalsAreBounded(t *testing.T) {
+	ents := goodEnts(t)
+	for i := range maxRefusals + 50 {
+		ents = append(ents, ent{name: fmt.Sprintf("l%d", i), typ: tar.TypeSymlink, link: "x"})
+	}
+	res, err := Verify(context.Background(), bytes.NewReader(tarOf(t, ents...)), expect())
+	require.ErrorIs(t, err, ErrRefused)
+	assert.Len(t, res.Refusals, maxRefusals+1)
+	assert.Contains(t, res.Refusals[maxRefusals].Detail, "further refusals not listed")
+}
+
+func TestSecretValuesNeverInDetails(t *testing.T) {
+	const planted = "s3cr3t-VALUE-do-not-print"
+	m := goodManifest()
+	m.Vars["LOG_LEVEL"] = planted + "\x00"
+	m.Vars["OTHER"] = planted
+	data := tarOf(t, append([]ent{manifestEnt(t, m)}, goodEnts(t)[1:]...)...)
+	_, err := Verify(context.Background(), bytes.NewReader(data), Expect{EnvID: "env-dev-02", LiveSerial: 99})
+	require.ErrorIs(t, err, ErrRefused)
+	assert.NotContains(t, err.Error(), planted)
+	_, err = RenderEnv(map[string]string{"X": planted + "\x00"})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), planted)
+	assert.Contains(t, err.Error(), `"X"`)
+}
