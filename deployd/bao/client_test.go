@@ -1,0 +1,766 @@
+package bao_test
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/vault/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/internal/fakes/fakebao"
+)
+
+const env = "env-dev-01"
+
+// recorder is a secret.Registry that remembers what it was given.
+type recorder struct {
+	mu   sync.Mutex
+	vals map[string]bool
+}
+
+func (r *recorder) Add(v string) {
+	if v == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.vals == nil {
+		r.vals = map[string]bool{}
+	}
+	r.vals[v] = true
+}
+
+func (r *recorder) has(v string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.vals[v]
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newFake(t *testing.T, opts fakebao.Options) *fakebao.Server {
+	t.Helper()
+	s := fakebao.New(opts)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newClient(t *testing.T, addr string, reg secret.Registry) *bao.Client {
+	t.Helper()
+	c, err := bao.New(bao.Config{Addr: addr, EnvID: env, Secrets: reg, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	return c
+}
+
+func TestTokenLifecycle(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Now()}
+	s := newFake(t, fakebao.Options{Now: clk.Now})
+	reg := &recorder{}
+	c := newClient(t, s.URL(), reg)
+
+	grant := s.MintGrant(env)
+	info, err := c.Login(ctx, secret.New(grant))
+	require.NoError(t, err)
+	assert.True(t, reg.has(grant), "grant registered")
+	assert.True(t, reg.has(info.Token.Reveal()), "token registered")
+	assert.Equal(t, env, info.EnvID)
+	assert.Equal(t, time.Hour, info.TTL)
+	assert.Equal(t, time.Hour, info.CreationTTL)
+	assert.True(t, info.Renewable)
+	assert.Equal(t, []string{"default", "see-env"}, info.Policies)
+	assert.NotEmpty(t, info.Accessor)
+	got, ok := s.TokenEnv(info.Token.Reveal())
+	require.True(t, ok)
+	assert.Equal(t, env, got)
+
+	look, err := c.LookupSelf(ctx, info.Token)
+	require.NoError(t, err)
+	assert.Equal(t, info.Accessor, look.Accessor)
+	assert.True(t, clk.Now().Add(time.Hour).Equal(look.ExpireTime), "expire_time %v", look.ExpireTime)
+	assert.False(t, look.NeedsRenew(clk.Now()))
+
+	clk.Advance(41 * time.Minute)
+	look, err = c.LookupSelf(ctx, info.Token)
+	require.NoError(t, err)
+	assert.Equal(t, 19*time.Minute, look.TTL)
+	assert.True(t, look.NeedsRenew(clk.Now()), "19m left of 60m is below a third")
+
+	ren, err := c.RenewSelf(ctx, info.Token)
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, ren.TTL)
+	assert.Equal(t, info.Token, ren.Token)
+	look, err = c.LookupSelf(ctx, info.Token)
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, look.TTL)
+
+	require.NoError(t, c.RevokeSelf(ctx, info.Token))
+	_, ok = s.TokenEnv(info.Token.Reveal())
+	assert.False(t, ok)
+	_, err = c.LookupSelf(ctx, info.Token)
+	require.ErrorIs(t, err, bao.ErrUnauthenticated)
+	assert.Contains(t, err.Error(), "bootstrap the box again with a fresh grant")
+	require.NoError(t, c.RevokeSelf(ctx, info.Token), "revoking a revoked token is done")
+	require.NoError(t, c.RevokeSelf(ctx, secret.Value{}), "no token, nothing to revoke")
+}
+
+func TestTokenExpiry(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Now()}
+	s := newFake(t, fakebao.Options{Now: clk.Now, TokenTTL: 10 * time.Minute})
+	c := newClient(t, s.URL(), nil)
+	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
+	require.NoError(t, err)
+	clk.Advance(10 * time.Minute)
+	_, err = c.LookupSelf(ctx, info.Token)
+	require.ErrorIs(t, err, bao.ErrUnauthenticated)
+	_, err = c.RenewSelf(ctx, info.Token)
+	require.ErrorIs(t, err, bao.ErrUnauthenticated)
+	assert.False(t, bao.IsTemporary(err))
+}
+
+func TestNotRenewable(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t, fakebao.Options{NotRenewable: true})
+	c := newClient(t, s.URL(), nil)
+	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
+	require.NoError(t, err)
+	assert.False(t, info.Renewable)
+	assert.False(t, info.NeedsRenew(time.Now().Add(59*time.Minute)))
+	_, err = c.RenewSelf(ctx, info.Token)
+	require.ErrorIs(t, err, bao.ErrUnauthenticated)
+	assert.Contains(t, err.Error(), "lease is not renewable")
+}
+
+func TestLoginRejected(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Now()}
+	s := newFake(t, fakebao.Options{Now: clk.Now})
+	old := s.MintGrant(env)
+	current := s.MintGrant(env)
+	tests := []struct {
+		name   string
+		cfg    func(*bao.Config)
+		grant  string
+		detail string
+	}{
+		{"superseded", nil, old, "superseded"},
+		{"garbage", nil, "garbage", "error validating token"},
+		{"wrong role", func(c *bao.Config) { c.Role = "admin" }, current, `role "admin" could not be found`},
+		{"empty grant", nil, "", "the grant is empty"},
+		{"wrong mount", func(c *bao.Config) { c.AuthMount = "jwt-other" }, current, "HTTP 403"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := bao.Config{Addr: s.URL(), EnvID: env}
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			c, err := bao.New(cfg)
+			require.NoError(t, err)
+			_, err = c.Login(ctx, secret.New(tc.grant))
+			require.ErrorIs(t, err, bao.ErrUnauthenticated)
+			var be *bao.Error
+			require.ErrorAs(t, err, &be)
+			assert.Equal(t, "UNAUTHENTICATED", be.Code())
+			assert.Equal(t, "login", be.Op)
+			assert.Contains(t, err.Error(), tc.detail)
+			if len(tc.grant) > 8 {
+				assert.NotContains(t, err.Error(), tc.grant)
+			}
+			assert.False(t, bao.IsTemporary(err))
+		})
+	}
+	t.Run("expired", func(t *testing.T) {
+		clk.Advance(fakebao.GrantTTL)
+		_, err := newClient(t, s.URL(), nil).Login(ctx, secret.New(current))
+		require.ErrorIs(t, err, bao.ErrUnauthenticated)
+		assert.Contains(t, err.Error(), "expired")
+	})
+}
+
+func TestLoginShapes(t *testing.T) {
+	for _, fault := range []string{fakebao.FaultWrapped, fakebao.FaultAppRole, fakebao.FaultNoToken, fakebao.FaultLimitedUse} {
+		t.Run(fault, func(t *testing.T) {
+			s := newFake(t, fakebao.Options{})
+			s.SetLoginFault(fault)
+			_, err := newClient(t, s.URL(), nil).Login(context.Background(), secret.New(s.MintGrant(env)))
+			require.ErrorIs(t, err, bao.ErrLeaseShape)
+			var be *bao.Error
+			require.ErrorAs(t, err, &be)
+			assert.Equal(t, "LEASE_SHAPE", be.Code())
+			assert.Equal(t, http.StatusOK, be.Status)
+		})
+	}
+}
+
+func TestRead(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t, fakebao.Options{})
+	s.PutSecret(env, "db", map[string]string{"password": "pw-plant-1", "user": "app-user-plant"})
+	s.PutSecret(env, "stripe/api", map[string]string{"key": "sk-plant-2"})
+	s.PutSecret("env-dev-02", "db", map[string]string{"password": "pw-other-env"})
+	reg := &recorder{}
+	c := newClient(t, s.URL(), reg)
+	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
+	require.NoError(t, err)
+
+	base := len(s.Requests())
+	vals, err := c.Read(ctx, info.Token, map[string]bao.Ref{
+		"DB_PASSWORD": {Path: "db", Key: "password"},
+		"DB_USER":     {Path: "db", Key: "user"},
+		"STRIPE_KEY":  {Path: "stripe/api", Key: "key"},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "pw-plant-1", vals["DB_PASSWORD"].Reveal())
+	assert.Equal(t, "app-user-plant", vals["DB_USER"].Reveal())
+	assert.Equal(t, "sk-plant-2", vals["STRIPE_KEY"].Reveal())
+	for _, v := range []string{"pw-plant-1", "app-user-plant", "sk-plant-2"} {
+		assert.True(t, reg.has(v), "value registered")
+	}
+	reqs := s.Requests()[base:]
+	require.Len(t, reqs, 2, "one GET per distinct path")
+	assert.Equal(t, "/v1/secret/data/envs/env-dev-01/db", reqs[0].Path)
+	assert.Equal(t, "/v1/secret/data/envs/env-dev-01/stripe/api", reqs[1].Path)
+
+	vals, err = c.Read(ctx, info.Token, nil)
+	require.NoError(t, err)
+	assert.Empty(t, vals)
+
+	s.PutSecret(env, "gone", map[string]string{"k": "pw-deleted-plant"})
+	s.DeleteSecret(env, "gone")
+	s.PutSecret(env, "burnt", map[string]string{"k": "pw-destroyed-plant"})
+	s.DestroySecret(env, "burnt")
+
+	tests := []struct {
+		name   string
+		refs   map[string]bao.Ref
+		kind   error
+		code   string
+		detail []string
+	}{
+		{"missing path", map[string]bao.Ref{"X": {Path: "nope", Key: "k"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+			[]string{"variable X", "secret/data/envs/env-dev-01/nope", "does not exist"}},
+		{"missing key", map[string]bao.Ref{"X": {Path: "db", Key: "nokey"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+			[]string{"variable X", `no key "nokey"`}},
+		{"deleted version", map[string]bao.Ref{"X": {Path: "gone", Key: "k"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+			[]string{"was deleted"}},
+		{"destroyed version", map[string]bao.Ref{"X": {Path: "burnt", Key: "k"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+			[]string{"was destroyed"}},
+		{"all missing are named", map[string]bao.Ref{"B": {Path: "db", Key: "x"}, "A": {Path: "nope", Key: "k"}, "OK": {Path: "db", Key: "user"}},
+			bao.ErrSecretMissing, "SECRET_MISSING", []string{"variable A", "variable B"}},
+		{"traversal", map[string]bao.Ref{"X": {Path: "../env-dev-02/db", Key: "password"}}, bao.ErrSecretPath, "SECRET_PATH",
+			[]string{"variable X", `".." segment`}},
+		{"absolute", map[string]bao.Ref{"X": {Path: "/db", Key: "password"}}, bao.ErrSecretPath, "SECRET_PATH", []string{"starts with /"}},
+		{"no key", map[string]bao.Ref{"X": {Path: "db"}}, bao.ErrSecretPath, "SECRET_PATH", []string{"names no key"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(s.Requests())
+			vals, err := c.Read(ctx, info.Token, tc.refs)
+			require.Error(t, err)
+			assert.Nil(t, vals)
+			require.ErrorIs(t, err, tc.kind)
+			var be *bao.Error
+			require.ErrorAs(t, err, &be)
+			assert.Equal(t, tc.code, be.Code())
+			for _, d := range tc.detail {
+				assert.Contains(t, err.Error(), d)
+			}
+			for _, v := range []string{"pw-plant-1", "app-user-plant", "pw-deleted-plant", "pw-destroyed-plant"} {
+				assert.NotContains(t, err.Error(), v)
+			}
+			assert.NotContains(t, err.Error(), info.Token.Reveal())
+			if tc.kind == bao.ErrSecretPath {
+				assert.Equal(t, before, len(s.Requests()), "a refused reference costs no request")
+			}
+		})
+	}
+
+	t.Run("another env's token is denied", func(t *testing.T) {
+		other, err := bao.New(bao.Config{Addr: s.URL(), EnvID: "env-dev-02"})
+		require.NoError(t, err)
+		// A token of env-dev-01 used by a client pinned to env-dev-02: the server's
+		// policy refuses it.
+		_, err = other.Read(ctx, info.Token, map[string]bao.Ref{"P": {Path: "db", Key: "password"}})
+		require.ErrorIs(t, err, bao.ErrSecretDenied)
+		var be *bao.Error
+		require.ErrorAs(t, err, &be)
+		assert.Equal(t, "SECRET_DENIED", be.Code())
+		assert.Equal(t, http.StatusForbidden, be.Status)
+		assert.Equal(t, "P", be.Var)
+		assert.Equal(t, "secret/data/envs/env-dev-02/db", be.Path)
+		assert.NotContains(t, err.Error(), "pw-other-env")
+	})
+	t.Run("invalidated token is denied", func(t *testing.T) {
+		s.InvalidateTokens(env)
+		_, err := c.Read(ctx, info.Token, map[string]bao.Ref{"P": {Path: "db", Key: "password"}})
+		require.ErrorIs(t, err, bao.ErrSecretDenied)
+	})
+}
+
+func TestSealedAndUnreachable(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t, fakebao.Options{})
+	c := newClient(t, s.URL(), nil)
+	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
+	require.NoError(t, err)
+	s.SetSealed(true)
+	calls := map[string]func() error{
+		"login":       func() error { _, err := c.Login(ctx, secret.New(s.MintGrant(env))); return err },
+		"lookup-self": func() error { _, err := c.LookupSelf(ctx, info.Token); return err },
+		"renew-self":  func() error { _, err := c.RenewSelf(ctx, info.Token); return err },
+		"revoke-self": func() error { return c.RevokeSelf(ctx, info.Token) },
+		"read": func() error {
+			_, err := c.Read(ctx, info.Token, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run("sealed "+name, func(t *testing.T) {
+			err := call()
+			require.ErrorIs(t, err, bao.ErrUnavailable)
+			assert.True(t, bao.IsTemporary(err))
+			assert.Contains(t, err.Error(), "OpenBao is sealed")
+			var be *bao.Error
+			require.ErrorAs(t, err, &be)
+			assert.Equal(t, "UNAVAILABLE", be.Code())
+			assert.Equal(t, http.StatusServiceUnavailable, be.Status)
+		})
+	}
+	s.SetSealed(false)
+	_, err = c.LookupSelf(ctx, info.Token)
+	require.NoError(t, err)
+
+	t.Run("refused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := "http://" + ln.Addr().String()
+		require.NoError(t, ln.Close())
+		_, err = newClient(t, addr, nil).LookupSelf(ctx, info.Token)
+		require.ErrorIs(t, err, bao.ErrUnavailable)
+		assert.True(t, bao.IsTemporary(err))
+		assert.Contains(t, err.Error(), "cannot reach OpenBao")
+	})
+	t.Run("timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		t.Cleanup(hs.Close)
+		t.Cleanup(func() { close(release) })
+		c, err := bao.New(bao.Config{Addr: hs.URL, EnvID: env, Timeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		_, err = c.LookupSelf(ctx, info.Token)
+		require.ErrorIs(t, err, bao.ErrUnavailable)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.True(t, bao.IsTemporary(err))
+	})
+}
+
+// TestStatusMapping drives every call through the statuses OpenBao can answer.
+func TestStatusMapping(t *testing.T) {
+	ctx := context.Background()
+	var status atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := int(status.Load())
+		if st >= 300 && st < 400 {
+			w.Header().Set("Location", "http://127.0.0.1:1/elsewhere")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(st)
+		_, _ = io.WriteString(w, `{"errors":["status says it"]}`)
+	}))
+	t.Cleanup(hs.Close)
+	c := newClient(t, hs.URL, nil)
+	tok := secret.New("s.tokenUNDERtestXXXXXXXXX")
+	tests := []struct {
+		status int
+		login  error
+		token  error // lookup-self and renew-self
+		read   error
+	}{
+		{400, bao.ErrUnauthenticated, bao.ErrUnauthenticated, bao.ErrSecretDenied},
+		{401, bao.ErrUnauthenticated, bao.ErrUnauthenticated, bao.ErrSecretDenied},
+		{403, bao.ErrUnauthenticated, bao.ErrUnauthenticated, bao.ErrSecretDenied},
+		{307, bao.ErrUnavailable, bao.ErrUnavailable, bao.ErrUnavailable},
+		{429, bao.ErrUnavailable, bao.ErrUnavailable, bao.ErrUnavailable},
+		{500, bao.ErrUnavailable, bao.ErrUnavailable, bao.ErrUnavailable},
+		{502, bao.ErrUnavailable, bao.ErrUnavailable, bao.ErrUnavailable},
+		{503, bao.ErrUnavailable, bao.ErrUnavailable, bao.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			status.Store(int32(tc.status))
+			_, err := c.Login(ctx, secret.New("grant"))
+			assert.ErrorIs(t, err, tc.login, "login")
+			_, err = c.LookupSelf(ctx, tok)
+			assert.ErrorIs(t, err, tc.token, "lookup-self")
+			_, err = c.RenewSelf(ctx, tok)
+			assert.ErrorIs(t, err, tc.token, "renew-self")
+			_, err = c.Read(ctx, tok, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
+			assert.ErrorIs(t, err, tc.read, "read")
+			var be *bao.Error
+			require.ErrorAs(t, err, &be)
+			assert.Equal(t, tc.status, be.Status)
+		})
+	}
+}
+
+// TestServerEchoesCredentials: a server that quotes the JWT, the token and a secret
+// value in its error bodies; no error text carries them.
+func TestServerEchoesCredentials(t *testing.T) {
+	ctx := context.Background()
+	s := newFake(t, fakebao.Options{})
+	grant := s.MintGrant(env)
+	tok := "s.echoTOKENechoTOKENecho1"
+	for _, body := range []string{
+		`{"errors":["invalid JWT %s; token %s"]}`,
+		`{"errors":["%s","%s"]}`,
+		`not json: %s %s`,
+		`{"errors":["prefix-%s-suffix:%s"]}`,
+	} {
+		t.Run(body, func(t *testing.T) {
+			for _, st := range []int{400, 403, 500, 503} {
+				hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.WriteHeader(st)
+					_, _ = fmt.Fprintf(w, body, grant, tok)
+				}))
+				c := newClient(t, hs.URL, nil)
+				var errs []error
+				_, err := c.Login(ctx, secret.New(grant))
+				errs = append(errs, err)
+				_, err = c.LookupSelf(ctx, secret.New(tok))
+				errs = append(errs, err)
+				_, err = c.RenewSelf(ctx, secret.New(tok))
+				errs = append(errs, err)
+				errs = append(errs, c.RevokeSelf(ctx, secret.New(tok)))
+				_, err = c.Read(ctx, secret.New(tok), map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
+				errs = append(errs, err)
+				hs.Close()
+				for i, err := range errs {
+					if st == 403 && i == 3 {
+						assert.NoError(t, err, "revoke of a rejected token")
+						continue
+					}
+					require.Error(t, err)
+					text := err.Error() + fmt.Sprintf("%+v %#v", err, err)
+					assert.NotContains(t, text, grant)
+					assert.NotContains(t, text, tok)
+					assert.NotContains(t, text, grant[:20])
+				}
+			}
+		})
+	}
+}
+
+// TestImmuneToVaultEnv sets every VAULT_* variable that vault/api reads, pointing at
+// a decoy, and shows the client talks only to the configured address and sends only
+// the headers it was given.
+func TestImmuneToVaultEnv(t *testing.T) {
+	var decoyHits atomic.Int32
+	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		decoyHits.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	t.Cleanup(decoy.Close)
+
+	s := newFake(t, fakebao.Options{})
+	s.PutSecret(env, "db", map[string]string{"password": "pw"})
+	var mu sync.Mutex
+	var seen []http.Header
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		s.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+
+	for _, variant := range []struct {
+		name string
+		vals map[string]string
+	}{
+		{"decoy values", map[string]string{
+			"VAULT_CACERT": "", "VAULT_CAPATH": "", "VAULT_CLIENT_CERT": "", "VAULT_CLIENT_KEY": "",
+			"VAULT_MAX_RETRIES": "7", "VAULT_CLIENT_TIMEOUT": "1", "VAULT_RATE_LIMIT": "0.001:1",
+			"VAULT_SKIP_VERIFY": "true", "VAULT_SRV_LOOKUP": "true", "VAULT_DISABLE_REDIRECTS": "false",
+		}},
+		{"malformed values", map[string]string{
+			"VAULT_CACERT": "/nonexistent/ca.pem", "VAULT_CAPATH": "/nonexistent", "VAULT_CLIENT_CERT": "/nonexistent/c.pem",
+			"VAULT_CLIENT_KEY": "/nonexistent/k.pem", "VAULT_MAX_RETRIES": "many", "VAULT_CLIENT_TIMEOUT": "soon",
+			"VAULT_RATE_LIMIT": "fast", "VAULT_SKIP_VERIFY": "maybe", "VAULT_SRV_LOOKUP": "perhaps",
+			"VAULT_DISABLE_REDIRECTS": "dunno",
+		}},
+	} {
+		t.Run(variant.name, func(t *testing.T) {
+			common := map[string]string{
+				"VAULT_ADDR": decoy.URL, "VAULT_AGENT_ADDR": decoy.URL, "VAULT_TOKEN": "s.DECOYtokenDECOYtoken",
+				"VAULT_NAMESPACE": "decoy-ns", "VAULT_WRAP_TTL": "5m", "VAULT_CACERT_BYTES": "not a pem",
+				"VAULT_TLS_SERVER_NAME": "decoy.example", "VAULT_HTTP_PROXY": decoy.URL, "VAULT_PROXY_ADDR": decoy.URL,
+				"VAULT_HEADERS": `{"X-Decoy":"1"}`, "VAULT_MFA": "decoy:123456", "VAULT_LICENSE": "decoy",
+				"VAULT_LICENSE_PATH": "/nonexistent", "VAULT_UNWRAP_TOKEN": "s.DECOYunwrapDECOYunwrap",
+				"HTTP_PROXY": decoy.URL, "HTTPS_PROXY": decoy.URL, "ALL_PROXY": decoy.URL, "NO_PROXY": "",
+			}
+			for k, v := range common {
+				t.Setenv(k, v)
+			}
+			for k, v := range variant.vals {
+				t.Setenv(k, v)
+			}
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+
+			ctx := context.Background()
+			c, err := bao.New(bao.Config{Addr: front.URL, EnvID: env})
+			require.NoError(t, err)
+			info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
+			require.NoError(t, err)
+			_, err = c.LookupSelf(ctx, info.Token)
+			require.NoError(t, err)
+			_, err = c.RenewSelf(ctx, info.Token)
+			require.NoError(t, err)
+			vals, err := c.Read(ctx, info.Token, map[string]bao.Ref{"P": {Path: "db", Key: "password"}})
+			require.NoError(t, err)
+			assert.Equal(t, "pw", vals["P"].Reveal())
+			require.NoError(t, c.RevokeSelf(ctx, info.Token))
+
+			assert.Zero(t, decoyHits.Load(), "the decoy was never contacted")
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, seen, 5)
+			for i, h := range seen {
+				assert.Empty(t, h.Get("X-Vault-Namespace"), "request %d", i)
+				assert.Empty(t, h.Get("X-Vault-Wrap-TTL"), "request %d", i)
+				assert.Empty(t, h.Get("X-Vault-MFA"), "request %d", i)
+				assert.Empty(t, h.Get("X-Decoy"), "request %d", i)
+				assert.Equal(t, "true", h.Get("X-Vault-Request"), "request %d", i)
+				if i == 0 {
+					assert.Empty(t, h.Get("X-Vault-Token"), "login carries no token")
+				} else {
+					assert.Equal(t, info.Token.Reveal(), h.Get("X-Vault-Token"), "request %d", i)
+				}
+			}
+		})
+	}
+}
+
+// TestVaultAPINewClientTrap documents why the package does not build an api.Client:
+// api.NewClient reads the environment even when given an explicit Config, takes
+// VAULT_TOKEN, and fails outright on a malformed VAULT_* variable.
+func TestVaultAPINewClientTrap(t *testing.T) {
+	s := newFake(t, fakebao.Options{})
+	t.Setenv("VAULT_TOKEN", "s.DECOYtokenDECOYtoken")
+	c, err := api.NewClient(&api.Config{Address: s.URL(), HttpClient: &http.Client{}})
+	require.NoError(t, err)
+	assert.Equal(t, "s.DECOYtokenDECOYtoken", c.Token(), "vault/api took VAULT_TOKEN")
+
+	t.Setenv("VAULT_CACERT", "/nonexistent/ca.pem")
+	_, err = api.NewClient(&api.Config{Address: s.URL(), HttpClient: &http.Client{}})
+	require.Error(t, err, "vault/api fails on a malformed VAULT_CACERT despite the explicit Config")
+
+	_, err = bao.New(bao.Config{Addr: s.URL(), EnvID: env})
+	require.NoError(t, err, "bao.New does not care")
+}
+
+func TestNamespace(t *testing.T) {
+	var got atomic.Value
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("X-Vault-Namespace"))
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	t.Cleanup(hs.Close)
+	c, err := bao.New(bao.Config{Addr: hs.URL + "/", EnvID: env, Namespace: "team-a"})
+	require.NoError(t, err)
+	_, _ = c.LookupSelf(context.Background(), secret.New("s.x"))
+	assert.Equal(t, "team-a", got.Load())
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    bao.Config
+		detail string
+	}{
+		{"no addr", bao.Config{EnvID: env}, "bao.addr is required"},
+		{"not a URL", bao.Config{Addr: "bao.internal:8200", EnvID: env}, "not an http(s) base URL"},
+		{"userinfo", bao.Config{Addr: "https://user:pw-in-url@bao.internal", EnvID: env}, "not an http(s) base URL"},
+		{"no env", bao.Config{Addr: "https://bao.internal"}, "env_id"},
+		{"bad env", bao.Config{Addr: "https://bao.internal", EnvID: "env-dev-01/../x"}, "env_id"},
+		{"mount traversal", bao.Config{Addr: "https://bao.internal", EnvID: env, KVMount: "../sys"}, "bao.kv_mount"},
+		{"auth mount", bao.Config{Addr: "https://bao.internal", EnvID: env, AuthMount: "a/../b"}, "bao.auth_mount"},
+		{"role with slash", bao.Config{Addr: "https://bao.internal", EnvID: env, Role: "a/b"}, "bao.role"},
+		{"missing CA file", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: "/nonexistent/ca.pem"}, "bao.ca_file"},
+		{"CA file without PEM", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: "testdata/kv/ok.json"}, "no PEM certificate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := bao.New(tc.cfg)
+			require.Error(t, err)
+			assert.Nil(t, c)
+			assert.ErrorIs(t, err, bao.ErrConfig)
+			assert.Contains(t, err.Error(), tc.detail)
+			assert.NotContains(t, err.Error(), "pw-in-url")
+		})
+	}
+}
+
+func TestTLSWithCAFile(t *testing.T) {
+	s := newFake(t, fakebao.Options{})
+	hs := httptest.NewUnstartedServer(s.Handler())
+	hs.Config.ErrorLog = log.New(io.Discard, "", 0)
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	dir := t.TempDir()
+	caFile := dir + "/ca.pem"
+	require.NoError(t, writeCert(caFile, hs))
+
+	_, err := newClient(t, hs.URL, nil).Login(context.Background(), secret.New(s.MintGrant(env)))
+	require.ErrorIs(t, err, bao.ErrUnavailable, "unknown CA without ca_file")
+
+	c, err := bao.New(bao.Config{Addr: hs.URL, EnvID: env, CAFile: caFile})
+	require.NoError(t, err)
+	_, err = c.Login(context.Background(), secret.New(s.MintGrant(env)))
+	require.NoError(t, err)
+}
+
+func TestNeedsRenew(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		info bao.TokenInfo
+		want bool
+	}{
+		{"fresh", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(time.Hour)}, false},
+		{"exactly a third", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20 * time.Minute)}, false},
+		{"below a third", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20*time.Minute - time.Second)}, true},
+		{"expired", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(-time.Minute)}, true},
+		{"not renewable", bao.TokenInfo{Renewable: false, CreationTTL: time.Hour, ExpireTime: now.Add(time.Minute)}, false},
+		{"TTL only", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, TTL: 10 * time.Minute}, true},
+		{"no creation TTL", bao.TokenInfo{Renewable: true, TTL: time.Minute}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.info.NeedsRenew(now))
+		})
+	}
+}
+
+func TestSecretPath(t *testing.T) {
+	tests := []struct {
+		mount, env, path string
+		want             string
+		detail           string
+	}{
+		{"secret", env, "db", "secret/data/envs/env-dev-01/db", ""},
+		{"secret", env, "stripe/api", "secret/data/envs/env-dev-01/stripe/api", ""},
+		{"kv/team", "env-prod-03", "a.b/c-d_e", "kv/team/data/envs/env-prod-03/a.b/c-d_e", ""},
+		{"secret", env, "", "", "empty"},
+		{"secret", env, "..", "", `".." segment`},
+		{"secret", env, "../env-dev-02/db", "", `".." segment`},
+		{"secret", env, "a/../../env-dev-02/db", "", `".." segment`},
+		{"secret", env, "./db", "", `"." segment`},
+		{"secret", env, "/db", "", "starts with /"},
+		{"secret", env, "db/", "", "empty segment"},
+		{"secret", env, "a//b", "", "empty segment"},
+		{"secret", env, `a\..\b`, "", "backslash"},
+		{"secret", env, "db\x00", "", "control"},
+		{"secret", env, "db\n", "", "control"},
+		{"secret", env, "%2e%2e/x", "", "% ? #"},
+		{"secret", env, "db?version=1", "", "% ? #"},
+		{"secret", env, "db#x", "", "% ? #"},
+		{"secret", env, "\xff", "", "UTF-8"},
+		{"secret", env, " db", "", "space"},
+		{"secret", "env-dev-02/../env-dev-01", "db", "", "env_id"},
+		{"secret", "", "db", "", "env_id"},
+		{"secret", "ENV-DEV-01", "db", "", "env_id"},
+		{"", env, "db", "", "mount is empty"},
+		{"/secret", env, "db", "", "starts with /"},
+		{"secret/..", env, "db", "", `".." segment`},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s|%s|%q", tc.mount, tc.env, tc.path), func(t *testing.T) {
+			got, err := bao.SecretPath(tc.mount, tc.env, tc.path)
+			if tc.detail == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, got)
+				return
+			}
+			require.ErrorIs(t, err, bao.ErrSecretPath)
+			assert.Empty(t, got)
+			assert.Contains(t, err.Error(), tc.detail)
+			var coded interface{ Code() string }
+			require.ErrorAs(t, err, &coded)
+			assert.Equal(t, "SECRET_PATH", coded.Code())
+		})
+	}
+}
+
+func TestErrorShape(t *testing.T) {
+	cause := errors.New("connection refused")
+	e := &bao.Error{Op: "read", Kind: bao.ErrSecretMissing, Var: "DB_PASSWORD", Path: "secret/data/envs/env-dev-01/db",
+		Status: 404, Detail: "the secret does not exist", Err: cause}
+	assert.Equal(t, "bao read secret/data/envs/env-dev-01/db (variable DB_PASSWORD): SECRET_MISSING: the secret does not exist (HTTP 404): connection refused", e.Error())
+	assert.ErrorIs(t, e, bao.ErrSecretMissing)
+	assert.ErrorIs(t, e, cause)
+	assert.NotErrorIs(t, e, bao.ErrSecretDenied)
+	wrapped := fmt.Errorf("tick: %w", e)
+	var coded interface{ Code() string }
+	require.ErrorAs(t, wrapped, &coded)
+	assert.Equal(t, "SECRET_MISSING", coded.Code())
+	for _, k := range []struct {
+		err  error
+		code string
+	}{
+		{bao.ErrUnauthenticated, "UNAUTHENTICATED"}, {bao.ErrSecretDenied, "SECRET_DENIED"},
+		{bao.ErrSecretMissing, "SECRET_MISSING"}, {bao.ErrLeaseShape, "LEASE_SHAPE"},
+		{bao.ErrSecretPath, "SECRET_PATH"}, {bao.ErrUnavailable, "UNAVAILABLE"}, {bao.ErrConfig, "CONFIG"},
+	} {
+		require.ErrorAs(t, k.err, &coded)
+		assert.Equal(t, k.code, coded.Code())
+		assert.Equal(t, k.code, (&bao.Error{Kind: k.err}).Code())
+	}
+	assert.True(t, bao.IsTemporary(fmt.Errorf("x: %w", context.DeadlineExceeded)))
+	assert.False(t, bao.IsTemporary(errors.New("other")))
+	assert.False(t, strings.Contains((&bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}).Error(), "<nil>"))
+}
+
+func writeCert(path string, hs *httptest.Server) error {
+	block := &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}
+	return os.WriteFile(path, pem.EncodeToMemory(block), 0o600)
+}
