@@ -1,0 +1,585 @@
+package tenancy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+)
+
+const env = "env-dev-01"
+
+type registry struct {
+	mu   sync.Mutex
+	vals []string
+}
+
+func (r *registry) Add(v string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.vals = append(r.vals, v)
+}
+
+type fixture struct {
+	fake  *faketenancy.Server
+	auth  *faketenancy.MemoryAuthority
+	token string
+	reg   *registry
+	logs  *bytes.Buffer
+	c     *tenancy.Client
+}
+
+func newFixture(t *testing.T, mutate func(*tenancy.Config)) *fixture {
+	t.Helper()
+	auth := faketenancy.NewMemoryAuthority()
+	fake := faketenancy.New(faketenancy.Options{Authority: auth})
+	t.Cleanup(fake.Close)
+	f := &fixture{fake: fake, auth: auth, token: auth.Token(env), reg: &registry{}, logs: &bytes.Buffer{}}
+	cfg := tenancy.Config{
+		BaseURL:    fake.URL(),
+		HTTPClient: &http.Client{},
+		Token:      func(context.Context) (secret.Value, error) { return secret.New(f.token), nil },
+		UserAgent:  "monky-deployd/9.9.9",
+		Secrets:    f.reg,
+		Logger:     slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := tenancy.New(cfg)
+	require.NoError(t, err)
+	f.c = c
+	return f
+}
+
+func (f *fixture) publish(t *testing.T, serial int64) deploydtest.Bundle {
+	t.Helper()
+	return f.publishGzip(t, serial, false)
+}
+
+func (f *fixture) publishGzip(t *testing.T, serial int64, gz bool) deploydtest.Bundle {
+	t.Helper()
+	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: env, Serial: serial, Gzip: gz})
+	sha, got, err := f.fake.PublishBundle(env, b.Data)
+	require.NoError(t, err)
+	require.Equal(t, b.SHA, sha)
+	require.Equal(t, serial, got)
+	return b
+}
+
+func TestNewConfig(t *testing.T) {
+	tok := func(context.Context) (secret.Value, error) { return secret.New("t"), nil }
+	tests := []struct {
+		name  string
+		cfg   tenancy.Config
+		field string
+	}{
+		{"no_base", tenancy.Config{HTTPClient: http.DefaultClient, Token: tok}, "BaseURL is required"},
+		{"relative", tenancy.Config{BaseURL: "tenancy.monky.internal", HTTPClient: http.DefaultClient, Token: tok}, "BaseURL"},
+		{"ftp", tenancy.Config{BaseURL: "ftp://x", HTTPClient: http.DefaultClient, Token: tok}, "BaseURL"},
+		{"userinfo", tenancy.Config{BaseURL: "https://u:p@x", HTTPClient: http.DefaultClient, Token: tok}, "user info"},
+		{"no_client", tenancy.Config{BaseURL: "https://x", Token: tok}, "HTTPClient"},
+		{"no_token", tenancy.Config{BaseURL: "https://x", HTTPClient: http.DefaultClient}, "Token"},
+		{"negative", tenancy.Config{BaseURL: "https://x", HTTPClient: http.DefaultClient, Token: tok, Timeout: -1}, "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tenancy.New(tt.cfg)
+			require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tt.field)
+		})
+	}
+	_, err := tenancy.New(tenancy.Config{BaseURL: "https://tenancy.monky.internal/prefix/", HTTPClient: http.DefaultClient, Token: tok})
+	require.NoError(t, err)
+}
+
+func TestCheckinAgainstFake(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := t.Context()
+	req := tenancy.Checkin{EnvID: env, AgentVersion: "9.9.9", CurrentSHA: strings.Repeat("b", 64), CurrentSerial: 3,
+		LastResult: tenancy.ResultFailed, LastCode: "UNHEALTHY", Host: tenancy.Host{Hostname: "box-1", DockerVersion: "27.3.1", FreeMB: 2048}}
+
+	ins, err := f.c.Checkin(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionNone, NextCheckin: time.Minute}, ins)
+
+	b := f.publish(t, 1)
+	ins, err = f.c.Checkin(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, NextCheckin: time.Minute}, ins)
+
+	f.fake.SetDesired(env, faketenancy.Desired{Action: "apply", SHA: b.SHA, Retry: true, Rollback: true, Purge: true})
+	ins, err = f.c.Checkin(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, Retry: true, Rollback: true, NextCheckin: time.Minute}, ins)
+
+	f.fake.SetDesired(env, faketenancy.Desired{Action: "down", Purge: true})
+	ins, err = f.c.Checkin(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionDown, Purge: true, NextCheckin: time.Minute}, ins)
+
+	got := f.fake.Checkins(env)
+	require.Len(t, got, 4)
+	assert.Equal(t, faketenancy.CheckinRequest{EnvID: env, AgentVersion: "9.9.9", CurrentSHA: req.CurrentSHA, CurrentSerial: 3,
+		LastResult: "failed", LastCode: "UNHEALTHY", Host: faketenancy.Host{Hostname: "box-1", DockerVersion: "27.3.1", FreeMB: 2048},
+		UserAgent: "monky-deployd/9.9.9", Time: got[0].Time}, got[0])
+	assert.NotContains(t, f.logs.String(), f.token)
+}
+
+func TestBundleAgainstFake(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		f := newFixture(t, nil)
+		b := f.publishGzip(t, 1, gz)
+		var buf bytes.Buffer
+		n, err := f.c.Bundle(t.Context(), b.SHA, &buf)
+		require.NoError(t, err)
+		assert.Equal(t, int64(len(b.Data)), n)
+		assert.Equal(t, b.Data, buf.Bytes())
+	}
+}
+
+func TestBundleErrors(t *testing.T) {
+	t.Run("too_large_announced", func(t *testing.T) {
+		f := newFixture(t, func(c *tenancy.Config) { c.MaxBundleSize = 100 })
+		b := f.publish(t, 1)
+		var buf bytes.Buffer
+		_, err := f.c.Bundle(t.Context(), b.SHA, &buf)
+		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
+		assert.Zero(t, buf.Len(), "an announced size over the cap is refused before reading")
+		assert.Equal(t, "BUNDLE_MALFORMED", codeOf(err))
+	})
+	t.Run("too_large_streamed", func(t *testing.T) {
+		const limit = 64 << 10
+		var written int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/x-tar")
+			chunk := bytes.Repeat([]byte{'x'}, 4096)
+			for i := 0; i < 1024; i++ { // 4 MiB, chunked: no Content-Length
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+				written += int64(len(chunk))
+				w.(http.Flusher).Flush()
+			}
+		}))
+		defer srv.Close()
+		c := client(t, srv.URL, "tok", nil, func(c *tenancy.Config) { c.MaxBundleSize = limit })
+		cw := &countingWriter{}
+		n, err := c.Bundle(t.Context(), strings.Repeat("a", 64), cw)
+		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
+		assert.LessOrEqual(t, n, int64(limit))
+		assert.Equal(t, n, cw.n)
+	})
+	t.Run("exactly_the_cap", func(t *testing.T) {
+		f := newFixture(t, nil)
+		b := f.publish(t, 1)
+		f2 := newFixture(t, func(c *tenancy.Config) { c.MaxBundleSize = int64(len(b.Data)) })
+		_, _, err := f2.fake.PublishBundle(env, b.Data)
+		require.NoError(t, err)
+		n, err := f2.c.Bundle(t.Context(), b.SHA, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, int64(len(b.Data)), n)
+	})
+	t.Run("unknown_sha_is_protocol", func(t *testing.T) {
+		f := newFixture(t, nil)
+		_, err := f.c.Bundle(t.Context(), strings.Repeat("0", 64), io.Discard)
+		require.ErrorIs(t, err, tenancy.ErrProtocol)
+		var ae *tenancy.APIError
+		require.ErrorAs(t, err, &ae)
+		assert.Equal(t, http.StatusNotFound, ae.Status)
+		assert.Equal(t, "BUNDLE_NOT_FOUND", ae.ServerCode)
+	})
+	t.Run("truncated_is_unavailable", func(t *testing.T) {
+		f := newFixture(t, nil)
+		b := f.publish(t, 1)
+		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
+		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		assert.True(t, tenancy.IsTemporary(err))
+	})
+	t.Run("writer_fails", func(t *testing.T) {
+		f := newFixture(t, nil)
+		b := f.publish(t, 1)
+		_, err := f.c.Bundle(t.Context(), b.SHA, failingWriter{})
+		require.ErrorIs(t, err, errDiskFull)
+		assert.False(t, tenancy.IsTemporary(err))
+	})
+	t.Run("bad_sha_not_sent", func(t *testing.T) {
+		f := newFixture(t, nil)
+		_, err := f.c.Bundle(t.Context(), "../../etc/passwd", io.Discard)
+		require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+		assert.Empty(t, f.fake.Requests())
+	})
+}
+
+var errDiskFull = errors.New("disk full")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func TestLeaseAgainstFake(t *testing.T) {
+	f := newFixture(t, nil)
+	b := f.publish(t, 1)
+	l, err := f.c.Lease(t.Context(), env, b.SHA)
+	require.NoError(t, err)
+	assert.Equal(t, f.auth.LiveGrant(env), l.Grant.Reveal())
+	assert.Contains(t, f.reg.vals, l.Grant.Reveal(), "the grant is registered")
+	assert.Equal(t, "jwt-tenancy", l.AuthMount)
+	assert.True(t, l.ExpiresAt.After(time.Now()))
+
+	for _, shape := range []string{"approle", "wrapped"} {
+		t.Run(shape, func(t *testing.T) {
+			f.fake.SetFaults(faketenancy.Faults{LeaseShape: shape})
+			_, err := f.c.Lease(t.Context(), env, b.SHA)
+			require.ErrorIs(t, err, tenancy.ErrLeaseShape)
+			assert.Equal(t, "LEASE_SHAPE", codeOf(err))
+			assert.False(t, tenancy.IsTemporary(err))
+			assert.Contains(t, f.reg.vals, f.auth.LiveGrant(env), "the refused shape's secret is registered")
+			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
+		})
+	}
+	f.fake.SetFaults(faketenancy.Faults{})
+
+	t.Run("budget", func(t *testing.T) {
+		for range 2 { // the good lease and the two refused shapes above were granted: 3 + 2 = 5
+			_, err := f.c.Lease(t.Context(), env, b.SHA)
+			require.NoError(t, err)
+		}
+		_, err := f.c.Lease(t.Context(), env, b.SHA)
+		require.ErrorIs(t, err, tenancy.ErrRateLimited)
+		d, ok := tenancy.RetryAfter(err)
+		require.True(t, ok)
+		assert.Greater(t, d, 59*time.Minute)
+		assert.LessOrEqual(t, d, time.Hour)
+		assert.True(t, tenancy.IsTemporary(err))
+		assert.Equal(t, "RATE_LIMITED", codeOf(err))
+	})
+}
+
+func TestReportAgainstFake(t *testing.T) {
+	f := newFixture(t, nil)
+	sha := strings.Repeat("c", 64)
+	err := f.c.Report(t.Context(), tenancy.Report{EnvID: env, SHA: sha, Serial: 4, Result: tenancy.ResultFailed,
+		Code: "UNHEALTHY", Detail: "service web is unhealthy", Tail: "web | crash\n",
+		Services: []tenancy.ServiceState{{Name: "web", State: "running", Health: "unhealthy"}}, Duration: 2500 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, f.c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultDown}))
+	r, err := f.fake.WaitReport(t.Context(), env, 2)
+	require.NoError(t, err)
+	assert.Equal(t, "down", r.Result)
+	assert.Equal(t, []faketenancy.ServiceState{}, r.Services, "services is [] on the wire, never null")
+	first := f.fake.Reports(env)[0]
+	first.Time = time.Time{}
+	assert.Equal(t, faketenancy.Report{EnvID: env, SHA: sha, Serial: 4, Result: "failed", Code: "UNHEALTHY",
+		Detail: "service web is unhealthy", Tail: "web | crash\n",
+		Services: []faketenancy.ServiceState{{Name: "web", State: "running", Health: "unhealthy"}}, DurationMS: 2500}, first)
+
+	err = f.c.Report(t.Context(), tenancy.Report{EnvID: env, Result: "up"})
+	require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+}
+
+// TestWireGolden pins the exact request bodies.
+func TestWireGolden(t *testing.T) {
+	var mu sync.Mutex
+	bodies := map[string]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies[r.URL.Path] = string(data)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/v1/agent/checkin":
+			_, _ = io.WriteString(w, `{"action":"none","next_checkin_s":60}`)
+		case "/v1/agent/report":
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusTeapot)
+		}
+	}))
+	defer srv.Close()
+	c := client(t, srv.URL, "tok", nil, nil)
+	_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, AgentVersion: "0.1.0", Host: tenancy.Host{Hostname: "h", DockerVersion: "27", FreeMB: 10}})
+	require.NoError(t, err)
+	_, err = c.Lease(t.Context(), env, strings.Repeat("e", 64))
+	require.ErrorIs(t, err, tenancy.ErrProtocol)
+	require.NoError(t, c.Report(t.Context(), tenancy.Report{EnvID: env, SHA: strings.Repeat("e", 64), Serial: 2, Result: tenancy.ResultApplied,
+		Services: []tenancy.ServiceState{{Name: "app", State: "running", Health: "healthy"}}, Duration: 1500 * time.Millisecond}))
+	for path, name := range map[string]string{"/v1/agent/checkin": "checkin", "/v1/agent/lease": "lease", "/v1/agent/report": "report"} {
+		want, err := os.ReadFile(filepath.Join("testdata", "request_"+name+".golden.json"))
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want), bodies[path], name)
+	}
+}
+
+func client(t *testing.T, base, token string, reg secret.Registry, mutate func(*tenancy.Config)) *tenancy.Client {
+	t.Helper()
+	cfg := tenancy.Config{BaseURL: base, HTTPClient: &http.Client{}, Secrets: reg, UserAgent: "monky-deployd/test",
+		Token: func(context.Context) (secret.Value, error) { return secret.New(token), nil }}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := tenancy.New(cfg)
+	require.NoError(t, err)
+	return c
+}
+
+func codeOf(err error) string {
+	var c interface{ Code() string }
+	if errors.As(err, &c) {
+		return c.Code()
+	}
+	return "?"
+}
+
+func TestHeaders(t *testing.T) {
+	const token = "hvs.headers-check-token"
+	var mu sync.Mutex
+	var seen []http.Header
+	deadlines := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Clone())
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	c := client(t, srv.URL, token, nil, func(cfg *tenancy.Config) {
+		cfg.HTTPClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if _, ok := r.Context().Deadline(); ok {
+				mu.Lock()
+				deadlines++
+				mu.Unlock()
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})}
+	})
+	ctx := context.Background() // no deadline of its own: the client sets one
+	sha := strings.Repeat("f", 64)
+	_, err1 := c.Checkin(ctx, tenancy.Checkin{EnvID: env})
+	_, err2 := c.Bundle(ctx, sha, io.Discard)
+	_, err3 := c.Lease(ctx, env, sha)
+	err4 := c.Report(ctx, tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
+	for _, err := range []error{err1, err2, err3, err4} {
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+	}
+	require.Len(t, seen, 4)
+	assert.Equal(t, 4, deadlines, "every call runs under a deadline")
+	for _, h := range seen {
+		assert.Equal(t, "Bearer "+token, h.Get("Authorization"))
+		assert.Equal(t, "monky-deployd/test", h.Get("User-Agent"))
+		assert.Equal(t, "application/json", h.Get("Content-Type"))
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestStatusMapping(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     int
+		body       string
+		retryAfter string
+		kind       error
+		code       string
+		temp       bool
+		wantAfter  time.Duration
+	}{
+		{"401", 401, `{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}`, "", tenancy.ErrUnauthenticated, "UNAUTHENTICATED", false, 0},
+		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
+		{"409_no_body", 409, ``, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
+		{"403_env", 403, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"x"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
+		{"403_other", 403, `{"error":{"code":"FORBIDDEN","message":"x"}}`, "", tenancy.ErrProtocol, "", false, 0},
+		{"429_seconds", 429, `{"error":{"code":"RATE_LIMITED","message":"budget"}}`, "120", tenancy.ErrRateLimited, "RATE_LIMITED", true, 2 * time.Minute},
+		{"429_date", 429, ``, time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat), tenancy.ErrRateLimited, "RATE_LIMITED", true, 10 * time.Minute},
+		{"429_no_header", 429, ``, "", tenancy.ErrRateLimited, "RATE_LIMITED", true, 0},
+		{"500", 500, `oops`, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
+		{"502", 502, `<html>bad gateway</html>`, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
+		{"503_retry", 503, ``, "30", tenancy.ErrUnavailable, "UNAVAILABLE", true, 30 * time.Second},
+		{"408", 408, ``, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
+		{"400", 400, `{"error":{"code":"BAD_REQUEST","message":"env_id"}}`, "", tenancy.ErrProtocol, "", false, 0},
+		{"404", 404, ``, "", tenancy.ErrProtocol, "", false, 0},
+		{"200_for_report_ok", 0, ``, "", nil, "", false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.retryAfter != "" {
+					w.Header().Set("Retry-After", tt.retryAfter)
+				}
+				if tt.status == 0 {
+					w.WriteHeader(http.StatusOK)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			c := client(t, srv.URL, "tok", nil, nil)
+			err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
+			if tt.kind == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tt.kind)
+			var ae *tenancy.APIError
+			require.ErrorAs(t, err, &ae)
+			assert.Equal(t, "report", ae.Op)
+			assert.Equal(t, tt.status, ae.Status)
+			assert.Equal(t, tt.code, ae.Code())
+			assert.Equal(t, tt.temp, tenancy.IsTemporary(err))
+			d, ok := tenancy.RetryAfter(err)
+			assert.Equal(t, tt.wantAfter > 0, ok)
+			assert.InDelta(t, tt.wantAfter.Seconds(), d.Seconds(), 2)
+		})
+	}
+}
+
+func TestNetworkFailuresAreTemporary(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		c := client(t, "http://"+addr, "tok", nil, nil)
+		_, err = c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		assert.True(t, tenancy.IsTemporary(err))
+		var op *net.OpError
+		assert.ErrorAs(t, err, &op, "the cause stays reachable")
+	})
+	t.Run("timeout", func(t *testing.T) {
+		f := newFixture(t, func(c *tenancy.Config) { c.Timeout = 100 * time.Millisecond })
+		f.fake.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"checkin": 5 * time.Second}})
+		start := time.Now()
+		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.True(t, tenancy.IsTemporary(err))
+		assert.Less(t, time.Since(start), 3*time.Second)
+	})
+	t.Run("reset", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0)
+				}
+				_ = conn.Close()
+			}
+		}))
+		defer srv.Close()
+		c := client(t, srv.URL, "tok", nil, nil)
+		_, err := c.Lease(t.Context(), env, strings.Repeat("a", 64))
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		assert.True(t, tenancy.IsTemporary(err))
+	})
+	t.Run("forced_statuses_from_fake", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503, "report": 409}, RetryAfter: 45 * time.Second})
+		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		d, ok := tenancy.RetryAfter(err)
+		require.True(t, ok)
+		assert.Equal(t, 45*time.Second, d)
+		err = f.c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultDown})
+		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
+	})
+	t.Run("bearer_of_other_env", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.token = f.auth.Token("env-dev-02")
+		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
+		assert.False(t, tenancy.IsTemporary(err))
+	})
+	t.Run("revoked_bearer", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.auth.Revoke(f.token)
+		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, tenancy.ErrUnauthenticated)
+	})
+	t.Run("token_source_fails", func(t *testing.T) {
+		errNoToken := errors.New("no token file")
+		c := client(t, "http://127.0.0.1:1", "", nil, func(c *tenancy.Config) {
+			c.Token = func(context.Context) (secret.Value, error) { return secret.Value{}, errNoToken }
+		})
+		_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, errNoToken)
+	})
+	t.Run("empty_token", func(t *testing.T) {
+		c := client(t, "http://127.0.0.1:1", "", nil, nil)
+		_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, tenancy.ErrUnauthenticated)
+	})
+}
+
+// TestNoSecretInErrorsOrLogs runs servers that echo the bearer and the grant back and
+// checks that neither reaches an error text or a log line.
+func TestNoSecretInErrorsOrLogs(t *testing.T) {
+	t.Run("fake_echoes_bearer", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.fake.SetFaults(faketenancy.Faults{EchoBearer: true, Status: map[string]int{"checkin": 500, "lease": 429, "report": 401, "bundle": 409}})
+		sha := strings.Repeat("a", 64)
+		_, e1 := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		_, e2 := f.c.Lease(t.Context(), env, sha)
+		e3 := f.c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
+		_, e4 := f.c.Bundle(t.Context(), sha, io.Discard)
+		for _, err := range []error{e1, e2, e3, e4} {
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), f.token)
+			assert.NotContains(t, err.Error(), strings.TrimPrefix(f.token, "hvs."))
+			assert.NotContains(t, err.Error()+"", "Bearer")
+		}
+		assert.NotContains(t, f.logs.String(), f.token)
+	})
+	t.Run("raw_echo_server", func(t *testing.T) {
+		const token = "plain-bearer-with-no-known-shape!"
+		const grant = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJlbnYtZGV2LTAxIn0.c2lnbmF0dXJlLXh5eg"
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadRequest)
+			msg := "you sent " + r.Header.Get("Authorization") + " and the grant " + grant
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "ECHO " + token, "message": msg}})
+		}))
+		defer srv.Close()
+		var logs bytes.Buffer
+		c := client(t, srv.URL, token, nil, func(c *tenancy.Config) {
+			c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		})
+		_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		require.ErrorIs(t, err, tenancy.ErrProtocol)
+		for _, s := range []string{token, grant, "ECHO"} {
+			assert.NotContains(t, err.Error(), s)
+			assert.NotContains(t, logs.String(), s)
+		}
+		var ae *tenancy.APIError
+		require.ErrorAs(t, err, &ae)
+		assert.Empty(t, ae.ServerCode, "a code that does not look like one is dropped")
+		assert.Contains(t, ae.Message, "you sent Bearer [REDACTED]")
+	})
+}
