@@ -104,7 +104,9 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 
 // evaluate judges every expected service from one ps output. uptimes carries each
 // container's uptime from the previous poll, to see restarts that ps shows as running.
+// details describe the failed services when there are any, else the waiting ones.
 func evaluate(expected []string, cs []Container, uptimes map[string]time.Duration) (states []ServiceState, bad, waiting, details []string) {
+	var badDetails []string
 	byService := map[string][]Container{}
 	for _, ctr := range cs {
 		byService[ctr.Service] = append(byService[ctr.Service], ctr)
@@ -139,7 +141,7 @@ func evaluate(expected []string, cs []Container, uptimes map[string]time.Duratio
 		switch worst {
 		case failed:
 			bad = append(bad, name)
-			details = append(details, name+": "+worstWhy)
+			badDetails = append(badDetails, name+": "+worstWhy)
 		case notReady:
 			waiting = append(waiting, name)
 			details = append(details, name+": "+worstWhy)
@@ -151,6 +153,9 @@ func evaluate(expected []string, cs []Container, uptimes map[string]time.Duratio
 		} else {
 			delete(uptimes, ctr.ID)
 		}
+	}
+	if len(bad) > 0 {
+		details = badDetails
 	}
 	return states, bad, waiting, details
 }

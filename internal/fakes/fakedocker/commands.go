@@ -152,8 +152,12 @@ func (r *run) logs(args []string) int {
 	}
 	noPrefix := has(vals, "--no-log-prefix")
 	return r.do("logs", func(st *Status, out *outcome) error {
+		known := r.serviceNames(st)
+		if fromFiles, _, err := projectServices(r.projectDir, r.files); err == nil {
+			known = append(known, fromFiles...)
+		}
 		for _, svc := range pos {
-			if !slices.Contains(r.serviceNames(st), svc) {
+			if !slices.Contains(known, svc) {
 				fmt.Fprintf(&out.stderr, "no such service: %s\n", svc)
 				out.code = 1
 				return nil

@@ -1,0 +1,381 @@
+package compose
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+)
+
+const testCompose = `services:
+  web:
+    image: registry.monky.internal/web:1.4.2
+    healthcheck:
+      test: ["CMD", "true"]
+  worker:
+    image: registry.monky.internal/worker:1.4.2
+`
+
+type fixture struct {
+	client *Client
+	docker *fakedockertest.Docker
+	dir    string
+	logs   *bytes.Buffer
+}
+
+// newFixture installs the fake docker with script and a project directory holding
+// compose.yaml and override.yaml, and returns a Client on it.
+func newFixture(t *testing.T, script *fakedockertest.Script, edit ...func(*Config)) fixture {
+	t.Helper()
+	d := fakedockertest.Install(t, script)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(testCompose), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "override.yaml"), []byte("services:\n  worker:\n    environment:\n      A: b\n"), 0o644))
+	logs := &bytes.Buffer{}
+	cfg := Config{
+		Project: "monky",
+		Dir:     dir,
+		Files:   []string{"compose.yaml", "override.yaml"},
+		Env:     d.Env("COMPOSE_PROJECT_NAME=monky"),
+		Logger:  slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	c, err := New(cfg)
+	require.NoError(t, err)
+	return fixture{client: c, docker: d, dir: dir, logs: logs}
+}
+
+func TestNewValidates(t *testing.T) {
+	abs := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{name: "ok", cfg: Config{Project: "monky", Dir: abs, Files: []string{"compose.yaml", "sub/x.yaml"}}},
+		{name: "no project", cfg: Config{Dir: abs}, wantErr: "Project is required"},
+		{name: "bad project", cfg: Config{Project: "Monky", Dir: abs}, wantErr: `project name "Monky"`},
+		{name: "relative dir", cfg: Config{Project: "monky", Dir: "srv/monky"}, wantErr: `project directory "srv/monky"`},
+		{name: "no dir", cfg: Config{Project: "monky"}, wantErr: "want an absolute path"},
+		{name: "absolute file", cfg: Config{Project: "monky", Dir: abs, Files: []string{"/etc/compose.yaml"}}, wantErr: `compose file "/etc/compose.yaml"`},
+		{name: "escaping file", cfg: Config{Project: "monky", Dir: abs, Files: []string{"../compose.yaml"}}, wantErr: `compose file "../compose.yaml"`},
+		{name: "empty file", cfg: Config{Project: "monky", Dir: abs, Files: []string{""}}, wantErr: `compose file ""`},
+		{name: "negative limit", cfg: Config{Project: "monky", Dir: abs, OutputLimit: -1}, wantErr: "OutputLimit -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.cfg)
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.wantErr)
+				assert.Nil(t, c)
+				return
+			}
+			require.NoError(t, err)
+			assert.NotNil(t, c)
+		})
+	}
+}
+
+// TestArgv checks the exact command lines, the working directory and that docker
+// runs with exactly Config.Env.
+func TestArgv(t *testing.T) {
+	base := []string{"compose", "--project-name", "monky", "--project-directory", "DIR", "-f", "compose.yaml", "-f", "override.yaml"}
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context, c *Client) error
+		want []string
+	}{
+		{"up", func(ctx context.Context, c *Client) error { _, err := c.Up(ctx); return err },
+			append(slices.Clone(base), "up", "-d", "--remove-orphans")},
+		{"down", func(ctx context.Context, c *Client) error { _, err := c.Down(ctx, false); return err },
+			append(slices.Clone(base), "down", "--remove-orphans")},
+		{"down -v", func(ctx context.Context, c *Client) error { _, err := c.Down(ctx, true); return err },
+			append(slices.Clone(base), "down", "--remove-orphans", "-v")},
+		{"ps", func(ctx context.Context, c *Client) error { _, err := c.PS(ctx); return err },
+			append(slices.Clone(base), "ps", "--all", "--format", "json")},
+		{"logs", func(ctx context.Context, c *Client) error { _, err := c.Logs(ctx, []string{"web", "worker"}, 50); return err },
+			append(slices.Clone(base), "logs", "--no-color", "--tail", "50", "web", "worker")},
+		{"logs default lines", func(ctx context.Context, c *Client) error { _, err := c.Logs(ctx, nil, 0); return err },
+			append(slices.Clone(base), "logs", "--no-color", "--tail", "100")},
+		{"version", func(ctx context.Context, c *Client) error { _, err := c.DockerVersion(ctx); return err },
+			[]string{"version", "--format", "{{.Server.Version}}"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("MONKY_PROCESS_ONLY", "must-not-reach-docker")
+			f := newFixture(t, nil)
+			require.NoError(t, tc.call(t.Context(), f.client))
+			calls := f.docker.Calls(t)
+			require.Len(t, calls, 1)
+			want := slices.Clone(tc.want)
+			for i, a := range want {
+				if a == "DIR" {
+					want[i] = f.dir
+				}
+			}
+			assert.Equal(t, want, calls[0].Argv)
+			assert.Equal(t, f.dir, calls[0].Dir)
+			assert.Equal(t, []string{"COMPOSE_PROJECT_NAME", "FAKE_DOCKER_LOG", "FAKE_DOCKER_STATE", "PATH"}, calls[0].Env,
+				"docker gets exactly Config.Env, nothing of the process environment")
+		})
+	}
+}
+
+func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
+	t.Run("process PATH is not used", func(t *testing.T) {
+		d := fakedockertest.Install(t, nil)
+		t.Setenv("PATH", d.Dir) // the process could find it; Config.Env has no PATH
+		c, err := New(Config{Project: "monky", Dir: t.TempDir(), Env: []string{"FAKE_DOCKER_LOG=" + d.Log}})
+		require.NoError(t, err)
+		_, err = c.Up(t.Context())
+		require.ErrorIs(t, err, exec.ErrNotFound)
+		require.ErrorIs(t, err, ErrApplyFailed)
+		assert.Empty(t, d.Calls(t))
+	})
+	t.Run("relative PATH entries are skipped", func(t *testing.T) {
+		d := fakedockertest.Install(t, nil)
+		rel, err := filepath.Rel(t.TempDir(), d.Dir)
+		require.NoError(t, err)
+		_, err = lookPath("docker", []string{"PATH=" + rel})
+		require.ErrorIs(t, err, exec.ErrNotFound)
+	})
+	t.Run("explicit path", func(t *testing.T) {
+		d := fakedockertest.Install(t, nil)
+		c, err := New(Config{Docker: d.Path, Project: "monky", Dir: t.TempDir(), Env: []string{"FAKE_DOCKER_LOG=" + d.Log}})
+		require.NoError(t, err)
+		v, err := c.DockerVersion(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, fakedocker.DefaultServerVersion, v)
+	})
+	t.Run("last PATH wins", func(t *testing.T) {
+		d := fakedockertest.Install(t, nil)
+		p, err := lookPath("docker", []string{"PATH=/nonexistent", "PATH=/nonexistent:" + d.Dir})
+		require.NoError(t, err)
+		assert.Equal(t, d.Path, p)
+	})
+}
+
+func TestUp(t *testing.T) {
+	t.Run("success", func(t *testing.T) {
+		f := newFixture(t, nil)
+		out, err := f.client.Up(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, 0, out.ExitCode)
+		assert.Contains(t, out.String(), "Container monky-web-1  Started")
+		st := f.docker.Status(t)
+		assert.True(t, st.Up)
+		assert.Equal(t, []string{"web", "worker"}, st.Services)
+	})
+	t.Run("failure keeps the output tail", func(t *testing.T) {
+		noise := strings.Repeat("pulling layer 0123456789abcdef\n", 10000) // ~300 KiB
+		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+			"up": {Stdout: noise, Stderr: "Error response from daemon: pull access denied for registry.monky.internal/web\n", Exit: 18},
+		}}, func(c *Config) { c.OutputLimit = 4096 })
+		out, err := f.client.Up(t.Context())
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrApplyFailed)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, CodeApplyFailed, e.Code())
+		assert.Equal(t, 18, e.ExitCode)
+		assert.Equal(t, 18, out.ExitCode)
+		assert.Len(t, out.Tail, 4096)
+		assert.Equal(t, int64(len(noise)+len("Error response from daemon: pull access denied for registry.monky.internal/web\n")-4096), out.Dropped)
+		assert.True(t, strings.HasSuffix(out.String(), "pull access denied for registry.monky.internal/web\n"))
+		assert.NotContains(t, err.Error(), "pull access denied", "the error names the operation; the output is in Output")
+		assert.False(t, f.docker.Status(t).Up)
+		assert.Contains(t, f.logs.String(), "docker compose up failed")
+	})
+	t.Run("fails once then succeeds", func(t *testing.T) {
+		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+			"up": {Stderr: "network monky_default: conflict\n", FailTimes: 1},
+		}})
+		_, err := f.client.Up(t.Context())
+		require.ErrorIs(t, err, ErrApplyFailed)
+		_, err = f.client.Up(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, 2, f.docker.Status(t).Calls["up"])
+	})
+	t.Run("a missing compose file fails up", func(t *testing.T) {
+		f := newFixture(t, nil, func(c *Config) { c.Files = []string{"compose.yaml", "missing.yaml"} })
+		out, err := f.client.Up(t.Context())
+		require.ErrorIs(t, err, ErrApplyFailed)
+		assert.Contains(t, out.String(), "missing.yaml")
+	})
+	t.Run("cancel kills docker", func(t *testing.T) {
+		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+			"up": {Delay: fakedocker.Duration(time.Minute)},
+		}})
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		out, err := f.client.Up(ctx)
+		assert.Less(t, time.Since(start), 10*time.Second)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, ErrApplyFailed)
+		assert.Equal(t, -1, out.ExitCode)
+		assert.Len(t, f.docker.Calls(t), 1, "the call was made and recorded before it was killed")
+		assert.False(t, f.docker.Status(t).Up, "killed before it took effect")
+	})
+	t.Run("cancelled before the call", func(t *testing.T) {
+		f := newFixture(t, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := f.client.Up(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Empty(t, f.docker.Calls(t))
+	})
+}
+
+func TestDown(t *testing.T) {
+	for _, volumes := range []bool{false, true} {
+		t.Run(map[bool]string{false: "keep volumes", true: "remove volumes"}[volumes], func(t *testing.T) {
+			f := newFixture(t, nil)
+			_, err := f.client.Up(t.Context())
+			require.NoError(t, err)
+			_, err = f.client.Down(t.Context(), volumes)
+			require.NoError(t, err)
+			st := f.docker.Status(t)
+			assert.False(t, st.Up)
+			assert.Equal(t, volumes, st.DownVolumes)
+			cs, err := f.client.PS(t.Context())
+			require.NoError(t, err)
+			assert.Empty(t, cs, "nothing left after down")
+		})
+	}
+	t.Run("failure", func(t *testing.T) {
+		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"down": {Stderr: "boom\n", Exit: 1}}})
+		out, err := f.client.Down(t.Context(), false)
+		require.ErrorIs(t, err, ErrApplyFailed)
+		assert.Equal(t, "boom\n", out.String())
+	})
+}
+
+func TestPS(t *testing.T) {
+	for _, format := range []string{fakedocker.PSLines, fakedocker.PSArray} {
+		t.Run(format, func(t *testing.T) {
+			f := newFixture(t, &fakedockertest.Script{PSFormat: format, Services: map[string]fakedocker.Service{
+				"migrate": {States: []fakedocker.State{{State: "exited"}}},
+			}})
+			cs, err := f.client.PS(t.Context())
+			require.NoError(t, err)
+			assert.Empty(t, cs, "no containers before up: no output (lines) or [] (array)")
+			_, err = f.client.Up(t.Context())
+			require.NoError(t, err)
+			cs, err = f.client.PS(t.Context())
+			require.NoError(t, err)
+			require.Len(t, cs, 3)
+			got := map[string]Container{}
+			for _, c := range cs {
+				got[c.Service] = c
+			}
+			assert.Equal(t, "healthy", got["web"].Health)
+			assert.Equal(t, "running", got["worker"].State)
+			assert.Empty(t, got["worker"].Health)
+			assert.Equal(t, "exited", got["migrate"].State, "--all shows exited containers")
+			assert.Equal(t, "monky-web-1", got["web"].Name)
+		})
+	}
+	t.Run("failure", func(t *testing.T) {
+		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"ps": {Stderr: "Cannot connect to the Docker daemon\n", Exit: 1}}})
+		_, err := f.client.PS(t.Context())
+		require.ErrorIs(t, err, ErrCommandFailed)
+	})
+	t.Run("unreadable output", func(t *testing.T) {
+		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"ps": {Stdout: "WARNING: something\n"}}})
+		_, err := f.client.PS(t.Context())
+		require.ErrorIs(t, err, ErrCommandFailed)
+		assert.Contains(t, err.Error(), "ps output")
+	})
+}
+
+func TestLogs(t *testing.T) {
+	var lines strings.Builder
+	for i := range 500 {
+		lines.WriteString(strings.Repeat("x", 40) + " line " + string(rune('a'+i%26)) + "\n")
+	}
+	lines.WriteString("panic: last words\n")
+	f := newFixture(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{
+		"web":    {Logs: lines.String()},
+		"worker": {Logs: "worker ok\n"},
+	}}, func(c *Config) { c.OutputLimit = 1024 })
+	_, err := f.client.Up(t.Context())
+	require.NoError(t, err)
+
+	out, err := f.client.Logs(t.Context(), []string{"worker"}, 10)
+	require.NoError(t, err)
+	assert.Equal(t, "monky-worker-1  | worker ok\n", string(out))
+
+	out, err = f.client.Logs(t.Context(), []string{"web"}, 1000)
+	require.NoError(t, err)
+	assert.Len(t, out, 1024, "bounded by OutputLimit")
+	assert.True(t, strings.HasSuffix(string(out), "monky-web-1  | panic: last words\n"))
+
+	_, err = f.client.Logs(t.Context(), []string{"--follow"}, 10)
+	require.ErrorIs(t, err, ErrCommandFailed)
+	_, err = f.client.Logs(t.Context(), []string{"nosuch"}, 10)
+	require.ErrorIs(t, err, ErrCommandFailed)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, []string{"nosuch"}, e.Services)
+}
+
+func TestDockerVersion(t *testing.T) {
+	t.Run("server version", func(t *testing.T) {
+		f := newFixture(t, &fakedockertest.Script{ServerVersion: "28.0.1"})
+		v, err := f.client.DockerVersion(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, "28.0.1", v)
+	})
+	t.Run("no daemon", func(t *testing.T) {
+		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"version": {
+			Stdout: "Client:\n Version: 27.3.1\n", Stderr: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n", Exit: 1,
+		}}})
+		v, err := f.client.DockerVersion(t.Context())
+		require.ErrorIs(t, err, ErrCommandFailed)
+		assert.Empty(t, v)
+	})
+	t.Run("no docker", func(t *testing.T) {
+		c, err := New(Config{Project: "monky", Dir: t.TempDir(), Env: []string{"PATH=" + t.TempDir()}})
+		require.NoError(t, err)
+		_, err = c.DockerVersion(t.Context())
+		require.ErrorIs(t, err, exec.ErrNotFound)
+	})
+}
+
+func TestErrorCodes(t *testing.T) {
+	for _, tc := range []struct {
+		kind error
+		code string
+	}{
+		{ErrApplyFailed, "APPLY_FAILED"},
+		{ErrCommandFailed, "APPLY_FAILED"},
+		{ErrUnhealthy, "UNHEALTHY"},
+		{ErrHealthTimeout, "HEALTH_TIMEOUT"},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			cause := errors.New("cause")
+			var err error = &Error{Op: "wait", Kind: tc.kind, Services: []string{"web"}, Err: cause}
+			assert.ErrorIs(t, err, tc.kind)
+			assert.ErrorIs(t, err, cause)
+			var coded interface{ Code() string }
+			require.ErrorAs(t, err, &coded)
+			assert.Equal(t, tc.code, coded.Code())
+			assert.Contains(t, err.Error(), "web")
+		})
+	}
+}

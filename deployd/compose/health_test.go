@@ -1,0 +1,290 @@
+package compose
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+)
+
+type states = []fakedocker.State
+
+func TestWaitHealthy(t *testing.T) {
+	const fast = 5 * time.Millisecond
+	for _, tc := range []struct {
+		name         string
+		format       string
+		services     map[string]fakedocker.Service
+		commands     map[string]fakedocker.Command
+		expect       []string
+		timeout      time.Duration
+		wantErr      error
+		wantServices []string
+		wantDetail   string
+		wantStates   []ServiceState
+		wantPS       int // ps calls made, 0: not checked
+		wantLog      string
+	}{
+		{
+			name:     "healthy after three polls",
+			services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
+			expect:   []string{"web", "worker"},
+			wantStates: []ServiceState{
+				{Name: "web", State: "running", Health: "healthy"},
+				{Name: "worker", State: "running"},
+			},
+			wantPS:  4,
+			wantLog: "all services ready",
+		},
+		{
+			name:     "healthy after three polls, compose 2.20 array",
+			format:   fakedocker.PSArray,
+			services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
+			expect:   []string{"web", "worker"},
+			wantStates: []ServiceState{
+				{Name: "web", State: "running", Health: "healthy"},
+				{Name: "worker", State: "running"},
+			},
+			wantPS: 4,
+		},
+		{
+			name:         "stays starting until the timeout",
+			services:     map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}}}},
+			expect:       []string{"web", "worker"},
+			timeout:      150 * time.Millisecond,
+			wantErr:      ErrHealthTimeout,
+			wantServices: []string{"web"},
+			wantDetail:   "web: running, health starting",
+			wantStates: []ServiceState{
+				{Name: "web", State: "running", Health: "starting"},
+				{Name: "worker", State: "running"},
+			},
+			wantLog: "raise compose.health_timeout",
+		},
+		{
+			name:         "turns unhealthy",
+			services:     map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}, {Health: "unhealthy"}}}},
+			expect:       []string{"web", "worker"},
+			wantErr:      ErrUnhealthy,
+			wantServices: []string{"web"},
+			wantDetail:   "web: unhealthy",
+			wantPS:       2,
+			wantLog:      "docker compose logs",
+		},
+		{
+			name: "exits non-zero",
+			services: map[string]fakedocker.Service{
+				"web":    {States: states{{Health: "starting"}, {Health: "healthy"}}},
+				"worker": {States: states{{}, {State: "exited", ExitCode: 3}}},
+			},
+			expect:       []string{"web", "worker"},
+			wantErr:      ErrUnhealthy,
+			wantServices: []string{"worker"},
+			wantDetail:   "worker: exited with code 3",
+			wantStates: []ServiceState{
+				{Name: "web", State: "running", Health: "healthy"},
+				{Name: "worker", State: "exited"},
+			},
+		},
+		{
+			name: "one-shot exit 0 is done",
+			services: map[string]fakedocker.Service{
+				"migrate": {States: states{{Times: 2}, {State: "exited"}}},
+				"web":     {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}},
+			},
+			expect: []string{"migrate", "web", "worker"},
+			wantStates: []ServiceState{
+				{Name: "migrate", State: "exited"},
+				{Name: "web", State: "running", Health: "healthy"},
+				{Name: "worker", State: "running"},
+			},
+		},
+		{
+			name:         "restarting state",
+			services:     map[string]fakedocker.Service{"worker": {States: states{{State: "restarting", ExitCode: 1}}}},
+			expect:       []string{"web", "worker"},
+			wantErr:      ErrUnhealthy,
+			wantServices: []string{"worker"},
+			wantDetail:   "worker: container is restarting (restart loop)",
+			wantPS:       1,
+		},
+		{
+			name: "restart loop seen as running with a shrinking uptime",
+			services: map[string]fakedocker.Service{
+				"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}},
+				"worker": {States: states{
+					{Status: "Up 8 seconds"}, {Status: "Up 10 seconds"}, {Status: "Up Less than a second"},
+				}},
+			},
+			expect:       []string{"web", "worker"},
+			wantErr:      ErrUnhealthy,
+			wantServices: []string{"worker"},
+			wantDetail:   "worker: container restarted between two polls (restart loop)",
+			wantPS:       3,
+		},
+		{
+			name:         "dead container",
+			services:     map[string]fakedocker.Service{"worker": {States: states{{State: "dead"}}}},
+			expect:       []string{"web", "worker"},
+			wantErr:      ErrUnhealthy,
+			wantServices: []string{"worker"},
+		},
+		{
+			name: "several failures are all named",
+			services: map[string]fakedocker.Service{
+				"worker": {States: states{{State: "exited", ExitCode: 137}}},
+				"web":    {States: states{{Health: "unhealthy"}}},
+			},
+			expect:       []string{"worker", "web"},
+			wantErr:      ErrUnhealthy,
+			wantServices: []string{"web", "worker"},
+			wantDetail:   "web: unhealthy; worker: exited with code 137",
+		},
+		{
+			name:         "a service without a container is not ready",
+			expect:       []string{"web", "worker", "cron"},
+			timeout:      100 * time.Millisecond,
+			wantErr:      ErrHealthTimeout,
+			wantServices: []string{"cron"},
+			wantDetail:   "cron: no container",
+			wantStates: []ServiceState{
+				{Name: "cron", State: StateMissing},
+				{Name: "web", State: "running", Health: "healthy"},
+				{Name: "worker", State: "running"},
+			},
+		},
+		{
+			name:     "a failing ps is retried",
+			commands: map[string]fakedocker.Command{"ps": {Stderr: "Error response from daemon: i/o timeout\n", FailTimes: 2}},
+			expect:   []string{"web", "worker"},
+			wantPS:   3,
+			wantLog:  "trying again at the next poll",
+		},
+		{
+			name:         "ps failing until the timeout",
+			commands:     map[string]fakedocker.Command{"ps": {Exit: 1}},
+			expect:       []string{"web", "worker"},
+			timeout:      100 * time.Millisecond,
+			wantErr:      ErrHealthTimeout,
+			wantServices: []string{"web", "worker"},
+		},
+		{
+			name: "no expected services: every service ps shows",
+			wantStates: []ServiceState{
+				{Name: "web", State: "running", Health: "healthy"},
+				{Name: "worker", State: "running"},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, &fakedockertest.Script{PSFormat: tc.format, Services: tc.services})
+			_, err := f.client.Up(t.Context())
+			require.NoError(t, err)
+			f.docker.SetScript(t, &fakedockertest.Script{PSFormat: tc.format, Services: tc.services, Commands: tc.commands})
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = 30 * time.Second
+			}
+			start := time.Now()
+			got, err := f.client.WaitHealthy(t.Context(), WaitOptions{Services: tc.expect, Timeout: timeout, Poll: fast})
+			elapsed := time.Since(start)
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.wantErr)
+				var e *Error
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, tc.wantServices, e.Services)
+				if tc.wantDetail != "" {
+					assert.Equal(t, tc.wantDetail, e.Detail)
+				}
+				if tc.wantErr == ErrUnhealthy {
+					assert.Equal(t, CodeUnhealthy, e.Code())
+					assert.Less(t, elapsed, timeout/2, "unhealthy fails fast, long before the timeout")
+				} else {
+					assert.Equal(t, CodeHealthTimeout, e.Code())
+					assert.GreaterOrEqual(t, elapsed, timeout)
+				}
+				for _, s := range tc.wantServices {
+					assert.Contains(t, err.Error(), s)
+				}
+			}
+			if tc.wantStates != nil {
+				assert.Equal(t, tc.wantStates, got)
+			}
+			if tc.wantPS > 0 {
+				assert.Equal(t, tc.wantPS, f.docker.Status(t).Calls["ps"])
+			}
+			if tc.wantLog != "" {
+				assert.Contains(t, f.logs.String(), tc.wantLog)
+			}
+		})
+	}
+}
+
+func TestWaitHealthyCancelled(t *testing.T) {
+	f := newFixture(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}}}}})
+	_, err := f.client.Up(t.Context())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	got, err := f.client.WaitHealthy(ctx, WaitOptions{Timeout: time.Minute, Poll: 10 * time.Millisecond})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.NotEmpty(t, got, "the last states seen are returned")
+}
+
+func TestJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ctr  Container
+		prev map[string]time.Duration
+		want verdict
+	}{
+		{"running, no healthcheck", Container{State: "running", Status: "Up 2 seconds"}, nil, ready},
+		{"healthy", Container{State: "running", Health: "healthy"}, nil, ready},
+		{"starting", Container{State: "running", Health: "starting"}, nil, notReady},
+		{"unhealthy", Container{State: "running", Health: "unhealthy"}, nil, failed},
+		{"created", Container{State: "created"}, nil, notReady},
+		{"paused", Container{State: "paused"}, nil, notReady},
+		{"exited 0", Container{State: "exited"}, nil, ready},
+		{"exited 1", Container{State: "exited", ExitCode: 1}, nil, failed},
+		{"restarting", Container{State: "restarting"}, nil, failed},
+		{"dead", Container{State: "dead"}, nil, failed},
+		{"uptime grows", Container{ID: "a", State: "running", Status: "About a minute"}, map[string]time.Duration{"a": 50 * time.Second}, ready},
+		{"uptime grows in words", Container{ID: "a", State: "running", Status: "Up About a minute (healthy)", Health: "healthy"}, map[string]time.Duration{"a": 59 * time.Second}, ready},
+		{"uptime shrinks", Container{ID: "a", State: "running", Status: "Up 3 seconds"}, map[string]time.Duration{"a": time.Minute}, failed},
+		{"other container", Container{ID: "b", State: "running", Status: "Up 3 seconds"}, map[string]time.Duration{"a": time.Minute}, ready},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := judge(tc.ctr, tc.prev)
+			assert.Equal(t, tc.want, got, why)
+		})
+	}
+}
+
+func TestUptime(t *testing.T) {
+	for status, want := range map[string]time.Duration{
+		"Up Less than a second":            0,
+		"Up 1 second":                      time.Second,
+		"Up 45 seconds (health: starting)": 45 * time.Second,
+		"Up About a minute (healthy)":      time.Minute,
+		"Up 12 minutes":                    12 * time.Minute,
+		"Up About an hour":                 time.Hour,
+		"Up 30 hours (unhealthy)":          30 * time.Hour,
+		"Up 3 days":                        72 * time.Hour,
+		"Up 2 weeks (Paused)":              14 * 24 * time.Hour,
+	} {
+		got, ok := uptime(Container{Status: status})
+		assert.True(t, ok, status)
+		assert.Equal(t, want, got, status)
+	}
+	for _, status := range []string{"", "Exited (0) 2 seconds ago", "Restarting (1) 1 second ago", "Created"} {
+		_, ok := uptime(Container{Status: status})
+		assert.False(t, ok, status)
+	}
+}
