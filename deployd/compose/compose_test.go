@@ -108,7 +108,10 @@ func TestArgv(t *testing.T) {
 			append(slices.Clone(base), "down", "--remove-orphans", "-v")},
 		{"ps", func(ctx context.Context, c *Client) error { _, err := c.PS(ctx); return err },
 			append(slices.Clone(base), "ps", "--all", "--format", "json")},
-		{"logs", func(ctx context.Context, c *Client) error { _, err := c.Logs(ctx, []string{"web", "worker"}, 50); return err },
+		{"logs", func(ctx context.Context, c *Client) error {
+			_, err := c.Logs(ctx, []string{"web", "worker"}, 50)
+			return err
+		},
 			append(slices.Clone(base), "logs", "--no-color", "--tail", "50", "web", "worker")},
 		{"logs default lines", func(ctx context.Context, c *Client) error { _, err := c.Logs(ctx, nil, 0); return err },
 			append(slices.Clone(base), "logs", "--no-color", "--tail", "100")},
