@@ -1,0 +1,93 @@
+package compose_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/compose"
+)
+
+func ExampleParsePS() {
+	// compose 2.21 and later: one object per line
+	lines := []byte(`{"ID":"8f6c2d1e4b3a","Name":"monky-web-1","Service":"web","State":"running","Health":"healthy","Status":"Up 2 minutes (healthy)","ExitCode":0,"Labels":"com.docker.compose.service=web"}
+{"ID":"c0ffee00c0ff","Name":"monky-migrate-1","Service":"migrate","State":"exited","Health":"","Status":"Exited (0) 2 minutes ago","ExitCode":0}
+`)
+	// compose 2.20 and earlier: one array
+	array := []byte(`[{"ID":"8f6c2d1e4b3a59708e1f","Name":"monky-web-1","Service":"web","State":"running","Health":"healthy","Status":"Up 2 minutes (healthy)","ExitCode":0,"Publishers":null}]`)
+	for _, out := range [][]byte{lines, array, nil} {
+		cs, err := compose.ParsePS(out)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Println(len(cs), "containers")
+		for _, c := range cs {
+			fmt.Printf("  %s: %s %s exit %d\n", c.Service, c.State, c.Health, c.ExitCode)
+		}
+	}
+	// Output:
+	// 2 containers
+	//   web: running healthy exit 0
+	//   migrate: exited  exit 0
+	// 1 containers
+	//   web: running healthy exit 0
+	// 0 containers
+}
+
+// ExampleClient_WaitHealthy runs compose up and waits for health. The docker here is
+// the fake docker (this test binary, linked as "docker"); on a box it is the real one.
+func ExampleClient_WaitHealthy() {
+	tmp, err := os.MkdirTemp("", "compose-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	project := filepath.Join(tmp, "current")
+	bin := filepath.Join(tmp, "bin")
+	self, _ := os.Executable()
+	_ = os.Mkdir(project, 0o755)
+	_ = os.Mkdir(bin, 0o755)
+	_ = os.Symlink(self, filepath.Join(bin, "docker"))
+	_ = os.WriteFile(filepath.Join(project, "compose.yaml"), []byte(`services:
+  web:
+    image: nginx:1.27
+    healthcheck:
+      test: ["CMD", "curl", "-f", "http://localhost/"]
+  worker:
+    image: registry.example/worker:1
+`), 0o644)
+
+	c, err := compose.New(compose.Config{
+		Project: "monky",
+		Dir:     project,
+		Files:   []string{"compose.yaml"},
+		// the complete environment of docker: nothing else reaches compose
+		Env: []string{"PATH=" + bin, "FAKE_DOCKER_LOG=" + filepath.Join(tmp, "docker.log")},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	if _, err := c.Up(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	states, err := c.WaitHealthy(ctx, compose.WaitOptions{
+		Services: []string{"web", "worker"},
+		Timeout:  time.Minute,
+		Poll:     10 * time.Millisecond,
+	})
+	fmt.Println(err)
+	for _, s := range states {
+		fmt.Printf("%s %s %s\n", s.Name, s.State, s.Health)
+	}
+	// Output:
+	// <nil>
+	// web running healthy
+	// worker running
+}
