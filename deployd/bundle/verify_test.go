@@ -106,7 +106,9 @@ func refusalCases() []refusalCase {
 		return func(tb testing.TB) []byte { return tarOf(tb, append(goodEnts(tb), e)...) }
 	}
 	rawManifest := func(s string) func(tb testing.TB) []byte {
-		return func(tb testing.TB) []byte { return tarOf(tb, append([]ent{file(ManifestName, s)}, goodEnts(tb)[1:]...)...) }
+		return func(tb testing.TB) []byte {
+			return tarOf(tb, append([]ent{file(ManifestName, s)}, goodEnts(tb)[1:]...)...)
+		}
 	}
 	malformed := []Code{CodeBundleMalformed}
 	paths := []Code{CodeManifestPaths}

@@ -1,0 +1,162 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestExtract(t *testing.T) {
+	ents := goodEnts(t)
+	ents = append(ents, ent{name: "bin/run.sh", body: "#!/bin/sh\n", mode: 0o4777}, ent{name: "open/", typ: tar.TypeDir, mode: 0o1777})
+	m := goodManifest()
+	m.Files = append(m.Files, "bin/run.sh")
+	ents[0] = manifestEnt(t, m)
+	data := tarOf(t, ents...)
+	sha, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
+	require.NoError(t, err)
+	old := syscall.Umask(0o077) // Extract sets the modes itself, whatever the umask
+	defer syscall.Umask(old)
+
+	for name, stream := range map[string][]byte{"tar": data, "gzip": gzOf(t, data)} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, Extract(context.Background(), bytes.NewReader(stream), dir, sha, Limits{}))
+			for _, e := range ents {
+				p := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(e.name, "/")))
+				st, err := os.Lstat(p)
+				require.NoError(t, err, e.name)
+				if e.typ == tar.TypeDir {
+					assert.True(t, st.IsDir())
+					assert.Equal(t, fs.ModeDir|DirMode, st.Mode(), e.name)
+					continue
+				}
+				assert.Equal(t, FileMode, st.Mode(), e.name)
+				b, err := os.ReadFile(p)
+				require.NoError(t, err)
+				assert.Equal(t, e.body, string(b))
+			}
+			st, err := os.Stat(filepath.Join(dir, "bin"))
+			require.NoError(t, err)
+			assert.Equal(t, fs.ModeDir|DirMode, st.Mode(), "implied parent directory")
+			// What was written hashes to the same sha, the coreutils way.
+			got, err := SHA(context.Background(), bytes.NewReader(tarDir(t, dir)), Limits{})
+			require.NoError(t, err)
+			assert.Equal(t, sha, got)
+		})
+	}
+}
+
+// tarDir tars a directory's regular files (for re-hashing what Extract wrote).
+func tarDir(t *testing.T, dir string) []byte {
+	var ents []ent
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			rel, err := filepath.Rel(dir, p)
+			require.NoError(t, err)
+			ents = append(ents, file(filepath.ToSlash(rel), string(b)))
+		}
+		return nil
+	}))
+	return tarOf(t, ents...)
+}
+
+func TestExtractRefuses(t *testing.T) {
+	sha := goodSHA(t)
+	for _, tt := range []struct {
+		name string
+		data []byte
+		sha  string
+		code Code
+	}{
+		{"sha mismatch", goodTar(t), strings.Repeat("a", 64), CodeSHAMismatch},
+		{"dot-dot", tarOf(t, file("../escape", "x")), sha, CodeManifestPaths},
+		{"absolute", tarOf(t, file("/tmp/escape", "x")), sha, CodeManifestPaths},
+		{"symlink then file through it", tarOf(t, ent{name: "l", typ: tar.TypeSymlink, link: "/tmp"}, file("l/escape", "x")), sha, CodeManifestPaths},
+		{"hardlink", tarOf(t, ent{name: "h", typ: tar.TypeLink, link: "/etc/passwd"}), sha, CodeManifestPaths},
+		{"fifo", tarOf(t, ent{name: "f", typ: tar.TypeFifo}), sha, CodeManifestPaths},
+		{"duplicate", tarOf(t, file("a", "1"), file("a", "2")), sha, CodeBundleMalformed},
+		{"file then directory inside it", tarOf(t, file("a", "1"), file("a/b", "2")), sha, CodeManifestPaths},
+		{"truncated", goodTar(t)[:700], sha, CodeBundleMalformed},
+		{"not a tar", []byte("plain text, not a tar at all, long enough to fill a header block? no."), sha, CodeBundleMalformed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "stage")
+			require.NoError(t, os.Mkdir(dir, 0o755))
+			err := Extract(context.Background(), bytes.NewReader(tt.data), dir, tt.sha, Limits{})
+			require.ErrorIs(t, err, ErrRefused)
+			var re *RefusedError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, []Code{tt.code}, codes(re.Refusals), "%v", re.Refusals)
+			// Nothing was written next to the staging directory.
+			names, err := os.ReadDir(parent)
+			require.NoError(t, err)
+			assert.Len(t, names, 1)
+			_, err = os.Lstat("/tmp/escape")
+			assert.ErrorIs(t, err, fs.ErrNotExist)
+		})
+	}
+}
+
+func TestExtractArguments(t *testing.T) {
+	data := goodTar(t)
+	sha := goodSHA(t)
+	full := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(full, "x"), nil, 0o644))
+	notDir := filepath.Join(full, "x")
+	for name, tt := range map[string]struct{ dir, sha string }{
+		"no sha":        {t.TempDir(), ""},
+		"bad sha":       {t.TempDir(), "xyz"},
+		"not empty":     {full, sha},
+		"not directory": {notDir, sha},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := Extract(context.Background(), bytes.NewReader(data), tt.dir, tt.sha, Limits{})
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			assert.NotErrorIs(t, err, ErrRefused)
+		})
+	}
+	err := Extract(context.Background(), bytes.NewReader(data), filepath.Join(full, "missing"), sha, Limits{})
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// removingReader removes the staging directory after the first read, so that
+// every later create fails (this works as root too).
+type removingReader struct {
+	r    *bytes.Reader
+	dir  string
+	done bool
+}
+
+func (r *removingReader) Read(p []byte) (int, error) {
+	if !r.done {
+		r.done = true
+		if err := os.RemoveAll(r.dir); err != nil {
+			return 0, err
+		}
+	}
+	return r.r.Read(p)
+}
+
+func TestExtractWriteErrorIsNotARefusal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "stage")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	err := Extract(context.Background(), &removingReader{r: bytes.NewReader(goodTar(t)), dir: dir}, dir, goodSHA(t), Limits{})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrRefused)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.Contains(t, err.Error(), ManifestName)
+}

@@ -1,0 +1,153 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// shaVectorFiles are the files of the sha test vector: names chosen so that
+// bytewise order differs from locale order and from entry order.
+var shaVectorFiles = []ent{
+	file("manifest.json", `{"schema":1}`),
+	file("b.txt", "b\n"),
+	file("B.txt", "B\n"),
+	file("a/z.txt", ""),
+	file("a-b/c.txt", "dash\n"),
+	file("a.b", "dot\n"),
+	file("_under", "u"),
+	file("sp ace.txt", "space in name\n"),
+	file("ünï.txt", "utf-8\n"),
+	file("deep/er/still/x.bin", "\x00\x01\x02\xff"),
+}
+
+// TestSHAKnownVector pins the formula on fixed content, so that a change of the
+// formula cannot pass unnoticed even where sha256sum is missing.
+func TestSHAKnownVector(t *testing.T) {
+	got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, shaVectorFiles...)), Limits{})
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join("testdata", "sha_vector.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(want)), got)
+}
+
+// TestSHAMatchesCoreutils runs the coreutils pipeline of SPEC §7 on an unpacked
+// directory and compares.
+func TestSHAMatchesCoreutils(t *testing.T) {
+	for _, tool := range []string{"find", "sort", "xargs", "sha256sum", "sh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not on PATH: the pinned vector in TestSHAKnownVector still checks the formula", tool)
+		}
+	}
+	dir := t.TempDir()
+	for _, f := range shaVectorFiles {
+		p := filepath.Join(dir, filepath.FromSlash(f.name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(f.body), 0o644))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "empty-dir"), 0o755))
+	cmd := exec.Command("sh", "-c", `find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum`)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	want := strings.Fields(string(out))[0]
+
+	got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, shaVectorFiles...)), Limits{})
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	vec, err := os.ReadFile(filepath.Join("testdata", "sha_vector.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(vec)), want, "the pinned vector is what coreutils computes")
+
+	// A tar written by GNU tar from the directory, "./" prefixes and all.
+	if _, err := exec.LookPath("tar"); err == nil {
+		out, err := exec.Command("tar", "-C", dir, "-cf", "-", ".").Output()
+		require.NoError(t, err)
+		got, err := SHA(context.Background(), bytes.NewReader(out), Limits{})
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "GNU tar's archive of the directory")
+	}
+}
+
+func TestSHAIgnoresOrderMetadataAndCompression(t *testing.T) {
+	base := tarOf(t, shaVectorFiles...)
+	want, err := SHA(context.Background(), bytes.NewReader(base), Limits{})
+	require.NoError(t, err)
+
+	reversed := make([]ent, 0, len(shaVectorFiles)+2)
+	for i := len(shaVectorFiles) - 1; i >= 0; i-- {
+		e := shaVectorFiles[i]
+		e.mode = 0o600
+		reversed = append(reversed, e)
+	}
+	reversed = append(reversed, dir("extra-dir/"), ent{name: "link", typ: tar.TypeSymlink, link: "b.txt"})
+
+	var other bytes.Buffer
+	tw := tar.NewWriter(&other)
+	for _, e := range shaVectorFiles {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./" + e.name, Typeflag: tar.TypeReg, Size: int64(len(e.body)),
+			Mode: 0o4777, Uid: 1234, Gid: 99, Uname: "someone", ModTime: time.Unix(1, 0), Format: tar.FormatGNU}))
+		_, err := tw.Write([]byte(e.body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+
+	for name, data := range map[string][]byte{
+		"gzip":                  gzOf(t, base),
+		"reversed, other modes": tarOf(t, reversed...),
+		"GNU format, ./, uid, mtime, setuid": other.Bytes(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestSHAChangesWithContentOrName(t *testing.T) {
+	want, err := SHA(context.Background(), bytes.NewReader(tarOf(t, shaVectorFiles...)), Limits{})
+	require.NoError(t, err)
+	changed := append([]ent{}, shaVectorFiles...)
+	changed[1] = file("b.txt", "c\n")
+	renamed := append([]ent{}, shaVectorFiles...)
+	renamed[1] = file("b2.txt", "b\n")
+	for name, ents := range map[string][]ent{"content": changed, "name": renamed, "added": append(append([]ent{}, shaVectorFiles...), file("new", ""))} {
+		got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, ents...)), Limits{})
+		require.NoError(t, err)
+		assert.NotEqual(t, want, got, name)
+	}
+}
+
+func TestSHARefusals(t *testing.T) {
+	good := tarOf(t, shaVectorFiles...)
+	for name, data := range map[string][]byte{
+		"empty":     nil,
+		"truncated": good[:len(good)-700],
+		"duplicate": tarOf(t, append(append([]ent{}, shaVectorFiles...), file("b.txt", "again"))...),
+		"not a tar": []byte(strings.Repeat("z", 2000)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
+			require.ErrorIs(t, err, ErrRefused)
+			var re *RefusedError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, []Code{CodeBundleMalformed}, codes(re.Refusals))
+			assert.Empty(t, got)
+		})
+	}
+	// An unsafe path does not stop SHA (a test server publishes hostile bundles).
+	got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, file("../x", "x"))), Limits{})
+	require.NoError(t, err)
+	assert.Len(t, got, 64)
+}
