@@ -2,6 +2,9 @@
 // HTTP on 127.0.0.1. It declares its own wire structs rather than reusing
 // deployd/tenancy's, so that tests run the client against an independent witness of
 // the contract; the conformance suite in deployd/deploydtest holds it to that contract.
+// PublishBundle computes the bundle sha with deployd/bundle's SHA (SPEC §7), so a
+// stream that is not a complete tar (or tar.gz) cannot be published, while a hostile
+// but well-formed bundle can, for the agent's refusal tests.
 //
 // Tokens are judged by an Authority (the fake OpenBao): a bearer must be a live token,
 // and its environment must be the one the request names (the body's env_id, or the

@@ -1,6 +1,7 @@
 package faketenancy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
 )
 
 // Authority judges bearers and mints deploy grants. The fake OpenBao implements it.
@@ -139,7 +142,7 @@ type Lease struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-type bundle struct {
+type published struct {
 	envID  string
 	serial int64
 	data   []byte
@@ -164,7 +167,7 @@ type Server struct {
 	mu       sync.Mutex
 	faults   Faults
 	envs     map[string]*envState
-	bundles  map[string]*bundle
+	bundles  map[string]*published
 	requests []Request
 	changed  chan struct{}
 }
@@ -213,7 +216,7 @@ func NewUnstarted(opts Options) *Server {
 		opts:    opts,
 		log:     opts.Logger,
 		envs:    map[string]*envState{},
-		bundles: map[string]*bundle{},
+		bundles: map[string]*published{},
 		changed: make(chan struct{}),
 	}
 	if s.log == nil {
@@ -255,7 +258,7 @@ func (s *Server) PublishBundle(envID string, data []byte) (sha string, serial in
 	if envID == "" {
 		return "", 0, errors.New("faketenancy: publish: env_id is required")
 	}
-	sha, err = bundleSHA(data)
+	sha, err = bundle.SHA(context.Background(), bytes.NewReader(data), bundle.Limits{})
 	if err != nil {
 		return "", 0, fmt.Errorf("faketenancy: publish for %s: %w", envID, err)
 	}
@@ -270,7 +273,7 @@ func (s *Server) PublishBundle(envID string, data []byte) (sha string, serial in
 		}
 		e.lastSerial++
 		serial = e.lastSerial
-		s.bundles[sha] = &bundle{envID: envID, serial: serial, data: append([]byte(nil), data...)}
+		s.bundles[sha] = &published{envID: envID, serial: serial, data: append([]byte(nil), data...)}
 	}
 	e.desired = Desired{Action: "apply", SHA: sha, Serial: serial}
 	return sha, serial, nil

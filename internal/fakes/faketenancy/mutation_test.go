@@ -1,0 +1,95 @@
+package faketenancy_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+)
+
+const mutationEnv = "FAKETENANCY_CONFORMANCE_MUTATION"
+
+// mutations are broken variants of the fake; Conformance must fail on each, in the
+// named subtest. This keeps the suite honest: a check that cannot fail shows up here.
+var mutations = []struct {
+	name, failing string
+}{
+	{"echo_bearer", "unauthenticated"},
+	{"no_retry_after", "lease_budget"},
+	{"report_200", "report"},
+	{"mismatch_accepted", "env_mismatch"},
+	{"no_budget", "lease_budget"},
+	{"desired_ignored", "checkin"},
+}
+
+func TestConformanceCatchesBrokenServers(t *testing.T) {
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBrokenTarget$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), mutationEnv+"="+m.name)
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "Conformance passed a server broken by %s:\n%s", m.name, out)
+			assert.Contains(t, string(out), "--- FAIL: TestBrokenTarget/"+m.failing+" ", "%s", out)
+		})
+	}
+}
+
+// TestBrokenTarget is the helper process of TestConformanceCatchesBrokenServers: it
+// runs Conformance against the mutation named in the environment, and does nothing
+// when run as part of the normal suite.
+func TestBrokenTarget(t *testing.T) {
+	mutation := os.Getenv(mutationEnv)
+	if mutation == "" {
+		return
+	}
+	opts := faketenancy.Options{}
+	if mutation == "no_budget" {
+		opts.LeaseBudget = 1000
+	}
+	s, auth := newFake(t, opts)
+	var h http.Handler = s.Handler()
+	switch mutation {
+	case "echo_bearer":
+		s.SetFaults(faketenancy.Faults{EchoBearer: true})
+	case "no_retry_after", "report_200", "mismatch_accepted":
+		h = rewrite(h, mutation)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	tg := target(s, auth)
+	tg.BaseURL = srv.URL
+	if mutation == "desired_ignored" {
+		tg.SetDesired = func(testing.TB, string, deploydtest.Desired) {}
+	}
+	deploydtest.Conformance(t, tg)
+}
+
+func rewrite(h http.Handler, mutation string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&rewriter{ResponseWriter: w, mutation: mutation}, r)
+	})
+}
+
+type rewriter struct {
+	http.ResponseWriter
+	mutation string
+}
+
+func (rw *rewriter) WriteHeader(status int) {
+	switch {
+	case rw.mutation == "no_retry_after":
+		rw.Header().Del("Retry-After")
+	case rw.mutation == "report_200" && status == http.StatusNoContent:
+		status = http.StatusOK
+	case rw.mutation == "mismatch_accepted" && status == http.StatusConflict:
+		status = http.StatusOK
+	}
+	rw.ResponseWriter.WriteHeader(status)
+}
