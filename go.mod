@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/hashicorp/vault/api v1.23.0
+	github.com/openziti/identity v1.0.116
 	github.com/openziti/sdk-golang v1.2.10
 	github.com/prometheus/common v0.73.1
 	github.com/sirupsen/logrus v1.10.2
@@ -80,7 +81,6 @@ require (
 	github.com/openziti/channel/v4 v4.2.37 // indirect
 	github.com/openziti/edge-api v0.26.50 // indirect
 	github.com/openziti/foundation/v2 v2.0.77 // indirect
-	github.com/openziti/identity v1.0.116 // indirect
 	github.com/openziti/metrics v1.4.2 // indirect
 	github.com/openziti/secretstream v0.1.39 // indirect
 	github.com/openziti/transport/v2 v2.0.194 // indirect
