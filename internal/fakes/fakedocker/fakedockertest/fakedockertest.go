@@ -114,15 +114,26 @@ func (d *Docker) Status(tb testing.TB) fakedocker.Status {
 	return st
 }
 
+// goToolPath finds the go tool of the running toolchain, else the one on PATH.
+func goToolPath() (string, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err == nil {
+		return goTool, nil
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go tool to build the fake docker: %w", err)
+	}
+	return goTool, nil
+}
+
 // build compiles cmd/fake-docker into a new temporary directory as "docker". The
 // directory is left for the life of the machine's temp cleaning: it is shared by every
 // test of the process and no hook runs when the process ends.
 func build() (string, error) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			return "", fmt.Errorf("no go tool to build the fake docker: %w", err)
-		}
+	goTool, err := goToolPath()
+	if err != nil {
+		return "", err
 	}
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {

@@ -1,0 +1,353 @@
+package fakedocker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// env is a test environment: a log, a state and optionally a script.
+type env struct {
+	t      *testing.T
+	dir    string
+	log    string
+	vars   []string
+	script string
+}
+
+func newEnv(t *testing.T, script *Script) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{t: t, dir: dir, log: filepath.Join(dir, "docker.log")}
+	e.vars = []string{EnvLog + "=" + e.log, "SECRET_LOOKING_VAR=hunter2"}
+	if script != nil {
+		e.script = filepath.Join(dir, "script.json")
+		require.NoError(t, script.WriteFile(e.script))
+		e.vars = append(e.vars, EnvScript+"="+e.script)
+	}
+	return e
+}
+
+// run calls Main like docker would be called and returns exit code, stdout, stderr.
+func (e *env) run(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := Main(args, e.vars, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// compose runs docker compose on the testdata project.
+func (e *env) compose(args ...string) (int, string, string) {
+	dir, err := filepath.Abs("testdata")
+	require.NoError(e.t, err)
+	base := []string{"compose", "--project-name", "p", "--project-directory", dir, "-f", "compose.yaml", "-f", "override.yaml"}
+	return e.run(append(base, args...)...)
+}
+
+func (e *env) status() Status {
+	st, err := ReadStatus(e.log + ".state")
+	require.NoError(e.t, err)
+	return st
+}
+
+func psServices(t *testing.T, out string) map[string]map[string]any {
+	t.Helper()
+	got := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		got[m["Service"].(string)] = m
+	}
+	return got
+}
+
+func TestRecord(t *testing.T) {
+	e := newEnv(t, nil)
+	e.vars = append(e.vars, "PATH=/usr/bin", "PATH=/bin")
+	code, _, _ := e.run("version", "--format", "{{.Server.Version}}")
+	require.Equal(t, 0, code)
+	calls, err := ReadCalls(e.log)
+	require.NoError(t, err)
+	require.Len(t, calls, 1)
+	wd, _ := os.Getwd()
+	assert.Equal(t, []string{"version", "--format", "{{.Server.Version}}"}, calls[0].Argv)
+	assert.Equal(t, wd, calls[0].Dir)
+	assert.Equal(t, []string{EnvLog, "PATH", "SECRET_LOOKING_VAR"}, calls[0].Env, "names only, sorted, once")
+	assert.WithinDuration(t, time.Now(), calls[0].Time, time.Minute)
+	raw, err := os.ReadFile(e.log)
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "hunter2", "values are never recorded")
+	assert.NotContains(t, string(raw), "/usr/bin")
+}
+
+func TestRecordConcurrent(t *testing.T) {
+	e := newEnv(t, nil)
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var out, errOut bytes.Buffer
+			Main([]string{"version", "--format", fmt.Sprintf("{{.Server.Version}}-%d-%s", i, strings.Repeat("x", 2000))}, e.vars, nil, &out, &errOut)
+		})
+	}
+	wg.Wait()
+	calls, err := ReadCalls(e.log)
+	require.NoError(t, err, "every line is whole JSON")
+	assert.Len(t, calls, n)
+	assert.Equal(t, n, e.status().Calls["version"], "the state counter lost no update")
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no args", nil, "no command"},
+		{"unknown command", []string{"run", "alpine"}, `unknown command "run"`},
+		{"unknown compose command", []string{"compose", "exec", "web"}, `unknown command "docker compose exec"`},
+		{"no compose subcommand", []string{"compose", "-p", "x"}, "no subcommand"},
+		{"unknown global flag", []string{"compose", "--verbose", "ps"}, "unknown flag --verbose"},
+		{"unknown up flag", []string{"compose", "up", "-d", "--frobnicate"}, "unknown flag --frobnicate for docker compose up"},
+		{"up attached", []string{"compose", "up", "--remove-orphans"}, "up without -d"},
+		{"missing value", []string{"compose", "-p"}, "needs a value"},
+		{"flag with value it does not take", []string{"compose", "down", "-v=1"}, "takes no value"},
+		{"logs follow", []string{"compose", "logs", "-f"}, "never end"},
+		{"bad tail", []string{"compose", "logs", "--tail", "x"}, `--tail "x"`},
+		{"bad ps format", []string{"compose", "ps", "--format", "yaml"}, `ps --format "yaml"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			code, out, errOut := e.run(tc.args...)
+			assert.Equal(t, 1, code)
+			assert.Empty(t, out)
+			assert.Contains(t, errOut, tc.want)
+			calls, err := ReadCalls(e.log)
+			require.NoError(t, err)
+			assert.Len(t, calls, 1, "refused calls are recorded too")
+		})
+	}
+}
+
+func TestNoScript(t *testing.T) {
+	e := newEnv(t, nil)
+	code, out, _ := e.compose("ps", "--all", "--format", "json")
+	require.Equal(t, 0, code)
+	assert.Empty(t, out, "no containers before up: no output at all")
+
+	code, _, errOut := e.compose("up", "-d", "--remove-orphans")
+	require.Equal(t, 0, code, errOut)
+	st := e.status()
+	assert.True(t, st.Up)
+	assert.Equal(t, []string{"cron", "db", "web", "worker"}, st.Services)
+	assert.Equal(t, []string{"cron", "web"}, st.Healthchecks, "db's healthcheck is disabled by the override")
+
+	code, out, _ = e.compose("ps", "--all", "--format", "json")
+	require.Equal(t, 0, code)
+	got := psServices(t, out)
+	require.Len(t, got, 4)
+	assert.Equal(t, "healthy", got["web"]["Health"])
+	assert.Equal(t, "", got["db"]["Health"])
+	assert.Equal(t, "running", got["worker"]["State"])
+	assert.Equal(t, "p-web-1", got["web"]["Name"])
+	for _, key := range []string{"Command", "CreatedAt", "ExitCode", "Health", "ID", "Image", "Labels", "LocalVolumes", "Mounts", "Name", "Names", "Networks", "Ports", "Project", "Publishers", "RunningFor", "Service", "Size", "State", "Status"} {
+		assert.Contains(t, got["web"], key, "the compose 2.21 field set")
+	}
+	assert.Len(t, got["web"], 20)
+
+	code, _, errOut = e.compose("down", "--remove-orphans", "-v")
+	require.Equal(t, 0, code)
+	assert.Contains(t, errOut, "Container p-web-1  Removed")
+	assert.True(t, e.status().DownVolumes)
+	code, out, _ = e.compose("ps", "--all", "--format", "json")
+	require.Equal(t, 0, code)
+	assert.Empty(t, out, "nothing after down")
+
+	code, _, _ = e.compose("down", "--remove-orphans")
+	require.Equal(t, 0, code)
+	assert.False(t, e.status().DownVolumes)
+}
+
+func TestUpMissingComposeFile(t *testing.T) {
+	e := newEnv(t, nil)
+	code, _, errOut := e.run("compose", "-p", "p", "--project-directory", t.TempDir(), "-f", "compose.yaml", "up", "-d")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "compose.yaml: no such file or directory")
+	assert.False(t, e.status().Up)
+}
+
+func TestDefaultComposeFile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte("services:\n  app:\n    image: a\n"), 0o644))
+	e := newEnv(t, nil)
+	code, _, errOut := e.run("compose", "--project-directory", dir, "up", "-d")
+	require.Equal(t, 0, code, errOut)
+	st := e.status()
+	assert.Equal(t, []string{"app"}, st.Services)
+	assert.Equal(t, filepath.Base(dir), st.Project, "the project name defaults to the directory's name")
+}
+
+func TestScriptedStates(t *testing.T) {
+	for _, format := range []string{PSLines, PSArray} {
+		t.Run(format, func(t *testing.T) {
+			e := newEnv(t, &Script{PSFormat: format, Services: map[string]Service{
+				"web":     {States: []State{{Health: "starting", Times: 2}, {Health: "unhealthy"}}},
+				"migrate": {States: []State{{}, {State: "exited", ExitCode: 0}}},
+				"worker":  {States: []State{{State: "restarting", ExitCode: 1}}},
+			}})
+			code, out, _ := e.compose("ps", "--all", "--format", "json")
+			require.Equal(t, 0, code)
+			if format == PSArray {
+				assert.Equal(t, "[]\n", out)
+			} else {
+				assert.Empty(t, out)
+			}
+			code, _, _ = e.compose("up", "-d", "--remove-orphans")
+			require.Equal(t, 0, code)
+			var seq []string
+			for range 4 {
+				code, out, _ := e.compose("ps", "--all", "--format", "json")
+				require.Equal(t, 0, code)
+				var list []map[string]any
+				if format == PSArray {
+					require.NoError(t, json.Unmarshal([]byte(out), &list))
+					assert.Equal(t, 1, strings.Count(out, "\n"), "one line: one array")
+				} else {
+					for _, m := range psServices(t, out) {
+						list = append(list, m)
+					}
+				}
+				byService := map[string]map[string]any{}
+				for _, m := range list {
+					byService[m["Service"].(string)] = m
+				}
+				require.Len(t, byService, 5)
+				seq = append(seq, fmt.Sprintf("%v/%v/%v", byService["web"]["Health"], byService["migrate"]["State"], byService["worker"]["Status"]))
+			}
+			assert.Equal(t, []string{
+				"starting/running/Restarting (1) 1 second ago",
+				"starting/exited/Restarting (1) 1 second ago",
+				"unhealthy/exited/Restarting (1) 1 second ago",
+				"unhealthy/exited/Restarting (1) 1 second ago",
+			}, seq)
+			code, out, _ = e.compose("ps", "--format", "json")
+			require.Equal(t, 0, code)
+			assert.NotContains(t, out, "p-migrate-1", "ps without --all hides exited containers")
+			assert.Contains(t, out, "p-worker-1", "restarting is shown")
+		})
+	}
+}
+
+func TestScriptedCommands(t *testing.T) {
+	t.Run("always failing", func(t *testing.T) {
+		e := newEnv(t, &Script{Commands: map[string]Command{"up": {Stdout: "pulling\n", Stderr: "denied\n", Exit: 17}}})
+		for range 2 {
+			code, out, errOut := e.compose("up", "-d")
+			assert.Equal(t, 17, code)
+			assert.Equal(t, "pulling\n", out)
+			assert.Equal(t, "denied\n", errOut)
+		}
+		assert.False(t, e.status().Up)
+	})
+	t.Run("fail then succeed", func(t *testing.T) {
+		e := newEnv(t, &Script{Commands: map[string]Command{"up": {Stderr: "conflict\n", FailTimes: 2}}})
+		var codes []int
+		for range 3 {
+			code, _, errOut := e.compose("up", "-d")
+			codes = append(codes, code)
+			if code == 0 {
+				assert.NotContains(t, errOut, "conflict")
+			}
+		}
+		assert.Equal(t, []int{1, 1, 0}, codes)
+		assert.True(t, e.status().Up)
+	})
+	t.Run("success with extra output", func(t *testing.T) {
+		e := newEnv(t, &Script{Commands: map[string]Command{"up": {Stderr: " Network p_default  Created\n"}}})
+		code, _, errOut := e.compose("up", "-d")
+		require.Equal(t, 0, code)
+		assert.True(t, strings.HasPrefix(errOut, " Network p_default  Created\n Container"))
+	})
+	t.Run("delay", func(t *testing.T) {
+		e := newEnv(t, &Script{Commands: map[string]Command{"ps": {Delay: Duration(150 * time.Millisecond)}}})
+		start := time.Now()
+		code, _, _ := e.compose("ps")
+		require.Equal(t, 0, code)
+		assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
+	})
+	t.Run("version", func(t *testing.T) {
+		e := newEnv(t, &Script{ServerVersion: "28.1.0"})
+		code, out, _ := e.run("version", "--format", "{{.Server.Version}}")
+		require.Equal(t, 0, code)
+		assert.Equal(t, "28.1.0\n", out)
+		code, _, errOut := e.run("version", "--format", "{{.Nope")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "template parsing error")
+		code, out, _ = e.run("compose", "version", "--short")
+		require.Equal(t, 0, code)
+		assert.Equal(t, ComposeVersion+"\n", out)
+	})
+	t.Run("logs", func(t *testing.T) {
+		e := newEnv(t, &Script{Services: map[string]Service{"web": {Logs: "one\ntwo\nthree\n"}}})
+		code, _, _ := e.compose("up", "-d")
+		require.Equal(t, 0, code)
+		code, out, _ := e.compose("logs", "--no-color", "--tail", "2", "web")
+		require.Equal(t, 0, code)
+		assert.Equal(t, "p-web-1  | two\np-web-1  | three\n", out)
+		code, out, _ = e.compose("logs", "--no-color", "--tail", "0")
+		require.Equal(t, 0, code)
+		assert.Empty(t, out)
+		code, _, errOut := e.compose("logs", "--no-color", "nosuch")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "no such service: nosuch")
+	})
+}
+
+func TestScriptErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"unknown field": `{"ps_fromat":"array"}`,
+		"bad format":    `{"ps_format":"yaml"}`,
+		"bad delay":     `{"commands":{"up":{"delay":5}}}`,
+		"not json":      `services: {}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
+			require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+			var out, errOut bytes.Buffer
+			code := Main([]string{"compose", "ps"}, []string{EnvScript + "=" + p}, nil, &out, &errOut)
+			assert.Equal(t, 1, code)
+			assert.Contains(t, errOut.String(), "script")
+		})
+	}
+}
+
+func TestStateless(t *testing.T) {
+	dir, err := filepath.Abs("testdata")
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	code := Main([]string{"compose", "-p", "p", "--project-directory", dir, "-f", "compose.yaml", "ps", "--format", "json"}, nil, nil, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	assert.Len(t, psServices(t, out.String()), 3, "without a state file the project is seen as up")
+}
+
+func TestStep(t *testing.T) {
+	s := Service{States: []State{{Health: "starting", Times: 2}, {Health: "healthy"}, {Health: "unhealthy", Times: 0}}}
+	var got []string
+	for n := range 6 {
+		got = append(got, s.step(n).Health)
+	}
+	assert.Equal(t, []string{"starting", "starting", "healthy", "unhealthy", "unhealthy", "unhealthy"}, got)
+	assert.Equal(t, State{}, Service{}.step(3))
+}

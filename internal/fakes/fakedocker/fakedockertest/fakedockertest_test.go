@@ -1,0 +1,57 @@
+package fakedockertest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+)
+
+func TestInstall(t *testing.T) {
+	d := Install(t, &Script{ServerVersion: "26.1.4"})
+	assert.Equal(t, "docker", filepath.Base(d.Path))
+	assert.Equal(t, d.Dir, filepath.Dir(d.Path))
+
+	run := func(args ...string) string {
+		cmd := exec.Command("docker", args...)
+		cmd.Env = d.Env()
+		// exec.Command looked "docker" up in the process PATH; use the fake explicitly
+		cmd.Path = d.Path
+		cmd.Dir = t.TempDir()
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		return string(out)
+	}
+	assert.Equal(t, "26.1.4\n", run("version", "--format", "{{.Server.Version}}"))
+	d.SetScript(t, &Script{ServerVersion: "27.0.0"})
+	assert.Equal(t, "27.0.0\n", run("version", "--format", "{{.Server.Version}}"))
+
+	calls := d.Calls(t)
+	require.Len(t, calls, 2)
+	assert.Equal(t, []string{"version", "--format", "{{.Server.Version}}"}, calls[0].Argv)
+	assert.Equal(t, []string{fakedocker.EnvLog, fakedocker.EnvScript, fakedocker.EnvState, "PATH"}, calls[0].Env)
+	assert.Equal(t, 2, d.Status(t).Calls["version"])
+
+	again := Install(t, nil)
+	assert.Equal(t, d.Path, again.Path, "built once per test process")
+	assert.NotEqual(t, d.Log, again.Log, "each Install has its own record")
+	assert.Empty(t, again.Script)
+	assert.Empty(t, again.Calls(t))
+}
+
+// TestBinaryLinksNoTesting: the fake docker program never links the testing package.
+func TestBinaryLinksNoTesting(t *testing.T) {
+	goTool, err := goToolPath()
+	require.NoError(t, err)
+	deps, err := exec.Command(goTool, "list", "-deps", "github.com/monky/monky-deployd/cmd/fake-docker").Output()
+	require.NoError(t, err)
+	for _, dep := range strings.Split(string(deps), "\n") {
+		assert.NotEqual(t, "testing", dep)
+		assert.NotContains(t, dep, "fakedockertest")
+	}
+}
