@@ -368,13 +368,15 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// The clock is read before the answer is written: a test that moves its clock
+	// after the answer does not race with the record.
+	now := s.opts.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	s.route(sw, r)
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
 	s.mu.Lock()
-	now := s.opts.Now()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Status: sw.status, Time: now})
 	s.mu.Unlock()
 	s.opts.Logger.Debug("fakebao request", "method", r.Method, "path", r.URL.Path, "status", sw.status)
