@@ -103,8 +103,8 @@ func TestSHAIgnoresOrderMetadataAndCompression(t *testing.T) {
 	require.NoError(t, tw.Close())
 
 	for name, data := range map[string][]byte{
-		"gzip":                  gzOf(t, base),
-		"reversed, other modes": tarOf(t, reversed...),
+		"gzip":                               gzOf(t, base),
+		"reversed, other modes":              tarOf(t, reversed...),
 		"GNU format, ./, uid, mtime, setuid": other.Bytes(),
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -1,11 +1,13 @@
 package bundle
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"hash"
 	"io"
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -144,7 +146,7 @@ func (v *verifier) file(name string, size int64, r io.Reader, h hash.Hash, cbuf 
 		return nil
 	}
 	isCompose := v.compose[name]
-	if size > v.lim.MaxComposeFileSize {
+	if size > v.lim.MaxComposeFileSize || (!isCompose && !v.mayBeEnvFile(name)) {
 		_, err := io.CopyBuffer(h, r, cbuf)
 		return err
 	}
@@ -163,6 +165,26 @@ func (v *verifier) file(name string, size int64, r io.Reader, h hash.Hash, cbuf 
 	v.buf[name] = data
 	v.bufUsed += size
 	return nil
+}
+
+// mayBeEnvFile reports whether a file that is not a compose file could be an
+// env_file of one. Until the manifest and every compose file are known, any small
+// file could be; after that only a file whose base name appears in a compose file.
+func (v *verifier) mayBeEnvFile(name string) bool {
+	if v.manifest == nil {
+		return true
+	}
+	base := path.Base(name)
+	for _, f := range v.manifest.ComposeFiles {
+		content, ok := v.buf[f]
+		if !ok {
+			return true
+		}
+		if bytes.Contains(content, []byte(base)) {
+			return true
+		}
+	}
+	return false
 }
 
 // evict drops buffered files that are not compose files until need more bytes fit.

@@ -1,0 +1,250 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "regenerate the fixtures and golden files in testdata/")
+
+// fixtureExpect is the Expect every fixture is verified with.
+func fixtureExpect() Expect {
+	return Expect{EnvID: testEnv, Limits: Limits{MaxTotalSize: 16 << 20}}
+}
+
+// fixtures builds every fixture of testdata/. Their bytes are deterministic (fixed
+// mtimes, gzip without name or time), so -update only changes what changed.
+func fixtures(tb testing.TB) map[string]func() []byte {
+	good := goodTar(tb)
+	bad := func(e ...ent) []byte { return tarOf(tb, append(goodEnts(tb), e...)...) }
+	several := goodManifest()
+	several.EnvID = "env-prod-01"
+	several.Secrets["API_KEY"] = SecretRef{Path: "../env-prod-02/api", Key: "key"}
+	val := func(b []byte) func() []byte { return func() []byte { return b } }
+	return map[string]func() []byte{
+		"good.tar":           val(good),
+		"good.tar.gz":        val(gzOf(tb, good)),
+		"empty.tar":          val([]byte{}),
+		"not_a_tar.tar":      val([]byte("this is not a tar archive, only text that is long enough to look like one block of a header, or not\n")),
+		"no_manifest.tar":    val(tarOf(tb, goodEnts(tb)[1:]...)),
+		"traversal.tar":      val(bad(file("../../etc/cron.d/evil", "* * * * * root sh\n"))),
+		"absolute.tar":       val(bad(file("/etc/cron.d/evil", "x"))),
+		"symlink.tar":        val(bad(ent{name: "config/link", typ: tar.TypeSymlink, link: "/var/run/docker.sock"})),
+		"hardlink.tar":       val(bad(ent{name: "passwd", typ: tar.TypeLink, link: "/etc/passwd"})),
+		"device.tar":         val(bad(ent{name: "mem", typ: tar.TypeChar})),
+		"fifo.tar":           val(bad(ent{name: "pipe", typ: tar.TypeFifo})),
+		"duplicate.tar":      val(bad(file("compose.yaml", "services: {}\n"))),
+		"unlisted.tar":       val(bad(file("stray.txt", "x"))),
+		"truncated.tar":      val(good[:len(good)-1500]),
+		"truncated.tar.gz":   val(func() []byte { b := gzOf(tb, good); return b[:len(b)-10] }()),
+		"unresolved.tar":     val(composeBundle("services:\n  app:\n    image: app:${TAG}\n")(tb)),
+		"privileged.tar":     val(composeBundle("services:\n  app:\n    image: x\n    privileged: true\n")(tb)),
+		"secret_path.tar":    val(secretPath("../env-dev-02/db")(tb)),
+		"several.tar":        val(tarOf(tb, append([]ent{manifestEnt(tb, several)}, append(goodEnts(tb)[1:], ent{name: "l", typ: tar.TypeSymlink, link: "/"}, file("a//b", "x"))...)...)),
+		"bomb.tar.gz":        func() []byte { return bombOne(tb) },
+		"bomb_many.tar.gz":   func() []byte { return bombMany(tb) },
+		"bomb_zeros.gz":      func() []byte { return gzipZeros(tb, 100<<20) },
+		"manifest_last.tar":  val(tarOf(tb, append(goodEnts(tb)[1:], goodEnts(tb)[0])...)),
+		"dot_slash.tar":      val(dotSlash(tb)),
+		"bad_manifest.tar":   val(tarOf(tb, append([]ent{file(ManifestName, `{"schema":1,"env_id":"env-dev-01","env_id":"env-prod-01"}`)}, goodEnts(tb)[1:]...)...)),
+		"unknown_schema.tar": val(withManifest(tb, func(m *Manifest) { m.Schema = 2 })),
+	}
+}
+
+func dotSlash(tb testing.TB) []byte {
+	ents := goodEnts(tb)
+	for i := range ents {
+		ents[i].name = "./" + ents[i].name
+	}
+	return tarOf(tb, append([]ent{dir("./")}, ents...)...)
+}
+
+// gzipper returns a deterministic best-compression gzip writer.
+func gzipper(tb testing.TB, w io.Writer) *gzip.Writer {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	require.NoError(tb, err)
+	return zw
+}
+
+// bombOne is a gzip tar with the good bundle plus one 100 MiB file of zeros.
+func bombOne(tb testing.TB) []byte {
+	var out bytes.Buffer
+	zw := gzipper(tb, &out)
+	tw := tar.NewWriter(zw)
+	for _, e := range goodEnts(tb) {
+		writeEnt(tb, tw, e)
+	}
+	require.NoError(tb, tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Size: 100 << 20, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}))
+	_, err := io.CopyN(tw, zeroReader{}, 100<<20)
+	require.NoError(tb, err)
+	require.NoError(tb, tw.Close())
+	require.NoError(tb, zw.Close())
+	return out.Bytes()
+}
+
+// bombMany is a gzip tar of 100 files of 1 MiB of zeros each, manifest first.
+func bombMany(tb testing.TB) []byte {
+	var out bytes.Buffer
+	zw := gzipper(tb, &out)
+	tw := tar.NewWriter(zw)
+	writeEnt(tb, tw, goodEnts(tb)[0])
+	for i := range 100 {
+		require.NoError(tb, tw.WriteHeader(&tar.Header{Name: "zeros/" + strings.Repeat("z", 1+i%50) + string(rune('a'+i%26)) + string(rune('a'+i/26)),
+			Typeflag: tar.TypeReg, Size: 1 << 20, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}))
+		_, err := io.CopyN(tw, zeroReader{}, 1<<20)
+		require.NoError(tb, err)
+	}
+	require.NoError(tb, tw.Close())
+	require.NoError(tb, zw.Close())
+	return out.Bytes()
+}
+
+func gzipZeros(tb testing.TB, n int64) []byte {
+	var out bytes.Buffer
+	zw := gzipper(tb, &out)
+	_, err := io.CopyN(zw, zeroReader{}, n)
+	require.NoError(tb, err)
+	require.NoError(tb, zw.Close())
+	return out.Bytes()
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+func writeEnt(tb testing.TB, tw *tar.Writer, e ent) {
+	if e.typ == tar.TypeDir {
+		require.NoError(tb, tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(1700000000, 0)}))
+		return
+	}
+	require.NoError(tb, tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeReg, Size: int64(len(e.body)), Mode: 0o644, ModTime: time.Unix(1700000000, 0)}))
+	_, err := tw.Write([]byte(e.body))
+	require.NoError(tb, err)
+}
+
+// golden is the recorded outcome of verifying a fixture.
+type golden struct {
+	SHA      string    `json:"sha"`
+	Refusals []Refusal `json:"refusals"`
+}
+
+func verifyFixture(data []byte) (golden, error) {
+	res, err := Verify(context.Background(), bytes.NewReader(data), fixtureExpect())
+	if res == nil {
+		return golden{}, err
+	}
+	return golden{SHA: res.SHA, Refusals: res.Refusals}, nil
+}
+
+func TestFixtures(t *testing.T) {
+	if *update {
+		for name, gen := range fixtures(t) {
+			data := gen()
+			require.NoError(t, os.WriteFile(filepath.Join("testdata", name), data, 0o644))
+			g, err := verifyFixture(data)
+			require.NoError(t, err)
+			b, err := json.MarshalIndent(g, "", "  ")
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join("testdata", name+".golden.json"), append(b, '\n'), 0o644))
+		}
+	}
+	names := fixtureNames(t)
+	require.GreaterOrEqual(t, len(names), 20)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", name))
+			require.NoError(t, err)
+			want, err := os.ReadFile(filepath.Join("testdata", name+".golden.json"))
+			require.NoError(t, err, "run go test -run TestFixtures -update")
+			got, err := verifyFixture(data)
+			require.NoError(t, err)
+			b, err := json.MarshalIndent(got, "", "  ")
+			require.NoError(t, err)
+			assert.JSONEq(t, string(want), string(b))
+		})
+	}
+}
+
+// fixtureNames lists the bundle fixtures in testdata/ (every file with a golden).
+func fixtureNames(tb testing.TB) []string {
+	matches, err := filepath.Glob(filepath.Join("testdata", "*.golden.json"))
+	require.NoError(tb, err)
+	var out []string
+	for _, m := range matches {
+		out = append(out, strings.TrimSuffix(filepath.Base(m), ".golden.json"))
+	}
+	return out
+}
+
+// TestFixturesAreCurrent fails when the generator and testdata/ disagree.
+func TestFixturesAreCurrent(t *testing.T) {
+	for name, gen := range fixtures(t) {
+		if strings.HasPrefix(name, "bomb") && testing.Short() {
+			continue // compressing 300 MiB of zeros takes seconds
+		}
+		data := gen()
+		on, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err, "run go test -run TestFixtures -update")
+		assert.True(t, bytes.Equal(data, on), "testdata/%s is stale: run go test -run TestFixtures -update", name)
+	}
+}
+
+// TestGzipBomb checks that a bomb is refused quickly, without unpacking it and
+// without allocating its size.
+func TestGzipBomb(t *testing.T) {
+	for _, tt := range []struct {
+		name, fixture, detail string
+	}{
+		{"one 100 MiB file", "bomb.tar.gz", "MaxTotalSize"},
+		{"100 files of 1 MiB", "bomb_many.tar.gz", "MaxTotalSize"},
+		{"100 MiB of zeros, no tar", "bomb_zeros.gz", "padding"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", tt.fixture))
+			require.NoError(t, err)
+			assert.Less(t, len(data), 1<<20, "the fixture is small")
+			cr := &countingReader{r: bytes.NewReader(data)}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			res, err := Verify(context.Background(), cr, Expect{EnvID: testEnv, Limits: Limits{MaxTotalSize: 8 << 20}})
+			elapsed := time.Since(start)
+			runtime.ReadMemStats(&after)
+			require.ErrorIs(t, err, ErrRefused)
+			assert.Equal(t, []Code{CodeBundleMalformed}, codes(res.Refusals))
+			assert.Contains(t, res.Refusals[0].Detail, tt.detail)
+			assert.Less(t, elapsed, 2*time.Second)
+			assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(24<<20), "allocated far less than the bomb's size")
+			t.Logf("refused in %v after %d compressed bytes of %d, %d KiB allocated", elapsed, cr.n, len(data), (after.TotalAlloc-before.TotalAlloc)>>10)
+		})
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
