@@ -2,6 +2,7 @@ package composecheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -101,11 +102,18 @@ func (c *checker) add(code, format string, args ...any) {
 // compose-spec rejects or that reach outside the bundle (COMPOSE_INVALID), variables
 // that nothing provides (UNRESOLVED_VARS), services that get host privileges without
 // being allowed to (PRIVILEGED), and env_file references that are not bundle files
-// (MANIFEST_PATHS). Check reads no file, no environment variable and no network.
+// (MANIFEST_PATHS). Check reads no file, no environment variable and no network. A
+// context that is already done yields a COMPOSE_INVALID finding: a check that did not
+// run never passes.
 func Check(ctx context.Context, in Input) Result {
 	c := &checker{in: in, unresolved: map[string]map[string]*usage{}, rawNames: map[string]bool{}}
 	if in.ProjectName == "" {
 		c.in.ProjectName = "monky"
+	}
+	if err := ctx.Err(); err != nil {
+		// A check that did not run must not pass.
+		c.add(CodeComposeInvalid, "compose check did not run: %v", err)
+		return Result{Services: []string{}, Findings: c.findings}
 	}
 	lookup := c.lookup()
 
@@ -188,7 +196,16 @@ func (c *checker) environment() types.Mapping {
 	return env
 }
 
-func (c *checker) load(ctx context.Context, files []types.ConfigFile, lookup func(string) (string, bool)) (*types.Project, error) {
+// errLoaderPanic stands for a panic inside compose-go: the file is refused, the agent
+// keeps running.
+var errLoaderPanic = errors.New("compose-go panicked")
+
+func (c *checker) load(ctx context.Context, files []types.ConfigFile, lookup func(string) (string, bool)) (project *types.Project, err error) {
+	defer func() {
+		if recover() != nil {
+			project, err = nil, errLoaderPanic
+		}
+	}()
 	// The load interpolates with the same strict resolver, discarding what it records:
 	// unresolved variables become "" without a warning on the global logrus logger.
 	silent := &resolver{lookup: lookup}

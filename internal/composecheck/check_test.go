@@ -3,6 +3,7 @@ package composecheck
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -133,6 +134,140 @@ func TestCheckGolden(t *testing.T) {
 			want, err := os.ReadFile(golden)
 			require.NoError(t, err)
 			assert.Equal(t, string(want), string(gotJSON))
+		})
+	}
+}
+
+func TestCheckIgnoresProcessEnvironment(t *testing.T) {
+	// compose-go's defaults read os.Environ; the check must not.
+	t.Setenv("DATA_DIR", "/etc")
+	t.Setenv("OTHER_DIR", "./inside")
+	in := checkCase{compose: []string{"vars-bind-source.yaml"}}.input(t)
+	got := Check(context.Background(), in)
+	require.Len(t, got.Findings, 2)
+	for _, f := range got.Findings {
+		assert.Equal(t, CodeUnresolvedVars, f.Code)
+	}
+	assert.False(t, got.OK())
+}
+
+func TestCheckUnsetBindSourceNeverInsideRelease(t *testing.T) {
+	for _, yaml := range []string{
+		"services:\n  a:\n    image: x\n    volumes:\n      - type: bind\n        source: ${UNSET}\n        target: /data\n",
+		"services:\n  a:\n    image: x\n    volumes:\n      - ${UNSET}:/data\n",
+		"services:\n  a:\n    image: x\n    volumes:\n      - ${UNSET}/sub:/data\n",
+		"services:\n  a:\n    image: x\n    volumes:\n      - ${UNSET:?}:/data\n",
+	} {
+		t.Run(yaml, func(t *testing.T) {
+			got := Check(context.Background(), Input{
+				Files:        map[string][]byte{"compose.yaml": []byte(yaml)},
+				ComposeFiles: []string{"compose.yaml"},
+				BundleFiles:  []string{"compose.yaml"},
+			})
+			require.False(t, got.OK())
+			assert.Contains(t, got.Findings, Finding{Code: CodeUnresolvedVars,
+				Detail: "compose.yaml: variable UNSET is not provided by vars, secrets or a default (at services.a.volumes[0]" +
+					map[bool]string{true: ".source)", false: ")"}[strings.Contains(yaml, "source:")]})
+		})
+	}
+}
+
+func TestCheckSecretsAreSetAndNonEmpty(t *testing.T) {
+	yaml := "services:\n  a:\n    image: x\n    environment:\n      P: ${DB_PASSWORD:?}\n      Q: ${DB_USER:?required}\n"
+	in := Input{
+		Files:        map[string][]byte{"compose.yaml": []byte(yaml)},
+		ComposeFiles: []string{"compose.yaml"},
+		BundleFiles:  []string{"compose.yaml"},
+		Vars:         map[string]string{"DB_USER": ""},
+		SecretNames:  []string{"DB_PASSWORD"},
+	}
+	got := Check(context.Background(), in)
+	assert.Equal(t, []Finding{{Code: CodeUnresolvedVars,
+		Detail: "compose.yaml: variable DB_USER is empty but ${DB_USER:?} requires a value (at services.a.environment.Q)"}}, got.Findings)
+	assert.Equal(t, []string{"a"}, got.Services)
+}
+
+func TestCheckCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	in := checkCase{compose: []string{"good.yaml"}}.input(t)
+	got := Check(ctx, in)
+	assert.Equal(t, []Finding{{Code: CodeComposeInvalid, Detail: "compose check did not run: context canceled"}}, got.Findings)
+	assert.False(t, got.OK())
+}
+
+func TestInRelease(t *testing.T) {
+	tests := []struct {
+		path   string
+		rel    string
+		inside bool
+	}{
+		{ReleaseDir, ".", true},
+		{ReleaseDir + "/config/app.toml", "config/app.toml", true},
+		{ReleaseDir + "/config/../x", "x", true},
+		{ReleaseDir + "/../other", "", false},
+		{ReleaseDir + "x/y", "", false},
+		{ReleaseDir + "/~/.ssh", "", false},
+		{"/etc", "", false},
+		{"relative/path", "", false},
+		{"", "", false},
+		{`C:\data`, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			rel, inside := inRelease(tc.path)
+			assert.Equal(t, tc.inside, inside)
+			assert.Equal(t, tc.rel, rel)
+		})
+	}
+}
+
+func TestUnconfined(t *testing.T) {
+	tests := []struct {
+		opt  string
+		want string
+		bad  bool
+	}{
+		{"seccomp=unconfined", "seccomp=unconfined", true},
+		{"seccomp:unconfined", "seccomp=unconfined", true},
+		{"apparmor=unconfined", "apparmor=unconfined", true},
+		{"apparmor:unconfined", "apparmor=unconfined", true},
+		{"systempaths=unconfined", "systempaths=unconfined", true},
+		{"label=disable", "label=disable", true},
+		{"label:disable", "label=disable", true},
+		{"Seccomp = Unconfined", "seccomp=unconfined", true},
+		{"no-new-privileges:true", "", false},
+		{"label=type:svirt_apache_t", "", false},
+		{"seccomp=./profile.json", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.opt, func(t *testing.T) {
+			got, bad := unconfined(tc.opt)
+			assert.Equal(t, tc.bad, bad)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestDescribeLoadErrorNeverQuotesTheMessage(t *testing.T) {
+	files := []string{"compose.yaml"}
+	tests := []struct {
+		err  string
+		want string
+	}{
+		{"failed to parse /monky/release/compose.yaml: yaml: line 7: did not find expected key", "compose.yaml: not valid YAML (line 7)"},
+		{"validating /monky/release/compose.yaml: services.api.image must be a string", "compose.yaml: services.api.image does not match the compose specification"},
+		{"error while interpolating services.api.cpus: failed to cast to expected type: strconv.ParseFloat: parsing \"hunter2\": invalid syntax", "compose.yaml: services.api.cpus has an invalid value after interpolation"},
+		{"invalid interpolation format for services.api.image.\nYou may need to escape any $ with another $.\nhunter2${", "compose.yaml: services.api.image has an invalid value after interpolation"},
+		{"Invalid containerPort: hunter2", "compose.yaml: rejected by compose: Invalid containerPort"},
+		{"invalid project name \"hunter2\": must consist only of lowercase", "compose.yaml: rejected by compose (the message is withheld because it may quote a value)"},
+		{"hunter2", "compose.yaml: rejected by compose (the message is withheld because it may quote a value)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.want, func(t *testing.T) {
+			got := describeLoadError(context.Background(), errors.New(tc.err), files)
+			assert.Equal(t, tc.want, got)
+			assert.NotContains(t, got, "hunter2")
 		})
 	}
 }

@@ -110,7 +110,11 @@ func (r *resolver) apply(op, substitution string, mapping template.Mapping) (str
 	switch strings.TrimPrefix(op, ":") {
 	case "?":
 		if !ok || (colon && value == "") {
-			// compose-go fails the load here; the variable is unresolved.
+			// compose-go fails the load here; the variable is unresolved. Like compose-go,
+			// interpolate the message first: a malformed one is a syntax error.
+			if _, err := (&resolver{lookup: r.lookup}).substitute(word); err != nil {
+				return "", err
+			}
 			if ok {
 				r.record(name, whyEmpty)
 			} else {
