@@ -1,0 +1,171 @@
+package deploydtest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+)
+
+func TestStackConformance(t *testing.T) {
+	s := deploydtest.NewStack(t, nil)
+	deploydtest.Conformance(t, s.ConformanceTarget("env-dev-01", "env-dev-02"))
+}
+
+// TestStackTick plays the tenancy and OpenBao half of a tick through the stack with
+// the real tenancy client: check-in, download, lease, login with the lease's grant,
+// KV read, report.
+func TestStackTick(t *testing.T) {
+	const env = "env-dev-01"
+	s := deploydtest.NewStack(t, nil)
+	token := s.Token(env)
+	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: env, Serial: 1,
+		Secrets: map[string]deploydtest.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}})
+	sha, serial := s.PublishBundle(env, b.Data)
+	require.Equal(t, b.SHA, sha)
+	s.PutSecret(env, "db", map[string]string{"password": "s3cret-planted-value"})
+
+	c, err := tenancy.New(tenancy.Config{BaseURL: s.TenancyURL(), HTTPClient: &http.Client{},
+		Token: func(context.Context) (secret.Value, error) { return secret.New(token), nil }})
+	require.NoError(t, err)
+	ctx := t.Context()
+	ins, err := c.Checkin(ctx, tenancy.Checkin{EnvID: env})
+	require.NoError(t, err)
+	require.Equal(t, tenancy.Instruction{Action: tenancy.ActionApply, SHA: sha, Serial: serial, NextCheckin: time.Minute}, ins)
+	var buf bytes.Buffer
+	_, err = c.Bundle(ctx, sha, &buf)
+	require.NoError(t, err)
+	assert.Equal(t, b.Data, buf.Bytes())
+
+	lease, err := c.Lease(ctx, env, sha)
+	require.NoError(t, err)
+	newToken := login(t, s.BaoAddr(), lease.Grant.Reveal())
+	assert.Equal(t, "s3cret-planted-value", readKV(t, s.BaoAddr(), newToken, "secret/data/envs/"+env+"/db")["password"])
+	assert.Equal(t, http.StatusForbidden, kvStatus(t, s.BaoAddr(), newToken, "secret/data/envs/env-dev-02/db"), "env pinning")
+
+	token = newToken // the new token is the bearer from now on
+	require.NoError(t, c.Report(ctx, tenancy.Report{EnvID: env, SHA: sha, Serial: serial, Result: tenancy.ResultApplied}))
+	r := s.WaitReport(ctx, env, 1)
+	assert.Equal(t, "applied", r.Result)
+	assert.Len(t, s.Leases(env), 1)
+	assert.Len(t, s.Checkins(env), 1)
+	assert.NotEmpty(t, s.BaoRequests())
+	for _, q := range s.Requests() {
+		assert.Equal(t, env, q.EnvID)
+	}
+
+	t.Run("superseded_grant", func(t *testing.T) {
+		old := s.Grant(env)
+		_ = s.Grant(env)
+		assert.Equal(t, http.StatusBadRequest, loginStatus(t, s.BaoAddr(), old))
+	})
+}
+
+func TestStackAdminHandler(t *testing.T) {
+	s := deploydtest.NewStack(t, &deploydtest.StackOptions{LeaseBudget: 1})
+	srv := httptest.NewServer(s.AdminHandler())
+	defer srv.Close()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL+"/envs/env-dev-01/desired", strings.NewReader(`{"action":"down","purge":true}`))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+
+	tok := s.Token("env-dev-01")
+	c, err := tenancy.New(tenancy.Config{BaseURL: s.TenancyURL(), HTTPClient: &http.Client{},
+		Token: func(context.Context) (secret.Value, error) { return secret.New(tok), nil }})
+	require.NoError(t, err)
+	ins, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: "env-dev-01"})
+	require.NoError(t, err)
+	assert.Equal(t, tenancy.ActionDown, ins.Action)
+	assert.True(t, ins.Purge)
+}
+
+func TestMakeBundle(t *testing.T) {
+	a := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"})
+	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"})
+	assert.Equal(t, a.Data, b.Data, "the same spec gives the same bytes")
+	gz := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01", Gzip: true})
+	assert.Equal(t, a.SHA, gz.SHA)
+	assert.Equal(t, []byte{0x1f, 0x8b}, gz.Data[:2])
+	other := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01", Serial: 2})
+	assert.NotEqual(t, a.SHA, other.SHA, "the manifest is part of the sha")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(a.Manifest, &m))
+	assert.Equal(t, []any{"compose.yaml"}, m["files"])
+	assert.Equal(t, float64(1), m["schema"])
+}
+
+func login(t *testing.T, addr, grant string) string {
+	t.Helper()
+	resp := post(t, addr+"/v1/auth/jwt-tenancy/login", map[string]string{"role": "see-env", "jwt": grant})
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out struct {
+		Auth struct {
+			ClientToken string `json:"client_token"`
+		} `json:"auth"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.Auth.ClientToken
+}
+
+func loginStatus(t *testing.T, addr, grant string) int {
+	t.Helper()
+	resp := post(t, addr+"/v1/auth/jwt-tenancy/login", map[string]string{"role": "see-env", "jwt": grant})
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func post(t *testing.T, url string, body any) *http.Response {
+	t.Helper()
+	data, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(data))
+	require.NoError(t, err)
+	return resp
+}
+
+func kvGet(t *testing.T, addr, token, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, addr+"/v1/"+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Vault-Token", token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
+func kvStatus(t *testing.T, addr, token, path string) int {
+	resp := kvGet(t, addr, token, path)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func readKV(t *testing.T, addr, token, path string) map[string]string {
+	t.Helper()
+	resp := kvGet(t, addr, token, path)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out struct {
+		Data struct {
+			Data map[string]string `json:"data"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.Data.Data
+}
