@@ -54,12 +54,13 @@ type Config struct {
 // Client runs docker compose for one project. It is safe for concurrent use, but
 // compose itself is not: callers run one command at a time per project.
 type Client struct {
-	docker string
-	base   []string // compose global flags
-	dir    string
-	env    []string
-	log    *slog.Logger
-	limit  int
+	docker  string
+	project string
+	base    []string // compose global flags
+	dir     string
+	env     []string
+	log     *slog.Logger
+	limit   int
 }
 
 // Output is what a docker command printed: the bounded tail of its combined stdout
@@ -79,8 +80,12 @@ func (o Output) String() string { return string(o.Tail) }
 
 // ServiceState is what a report carries about one service (SPEC §5).
 type ServiceState struct {
-	Name   string `json:"name"`
-	State  string `json:"state"`
+	// Name is the compose service name.
+	Name string `json:"name"`
+	// State is the docker state of its container (the worst one when it has several),
+	// or StateMissing when it has none.
+	State string `json:"state"`
+	// Health is the container's health, "" without a healthcheck.
 	Health string `json:"health"`
 }
 
@@ -102,11 +107,12 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("compose: OutputLimit %d: want zero (default) or more", cfg.OutputLimit)
 	}
 	c := &Client{
-		docker: cfg.Docker,
-		dir:    filepath.Clean(cfg.Dir),
-		env:    append([]string{}, cfg.Env...), // non-nil: os/exec inherits on nil
-		log:    cfg.Logger,
-		limit:  cfg.OutputLimit,
+		docker:  cfg.Docker,
+		project: cfg.Project,
+		dir:     filepath.Clean(cfg.Dir),
+		env:     append([]string{}, cfg.Env...), // non-nil: os/exec inherits on nil
+		log:     cfg.Logger,
+		limit:   cfg.OutputLimit,
 	}
 	if c.docker == "" {
 		c.docker = DefaultDocker
@@ -144,7 +150,7 @@ func (c *Client) Up(ctx context.Context) (Output, error) {
 	start := time.Now()
 	out, err := c.runTail(ctx, "up", ErrApplyFailed, c.composeArgs("up", "-d", "--remove-orphans"))
 	if err != nil {
-		c.log.Warn("docker compose up failed; the tail of its output goes into the report",
+		c.log.Warn("docker compose up failed; the tail of its output goes into the report; to look yourself: "+c.hint("ps --all"),
 			"dir", c.dir, "exit_code", out.ExitCode, "error", err)
 		return out, err
 	}
@@ -161,7 +167,8 @@ func (c *Client) Down(ctx context.Context, volumes bool) (Output, error) {
 	}
 	out, err := c.runTail(ctx, "down", ErrApplyFailed, args)
 	if err != nil {
-		c.log.Warn("docker compose down failed", "dir", c.dir, "volumes", volumes, "exit_code", out.ExitCode, "error", err)
+		c.log.Warn("docker compose down failed; containers of the project may still run; to look yourself: "+c.hint("ps --all"),
+			"dir", c.dir, "volumes", volumes, "exit_code", out.ExitCode, "error", err)
 		return out, err
 	}
 	c.log.Info("docker compose down done", "dir", c.dir, "volumes", volumes)
@@ -226,6 +233,11 @@ func (c *Client) DockerVersion(ctx context.Context) (string, error) {
 		return "", &Error{Op: "version", Kind: ErrCommandFailed, ExitCode: out.ExitCode, Detail: "docker printed no server version"}
 	}
 	return v, nil
+}
+
+// hint is the shell command an operator runs to look at the project by hand.
+func (c *Client) hint(sub string) string {
+	return "cd " + c.dir + " && docker compose -p " + c.project + " " + sub
 }
 
 func (c *Client) composeArgs(args ...string) []string {

@@ -69,7 +69,7 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 			var details []string
 			states, bad, waiting, details = evaluate(opts.Services, cs, uptimes)
 			if len(bad) > 0 {
-				c.log.Error("services failed their health check; read their logs with docker compose logs",
+				c.log.Error("services failed their health check; read their logs: "+c.hint("logs --tail 100 "+strings.Join(bad, " ")),
 					"services", bad, "detail", strings.Join(details, "; "), "dir", c.dir,
 					"after", time.Since(start).Round(time.Millisecond))
 				return states, &Error{Op: "wait", Kind: ErrUnhealthy, ExitCode: -1, Services: bad,
@@ -86,7 +86,8 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 		if !now.Before(deadline) {
 			waiting := notReadyNames(opts.Services, states)
 			detail := describe(states, waiting)
-			c.log.Error("services not ready before the health timeout; check their logs, or raise compose.health_timeout if they need longer to start",
+			c.log.Error("services not ready before the health timeout; read their logs ("+c.hint("logs --tail 100 "+strings.Join(waiting, " "))+
+				"), or raise compose.health_timeout if they need longer to start",
 				"services", waiting, "timeout", opts.Timeout, "detail", detail, "dir", c.dir)
 			return states, &Error{Op: "wait", Kind: ErrHealthTimeout, ExitCode: -1, Services: waiting,
 				Detail: detail, Err: lastPSErr}

@@ -74,7 +74,7 @@ func TestWaitHealthy(t *testing.T) {
 			wantServices: []string{"web"},
 			wantDetail:   "web: unhealthy",
 			wantPS:       2,
-			wantLog:      "docker compose logs",
+			wantLog:      "docker compose -p monky logs --tail 100 web",
 		},
 		{
 			name: "exits non-zero",

@@ -48,10 +48,14 @@ type Container struct {
 
 // Publisher is one published port of a container.
 type Publisher struct {
-	URL           string
-	TargetPort    int
+	// URL is the host address the port is published on ("0.0.0.0", "::", or "").
+	URL string
+	// TargetPort is the port inside the container.
+	TargetPort int
+	// PublishedPort is the port on the host, 0 when not published.
 	PublishedPort int
-	Protocol      string
+	// Protocol is "tcp" or "udp".
+	Protocol string
 }
 
 // psEntry is the union of both ps shapes: compose ≤2.20 marshals its
