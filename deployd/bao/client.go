@@ -48,9 +48,10 @@ type Config struct {
 	CAFile string
 	// EnvID is the box's env (env-<tier>-<nn>). Required: every KV path is pinned to it.
 	EnvID string
-	// HTTPClient is the base client. nil builds one with no proxy and TLS 1.2+. Its
-	// redirects are never followed (the token is sent only to Addr). When CAFile is set
-	// its Transport must be an *http.Transport (it is cloned, never modified).
+	// HTTPClient is the base client, copied (never modified). nil, or a nil Transport,
+	// means a transport with no proxy and TLS 1.2+. Redirects are never followed (the
+	// token is sent only to Addr). When CAFile is set the Transport must be an
+	// *http.Transport; it is cloned.
 	HTTPClient *http.Client
 	// Timeout bounds every call; 0 means DefaultTimeout (30s).
 	Timeout time.Duration
@@ -159,7 +160,9 @@ func buildHTTPClient(base *http.Client, caFile string) (*http.Client, error) {
 	var hc http.Client
 	if base != nil {
 		hc = *base
-	} else {
+	}
+	if hc.Transport == nil {
+		// Not http.DefaultTransport: that one takes its proxy from the environment.
 		hc.Transport = &http.Transport{
 			Proxy:               nil, // never from the environment
 			ForceAttemptHTTP2:   true,
@@ -187,9 +190,6 @@ func buildHTTPClient(base *http.Client, caFile string) (*http.Client, error) {
 	}
 	var tr *http.Transport
 	switch t := hc.Transport.(type) {
-	case nil:
-		tr = http.DefaultTransport.(*http.Transport).Clone()
-		tr.Proxy = nil
 	case *http.Transport:
 		tr = t.Clone()
 	default:

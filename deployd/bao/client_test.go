@@ -764,3 +764,26 @@ func writeCert(path string, hs *httptest.Server) error {
 	block := &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}
 	return os.WriteFile(path, pem.EncodeToMemory(block), 0o600)
 }
+
+// countingTransport is a RoundTripper that is not an *http.Transport.
+type countingTransport struct{ n atomic.Int32 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return (&http.Transport{}).RoundTrip(r)
+}
+
+func TestHTTPClientOption(t *testing.T) {
+	s := newFake(t, fakebao.Options{})
+	rt := &countingTransport{}
+	base := &http.Client{Transport: rt}
+	c, err := bao.New(bao.Config{Addr: s.URL(), EnvID: env, HTTPClient: base})
+	require.NoError(t, err)
+	_, err = c.Login(context.Background(), secret.New(s.MintGrant(env)))
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), rt.n.Load(), "the given transport carried the request")
+	assert.Nil(t, base.CheckRedirect, "the caller's client is not modified")
+
+	_, err = bao.New(bao.Config{Addr: s.URL(), EnvID: env, HTTPClient: base, CAFile: "testdata/kv/ok.json"})
+	require.ErrorIs(t, err, bao.ErrConfig)
+}

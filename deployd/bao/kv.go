@@ -199,9 +199,11 @@ func (c *Client) Read(ctx context.Context, token secret.Value, refs map[string]R
 		ref := refs[name]
 		p, err := SecretPath(c.kvMount, c.envID, ref.Path)
 		if err != nil {
-			e := err.(*Error)
-			e.Op, e.Var = op, name
-			return nil, e
+			var e *Error
+			if errors.As(err, &e) {
+				e.Op, e.Var = op, name
+			}
+			return nil, err
 		}
 		if ref.Key == "" {
 			return nil, &Error{Op: op, Kind: ErrSecretPath, Var: name, Path: p, Detail: "the secret reference names no key"}
@@ -218,9 +220,11 @@ func (c *Client) Read(ctx context.Context, token secret.Value, refs map[string]R
 		vars := byPath[p]
 		r, err := c.call(ctx, op, http.MethodGet, p, token, nil)
 		if err != nil {
-			e := err.(*Error)
-			e.Var = strings.Join(vars, ",")
-			return nil, e
+			var e *Error
+			if errors.As(err, &e) {
+				e.Var = strings.Join(vars, ",")
+			}
+			return nil, err
 		}
 		var d kvData
 		switch r.status {
@@ -237,7 +241,7 @@ func (c *Client) Read(ctx context.Context, token secret.Value, refs map[string]R
 		default:
 			e := statusError(op, p, r, ErrSecretDenied, token.Reveal())
 			e.Var = strings.Join(vars, ",")
-			if e.Kind == ErrSecretDenied {
+			if errors.Is(e.Kind, ErrSecretDenied) {
 				e.Detail = "the token's policy does not allow reading this path"
 			}
 			return nil, e

@@ -3,6 +3,7 @@ package bao
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -163,7 +164,7 @@ func (c *Client) Login(ctx context.Context, grant secret.Value) (TokenInfo, erro
 	}
 	if r.status != http.StatusOK {
 		e := statusError(op, p, r, ErrUnauthenticated, grant.Reveal())
-		if e.Kind == ErrUnauthenticated {
+		if errors.Is(e.Kind, ErrUnauthenticated) {
 			e.Detail = "OpenBao rejected the grant for role " + quoteShort(c.role) + ": " + orDefault(e.Detail, "no reason given")
 		}
 		return TokenInfo{}, e
@@ -231,7 +232,7 @@ func (c *Client) LookupSelf(ctx context.Context, token secret.Value) (TokenInfo,
 	}
 	if r.status != http.StatusOK {
 		e := statusError(op, p, r, ErrUnauthenticated, token.Reveal())
-		if e.Kind == ErrUnauthenticated {
+		if errors.Is(e.Kind, ErrUnauthenticated) {
 			e.Detail = tokenRejected
 		}
 		return TokenInfo{}, e
@@ -259,7 +260,7 @@ func (c *Client) RenewSelf(ctx context.Context, token secret.Value) (TokenInfo, 
 	}
 	if r.status != http.StatusOK {
 		e := statusError(op, p, r, ErrUnauthenticated, token.Reveal())
-		if e.Kind == ErrUnauthenticated {
+		if errors.Is(e.Kind, ErrUnauthenticated) {
 			e.Detail = "OpenBao refused to renew the token (" + orDefault(e.Detail, "no reason given") + "); " + tokenRejected
 		}
 		return TokenInfo{}, e
