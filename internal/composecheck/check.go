@@ -227,6 +227,25 @@ func (c *checker) load(ctx context.Context, files []types.ConfigFile, lookup fun
 	})
 }
 
+// use records an unresolved variable used in file at key path at. When a variable is
+// unresolved for several reasons, the smallest reason text is kept (deterministic).
+func (c *checker) use(file, name, why, at string) {
+	vars := c.unresolved[file]
+	if vars == nil {
+		vars = map[string]*usage{}
+		c.unresolved[file] = vars
+	}
+	u := vars[name]
+	if u == nil {
+		u = &usage{why: why}
+		vars[name] = u
+	}
+	if why < u.why {
+		u.why = why
+	}
+	u.paths = append(u.paths, at)
+}
+
 func (c *checker) reportUnresolved() {
 	for file, vars := range c.unresolved {
 		for name, u := range vars {

@@ -19,8 +19,13 @@
 // secrets provide, and ${X:?msg} / ${X?msg} with X unset (or empty, for ":?"). A
 // default (${X:-d}, ${X-d}) or a presence value (${X:+v}, ${X+v}) resolves it, but a
 // variable used inside the default or presence value must itself resolve when compose
-// would evaluate it. $$ is a literal. One finding per file and variable lists the key
-// paths where it is used. The load itself runs with the same resolver, silently; when
+// would evaluate it. $$ is a literal. A variable taken from the environment without
+// a $ is unresolved as well when vars and secrets do not provide it: "NAME" in an
+// environment or build.args list, "NAME:" (null) in such a mapping, and the
+// environment source of a top-level secret or config. The agent runs compose with an
+// explicit environment, so such a variable would silently be empty. One finding per
+// file and variable lists the key paths where it is used (an anchor's values are
+// listed at the anchor). The load itself runs with the same resolver, silently; when
 // variables are unresolved and the load then fails (for example, a bind source that
 // became empty), no extra COMPOSE_INVALID is reported: UNRESOLVED_VARS says what to
 // fix. Variables inside env_file contents are not checked (the file is only parsed).
@@ -54,7 +59,9 @@
 //   - bind mounts whose normalised source is outside ReleaseDir (absolute host paths,
 //     "../" escapes, "~"), with the docker socket (any docker.sock) and other *.sock
 //     named explicitly; npipe mounts; named volumes of the local driver that bind a
-//     host path (driver_opts o=bind, device); use_api_socket;
+//     host path (driver_opts o=bind with a device) or mount a host device or path
+//     (a device starting with "/", but not a "//server/share" network share);
+//     use_api_socket;
 //   - secrets and configs whose file is outside the release;
 //   - a local build context outside the release; provider services (they run a
 //     program on the host).

@@ -22,6 +22,8 @@ type resolver struct {
 const (
 	whyUnset = "is not provided by vars, secrets or a default"
 	whyEmpty = "is empty but ${NAME:?} requires a value"
+	// whyPassThrough: environment: [NAME], build.args, secrets.*.environment.
+	whyPassThrough = "is taken from the environment but not provided by vars or secrets"
 )
 
 func (r *resolver) record(name, why string) {

@@ -275,8 +275,12 @@ func (s *scanner) volume(v types.ServiceVolumeConfig) {
 		if !ok || (vol.Driver != "" && vol.Driver != "local") {
 			return
 		}
-		if _, dev := vol.DriverOpts["device"]; dev && strings.Contains(vol.DriverOpts["o"], "bind") {
+		device, dev := vol.DriverOpts["device"]
+		switch {
+		case dev && strings.Contains(vol.DriverOpts["o"], "bind"):
 			s.add("volumes: volume %s is a bind mount of a host path (driver_opts.device) at %s", v.Source, target)
+		case dev && strings.HasPrefix(device, "/") && !strings.HasPrefix(device, "//"):
+			s.add("volumes: volume %s mounts a host device or path (driver_opts.device) at %s", v.Source, target)
 		}
 	}
 }

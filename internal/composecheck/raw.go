@@ -98,6 +98,18 @@ func (w *walker) structure(root *yaml.Node) {
 		w.checker.add(CodeComposeInvalid, "%s: include is not supported in a bundle: list every compose file in compose_files", w.file)
 		w.loadable = false
 	}
+	for _, section := range []string{"secrets", "configs"} {
+		objects := mapValue(root, section)
+		if objects == nil || objects.Kind != yaml.MappingNode {
+			continue
+		}
+		for i := 0; i+1 < len(objects.Content); i += 2 {
+			env := mapValue(objects.Content[i+1], "environment")
+			if env != nil && env.Kind == yaml.ScalarNode && !strings.Contains(env.Value, "$") {
+				w.passThrough(env.Value, section+"."+objects.Content[i].Value+".environment")
+			}
+		}
+	}
 	for _, section := range []string{"services", "jobs"} {
 		services := mapValue(root, section)
 		if services == nil || services.Kind != yaml.MappingNode {
@@ -108,12 +120,51 @@ func (w *walker) structure(root *yaml.Node) {
 			if section == "services" {
 				w.checker.rawNames[name] = true
 			}
+			at := section + "." + name
+			w.passThroughList(mapValue(services.Content[i+1], "environment"), at+".environment")
+			w.passThroughList(mapValue(mapValue(services.Content[i+1], "build"), "args"), at+".build.args")
 			if mapValue(mapValue(services.Content[i+1], "extends"), "file") != nil {
 				w.checker.add(CodeComposeInvalid, "%s: %s.%s.extends.file is not supported in a bundle: extend a service of the same file or list the file in compose_files", w.file, section, name)
 				w.loadable = false
 			}
 		}
 	}
+}
+
+// passThroughList checks the entries of an environment or build.args list or mapping
+// that take their value from the environment: "NAME" in a list, "NAME:" (null) in a
+// mapping. The agent runs compose with an explicit environment, so such a variable is
+// empty unless vars or secrets provide it.
+func (w *walker) passThroughList(n *yaml.Node, at string) {
+	if n == nil {
+		return
+	}
+	switch n.Kind {
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			item = deref(item)
+			if item != nil && item.Kind == yaml.ScalarNode && !strings.ContainsAny(item.Value, "=$") {
+				w.passThrough(strings.TrimSpace(item.Value), at+"["+strconv.Itoa(i)+"]")
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			v := deref(n.Content[i+1])
+			if v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+				w.passThrough(n.Content[i].Value, at+"."+n.Content[i].Value)
+			}
+		}
+	}
+}
+
+func (w *walker) passThrough(name, at string) {
+	if name == "" {
+		return
+	}
+	if _, ok := w.resolver.lookup(name); ok {
+		return
+	}
+	w.checker.use(w.file, name, whyPassThrough, at)
 }
 
 // walk visits every scalar value below n. An anchored node is walked once, at its
@@ -158,20 +209,7 @@ func (w *walker) walk(n *yaml.Node, at string) {
 			return
 		}
 		for name, why := range found {
-			vars := w.checker.unresolved[w.file]
-			if vars == nil {
-				vars = map[string]*usage{}
-				w.checker.unresolved[w.file] = vars
-			}
-			u := vars[name]
-			if u == nil {
-				u = &usage{why: why}
-				vars[name] = u
-			}
-			if why < u.why {
-				u.why = why
-			}
-			u.paths = append(u.paths, orTop(at))
+			w.checker.use(w.file, name, why, orTop(at))
 		}
 	}
 }
