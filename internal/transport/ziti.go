@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -245,26 +246,43 @@ func boundField(f string) string {
 // loadIdentity loads the key, certificate and CA bundle of id. On failure it loads
 // the parts one by one to name the one at fault; the loader's own error text is never
 // used, as it can quote the key address (and so the key itself when it is inline).
+// The loader panics on a key that is not PEM (certtools.LoadPrivateKey dereferences
+// the nil block of pem.Decode, identity v1.0.116); such a panic is a bad id.key here.
 func loadIdentity(id identity.Config) (identity.Identity, error) {
-	loaded, err := identity.LoadIdentity(id)
+	loaded, err := recovered(func() (identity.Identity, error) { return identity.LoadIdentity(id) })
 	if err == nil {
 		if err := keyMatchesCert(loaded.Cert()); err != nil {
 			return nil, err
 		}
 		return loaded, nil
 	}
-	if _, kerr := identity.LoadKey(id.Key); kerr != nil {
+	if _, kerr := recovered(func() (crypto.PrivateKey, error) { return identity.LoadKey(id.Key) }); kerr != nil {
 		return nil, identityErr(fmt.Sprintf("id.key (%s) is not a usable private key", addressScheme(id.Key)))
 	}
-	if _, cerr := identity.LoadCert(id.Cert); cerr != nil {
+	if _, cerr := recovered(func() ([]*x509.Certificate, error) { return identity.LoadCert(id.Cert) }); cerr != nil {
 		return nil, identityErr(fmt.Sprintf("id.cert (%s) is not a usable certificate", addressScheme(id.Cert)))
 	}
 	if id.CA != "" {
-		if _, caErr := identity.LoadCert(id.CA); caErr != nil {
+		if _, caErr := recovered(func() ([]*x509.Certificate, error) { return identity.LoadCert(id.CA) }); caErr != nil {
 			return nil, identityErr(fmt.Sprintf("id.ca (%s) is not a usable CA bundle", addressScheme(id.CA)))
 		}
 	}
-	return nil, identityErr("id.cert and id.key do not form a usable identity (the certificate does not match the key?)")
+	return nil, identityErr("id.cert, id.key and id.ca do not form a usable identity")
+}
+
+// errLoaderPanic stands for a panic of the identity loader.
+var errLoaderPanic = errors.New("the identity loader panicked")
+
+// recovered runs load and turns a panic into errLoaderPanic. The panic value is
+// dropped: it may hold part of the key.
+func recovered[T any](load func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, errLoaderPanic
+		}
+	}()
+	return load()
 }
 
 // keyMatchesCert checks that the identity's private key belongs to its certificate

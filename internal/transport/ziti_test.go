@@ -1,0 +1,239 @@
+package transport
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"flag"
+	"io"
+	"io/fs"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// secretMarker is planted in every broken fixture's key; no error may carry it.
+const secretMarker = "KEYMATERIAL"
+
+// golden compares got with testdata/<name>.golden (rewritten with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(p, []byte(got+"\n"), 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err, "missing golden file; run go test -update")
+	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
+}
+
+func TestCAFileErrors(t *testing.T) {
+	fixtures, err := filepath.Glob(filepath.Join("testdata", "ca", "*.pem"))
+	require.NoError(t, err)
+	require.NotEmpty(t, fixtures)
+	for _, p := range fixtures {
+		name := strings.TrimSuffix(filepath.Base(p), ".pem")
+		t.Run(name, func(t *testing.T) {
+			_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+			require.ErrorIs(t, err, ErrCAFile)
+			msg := err.Error()
+			assert.Contains(t, msg, "tenancy.ca_file")
+			assert.Contains(t, msg, p)
+			assert.NotContains(t, msg, "S0VZTUFURVJJQUx") // the private key block's content
+			golden(t, filepath.Join("ca", name), strings.ReplaceAll(msg, p, "<path>"))
+		})
+	}
+
+	t.Run("missing file", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "nope.pem")
+		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+		require.ErrorIs(t, err, ErrCAFile)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+		assert.Equal(t, "transport: tenancy.ca_file "+p+": cannot read: no such file or directory", err.Error())
+	})
+
+	t.Run("a directory", func(t *testing.T) {
+		p := t.TempDir()
+		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+		require.ErrorIs(t, err, ErrCAFile)
+		assert.Contains(t, err.Error(), "not a regular file")
+	})
+
+	t.Run("a bundle with comments and two certificates", func(t *testing.T) {
+		a, b := newTestCA(t), newTestCA(t)
+		data := append([]byte("# monky CA bundle\n"), a.pem...)
+		data = append(data, []byte("\nsecond one:\n")...)
+		data = append(data, b.pem...)
+		certs, err := parseCABundle(data)
+		require.NoError(t, err)
+		assert.Len(t, certs, 2)
+	})
+}
+
+func TestIdentityFileErrors(t *testing.T) {
+	fixtures, err := filepath.Glob(filepath.Join("testdata", "identity", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, fixtures)
+	for _, p := range fixtures {
+		name := strings.TrimSuffix(filepath.Base(p), ".json")
+		t.Run(name, func(t *testing.T) {
+			c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "monky-tenancy", Identity: p})
+			require.Nil(t, c)
+			require.ErrorIs(t, err, ErrIdentity)
+			msg := err.Error()
+			assert.Contains(t, msg, "tenancy.identity")
+			assert.Contains(t, msg, p)
+			assert.NotContains(t, msg, secretMarker)
+			golden(t, filepath.Join("identity", name), strings.ReplaceAll(msg, p, "<path>"))
+		})
+	}
+
+	t.Run("missing file", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "identity.json")
+		_, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: p})
+		require.ErrorIs(t, err, ErrIdentity)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+		assert.Equal(t, "transport: tenancy.identity "+p+": cannot read: no such file or directory", err.Error())
+	})
+
+	t.Run("key of another certificate", func(t *testing.T) {
+		ca := newTestCA(t)
+		_, certPEM, _ := ca.issue(t, true, nil, nil)
+		_, _, otherKey := ca.issue(t, true, nil, nil)
+		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", certPEM, otherKey, ca.pem)
+		_, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: p})
+		require.ErrorIs(t, err, ErrIdentity)
+		assert.Equal(t, "transport: tenancy.identity "+p+": id.key does not belong to the certificate of id.cert", err.Error())
+		assert.NotContains(t, err.Error(), "PRIVATE KEY")
+	})
+
+	t.Run("certificate that is not PEM", func(t *testing.T) {
+		ca := newTestCA(t)
+		_, _, keyPEM := ca.issue(t, true, nil, nil)
+		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", []byte("not a cert"), keyPEM, ca.pem)
+		_, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: p})
+		require.ErrorIs(t, err, ErrIdentity)
+		assert.Contains(t, err.Error(), "id.cert (inline PEM) is not a usable certificate")
+	})
+}
+
+// writeIdentity writes an OpenZiti identity file with inline PEM values, the form that
+// enrollment writes.
+func writeIdentity(t testing.TB, ztAPI string, cert, key, ca []byte) string {
+	t.Helper()
+	doc := map[string]any{
+		"ztAPI": ztAPI,
+		"id": map[string]string{
+			"cert": "pem:" + string(cert),
+			"key":  "pem:" + string(key),
+			"ca":   "pem:" + string(ca),
+		},
+		"configTypes": []string{},
+	}
+	data, err := json.Marshal(doc)
+	require.NoError(t, err)
+	return writeFile(t, "identity.json", data)
+}
+
+// goroutines returns the stacks of every goroutine of the process.
+func goroutines(t testing.TB) string {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&b, 2))
+	return b.String()
+}
+
+// stacksWith counts the goroutines whose stack mentions needle.
+func stacksWith(t testing.TB, needle string) int {
+	n := 0
+	for _, g := range strings.Split(goroutines(t), "\n\n") {
+		if strings.Contains(g, needle) {
+			n++
+		}
+	}
+	return n
+}
+
+// fakeController is an OpenZiti controller on loopback that refuses every
+// authentication with the edge API's 401 envelope.
+func fakeController(t *testing.T, ca *testCA) (url string, hits func() int) {
+	t.Helper()
+	leaf, _, _ := ca.issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	var n atomic.Int32
+	srv := newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"code":"INVALID_AUTH","message":"The authentication request failed","requestId":"r1"},"meta":{"apiVersion":"0.0.0","apiEnrollmentVersion":"0.0.0"}}`))
+	}))
+	return "https://" + srv + "/edge/client/v1", func() int { return int(n.Load()) }
+}
+
+func TestZitiDialerWithTheSDK(t *testing.T) {
+	t.Run("controller unreachable", func(t *testing.T) {
+		ca := newTestCA(t)
+		_, certPEM, keyPEM := ca.issue(t, true, nil, nil)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		closedAddr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		p := writeIdentity(t, "https://"+closedAddr+"/edge/client/v1", certPEM, keyPEM, ca.pem)
+
+		c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
+		require.ErrorIs(t, err, ErrController)
+		require.ErrorIs(t, err, ErrUnreachable)
+		var op *net.OpError
+		require.ErrorAs(t, err, &op)
+		assert.True(t, op.Temporary())
+		assert.Contains(t, err.Error(), "connection refused")
+		assert.Contains(t, err.Error(), `dial OpenZiti service "monky-tenancy"`)
+		require.NoError(t, c.Close())
+	})
+
+	t.Run("controller refuses the identity; Close leaves no goroutine behind", func(t *testing.T) {
+		ca := newTestCA(t)
+		_, certPEM, keyPEM := ca.issue(t, true, nil, nil)
+		ctrl, hits := fakeController(t, ca)
+		p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.pem)
+
+		c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
+		require.ErrorIs(t, err, ErrController)
+		assert.NotContains(t, err.Error(), "PRIVATE KEY")
+		assert.Positive(t, hits(), "the SDK never reached the fake controller")
+
+		// The SDK keeps its controller connection alive; its own Close does not end it.
+		require.Positive(t, stacksWith(t, "net/http.(*persistConn).readLoop"))
+		require.NoError(t, c.Close())
+		require.Eventually(t, func() bool {
+			return stacksWith(t, "net/http.(*persistConn).readLoop") == 0 && stacksWith(t, "openziti") == 0
+		}, 5*time.Second, 20*time.Millisecond, "goroutines left after Close:\n%s", goroutines(t))
+	})
+}
+
+// newTLSServer serves h over TLS with leaf on loopback and returns its address.
+func newTLSServer(t *testing.T, leaf tls.Certificate, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
