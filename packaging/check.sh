@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# check.sh — every packaging check, the one script CI calls (bash packaging/check.sh).
+#
+# Installs what it needs with apt (one apt-get update), then: bash -n and shellcheck on
+# every *.sh of the repo and the maintainer scripts; the ansible template re-rendered and
+# diffed against packaging/testdata; the .deb built, unpacked and checked file by file,
+# lintian on it; systemd-analyze verify and security on the units; install.sh --root run
+# twice (idempotent) with its config diffed against packaging/testdata; the Go tests of
+# packaging/ (configs parse with the agent's parser, one version). Runs as root on a
+# fresh Debian machine; changes nothing outside a temp dir except the apt installs.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cd "$repo"
+
+step() { printf '\n--- packaging: %s\n' "$*"; }
+ok() { printf 'ok   %s\n' "$*"; }
+fail() {
+	printf 'FAIL %s\n' "$*" >&2
+	exit 1
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# --- tools ----------------------------------------------------------------------------
+step "tools"
+need=()
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+command -v lintian >/dev/null 2>&1 || need+=(lintian)
+command -v dpkg-deb >/dev/null 2>&1 || need+=(dpkg)
+/usr/bin/python3 -c 'import jinja2' >/dev/null 2>&1 || need+=(python3-jinja2)
+/usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3-yaml)
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		fail "missing ${need[*]}: run as root or install them"
+	fi
+	echo "installing: ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/dev/null
+	apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+fi
+ok "shellcheck $(shellcheck --version | sed -n 's/^version: //p'), $(systemd-analyze --version | head -n1), lintian $(lintian --version | awk '{print $2}')"
+
+# --- shell scripts --------------------------------------------------------------------
+step "bash -n and shellcheck"
+mapfile -t scripts < <(find . -path ./.git -prune -o -name '*.sh' -type f -print | LC_ALL=C sort)
+[ ${#scripts[@]} -gt 0 ] || fail "no *.sh found"
+for f in "${scripts[@]}"; do
+	bash -n "$f" || fail "bash -n $f"
+	shellcheck -x "$f" || fail "shellcheck $f"
+	ok "$f"
+done
+for f in packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm; do
+	sh -n "$f" || fail "sh -n $f"
+	shellcheck -s sh "$f" || fail "shellcheck $f"
+	[ -x "$f" ] || fail "$f is not executable"
+	head -n1 "$f" | grep -qx '#!/bin/sh' || fail "$f must start with #!/bin/sh"
+	grep -qx 'set -e' "$f" || fail "$f must 'set -e'"
+	ok "$f (POSIX sh, set -e)"
+done
+
+# --- ansible template -----------------------------------------------------------------
+step "ansible template renders to the committed samples"
+for pair in ansible-vars.json:config.ansible.yaml ansible-vars-proxy.json:config.ansible-proxy.yaml; do
+	vars=packaging/testdata/${pair%%:*}
+	want=packaging/testdata/${pair##*:}
+	/usr/bin/python3 packaging/ansible/render.py "$vars" >"$work/rendered.yaml"
+	diff -u "$want" "$work/rendered.yaml" || fail "template output differs from $want (re-render: packaging/ansible/render.py $vars > $want)"
+	ok "$vars -> $want"
+done
+
+# --- the .deb -------------------------------------------------------------------------
+step "build the .deb"
+version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
+[ -n "$version" ] || fail "no Version in deployd/version.go"
+gopkg=./cmd/monky-deployd
+if [ ! -d cmd/monky-deployd ]; then
+	# Until the agent's main exists, package a stand-in so the rest is still checked.
+	echo "NOTE: cmd/monky-deployd does not exist yet: packaging a stand-in main"
+	mkdir -p "$repo/.packaging-standin"
+	trap 'rm -rf "$work" "$repo/.packaging-standin"' EXIT
+	printf 'package main\n\nfunc main() {}\n' >"$repo/.packaging-standin/main.go"
+	gopkg=./.packaging-standin
+fi
+bash packaging/build-deb.sh "$version" "$work/out" "$gopkg"
+deb=$(ls "$work"/out/monky-deployd_"$version"_*.deb)
+ok "$deb"
+
+step "the .deb's contents and modes"
+pkgroot=$work/pkgroot
+dpkg-deb -x "$deb" "$pkgroot"
+dpkg-deb -e "$deb" "$pkgroot/DEBIAN"
+expect() { # PATH TYPE MODE
+	local p=$pkgroot/$1 got
+	[ -e "$p" ] || fail "missing in the .deb: /$1"
+	got="$(stat -c '%F %a %U:%G' "$p")"
+	[ "$got" = "$2 $3 root:root" ] || fail "/$1 is '$got', want '$2 $3 root:root'"
+	ok "/$1 $2 $3"
+}
+expect usr/bin/monky-deployd "regular file" 755
+expect lib/systemd/system/monky-deployd.service "regular file" 644
+expect lib/systemd/system/monky-deployd.timer "regular file" 644
+expect etc/monky-deployd directory 750
+expect etc/monky-deployd/config.yaml.example "regular file" 644
+expect var/lib/monky-deployd directory 700
+expect usr/share/doc/monky-deployd/copyright "regular file" 644
+expect usr/share/doc/monky-deployd/changelog.gz "regular file" 644
+for s in postinst prerm postrm; do expect "DEBIAN/$s" "regular file" 755; done
+[ ! -e "$pkgroot/etc/monky-deployd/config.yaml" ] || fail "the .deb must not ship a real config"
+[ ! -e "$pkgroot/etc/monky-deployd/bootstrap.jwt" ] || fail "the .deb must not ship a grant"
+ok "no config.yaml, no grant shipped"
+cmp -s packaging/systemd/monky-deployd.service "$pkgroot/lib/systemd/system/monky-deployd.service" || fail "service unit differs from packaging/systemd"
+[ "$(cat "$pkgroot/DEBIAN/conffiles")" = /etc/monky-deployd/config.yaml.example ] || fail "conffiles must list the example config only"
+ok "conffiles"
+[ "$(dpkg-deb -f "$deb" Package)" = monky-deployd ] || fail "Package field"
+[ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "Version field"
+dpkg-deb -f "$deb" Depends | grep -q 'docker-ce | docker.io' || fail "Depends must name docker"
+dpkg-deb -f "$deb" Depends | grep -q 'docker-compose-plugin' || fail "Depends must name docker compose"
+ok "control: monky-deployd $version, Depends: $(dpkg-deb -f "$deb" Depends)"
+(cd "$pkgroot" && md5sum --quiet -c DEBIAN/md5sums) || fail "md5sums"
+ok "md5sums"
+file_out=$(od -An -c -N4 "$pkgroot/usr/bin/monky-deployd" | tr -d ' ')
+[ "$file_out" = '177ELF' ] || fail "usr/bin/monky-deployd is not an ELF binary"
+ok "usr/bin/monky-deployd is an ELF binary"
+
+step "lintian"
+# Overrides, each with its reason, are in packaging/debian/lintian-overrides.
+lintian --fail-on error,warning --tag-display-limit 0 "$deb" 2> >(grep -v 'running with root privileges' >&2) || fail "lintian"
+ok "lintian: no errors or warnings beyond the documented overrides"
+
+# --- systemd units --------------------------------------------------------------------
+step "systemd-analyze verify"
+# verify needs ExecStart's binary at its path and the standard targets: check in a
+# scratch root holding a copy of this machine's units, ours and the packaged binary.
+unitroot=$work/unitroot
+mkdir -p "$unitroot/lib/systemd/system" "$unitroot/usr/bin"
+cp -a /lib/systemd/system/. "$unitroot/lib/systemd/system/"
+cp packaging/systemd/monky-deployd.service packaging/systemd/monky-deployd.timer "$unitroot/lib/systemd/system/"
+cp "$pkgroot/usr/bin/monky-deployd" "$unitroot/usr/bin/monky-deployd"
+if ! systemd-analyze verify --man=no --root="$unitroot" \
+	/lib/systemd/system/monky-deployd.service /lib/systemd/system/monky-deployd.timer >"$work/verify.out" 2>&1; then
+	cat "$work/verify.out"
+	fail "systemd-analyze verify"
+fi
+# verify exits 0 on a value it ignores with a warning: any output is a failure too.
+if [ -s "$work/verify.out" ]; then
+	cat "$work/verify.out"
+	fail "systemd-analyze verify printed warnings"
+fi
+ok "monky-deployd.service, monky-deployd.timer"
+grep -qx 'SuccessExitStatus=75' packaging/systemd/monky-deployd.service || fail "SuccessExitStatus=75"
+grep -qx 'Type=oneshot' packaging/systemd/monky-deployd.service || fail "Type=oneshot"
+grep -q '^RandomizedDelaySec=' packaging/systemd/monky-deployd.timer || fail "RandomizedDelaySec"
+ok "Type=oneshot, SuccessExitStatus=75, RandomizedDelaySec"
+
+step "systemd-analyze security"
+max_exposure=2.0
+exposure=$(systemd-analyze security --offline=yes --root="$unitroot" monky-deployd.service 2>/dev/null |
+	sed -n 's/.*Overall exposure level for monky-deployd.service: \([0-9.]*\).*/\1/p')
+[ -n "$exposure" ] || fail "no exposure level from systemd-analyze security"
+awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }' || fail "exposure $exposure is above $max_exposure"
+ok "exposure level $exposure (at most $max_exposure)"
+
+# --- install.sh -----------------------------------------------------------------------
+step "install.sh --root, twice"
+grant=$work/grant.jwt
+printf 'eyJhbGciOiJSUzI1NiJ9.check-sh-planted-grant.sig' >"$grant"
+inst=$work/inst
+args=(--root "$inst" --deb "$deb" --env-id env-dev-01 --tenancy-url https://tenancy.monky.internal
+	--bao-addr https://bao.monky.internal:8200 --deploy-dir /data/monky --min-free-mb 2048
+	--bao-namespace "ops's ns" --health-timeout 5m --keep-releases 3
+	--allow-privileged cadvisor --allow-privileged node-exporter --grant "$grant")
+bash packaging/install.sh --dry-run "${args[@]}" >"$work/dry.out"
+[ ! -e "$inst" ] || fail "--dry-run created $inst"
+ok "--dry-run changes nothing"
+bash packaging/install.sh "${args[@]}" >"$work/first.out" || { cat "$work/first.out"; fail "install.sh first run"; }
+cat "$work/first.out"
+snapshot() { (cd "$inst" && find . -printf '%p %y %m %s %T@\n' | LC_ALL=C sort); }
+snapshot >"$work/before"
+bash packaging/install.sh "${args[@]}" >"$work/second.out" || { cat "$work/second.out"; fail "install.sh second run"; }
+cat "$work/second.out"
+grep -q 'done: nothing changed' "$work/second.out" || fail "second run reported changes"
+snapshot >"$work/after"
+diff -u "$work/before" "$work/after" || fail "second run changed files"
+ok "second run changed nothing"
+diff -u packaging/testdata/config.install.yaml "$inst/etc/monky-deployd/config.yaml" ||
+	fail "install.sh config differs from packaging/testdata/config.install.yaml"
+ok "config equals packaging/testdata/config.install.yaml (parsed by the Go test below)"
+[ "$(stat -c '%a' "$inst/etc/monky-deployd/config.yaml")" = 640 ] || fail "config mode"
+[ "$(stat -c '%a' "$inst/etc/monky-deployd/bootstrap.jwt")" = 600 ] || fail "grant mode"
+cmp -s "$grant" "$inst/etc/monky-deployd/bootstrap.jwt" || fail "grant content"
+ok "config 0640, grant 0600 with the given content"
+if grep -rq 'check-sh-planted-grant' "$work/first.out" "$work/second.out" "$work/dry.out"; then
+	fail "install.sh printed the grant"
+fi
+ok "the grant is never printed"
+grep -qx 'ReadWritePaths=/data/monky' "$inst/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf" || fail "deploy-dir drop-in"
+[ "$(stat -c '%a' "$inst/var/lib/monky-deployd")" = 700 ] || fail "state dir mode"
+[ -d "$inst/data/monky" ] || fail "deploy dir"
+ok "drop-in for /data/monky, state dir 0700, deploy dir created"
+
+step "install.sh: grant from stdin, an existing config is kept, --force-config replaces it"
+printf 'stdin-grant' | bash packaging/install.sh --root "$inst" --deb "$deb" --grant - --env-id env-dev-02 >"$work/third.out"
+cmp -s <(printf 'stdin-grant') "$inst/etc/monky-deployd/bootstrap.jwt" || fail "grant from stdin"
+grep -q "^env_id: 'env-dev-01'$" "$inst/etc/monky-deployd/config.yaml" || fail "config was not kept"
+bash packaging/install.sh --root "$inst" --skip-package --force-config --env-id env-dev-02 \
+	--tenancy-url https://tenancy.monky.internal --bao-addr https://bao.monky.internal:8200 >/dev/null
+grep -q "^env_id: 'env-dev-02'$" "$inst/etc/monky-deployd/config.yaml" || fail "--force-config did not replace the config"
+[ ! -e "$inst/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf" ] || fail "drop-in not removed for the default deploy dir"
+ok "stdin grant, config kept, --force-config, drop-in removed"
+if bash packaging/install.sh --root "$work/bad" --skip-package --env-id env-dev-1 >/dev/null 2>&1; then
+	fail "install.sh accepted a bad env_id"
+fi
+ok "a bad env_id is refused"
+
+# --- Go tests of packaging/ -----------------------------------------------------------
+step "go test ./packaging/ (configs parse with the agent's parser; one version)"
+go test -count=1 ./packaging/
+ok "go test ./packaging/"
+
+printf '\npackaging: all checks passed\n'
