@@ -14,10 +14,15 @@ import (
 
 // Finding codes. They are the refusal codes of SPEC §7 that compose files can cause.
 const (
+	// CodeComposeInvalid: a compose file that compose-spec rejects, or that would make
+	// compose read files outside the bundle (include, extends.file).
 	CodeComposeInvalid = "COMPOSE_INVALID"
+	// CodeUnresolvedVars: a variable that neither vars, secrets nor a default provides.
 	CodeUnresolvedVars = "UNRESOLVED_VARS"
-	CodePrivileged     = "PRIVILEGED"
-	CodeManifestPaths  = "MANIFEST_PATHS"
+	// CodePrivileged: a service that gets host privileges and is not allowed to.
+	CodePrivileged = "PRIVILEGED"
+	// CodeManifestPaths: a compose file, env_file or label_file that is not a bundle file.
+	CodeManifestPaths = "MANIFEST_PATHS"
 )
 
 // ReleaseDir is the fixed, fake absolute directory the compose files are loaded in.
