@@ -24,7 +24,8 @@ const MinSubstringLen = 4
 
 // Redactor removes every registered secret from text: log records, error texts, report
 // tails, subprocess output and files the agent writes. It is safe for concurrent use and
-// implements Registry. The zero Redactor is not usable; call NewRedactor.
+// implements Registry. The zero Redactor is ready to use and redacts nothing until a
+// value is added; NewRedactor is the same thing as new(Redactor).
 //
 // Add registers a value together with the encoded forms in which it can reach an
 // output (see Add). Redact replaces every occurrence of any registered form with Mask;
@@ -44,10 +45,11 @@ var _ Registry = (*Redactor)(nil)
 // compiled is one immutable generation of the registered forms, indexed by their first
 // two bytes so that a scan costs one table lookup per byte of text when nothing matches.
 type compiled struct {
-	first  [1 << 16 / 64]uint64 // bit set of the first two bytes of every form of 2+ bytes
-	cand   map[uint16][]pattern // forms by their first two bytes, longest first
-	single [256]bool            // forms of one byte (always whole-token)
-	maxLen int                  // length of the longest form
+	first     [1 << 16 / 64]uint64 // bit set of the first two bytes of every form of 2+ bytes
+	cand      map[uint16][]pattern // forms by their first two bytes, longest first
+	single    [256]bool            // forms of one byte (always whole-token)
+	hasSingle bool                 // some form has one byte
+	maxLen    int                  // length of the longest form
 }
 
 // pattern is one registered form; whole means it counts only as a whole token.
@@ -57,10 +59,17 @@ type pattern struct {
 }
 
 // NewRedactor returns an empty Redactor.
-func NewRedactor() *Redactor {
-	r := &Redactor{values: map[string]struct{}{}}
-	r.state.Store(&compiled{})
-	return r
+func NewRedactor() *Redactor { return new(Redactor) }
+
+// noSecrets is the generation of a Redactor to which nothing was added.
+var noSecrets = &compiled{}
+
+// load returns the current generation.
+func (r *Redactor) load() *compiled {
+	if c := r.state.Load(); c != nil {
+		return c
+	}
+	return noSecrets
 }
 
 // Add registers value as secret. Empty values are ignored; adding a value twice is a
@@ -91,8 +100,11 @@ func (r *Redactor) Add(value string) {
 	if _, ok := r.values[value]; ok {
 		return
 	}
+	if r.values == nil {
+		r.values = map[string]struct{}{}
+	}
 	r.values[value] = struct{}{}
-	r.state.Store(r.state.Load().with(formsOf(value)))
+	r.state.Store(r.load().with(formsOf(value)))
 }
 
 // formsOf returns the registered forms of one raw value.
@@ -136,7 +148,7 @@ func formsOf(v string) []pattern {
 
 // with returns a new generation: c plus forms. c is not modified.
 func (c *compiled) with(forms []pattern) *compiled {
-	n := &compiled{first: c.first, cand: maps.Clone(c.cand), single: c.single, maxLen: c.maxLen}
+	n := &compiled{first: c.first, cand: maps.Clone(c.cand), single: c.single, hasSingle: c.hasSingle, maxLen: c.maxLen}
 	if n.cand == nil {
 		n.cand = map[uint16][]pattern{}
 	}
@@ -144,6 +156,7 @@ func (c *compiled) with(forms []pattern) *compiled {
 		n.maxLen = max(n.maxLen, len(p.s))
 		if len(p.s) == 1 {
 			n.single[p.s[0]] = true
+			n.hasSingle = true
 			continue
 		}
 		k := uint16(p.s[0])<<8 | uint16(p.s[1])
@@ -220,13 +233,13 @@ func base64Forms(v string) []string {
 }
 
 // Redact returns s with every occurrence of a registered secret replaced by Mask.
-func (r *Redactor) Redact(s string) string { return r.state.Load().redact(s) }
+func (r *Redactor) Redact(s string) string { return r.load().redact(s) }
 
 // RedactBytes returns b with every occurrence of a registered secret replaced by Mask.
 // It returns b itself when there is nothing to replace and a new slice otherwise; b is
 // never modified.
 func (r *Redactor) RedactBytes(b []byte) []byte {
-	iv := r.state.Load().find(string(b))
+	iv := r.load().find(string(b))
 	if len(iv) == 0 {
 		return b
 	}
@@ -251,34 +264,43 @@ type interval struct{ start, end int }
 // occurrence counts, overlapping ones included, so that overlapping secrets are masked
 // in full.
 func (c *compiled) find(s string) []interval {
-	var iv []interval
-	add := func(start, end int) {
-		if n := len(iv); n > 0 && start <= iv[n-1].end {
-			iv[n-1].end = max(iv[n-1].end, end)
-			return
-		}
-		iv = append(iv, interval{start, end})
+	if c.maxLen == 0 || len(s) == 0 {
+		return nil
 	}
+	var iv []interval
+	first := &c.first
+	prev := uint16(s[0])
 	for i := 0; i < len(s); i++ {
-		if c.single[s[i]] && isToken(s, i, i+1) {
-			add(i, i+1)
+		if c.hasSingle && c.single[s[i]] && isToken(s, i, i+1) {
+			iv = addInterval(iv, i, i+1)
 		}
 		if i+1 == len(s) {
 			break
 		}
-		k := uint16(s[i])<<8 | uint16(s[i+1])
-		if c.first[k>>6]&(1<<(k&63)) == 0 {
+		k := prev<<8 | uint16(s[i+1])
+		prev = uint16(s[i+1])
+		if first[k>>6]&(1<<(k&63)) == 0 {
 			continue
 		}
 		for _, p := range c.cand[k] {
 			end := i + len(p.s)
 			if end <= len(s) && s[i:end] == p.s && (!p.whole || isToken(s, i, end)) {
-				add(i, end)
+				iv = addInterval(iv, i, end)
 				break // the longest form at i; shorter ones end inside it
 			}
 		}
 	}
 	return iv
+}
+
+// addInterval appends [start, end) to iv, merging it with the last interval when they
+// overlap or touch; starts arrive in increasing order.
+func addInterval(iv []interval, start, end int) []interval {
+	if n := len(iv); n > 0 && start <= iv[n-1].end {
+		iv[n-1].end = max(iv[n-1].end, end)
+		return iv
+	}
+	return append(iv, interval{start, end})
 }
 
 // isToken reports whether s[start:end] is bounded by the ends of s or by bytes that are

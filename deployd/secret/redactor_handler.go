@@ -63,12 +63,12 @@ func (h *redactHandler) inner(c *compiled) slog.Handler {
 
 // Enabled reports whether the wrapped handler handles records at level.
 func (h *redactHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	return h.inner(h.r.state.Load()).Enabled(ctx, level)
+	return h.inner(h.r.load()).Enabled(ctx, level)
 }
 
 // Handle redacts the record and passes it to the wrapped handler.
 func (h *redactHandler) Handle(ctx context.Context, rec slog.Record) error {
-	c := h.r.state.Load()
+	c := h.r.load()
 	out := slog.NewRecord(rec.Time, rec.Level, c.redact(rec.Message), rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(redactAttr(c, a))

@@ -438,3 +438,13 @@ func ExampleRedactor() {
 type osStdout struct{}
 
 func (osStdout) Write(p []byte) (int, error) { fmt.Print(string(p)); return len(p), nil }
+
+func TestZeroRedactor(t *testing.T) {
+	var r secret.Redactor
+	assert.Equal(t, "nothing", r.Redact("nothing"))
+	var buf bytes.Buffer
+	slog.New(r.Handler(slog.NewTextHandler(&buf, nil))).Info("m", "k", "zero-value-secret")
+	assert.Contains(t, buf.String(), "zero-value-secret")
+	r.Add("zero-value-secret")
+	assert.Equal(t, M, r.Redact("zero-value-secret"))
+}

@@ -41,7 +41,7 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 			return len(p), err
 		}
 	}
-	c := lw.r.state.Load()
+	c := lw.r.load()
 	keep := c.maxLen + 1
 	if len(lw.buf) <= max(WriterBound, 2*keep) {
 		return len(p), nil
