@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -787,3 +788,45 @@ func TestHTTPClientOption(t *testing.T) {
 	_, err = bao.New(bao.Config{Addr: s.URL(), EnvID: env, HTTPClient: base, CAFile: "testdata/kv/ok.json"})
 	require.ErrorIs(t, err, bao.ErrConfig)
 }
+
+// TestLogsHoldNoSecret plants a grant, a token and secret values and runs every call,
+// good and failing, with a debug logger: no record holds any of them.
+func TestLogsHoldNoSecret(t *testing.T) {
+	ctx := context.Background()
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := newFake(t, fakebao.Options{Logger: logger})
+	s.PutSecret(env, "db", map[string]string{"password": "pw-planted-in-logs"})
+	c, err := bao.New(bao.Config{Addr: s.URL(), EnvID: env, Logger: logger})
+	require.NoError(t, err)
+	grant := s.MintGrant(env)
+	info, err := c.Login(ctx, secret.New(grant))
+	require.NoError(t, err)
+	_, err = c.LookupSelf(ctx, info.Token)
+	require.NoError(t, err)
+	_, err = c.RenewSelf(ctx, info.Token)
+	require.NoError(t, err)
+	_, err = c.Read(ctx, info.Token, map[string]bao.Ref{"P": {Path: "db", Key: "password"}, "Q": {Path: "db", Key: "nokey"}})
+	require.ErrorIs(t, err, bao.ErrSecretMissing)
+	require.NoError(t, c.RevokeSelf(ctx, info.Token))
+	_, err = c.Login(ctx, secret.New(grant+"x"))
+	require.Error(t, err)
+
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	assert.Contains(t, out, "openbao request", "the logger was used")
+	assert.Contains(t, out, "fakebao request", "the fake's logger was used")
+	for _, v := range []string{grant, info.Token.Reveal(), "pw-planted-in-logs"} {
+		assert.NotContains(t, out, v)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
