@@ -76,6 +76,9 @@ func New(t *faketenancy.Server, b *fakebao.Server, logger *slog.Logger) *API {
 	a.mux.HandleFunc("GET /requests", a.requests)
 	a.mux.HandleFunc("GET /faults", a.getFaults)
 	a.mux.HandleFunc("PUT /faults", a.putFaults)
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, "no admin call "+r.Method+" "+r.URL.Path)
+	})
 	return a
 }
 
