@@ -27,6 +27,20 @@
 // all is not ready, and its ServiceState says "missing". A ps call that fails during
 // the wait is logged and retried at the next poll: a busy daemon is not a failed apply.
 //
+// Decisions where the contract is silent, chosen for an operator of a fleet:
+//   - A restarting container fails the wait at once, even when its restart policy
+//     might bring it up later: a service that crashes while the agent watches is not
+//     one to promote, and failing fast keeps the old release serving sooner.
+//   - A running container without a healthcheck counts as ready only once it was
+//     seen running at two polls in a row (one Poll apart), with its uptime not gone
+//     backwards: a container that crashes right after start is caught instead of
+//     promoted. A healthy container is ready at once; its healthcheck proved it.
+//   - With no expected services, the wait covers every service ps shows; the agent
+//     always passes the bundle's services, so that a service compose never created is
+//     caught ("missing"). Services that are not meant to run (replicas: 0, a profile
+//     that is not enabled) must be left out of WaitOptions.Services by the caller.
+//   - A service with several containers is as ready as its worst container.
+//
 // # Errors
 //
 // Every failure is an *Error that names the operation and the services involved and

@@ -51,7 +51,7 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	}
 	start := time.Now()
 	deadline := start.Add(opts.Timeout)
-	uptimes := map[string]time.Duration{} // container ID → uptime at the last poll
+	seen := map[string]sighting{} // running containers of the last poll, by ID
 	var states []ServiceState
 	var lastPSErr error
 	for poll := 1; ; poll++ {
@@ -67,7 +67,7 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 			lastPSErr = nil
 			var bad, waiting []string
 			var details []string
-			states, bad, waiting, details = evaluate(opts.Services, cs, uptimes)
+			states, bad, waiting, details = evaluate(opts.Services, cs, seen)
 			if len(bad) > 0 {
 				c.log.Error("services failed their health check; read their logs: "+c.hint("logs --tail 100 "+strings.Join(bad, " ")),
 					"services", bad, "detail", strings.Join(details, "; "), "dir", c.dir,
@@ -103,10 +103,17 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	}
 }
 
-// evaluate judges every expected service from one ps output. uptimes carries each
-// container's uptime from the previous poll, to see restarts that ps shows as running.
+// sighting is a container seen running at the previous poll.
+type sighting struct {
+	uptime    time.Duration
+	hasUptime bool
+}
+
+// evaluate judges every expected service from one ps output. seen holds the running
+// containers of the previous poll (to see restarts that ps shows as running, and to
+// let containers without a healthcheck settle); evaluate updates it.
 // details describe the failed services when there are any, else the waiting ones.
-func evaluate(expected []string, cs []Container, uptimes map[string]time.Duration) (states []ServiceState, bad, waiting, details []string) {
+func evaluate(expected []string, cs []Container, seen map[string]sighting) (states []ServiceState, bad, waiting, details []string) {
 	var badDetails []string
 	byService := map[string][]Container{}
 	for _, ctr := range cs {
@@ -130,7 +137,7 @@ func evaluate(expected []string, cs []Container, uptimes map[string]time.Duratio
 		}
 		worst, worstWhy, worstCtr := ready, "", ctrs[0]
 		for _, ctr := range ctrs {
-			v, why := judge(ctr, uptimes)
+			v, why := judge(ctr, seen)
 			if v == failed || (v == notReady && worst == ready) {
 				worst, worstWhy, worstCtr = v, why, ctr
 			}
@@ -148,11 +155,11 @@ func evaluate(expected []string, cs []Container, uptimes map[string]time.Duratio
 			details = append(details, name+": "+worstWhy)
 		}
 	}
+	clear(seen)
 	for _, ctr := range cs {
-		if up, ok := uptime(ctr); ok && ctr.State == "running" {
-			uptimes[ctr.ID] = up
-		} else {
-			delete(uptimes, ctr.ID)
+		if ctr.State == "running" {
+			up, ok := uptime(ctr)
+			seen[ctr.ID] = sighting{uptime: up, hasUptime: ok}
 		}
 	}
 	if len(bad) > 0 {
@@ -162,7 +169,7 @@ func evaluate(expected []string, cs []Container, uptimes map[string]time.Duratio
 }
 
 // judge says whether one container is ready, not yet, or failed, and why.
-func judge(ctr Container, uptimes map[string]time.Duration) (verdict, string) {
+func judge(ctr Container, seen map[string]sighting) (verdict, string) {
 	switch ctr.State {
 	case "dead":
 		return failed, "container is dead"
@@ -174,13 +181,17 @@ func judge(ctr Container, uptimes map[string]time.Duration) (verdict, string) {
 		}
 		return ready, "exited 0 (one-shot, done)"
 	case "running":
-		if prev, ok := uptimes[ctr.ID]; ok {
-			if up, ok := uptime(ctr); ok && up < prev {
-				return failed, "container restarted between two polls (restart loop)"
-			}
+		prev, wasRunning := seen[ctr.ID]
+		if up, ok := uptime(ctr); ok && wasRunning && prev.hasUptime && up < prev.uptime {
+			return failed, "container restarted between two polls (restart loop)"
 		}
 		switch ctr.Health {
-		case "", "healthy":
+		case "healthy":
+			return ready, "running, healthy"
+		case "":
+			if !wasRunning {
+				return notReady, "running, settling (seen at one poll so far)"
+			}
 			return ready, "running"
 		case "unhealthy":
 			return failed, "unhealthy"

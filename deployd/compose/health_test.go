@@ -128,6 +128,17 @@ func TestWaitHealthy(t *testing.T) {
 			wantPS:       3,
 		},
 		{
+			name: "a crash right after start is caught by the settle poll",
+			services: map[string]fakedocker.Service{
+				"worker": {States: states{{Status: "Up Less than a second"}, {State: "exited", ExitCode: 1}}},
+			},
+			expect:       []string{"web", "worker"},
+			wantErr:      ErrUnhealthy,
+			wantServices: []string{"worker"},
+			wantDetail:   "worker: exited with code 1",
+			wantPS:       2,
+		},
+		{
 			name:         "dead container",
 			services:     map[string]fakedocker.Service{"worker": {States: states{{State: "dead"}}}},
 			expect:       []string{"web", "worker"},
@@ -162,7 +173,7 @@ func TestWaitHealthy(t *testing.T) {
 			name:     "a failing ps is retried",
 			commands: map[string]fakedocker.Command{"ps": {Stderr: "Error response from daemon: i/o timeout\n", FailTimes: 2}},
 			expect:   []string{"web", "worker"},
-			wantPS:   3,
+			wantPS:   4, // two failures, then worker is seen running twice
 			wantLog:  "trying again at the next poll",
 		},
 		{
@@ -239,29 +250,35 @@ func TestWaitHealthyCancelled(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
+	was := func(up time.Duration) map[string]sighting {
+		return map[string]sighting{"a": {uptime: up, hasUptime: true}}
+	}
 	for _, tc := range []struct {
 		name string
 		ctr  Container
-		prev map[string]time.Duration
+		seen map[string]sighting
 		want verdict
 	}{
-		{"running, no healthcheck", Container{State: "running", Status: "Up 2 seconds"}, nil, ready},
-		{"healthy", Container{State: "running", Health: "healthy"}, nil, ready},
-		{"starting", Container{State: "running", Health: "starting"}, nil, notReady},
-		{"unhealthy", Container{State: "running", Health: "unhealthy"}, nil, failed},
-		{"created", Container{State: "created"}, nil, notReady},
-		{"paused", Container{State: "paused"}, nil, notReady},
-		{"exited 0", Container{State: "exited"}, nil, ready},
-		{"exited 1", Container{State: "exited", ExitCode: 1}, nil, failed},
-		{"restarting", Container{State: "restarting"}, nil, failed},
-		{"dead", Container{State: "dead"}, nil, failed},
-		{"uptime grows", Container{ID: "a", State: "running", Status: "About a minute"}, map[string]time.Duration{"a": 50 * time.Second}, ready},
-		{"uptime grows in words", Container{ID: "a", State: "running", Status: "Up About a minute (healthy)", Health: "healthy"}, map[string]time.Duration{"a": 59 * time.Second}, ready},
-		{"uptime shrinks", Container{ID: "a", State: "running", Status: "Up 3 seconds"}, map[string]time.Duration{"a": time.Minute}, failed},
-		{"other container", Container{ID: "b", State: "running", Status: "Up 3 seconds"}, map[string]time.Duration{"a": time.Minute}, ready},
+		{"running, no healthcheck, first sight", Container{ID: "a", State: "running", Status: "Up 2 seconds"}, nil, notReady},
+		{"running, no healthcheck, second sight", Container{ID: "a", State: "running", Status: "Up 4 seconds"}, was(2 * time.Second), ready},
+		{"running, no healthcheck, status unreadable", Container{ID: "a", State: "running"}, map[string]sighting{"a": {}}, ready},
+		{"healthy at first sight", Container{ID: "a", State: "running", Health: "healthy"}, nil, ready},
+		{"starting", Container{ID: "a", State: "running", Health: "starting"}, was(time.Second), notReady},
+		{"unhealthy", Container{ID: "a", State: "running", Health: "unhealthy"}, nil, failed},
+		{"created", Container{ID: "a", State: "created"}, nil, notReady},
+		{"paused", Container{ID: "a", State: "paused"}, nil, notReady},
+		{"exited 0", Container{ID: "a", State: "exited"}, nil, ready},
+		{"exited 1", Container{ID: "a", State: "exited", ExitCode: 1}, nil, failed},
+		{"restarting", Container{ID: "a", State: "restarting"}, nil, failed},
+		{"dead", Container{ID: "a", State: "dead"}, nil, failed},
+		{"uptime grows", Container{ID: "a", State: "running", Status: "Up About a minute"}, was(50 * time.Second), ready},
+		{"uptime grows in words", Container{ID: "a", State: "running", Status: "Up About a minute (healthy)", Health: "healthy"}, was(59 * time.Second), ready},
+		{"uptime shrinks", Container{ID: "a", State: "running", Status: "Up 3 seconds"}, was(time.Minute), failed},
+		{"uptime shrinks while healthy", Container{ID: "a", State: "running", Status: "Up 3 seconds (healthy)", Health: "healthy"}, was(time.Minute), failed},
+		{"another container was seen", Container{ID: "b", State: "running", Status: "Up 3 seconds"}, was(time.Minute), notReady},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why := judge(tc.ctr, tc.prev)
+			got, why := judge(tc.ctr, tc.seen)
 			assert.Equal(t, tc.want, got, why)
 		})
 	}

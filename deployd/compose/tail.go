@@ -57,6 +57,7 @@ type capBuffer struct {
 	overflow bool
 }
 
+// Write appends p, or refuses all of it once the cap would be passed.
 func (c *capBuffer) Write(p []byte) (int, error) {
 	if len(c.buf)+len(p) > c.max {
 		c.overflow = true

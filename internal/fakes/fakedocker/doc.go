@@ -43,7 +43,7 @@
 // --project-directory; compose.yaml and friends when no -f is given) just enough to
 // learn the service names and which declare a healthcheck; ps then shows every service
 // running, healthy where it has a healthcheck. Before the first up and after down, ps
-// prints nothing.
+// shows no containers (no output at all, or "[]" in the array shape).
 //
 // # The script
 //

@@ -142,6 +142,7 @@ type run struct {
 // usageError is a command line the fake does not understand.
 type usageError string
 
+// Error returns the message.
 func (e usageError) Error() string { return string(e) }
 
 func (r *run) main(args []string) int {

@@ -34,9 +34,10 @@ type Script struct {
 
 // Command scripts one command: output, exit code, delay and transient failures.
 type Command struct {
-	// Stdout and Stderr are printed by a failing call, or before the normal output of
-	// a successful one.
+	// Stdout is printed by a failing call, or before the normal output of a
+	// successful one.
 	Stdout string `json:"stdout,omitempty"`
+	// Stderr is printed like Stdout, on standard error.
 	Stderr string `json:"stderr,omitempty"`
 	// Exit is the exit code of a failing call. Non-zero without FailTimes: every call fails.
 	Exit int `json:"exit,omitempty"`
