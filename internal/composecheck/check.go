@@ -73,8 +73,9 @@ type Finding struct {
 // Result is the outcome of Check.
 type Result struct {
 	// Services holds the sorted names of the services of the loaded model (the ones
-	// `docker compose up` starts: services behind a profile are left out). When the
-	// model cannot be loaded, it holds the service names found in the compose files.
+	// `docker compose up` starts: services behind a profile and jobs are left out). When
+	// the model cannot be loaded, it holds the service names found in the compose files.
+	// Never nil.
 	Services []string
 	// Findings is sorted by Code, then Detail, without duplicates. Empty means accepted.
 	Findings []Finding
@@ -118,6 +119,10 @@ func Check(ctx context.Context, in Input) Result {
 	if err := ctx.Err(); err != nil {
 		// A check that did not run must not pass.
 		c.add(CodeComposeInvalid, "compose check did not run: %v", err)
+		return Result{Services: []string{}, Findings: c.findings}
+	}
+	if loader.NormalizeProjectName(c.in.ProjectName) != c.in.ProjectName {
+		c.add(CodeComposeInvalid, "project name %q is not a valid compose project name (lowercase letters, digits, - and _)", c.in.ProjectName)
 		return Result{Services: []string{}, Findings: c.findings}
 	}
 	lookup := c.lookup()
@@ -174,22 +179,8 @@ func Check(ctx context.Context, in Input) Result {
 	return Result{Services: services, Findings: sortFindings(c.findings)}
 }
 
-// lookup returns the interpolation mapping of the load: vars, secret names with a
-// placeholder value, and COMPOSE_PROJECT_NAME, which compose-go sets itself.
-func (c *checker) lookup() func(string) (string, bool) {
-	env := map[string]string{"COMPOSE_PROJECT_NAME": c.in.ProjectName}
-	for k, v := range c.in.Vars {
-		env[k] = v
-	}
-	for _, k := range c.in.SecretNames {
-		env[k] = secretPlaceholder
-	}
-	return func(name string) (string, bool) {
-		v, ok := env[name]
-		return v, ok
-	}
-}
-
+// environment is the explicit environment of the load: vars, and secret names with a
+// placeholder value.
 func (c *checker) environment() types.Mapping {
 	env := types.Mapping{}
 	for k, v := range c.in.Vars {
@@ -199,6 +190,17 @@ func (c *checker) environment() types.Mapping {
 		env[k] = secretPlaceholder
 	}
 	return env
+}
+
+// lookup returns the interpolation mapping: the environment plus COMPOSE_PROJECT_NAME,
+// which compose-go sets itself.
+func (c *checker) lookup() func(string) (string, bool) {
+	env := c.environment()
+	env["COMPOSE_PROJECT_NAME"] = c.in.ProjectName
+	return func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
 }
 
 // errLoaderPanic stands for a panic inside compose-go: the file is refused, the agent

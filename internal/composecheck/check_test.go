@@ -271,3 +271,12 @@ func TestDescribeLoadErrorNeverQuotesTheMessage(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckInvalidProjectName(t *testing.T) {
+	in := checkCase{compose: []string{"good.yaml"}}.input(t)
+	in.ProjectName = "Monky Prod"
+	got := Check(context.Background(), in)
+	assert.Equal(t, []Finding{{Code: CodeComposeInvalid,
+		Detail: `project name "Monky Prod" is not a valid compose project name (lowercase letters, digits, - and _)`}}, got.Findings)
+	assert.Equal(t, []string{}, got.Services)
+}
