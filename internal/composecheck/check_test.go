@@ -263,6 +263,8 @@ func TestDescribeLoadErrorNeverQuotesTheMessage(t *testing.T) {
 		{"invalid project name \"hunter2\": must consist only of lowercase", "compose.yaml: rejected by compose (the message is withheld because it may quote a value)"},
 		{"hunter2", "compose.yaml: rejected by compose (the message is withheld because it may quote a value)"},
 	}
+	assert.Equal(t, "compose.yaml: compose-go failed on the files (it panicked)",
+		describeLoadError(context.Background(), errLoaderPanic, files))
 	for _, tc := range tests {
 		t.Run(tc.want, func(t *testing.T) {
 			got := describeLoadError(context.Background(), errors.New(tc.err), files)

@@ -232,6 +232,9 @@ func describeLoadError(ctx context.Context, err error, files []string) string {
 	}
 	msg := err.Error()
 	all := strings.Join(files, ", ")
+	if errors.Is(err, errLoaderPanic) {
+		return all + ": compose-go failed on the files (it panicked)"
+	}
 	for _, f := range files {
 		abs := ReleaseDir + "/" + f
 		if rest, ok := strings.CutPrefix(msg, "failed to parse "+abs+": "); ok {
