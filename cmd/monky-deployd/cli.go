@@ -1,0 +1,407 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/internal/logging"
+	"github.com/monky/monky-deployd/internal/metrics"
+)
+
+// commit is set at build time with -ldflags "-X main.commit=…".
+var commit = "unknown"
+
+const defaultConfig = "/etc/monky-deployd/config.yaml"
+
+// exitUsage is the exit code of a usage error.
+const exitUsage = 2
+
+const usage = `usage:
+  monky-deployd run [--config PATH] [--loop] [--metrics-file PATH]
+  monky-deployd status [--config PATH] [--json]
+  monky-deployd bootstrap [--config PATH] [--grant PATH]
+  monky-deployd verify --env ENV [--sha SHA] [--json] BUNDLE
+  monky-deployd version
+`
+
+// dockerEnvNames are the variables of the agent's own environment that docker compose
+// may see. Nothing else passes: compose interpolates from its environment, and what
+// the agent verified must be what compose runs. FAKE_DOCKER_* only matter to the
+// shipped fake docker.
+var dockerEnvNames = []string{
+	"PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
+	"DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "FAKE_DOCKER_LOG", "FAKE_DOCKER_SCRIPT", "FAKE_DOCKER_STATE",
+}
+
+// cli carries what the subcommands share: the environment and the streams.
+type cli struct {
+	env    map[string]string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	red    *secret.Redactor
+	log    *slog.Logger
+}
+
+// Main runs the command line args with the environment env and returns the exit code.
+// It is the whole program, so that tests run it in-process.
+func Main(ctx context.Context, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{env: map[string]string{}, stdin: stdin, stdout: stdout, stderr: stderr, red: secret.NewRedactor()}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			c.env[k] = v
+		}
+	}
+	level := slog.LevelInfo
+	if c.env["MONKY_DEPLOYD_DEBUG"] != "" {
+		level = slog.LevelDebug
+	}
+	h := logging.NewHandler(stderr, logging.Options{Level: level, Journal: c.env["JOURNAL_STREAM"] != ""})
+	c.log = slog.New(c.red.Handler(h))
+	// compose-go and the OpenZiti SDK log through the process-global logrus logger:
+	// route it into slog (and so through the redactor), never to raw stderr.
+	logging.RouteLogrus(logrus.StandardLogger(), c.log)
+
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return c.run(ctx, args[1:])
+	case "status":
+		return c.status(args[1:])
+	case "bootstrap":
+		return c.bootstrap(ctx, args[1:])
+	case "verify":
+		return c.verify(ctx, args[1:])
+	case "version", "--version":
+		fmt.Fprintf(stdout, "monky-deployd %s (commit %s)\n", deployd.Version, commit)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "monky-deployd: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+func (c *cli) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("monky-deployd "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	return fs
+}
+
+// parse parses args and refuses stray arguments; it returns false on a usage error.
+func parse(fs *flag.FlagSet, args []string, positional int) bool {
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if fs.NArg() != positional {
+		fmt.Fprintf(fs.Output(), "%s: expected %d argument(s), got %d: %q\n", fs.Name(), positional, fs.NArg(), fs.Args())
+		return false
+	}
+	return true
+}
+
+func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, deployd.Config, int) {
+	cfg, err := deployd.LoadConfig(configPath)
+	if err != nil {
+		c.log.Error("the config is invalid; fix it and run again", "config", configPath, "err", err)
+		return nil, cfg, deployd.ExitFailed
+	}
+	dockerEnv := []string{}
+	for _, k := range dockerEnvNames {
+		if v, ok := c.env[k]; ok {
+			dockerEnv = append(dockerEnv, k+"="+v)
+		}
+	}
+	if _, ok := c.env["PATH"]; !ok {
+		dockerEnv = append(dockerEnv, deployd.DefaultDockerEnv...)
+	}
+	host, _ := os.Hostname()
+	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: dockerEnv, Hostname: host})
+	if err != nil {
+		c.log.Error("could not start the agent", "config", configPath, "err", err)
+		return nil, cfg, deployd.ExitCode(err)
+	}
+	return a, cfg, 0
+}
+
+func (c *cli) run(ctx context.Context, args []string) int {
+	fs := c.flags("run")
+	configPath := fs.String("config", defaultConfig, "config file")
+	loop := fs.Bool("loop", false, "run ticks until stopped, for hosts without systemd")
+	interval := fs.Duration("interval", time.Minute, "with --loop: the pause between ticks when tenancy names none")
+	metricsFile := fs.String("metrics-file", "", "write Prometheus text-format metrics here after each tick (node_exporter textfile collector)")
+	if !parse(fs, args, 0) {
+		return exitUsage
+	}
+	a, cfg, code := c.agent(ctx, *configPath)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	if !*loop {
+		return c.tick(ctx, a, cfg, *metricsFile)
+	}
+	failures := 0
+	for {
+		code := c.tick(ctx, a, cfg, *metricsFile)
+		if code == deployd.ExitEnvMismatch {
+			c.log.Error("stopping the loop: AGENT_ENV_MISMATCH is never retried")
+			return code
+		}
+		wait := *interval
+		if st, err := deployd.ReadState(cfg); err == nil && st.NextCheckin > 0 {
+			wait = st.NextCheckin
+		}
+		if code == deployd.ExitTemporary {
+			failures++
+			wait = backoff(*interval, failures)
+		} else {
+			failures = 0
+		}
+		wait = jitter(wait)
+		c.log.Debug("next tick", "in", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			c.log.Info("stopping the loop on a signal")
+			return 0
+		case <-time.After(wait):
+		}
+	}
+}
+
+// backoff doubles the pause after each consecutive temporary failure, up to 15
+// minutes, so that 75 never becomes a busy loop.
+func backoff(base time.Duration, failures int) time.Duration {
+	d := base
+	for i := 1; i < failures && d < 15*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 15*time.Minute)
+}
+
+// jitter spreads d by ±10% so a fleet of loops does not synchronise.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Second
+	}
+	spread := int64(d) / 5
+	if spread <= 0 {
+		return d
+	}
+	return d - d/10 + time.Duration(rand.Int64N(spread))
+}
+
+func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, metricsFile string) int {
+	out, err := a.Tick(ctx)
+	code := deployd.ExitCode(err)
+	attrs := []any{"action", out.Action, "result", out.Result, "code", out.Code, "sha", out.SHA, "serial", out.Serial,
+		"leased", out.Leased, "duration", out.Duration.Round(time.Millisecond), "exit", code}
+	switch code {
+	case deployd.ExitOK:
+		c.log.Info("tick done", attrs...)
+	case deployd.ExitTemporary:
+		c.log.Warn("tick ended on a temporary condition; the next tick retries", append(attrs, "err", err)...)
+	default:
+		c.log.Error("tick failed", append(attrs, "err", err)...)
+	}
+	if metricsFile != "" {
+		st, _ := deployd.ReadState(cfg)
+		snap := metrics.Snapshot{
+			EnvID: cfg.EnvID, Version: deployd.Version, LastRun: time.Now(), LastCheckin: st.LastCheckin,
+			LastResult: st.LastResult, LastCode: st.LastCode, TickDuration: out.Duration,
+			LiveSHA: st.LiveSHA, LiveSerial: st.LiveSerial, EnvMismatchLatched: st.EnvMismatch != nil, ExitCode: code,
+		}
+		if !st.TokenExpires.IsZero() {
+			snap.TokenTTL = max(time.Until(st.TokenExpires), 0)
+		}
+		if err := metrics.Write(metricsFile, snap); err != nil {
+			c.log.Warn("could not write the metrics file", "path", metricsFile, "err", err)
+		}
+	}
+	return code
+}
+
+func (c *cli) bootstrap(ctx context.Context, args []string) int {
+	fs := c.flags("bootstrap")
+	configPath := fs.String("config", defaultConfig, "config file")
+	grant := fs.String("grant", "", "bootstrap grant file (default: the config's bootstrap_grant)")
+	if !parse(fs, args, 0) {
+		return exitUsage
+	}
+	a, _, code := c.agent(ctx, *configPath)
+	if a == nil {
+		return code
+	}
+	defer a.Close()
+	out, err := a.Bootstrap(ctx, *grant)
+	if err != nil {
+		c.log.Error("bootstrap failed", "err", err, "exit", deployd.ExitCode(err))
+		return deployd.ExitCode(err)
+	}
+	c.log.Info("bootstrap confirmed by a check-in", "action", out.Action)
+	return 0
+}
+
+// statusView is what `status --json` prints.
+type statusView struct {
+	EnvID   string        `json:"env_id"`
+	Version string        `json:"agent_version"`
+	State   deployd.State `json:"state"`
+	Token   string        `json:"token"`
+}
+
+func (c *cli) status(args []string) int {
+	fs := c.flags("status")
+	configPath := fs.String("config", defaultConfig, "config file")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if !parse(fs, args, 0) {
+		return exitUsage
+	}
+	cfg, err := deployd.LoadConfig(*configPath)
+	if err != nil {
+		c.log.Error("the config is invalid; fix it and run again", "config", *configPath, "err", err)
+		return deployd.ExitFailed
+	}
+	// status never touches the network; it still passes through a redactor that
+	// knows the stored token.
+	tokenState := "missing"
+	if data, err := os.ReadFile(cfg.TokenPath()); err == nil && len(strings.TrimSpace(string(data))) > 0 {
+		c.red.Add(strings.TrimSpace(string(data)))
+		tokenState = "present"
+	}
+	st, err := deployd.ReadState(cfg)
+	if err != nil {
+		c.log.Error("could not read the state", "err", err)
+		return deployd.ExitFailed
+	}
+	v := statusView{EnvID: cfg.EnvID, Version: deployd.Version, State: st, Token: tokenState}
+	var buf strings.Builder
+	if *asJSON {
+		data, _ := json.MarshalIndent(v, "", "  ")
+		buf.Write(data)
+		buf.WriteByte('\n')
+	} else {
+		writeStatus(&buf, v)
+	}
+	fmt.Fprint(c.stdout, c.red.Redact(buf.String()))
+	return 0
+}
+
+func writeStatus(w io.Writer, v statusView) {
+	st := v.State
+	p := func(k string, val any) { fmt.Fprintf(w, "%-14s %v\n", k+":", val) }
+	p("env", v.EnvID)
+	p("agent", v.Version)
+	if st.LiveSHA == "" {
+		p("live", "none")
+	} else {
+		p("live", fmt.Sprintf("%s (serial %d, healthy confirmed: %t)", st.LiveSHA, st.LiveSerial, st.Confirmed))
+	}
+	p("last check-in", timeOrNever(st.LastCheckin))
+	if st.LastResult != "" || st.LastCode != "" {
+		p("last result", strings.TrimSpace(st.LastResult+" "+st.LastCode))
+	}
+	if st.LastDetail != "" {
+		p("last detail", st.LastDetail)
+	}
+	p("last run", fmt.Sprintf("%s (exit %d)", timeOrNever(st.LastTick), st.LastExit))
+	p("token", v.Token)
+	if !st.TokenExpires.IsZero() {
+		p("token expires", st.TokenExpires.UTC().Format(time.RFC3339))
+	}
+	if st.EnvMismatch != nil {
+		p("latch", fmt.Sprintf("AGENT_ENV_MISMATCH since %s: runs exit 78 until env_id changes or you bootstrap", st.EnvMismatch.At.UTC().Format(time.RFC3339)))
+	} else {
+		p("latch", "none")
+	}
+	for sha, f := range st.Failed {
+		p("failed sha", fmt.Sprintf("%s serial %d %s", sha, f.Serial, f.Code))
+	}
+}
+
+func timeOrNever(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// verifyJSON is what `verify --json` prints.
+type verifyJSON struct {
+	SHA      string           `json:"sha"`
+	Refusals []bundle.Refusal `json:"refusals"`
+}
+
+func (c *cli) verify(ctx context.Context, args []string) int {
+	fs := c.flags("verify")
+	env := fs.String("env", "", "the box's env_id (required)")
+	sha := fs.String("sha", "", "the bundle sha tenancy asked for (optional)")
+	asJSON := fs.Bool("json", false, `print {"sha":…,"refusals":[…]}`)
+	allow := fs.String("allow-privileged", "", "comma-separated services allowed to be privileged")
+	liveSerial := fs.Int64("live-serial", 0, "the live release's serial (ROLLBACK check)")
+	rollback := fs.Bool("rollback", false, "the rollback is explicit")
+	if !parse(fs, args, 1) {
+		return exitUsage
+	}
+	if *env == "" {
+		fmt.Fprintln(c.stderr, "monky-deployd verify: --env is required")
+		return exitUsage
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(c.stderr, "monky-deployd verify: %v\n", err)
+		return exitUsage
+	}
+	defer f.Close()
+	exp := bundle.Expect{EnvID: *env, SHA: *sha, LiveSerial: *liveSerial, Rollback: *rollback}
+	if *allow != "" {
+		exp.AllowPrivileged = strings.Split(*allow, ",")
+	}
+	res, err := bundle.Verify(ctx, f, exp)
+	var refused *bundle.RefusedError
+	if err != nil && !errors.As(err, &refused) {
+		fmt.Fprintf(c.stderr, "monky-deployd verify: %v\n", err)
+		return deployd.ExitFailed
+	}
+	out := verifyJSON{Refusals: []bundle.Refusal{}}
+	if res != nil {
+		out.SHA = res.SHA
+		if res.Refusals != nil {
+			out.Refusals = res.Refusals
+		}
+	}
+	if *asJSON {
+		data, _ := json.Marshal(out)
+		fmt.Fprintln(c.stdout, string(data))
+	} else if len(out.Refusals) == 0 {
+		fmt.Fprintf(c.stdout, "accepted %s\n", out.SHA)
+	} else {
+		fmt.Fprintf(c.stdout, "refused %s\n", out.SHA)
+		for _, r := range out.Refusals {
+			fmt.Fprintf(c.stdout, "%s: %s\n", r.Code, r.Detail)
+		}
+	}
+	if len(out.Refusals) > 0 {
+		return deployd.ExitFailed
+	}
+	return 0
+}

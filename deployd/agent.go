@@ -1,0 +1,170 @@
+package deployd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/transport"
+)
+
+// DefaultDockerEnv is the environment docker compose runs with when Options.DockerEnv
+// is nil. compose interpolates from its process environment, so the agent never lets
+// it inherit the agent's own: what was verified is what compose runs.
+var DefaultDockerEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+// Options are the parts of an Agent that do not come from the config file. The zero
+// value is usable.
+type Options struct {
+	// Logger receives the agent's log. Nil discards it. The agent wraps it with its
+	// Redactor, so every line is redacted.
+	Logger *slog.Logger
+	// Redactor learns every token, grant and secret value. Nil: the agent makes one.
+	Redactor *secret.Redactor
+	// TenancyHTTP is the HTTP client to tenancy. Nil: built from Config.Tenancy
+	// (sdk, proxy or system transport).
+	TenancyHTTP *http.Client
+	// BaoHTTP is the HTTP client to OpenBao. Nil: the OpenBao client's default.
+	BaoHTTP *http.Client
+	// DockerEnv is the complete environment of docker compose ("K=V"). Nil:
+	// DefaultDockerEnv.
+	DockerEnv []string
+	// Hostname is sent in the check-in. Empty: "unknown".
+	Hostname string
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Agent runs ticks for one box. Build it with New; it is safe to reuse across ticks
+// (run --loop keeps one, so the sdk transport stays authenticated), but ticks of one
+// box must not overlap: the run lock refuses a second one.
+type Agent struct {
+	cfg     Config
+	opts    Options
+	log     *slog.Logger
+	red     *secret.Redactor
+	tenancy *tenancy.Client
+	bao     *bao.Client
+	closers []func() error
+
+	dockerVer   string
+	dockerVerAt time.Time
+}
+
+// New builds an Agent from a validated config. It opens no connection: the sdk
+// transport loads the identity here and authenticates on the first call.
+func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, opts: opts, red: opts.Redactor}
+	if a.red == nil {
+		a.red = secret.NewRedactor()
+	}
+	base := opts.Logger
+	if base == nil {
+		base = slog.New(slog.DiscardHandler)
+	}
+	a.log = slog.New(a.red.Handler(base.Handler())).With("env_id", cfg.EnvID)
+	if a.opts.Now == nil {
+		a.opts.Now = time.Now
+	}
+	if a.opts.DockerEnv == nil {
+		a.opts.DockerEnv = DefaultDockerEnv
+	}
+	if a.opts.Hostname == "" {
+		a.opts.Hostname = "unknown"
+	}
+
+	httpc := opts.TenancyHTTP
+	if httpc == nil {
+		tc, err := transport.New(ctx, transport.Config{
+			Transport:  cfg.Tenancy.Transport,
+			URL:        cfg.Tenancy.URL,
+			Service:    cfg.Tenancy.Service,
+			Identity:   cfg.Tenancy.Identity,
+			Proxy:      cfg.Tenancy.Proxy,
+			CAFile:     cfg.Tenancy.CAFile,
+			ServerName: cfg.Tenancy.ServerName,
+			Timeout:    time.Duration(cfg.Tenancy.Timeout),
+			Logger:     a.log,
+		})
+		if err != nil {
+			return nil, &Error{Op: "tenancy transport", Code: CodeConfigInvalid, Err: err}
+		}
+		httpc = tc.HTTP
+		a.closers = append(a.closers, tc.Close)
+	}
+	tcl, err := tenancy.New(tenancy.Config{
+		BaseURL:    cfg.Tenancy.URL,
+		HTTPClient: httpc,
+		Token:      a.bearer,
+		UserAgent:  "monky-deployd/" + Version,
+		Timeout:    time.Duration(cfg.Tenancy.Timeout),
+		AuthMount:  cfg.Bao.AuthMount,
+		Role:       cfg.Bao.Role,
+		Secrets:    a.red,
+		Logger:     a.log,
+	})
+	if err != nil {
+		a.Close()
+		return nil, &Error{Op: "tenancy client", Code: CodeConfigInvalid, Err: err}
+	}
+	a.tenancy = tcl
+	bcl, err := bao.New(bao.Config{
+		Addr:       cfg.Bao.Addr,
+		AuthMount:  cfg.Bao.AuthMount,
+		Role:       cfg.Bao.Role,
+		KVMount:    cfg.Bao.KVMount,
+		Namespace:  cfg.Bao.Namespace,
+		CAFile:     cfg.Bao.CAFile,
+		EnvID:      cfg.EnvID,
+		HTTPClient: opts.BaoHTTP,
+		Logger:     a.log,
+		Secrets:    a.red,
+	})
+	if err != nil {
+		a.Close()
+		return nil, &Error{Op: "OpenBao client", Code: CodeConfigInvalid, Err: err}
+	}
+	a.bao = bcl
+	return a, nil
+}
+
+// Close releases the transport (and the OpenZiti context of the sdk transport).
+func (a *Agent) Close() error {
+	var errs []error
+	for _, c := range a.closers {
+		errs = append(errs, c())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+// Config returns the agent's config.
+func (a *Agent) Config() Config { return a.cfg }
+
+// Redactor returns the agent's redactor, so that a caller can pass other output
+// (a CLI's status, a subprocess) through it.
+func (a *Agent) Redactor() *secret.Redactor { return a.red }
+
+func (a *Agent) now() time.Time { return a.opts.Now() }
+
+// bearer is the tenancy client's token source: the stored OpenBao token.
+func (a *Agent) bearer(context.Context) (secret.Value, error) {
+	tok, err := a.readToken()
+	if err != nil {
+		return secret.Value{}, err
+	}
+	if tok.IsZero() {
+		return secret.Value{}, &Error{Op: "tenancy bearer", Code: CodeUnauthenticated,
+			Err: fmt.Errorf("%w: no token at %s", ErrNoCredentials, a.cfg.TokenPath())}
+	}
+	return tok, nil
+}

@@ -1,0 +1,533 @@
+package deployd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/composecheck"
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// maxTail bounds the report's tail.
+const maxTail = 8 << 10
+
+// dockerVersionTTL is how long the docker version sent in the check-in is cached, so
+// that the idle tick runs no subprocess.
+const dockerVersionTTL = time.Hour
+
+// apply converges the box to the instruction's sha.
+func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, out Outcome) (Outcome, error) {
+	started := a.now()
+	out.SHA, out.Serial = inst.SHA, inst.Serial
+	log := a.log.With("sha", short(inst.SHA), "serial", inst.Serial)
+
+	if inst.SHA == st.LiveSHA && st.Confirmed {
+		log.Debug("apply of the live release: nothing to do, reporting applied again")
+		return a.finish(ctx, st, out, tenancy.ResultApplied, nil, nil, started)
+	}
+	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry {
+		log.Warn("this sha already failed on this box; re-reporting the failure without a new lease. Publish a fixed bundle or check in with retry to try again",
+			"code", f.Code)
+		err := &Error{Op: "apply", Code: f.Code, Err: fmt.Errorf("sha %s failed before on this box (%s): %s", short(inst.SHA), f.Code, f.Detail)}
+		return a.finish(ctx, st, out, tenancy.ResultFailed, err, nil, started)
+	}
+	if inst.Retry {
+		delete(st.Failed, inst.SHA)
+	}
+	if inst.SHA == st.LiveSHA && !st.Confirmed {
+		// A crash after promote: the release is staged with its .env; converge it
+		// without a new lease.
+		log.Warn("the live release never came up healthy (interrupted apply); running compose up again without a new lease")
+		m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), inst.SHA))
+		if err != nil {
+			return a.fail(ctx, st, out, &Error{Op: "resume", Code: CodeApplyFailed, Err: err}, "", started)
+		}
+		return a.up(ctx, st, out, inst.SHA, m, started)
+	}
+
+	if err := os.MkdirAll(a.cfg.ReleasesDir(), 0o755); err != nil {
+		return out, &Error{Op: "releases directory", Code: CodeStateUnavailable, Err: err}
+	}
+	// Download into a hidden file beside the releases: streamed, capped, removed after.
+	dl := filepath.Join(a.cfg.ReleasesDir(), "."+inst.SHA+".bundle")
+	defer os.Remove(dl)
+	f, err := os.OpenFile(dl, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+	if err != nil {
+		return out, &Error{Op: "download", Code: CodeStateUnavailable, Err: err}
+	}
+	defer f.Close()
+	n, err := a.tenancy.Bundle(ctx, inst.SHA, f)
+	if err != nil {
+		if errors.Is(err, tenancy.ErrBundleTooLarge) {
+			return a.refuse(ctx, st, out, &bundle.RefusedError{SHA: inst.SHA, Refusals: []bundle.Refusal{{
+				Code: bundle.CodeBundleMalformed, Detail: "the bundle download passed the size cap"}}}, started)
+		}
+		return out, a.tenancyFailure(st, "bundle download", err)
+	}
+	log.Info("downloaded the bundle; verifying it before asking for a lease", "bytes", n)
+
+	// Every check before the lease.
+	free, ferr := fsutil.FreeMB(a.cfg.DeployDir)
+	if ferr != nil {
+		return out, &Error{Op: "free space", Code: CodeStateUnavailable, Err: ferr}
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return out, &Error{Op: "verify", Code: CodeStateUnavailable, Err: err}
+	}
+	res, err := bundle.Verify(ctx, f, bundle.Expect{
+		EnvID:           a.cfg.EnvID,
+		SHA:             inst.SHA,
+		LiveSerial:      st.LiveSerial,
+		Rollback:        inst.Rollback,
+		Disk:            &bundle.Disk{FreeMB: free, MinFreeMB: a.cfg.MinFreeMB},
+		AllowPrivileged: a.cfg.Compose.AllowPrivileged,
+	})
+	var refused *bundle.RefusedError
+	if errors.As(err, &refused) {
+		return a.refuse(ctx, st, out, refused, started)
+	}
+	if err != nil {
+		return out, &Error{Op: "verify", Code: CodeStateUnavailable, Err: err}
+	}
+	log.Info("bundle verified", "files", res.Files, "bytes", res.Size, "services", strings.Join(res.Services, ","))
+
+	// Lease → login → secrets.
+	lease, err := a.tenancy.Lease(ctx, a.cfg.EnvID, inst.SHA)
+	if err != nil {
+		if errors.Is(err, tenancy.ErrLeaseShape) {
+			log.Error("tenancy answered a lease of AppRole or wrapped shape; there is no such path in this agent (MONKY-ADR-0028). Fix tenancy's lease issuer", "err", err)
+			return a.fail(ctx, st, out, &Error{Op: "lease", Code: "LEASE_SHAPE", Err: err}, "", started)
+		}
+		return out, a.tenancyFailure(st, "lease", err)
+	}
+	out.Leased = true
+	log.Info("deploy lease granted; logging into OpenBao with it", "expires", lease.ExpiresAt)
+	info, err := a.bao.Login(ctx, lease.Grant)
+	if err != nil {
+		if bao.IsTemporary(err) {
+			st.LastCode = CodeUnavailable
+			log.Warn("OpenBao unreachable or sealed at login; exiting 75, the next tick retries", "err", err)
+			return out, &Error{Op: "login", Code: CodeUnavailable, Err: err}
+		}
+		return a.fail(ctx, st, out, &Error{Op: "login", Code: CodeOf(err), Err: err}, "", started)
+	}
+	if err := a.replaceToken(ctx, info); err != nil {
+		return out, err
+	}
+	st.TokenExpires = info.ExpireTime
+	refs := make(map[string]bao.Ref, len(res.Manifest.Secrets))
+	for name, r := range res.Manifest.Secrets {
+		refs[name] = bao.Ref{Path: r.Path, Key: r.Key}
+	}
+	values, err := a.bao.Read(ctx, info.Token, refs)
+	if err != nil {
+		if bao.IsTemporary(err) {
+			st.LastCode = CodeUnavailable
+			log.Warn("OpenBao unreachable or sealed while reading secrets; exiting 75, the next tick retries", "err", err)
+			return out, &Error{Op: "read secrets", Code: CodeUnavailable, Err: err}
+		}
+		return a.fail(ctx, st, out, &Error{Op: "read secrets", Code: CodeOf(err), Err: err}, "", started)
+	}
+	log.Info("read the environment's secrets", "count", len(values))
+
+	// Stage releases/.<sha>.tmp, then rename to releases/<sha>.
+	if err := a.stage(ctx, f, inst.SHA, res.Manifest, values); err != nil {
+		return a.fail(ctx, st, out, err, "", started)
+	}
+	// Promote: `current` swapped atomically.
+	prev, prevConfirmed := st.LiveSHA, st.Confirmed
+	if err := fsutil.SwapSymlink(filepath.Join("releases", inst.SHA), a.cfg.CurrentLink()); err != nil {
+		return a.fail(ctx, st, out, &Error{Op: "promote", Code: CodeApplyFailed, Err: err}, "", started)
+	}
+	now := a.now()
+	_ = os.Chtimes(filepath.Join(a.cfg.ReleasesDir(), inst.SHA), now, now)
+	if prev != inst.SHA && prevConfirmed {
+		st.PreviousSHA = prev
+	}
+	st.LiveSHA, st.LiveSerial, st.Confirmed = inst.SHA, res.Manifest.Serial, false
+	if err := a.saveState(st); err != nil {
+		log.Warn("could not save the state after promote; the next tick repairs it from the current symlink", "err", err)
+	}
+	log.Info("promoted the release; running docker compose up", "release", filepath.Join(a.cfg.ReleasesDir(), inst.SHA))
+	return a.up(ctx, st, out, inst.SHA, res.Manifest, started)
+}
+
+// up runs compose up on the live release and waits for health; on failure it
+// restores the previous release.
+func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bundle.Manifest, started time.Time) (Outcome, error) {
+	cc, err := a.composeFor(sha, m.ComposeFiles)
+	if err != nil {
+		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose", Code: CodeApplyFailed, Err: err}, "", started)
+	}
+	upOut, err := cc.Up(ctx)
+	if err != nil {
+		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose up", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
+	}
+	services, err := a.services(sha, m)
+	if err != nil {
+		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose services", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
+	}
+	states, err := cc.WaitHealthy(ctx, compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout)})
+	if err != nil {
+		tail := upOut.String()
+		var he *compose.Error
+		if errors.As(err, &he) && len(he.Services) > 0 {
+			if logs, lerr := cc.Logs(ctx, he.Services, 50); lerr == nil {
+				tail += "\n--- logs of " + strings.Join(he.Services, ", ") + " ---\n" + string(logs)
+			}
+		}
+		return a.failAfterPromote(ctx, st, out, &Error{Op: "health", Code: CodeOf(err), Err: err}, tail, started)
+	}
+	st.Confirmed = true
+	delete(st.Failed, sha)
+	a.log.Info("applied: every service is running and healthy", "sha", short(sha), "serial", m.Serial, "services", len(states))
+	a.prune(sha, st.PreviousSHA)
+	return a.finish(ctx, st, out, tenancy.ResultApplied, nil, toServiceStates(states), started)
+}
+
+// failAfterPromote restores the previous release (or, when there is none, takes the
+// failed one down), then reports the failure.
+func (a *Agent) failAfterPromote(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time) (Outcome, error) {
+	failed := st.LiveSHA
+	prev := st.PreviousSHA
+	if prev != "" && prev != failed {
+		if _, err := os.Stat(filepath.Join(a.cfg.ReleasesDir(), prev)); err == nil {
+			a.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", short(failed), "restore_sha", short(prev), "err", cause)
+			if err := fsutil.SwapSymlink(filepath.Join("releases", prev), a.cfg.CurrentLink()); err != nil {
+				a.log.Error("could not point current back at the previous release; fix the symlink by hand", "link", a.cfg.CurrentLink(), "err", err)
+			} else {
+				st.LiveSHA, st.LiveSerial, st.PreviousSHA = prev, a.releaseSerial(prev), ""
+				m, merr := readManifest(filepath.Join(a.cfg.ReleasesDir(), prev))
+				if merr == nil {
+					if cc, cerr := a.composeFor(prev, m.ComposeFiles); cerr == nil {
+						if _, uerr := cc.Up(ctx); uerr != nil {
+							a.log.Error("compose up of the restored release failed; the box may be degraded. Check `docker compose ps` in the current directory", "restore_sha", short(prev), "err", uerr)
+							st.Confirmed = false
+						} else {
+							st.Confirmed = true
+							a.log.Info("restored the previous release", "sha", short(prev))
+						}
+					}
+				}
+			}
+			return a.fail(ctx, st, out, cause, tail, started)
+		}
+	}
+	// Nothing served before: take the failed release down rather than leave it half up.
+	a.log.Warn("apply failed after promote and there is no previous release; taking the failed release down", "failed_sha", short(failed), "err", cause)
+	if m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), failed)); err == nil {
+		if cc, cerr := a.composeFor(failed, m.ComposeFiles); cerr == nil {
+			if _, derr := cc.Down(ctx, false); derr != nil {
+				a.log.Error("compose down of the failed release failed", "err", derr)
+			}
+		}
+	}
+	if err := os.Remove(a.cfg.CurrentLink()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		a.log.Error("could not remove the current symlink", "link", a.cfg.CurrentLink(), "err", err)
+	}
+	_ = fsutil.SyncDir(a.cfg.DeployDir)
+	st.LiveSHA, st.LiveSerial, st.Confirmed = "", 0, false
+	return a.fail(ctx, st, out, cause, tail, started)
+}
+
+// refuse reports a refused bundle: no lease was taken.
+func (a *Agent) refuse(ctx context.Context, st *State, out Outcome, r *bundle.RefusedError, started time.Time) (Outcome, error) {
+	details := make([]string, 0, len(r.Refusals))
+	for _, rf := range r.Refusals {
+		details = append(details, string(rf.Code)+": "+rf.Detail)
+	}
+	a.log.Error("bundle refused before the lease (no lease taken, no OpenBao login). Fix the bundle in the renderer and publish again",
+		"sha", short(out.SHA), "code", r.Code(), "refusals", strings.Join(details, "; "))
+	return a.fail(ctx, st, out, &Error{Op: "verify", Code: r.Code(), Err: r}, "", started)
+}
+
+// fail records a failed sha and reports it.
+func (a *Agent) fail(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time) (Outcome, error) {
+	code := CodeOf(cause)
+	detail := a.red.Redact(cause.Error())
+	st.rememberFailure(out.SHA, Failure{Serial: out.Serial, Code: code, Detail: detail, At: a.now()})
+	return a.finishTail(ctx, st, out, tenancy.ResultFailed, cause, nil, tail, started)
+}
+
+func (a *Agent) finish(ctx context.Context, st *State, out Outcome, result tenancy.Result, cause error, services []tenancy.ServiceState, started time.Time) (Outcome, error) {
+	return a.finishTail(ctx, st, out, result, cause, services, "", started)
+}
+
+// finishTail sends the report and records the outcome. A report that cannot be sent
+// is logged; the next check-in carries the result again.
+func (a *Agent) finishTail(ctx context.Context, st *State, out Outcome, result tenancy.Result, cause error, services []tenancy.ServiceState, tail string, started time.Time) (Outcome, error) {
+	out.Result = string(result)
+	out.Code = CodeOf(cause)
+	if cause != nil {
+		out.Detail = a.red.Redact(cause.Error())
+	}
+	st.LastResult, st.LastCode, st.LastDetail, st.LastSHA = out.Result, out.Code, out.Detail, out.SHA
+	tail = a.red.Redact(tail)
+	if len(tail) > maxTail {
+		tail = tail[len(tail)-maxTail:]
+	}
+	rep := tenancy.Report{
+		EnvID:    a.cfg.EnvID,
+		SHA:      out.SHA,
+		Serial:   out.Serial,
+		Result:   result,
+		Code:     out.Code,
+		Detail:   out.Detail,
+		Tail:     tail,
+		Services: services,
+		Duration: a.now().Sub(started),
+	}
+	if err := a.tenancy.Report(ctx, rep); err != nil {
+		a.log.Warn("could not send the report; the next check-in carries the last result", "result", result, "code", out.Code, "err", err)
+		if cause == nil && tenancy.IsTemporary(err) {
+			cause = &Error{Op: "report", Code: CodeUnavailable, Err: err}
+		}
+	}
+	return out, cause
+}
+
+// stage extracts the bundle into releases/.<sha>.tmp, writes the .env (0600) and
+// renames the directory to releases/<sha>.
+func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Manifest, values map[string]secret.Value) error {
+	tmp := filepath.Join(a.cfg.ReleasesDir(), "."+sha+".tmp")
+	final := filepath.Join(a.cfg.ReleasesDir(), sha)
+	_ = os.RemoveAll(tmp)
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+	}
+	if err := bundle.Extract(ctx, f, tmp, sha, bundle.Limits{}); err != nil {
+		_ = os.RemoveAll(tmp)
+		return &Error{Op: "stage", Code: CodeOf(err), Err: err}
+	}
+	env := make(map[string]string, len(m.Vars)+len(values)+1)
+	for k, v := range m.Vars {
+		env[k] = v
+	}
+	for k, v := range values {
+		env[k] = v.Reveal()
+	}
+	env["COMPOSE_PROJECT_NAME"] = a.cfg.Compose.Project
+	data, err := bundle.RenderEnv(env)
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return &Error{Op: "render .env", Code: CodeApplyFailed, Err: err}
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, ".env"), data, 0o600); err != nil {
+		_ = os.RemoveAll(tmp)
+		return &Error{Op: "write .env", Code: CodeApplyFailed, Err: err}
+	}
+	if err := fsutil.SyncDir(tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+	}
+	// A release of the same sha (a retry, or a rollback to a kept release) is
+	// replaced whole: its .env may hold older secrets.
+	if _, err := os.Stat(final); err == nil {
+		old := filepath.Join(a.cfg.ReleasesDir(), "."+sha+".old")
+		if err := os.Rename(final, old); err != nil {
+			_ = os.RemoveAll(tmp)
+			return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.RemoveAll(tmp)
+		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+	}
+	if err := fsutil.SyncDir(a.cfg.ReleasesDir()); err != nil {
+		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+	}
+	return nil
+}
+
+// down takes the live release down: compose down (with volumes only when tenancy asks
+// for a purge and the tier is not prod), current removed, report down.
+func (a *Agent) down(ctx context.Context, st *State, inst tenancy.Instruction, out Outcome) (Outcome, error) {
+	started := a.now()
+	out.SHA, out.Serial = st.LiveSHA, st.LiveSerial
+	purge := inst.Purge
+	if purge && a.cfg.Tier() == "prod" {
+		a.log.Warn("tenancy asked for a purge on a prod environment; prod never purges, taking it down without -v")
+		purge = false
+	}
+	if sha := st.LiveSHA; sha != "" {
+		m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), sha))
+		if err != nil {
+			return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "down", Code: CodeApplyFailed, Err: err}, nil, started)
+		}
+		cc, err := a.composeFor(sha, m.ComposeFiles)
+		if err == nil {
+			var dout compose.Output
+			dout, err = cc.Down(ctx, purge)
+			if err != nil {
+				return a.finishTail(ctx, st, out, tenancy.ResultFailed, &Error{Op: "compose down", Code: CodeApplyFailed, Err: err}, nil, dout.String(), started)
+			}
+		}
+		if err != nil {
+			return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "compose down", Code: CodeApplyFailed, Err: err}, nil, started)
+		}
+		a.log.Info("took the environment down", "sha", short(sha), "volumes_removed", purge)
+	}
+	if err := os.Remove(a.cfg.CurrentLink()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "down", Code: CodeApplyFailed, Err: err}, nil, started)
+	}
+	_ = fsutil.SyncDir(existingParent(a.cfg.DeployDir))
+	if st.LiveSHA != "" {
+		st.PreviousSHA = st.LiveSHA
+	}
+	st.LiveSHA, st.LiveSerial, st.Confirmed = "", 0, false
+	return a.finish(ctx, st, out, tenancy.ResultDown, nil, nil, started)
+}
+
+// composeFor returns a compose client for the release of sha. The project directory
+// is the release's real path, not `current`: a changed bind-mounted file then has a
+// new source path, so compose recreates exactly the containers that use it.
+func (a *Agent) composeFor(sha string, files []string) (*compose.Client, error) {
+	return compose.New(compose.Config{
+		Docker:  a.cfg.Compose.Docker,
+		Project: a.cfg.Compose.Project,
+		Dir:     filepath.Join(a.cfg.ReleasesDir(), sha),
+		Files:   files,
+		Env:     a.opts.DockerEnv,
+		Logger:  a.log,
+	})
+}
+
+// services lists the compose services of a staged release, from its compose files.
+func (a *Agent) services(sha string, m bundle.Manifest) ([]string, error) {
+	dir := filepath.Join(a.cfg.ReleasesDir(), sha)
+	in := composecheck.Input{
+		Files:           map[string][]byte{},
+		ComposeFiles:    m.ComposeFiles,
+		BundleFiles:     m.Files,
+		Vars:            m.Vars,
+		AllowPrivileged: a.cfg.Compose.AllowPrivileged,
+		ProjectName:     a.cfg.Compose.Project,
+	}
+	for name := range m.Secrets {
+		in.SecretNames = append(in.SecretNames, name)
+	}
+	for _, f := range m.ComposeFiles {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
+		if err != nil {
+			return nil, fmt.Errorf("read compose file %s of the release: %w", f, err)
+		}
+		in.Files[f] = data
+	}
+	res := composecheck.Check(context.Background(), in)
+	if len(res.Services) == 0 {
+		return nil, fmt.Errorf("the release's compose files define no service")
+	}
+	return res.Services, nil
+}
+
+// dockerVersion is the docker server version for the check-in, cached for an hour.
+func (a *Agent) dockerVersion(ctx context.Context) string {
+	if a.dockerVer != "" && a.now().Sub(a.dockerVerAt) < dockerVersionTTL {
+		return a.dockerVer
+	}
+	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: existingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
+	if err != nil {
+		return ""
+	}
+	v, err := cc.DockerVersion(ctx)
+	if err != nil {
+		a.log.Debug("could not read the docker version", "err", err)
+	}
+	a.dockerVer, a.dockerVerAt = v, a.now()
+	return v
+}
+
+// prune keeps the newest keep_releases releases (live and previous always kept).
+func (a *Agent) prune(live, prev string) {
+	entries, err := os.ReadDir(a.cfg.ReleasesDir())
+	if err != nil {
+		return
+	}
+	type rel struct {
+		name string
+		mod  time.Time
+	}
+	var rels []rel
+	for _, e := range entries {
+		if !e.IsDir() || !isSHA(e.Name()) || e.Name() == live || e.Name() == prev {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		rels = append(rels, rel{e.Name(), info.ModTime()})
+	}
+	sort.Slice(rels, func(i, j int) bool { return rels[i].mod.After(rels[j].mod) })
+	keep := a.cfg.Compose.KeepReleases - 1
+	if prev != "" {
+		keep--
+	}
+	if keep < 0 {
+		keep = 0
+	}
+	for i, r := range rels {
+		if i < keep {
+			continue
+		}
+		p := filepath.Join(a.cfg.ReleasesDir(), r.name)
+		if err := os.RemoveAll(p); err != nil {
+			a.log.Warn("could not prune an old release", "path", p, "err", err)
+			continue
+		}
+		a.log.Info("pruned an old release", "sha", short(r.name))
+	}
+}
+
+// releaseSerial reads the serial from a release's manifest.json; 0 when unreadable.
+func (a *Agent) releaseSerial(sha string) int64 {
+	m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), sha))
+	if err != nil {
+		return 0
+	}
+	return m.Serial
+}
+
+func readManifest(dir string) (bundle.Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return bundle.Manifest{}, fmt.Errorf("read the release's manifest: %w", err)
+	}
+	var m bundle.Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return bundle.Manifest{}, fmt.Errorf("decode the release's manifest: %w", err)
+	}
+	return m, nil
+}
+
+func toServiceStates(in []compose.ServiceState) []tenancy.ServiceState {
+	out := make([]tenancy.ServiceState, 0, len(in))
+	for _, s := range in {
+		out = append(out, tenancy.ServiceState{Name: s.Name, State: s.State, Health: s.Health})
+	}
+	return out
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

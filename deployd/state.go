@@ -1,0 +1,185 @@
+package deployd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// stateSchema is the version of state.json this agent writes.
+const stateSchema = 1
+
+// maxFailedMemory bounds how many failed shas the state remembers.
+const maxFailedMemory = 16
+
+// State is what the agent remembers between ticks, stored in state.json (mode 0600).
+// It never holds a secret value: shas, serials, codes, times and details that name
+// files, variables and services only. `monky-deployd status` prints it.
+type State struct {
+	// Schema is the version of the file's format.
+	Schema int `json:"schema"`
+	// EnvID is the environment the box served when the state was written.
+	EnvID string `json:"env_id"`
+	// LiveSHA and LiveSerial identify the release `current` points to; empty when down.
+	LiveSHA    string `json:"live_sha,omitempty"`
+	LiveSerial int64  `json:"live_serial,omitempty"`
+	// Confirmed is true once the live release came up healthy. A crash between promote
+	// and health leaves it false, and the next apply of the same sha converges it
+	// without a new lease.
+	Confirmed bool `json:"confirmed"`
+	// PreviousSHA is the release restored when an apply fails after promote.
+	PreviousSHA string `json:"previous_sha,omitempty"`
+	// LastCheckin is when tenancy last answered a check-in.
+	LastCheckin time.Time `json:"last_checkin,omitzero"`
+	// LastAction is the action of the last check-in.
+	LastAction string `json:"last_action,omitempty"`
+	// LastResult, LastCode, LastDetail and LastSHA describe the last outcome reported
+	// (or, for a temporary failure, the code the next check-in carries).
+	LastResult string `json:"last_result,omitempty"`
+	LastCode   string `json:"last_code,omitempty"`
+	LastDetail string `json:"last_detail,omitempty"`
+	LastSHA    string `json:"last_sha,omitempty"`
+	// LastTick is when the last tick ended, and LastExit its exit code.
+	LastTick time.Time `json:"last_tick,omitzero"`
+	LastExit int       `json:"last_exit"`
+	// NextCheckin is the interval tenancy asked for at the last check-in.
+	NextCheckin time.Duration `json:"next_checkin_ns,omitempty"`
+	// TokenExpires is when the OpenBao token expires, as last looked up.
+	TokenExpires time.Time `json:"token_expires,omitzero"`
+	// Failed remembers shas that failed on this box, so that they cost no new lease
+	// until tenancy asks with retry.
+	Failed map[string]Failure `json:"failed,omitempty"`
+	// EnvMismatch is the latch set by AGENT_ENV_MISMATCH: while it names the
+	// configured env_id, every run exits 78 without touching the network.
+	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
+}
+
+// Failure is the memory of a sha that failed on this box.
+type Failure struct {
+	Serial int64     `json:"serial"`
+	Code   string    `json:"code"`
+	Detail string    `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Latch records an AGENT_ENV_MISMATCH answer from tenancy.
+type Latch struct {
+	EnvID   string    `json:"env_id"`
+	At      time.Time `json:"at"`
+	Message string    `json:"message"`
+}
+
+// rememberFailure records sha as failed, keeping the newest maxFailedMemory entries.
+func (s *State) rememberFailure(sha string, f Failure) {
+	if s.Failed == nil {
+		s.Failed = map[string]Failure{}
+	}
+	s.Failed[sha] = f
+	if len(s.Failed) <= maxFailedMemory {
+		return
+	}
+	type kv struct {
+		sha string
+		at  time.Time
+	}
+	all := make([]kv, 0, len(s.Failed))
+	for k, v := range s.Failed {
+		all = append(all, kv{k, v.At})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
+	for _, e := range all[maxFailedMemory:] {
+		delete(s.Failed, e.sha)
+	}
+}
+
+// ReadState reads the state file of cfg without taking the lock and without touching
+// the network. A missing file is an empty State.
+func ReadState(cfg Config) (State, error) {
+	data, err := os.ReadFile(cfg.StatePath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return State{Schema: stateSchema, EnvID: cfg.EnvID}, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("read state %s: %w", cfg.StatePath(), err)
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return State{}, fmt.Errorf("state %s is corrupt (%v): the next run moves it aside and rebuilds it from the live release", cfg.StatePath(), err)
+	}
+	return st, nil
+}
+
+// loadState reads state.json; a corrupt file is moved aside (never a crash loop) and
+// the state is rebuilt from what is on disk.
+func (a *Agent) loadState() State {
+	st, err := ReadState(a.cfg)
+	if err == nil {
+		if st.Schema == 0 {
+			st.Schema = stateSchema
+		}
+		return st
+	}
+	aside := fmt.Sprintf("%s.corrupt-%d", a.cfg.StatePath(), a.now().Unix())
+	if rerr := os.Rename(a.cfg.StatePath(), aside); rerr != nil {
+		a.log.Error("state file unreadable and could not be moved aside; starting from an empty state",
+			"path", a.cfg.StatePath(), "err", err, "rename_err", rerr)
+	} else {
+		a.log.Error("state file was corrupt; moved it aside and rebuilt the state from the live release",
+			"path", a.cfg.StatePath(), "moved_to", aside, "err", err)
+	}
+	return State{Schema: stateSchema, EnvID: a.cfg.EnvID}
+}
+
+// saveState writes state.json atomically with mode 0600, through the redactor.
+func (a *Agent) saveState(st *State) error {
+	st.Schema = stateSchema
+	st.EnvID = a.cfg.EnvID
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	data = a.red.RedactBytes(append(data, '\n'))
+	if err := fsutil.WriteFileAtomic(a.cfg.StatePath(), data, 0o600); err != nil {
+		return fmt.Errorf("write state %s: %w", a.cfg.StatePath(), err)
+	}
+	return nil
+}
+
+// readToken reads the OpenBao token file; a missing file is the zero Value.
+func (a *Agent) readToken() (secret.Value, error) {
+	data, err := os.ReadFile(a.cfg.TokenPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return secret.Value{}, nil
+	}
+	if err != nil {
+		return secret.Value{}, fmt.Errorf("read token file %s: %w", a.cfg.TokenPath(), err)
+	}
+	tok := string(trimSpace(data))
+	a.red.Add(tok)
+	return secret.New(tok), nil
+}
+
+// writeToken stores tok in the token file, atomically with mode 0600.
+func (a *Agent) writeToken(tok secret.Value) error {
+	if err := fsutil.WriteFileAtomic(a.cfg.TokenPath(), []byte(tok.Reveal()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write token file %s: %w", a.cfg.TokenPath(), err)
+	}
+	return nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
+}
