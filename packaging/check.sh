@@ -171,7 +171,7 @@ printf 'eyJhbGciOiJSUzI1NiJ9.check-sh-planted-grant.sig' >"$grant"
 inst=$work/inst
 args=(--root "$inst" --deb "$deb" --env-id env-dev-01 --tenancy-url https://tenancy.monky.internal
 	--bao-addr https://bao.monky.internal:8200 --deploy-dir /data/monky --min-free-mb 2048
-	--bao-namespace "ops's ns" --health-timeout 5m --keep-releases 3
+	--bao-namespace ops/team-a --tenancy-service "monky's tenancy" --health-timeout 5m --keep-releases 3
 	--allow-privileged cadvisor --allow-privileged node-exporter --grant "$grant")
 bash packaging/install.sh --dry-run "${args[@]}" >"$work/dry.out"
 [ ! -e "$inst" ] || fail "--dry-run created $inst"

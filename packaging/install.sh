@@ -171,7 +171,10 @@ fi
 [ -z "$env_id" ] || [[ $env_id =~ ^env-[a-z0-9]+-[0-9]{2}$ ]] || die "--env-id must match env-<tier>-<nn>, e.g. env-dev-01"
 [ -z "$tenancy_url" ] || check_url --tenancy-url "$tenancy_url"
 [ -z "$bao_addr" ] || check_url --bao-addr "$bao_addr"
-[ -z "$proxy" ] || check_url --proxy "$proxy"
+if [ -n "$proxy" ]; then
+	check_plain --proxy "$proxy"
+	[[ $proxy =~ ^(https?|socks5h?)://[^[:space:]]+$ ]] || die "--proxy must be an http, https, socks5 or socks5h URL"
+fi
 case $transport in
 sdk | proxy | system) ;;
 *) die "--transport must be sdk, proxy or system" ;;

@@ -1,0 +1,100 @@
+package packaging_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+)
+
+// TestKitConfigsParse feeds every config the kit can write to the agent's own strict
+// parser. testdata/config.install.yaml is what install.sh writes and
+// testdata/config.ansible*.yaml what the ansible template renders: check.sh regenerates
+// both and fails when they differ from these files, so this test covers the real output.
+func TestKitConfigsParse(t *testing.T) {
+	sdkDev01 := func(c *deployd.Config) {
+		c.EnvID = "env-dev-01"
+		c.DeployDir = "/data/monky"
+		c.MinFreeMB = 2048
+		c.Tenancy.URL = "https://tenancy.monky.internal"
+		c.Tenancy.Service = "monky's tenancy"
+		c.Bao.Addr = "https://bao.monky.internal:8200"
+		c.Bao.Namespace = "ops/team-a"
+		c.Compose.HealthTimeout = deployd.Duration(5 * time.Minute)
+		c.Compose.KeepReleases = 3
+		c.Compose.AllowPrivileged = []string{"cadvisor", "node-exporter"}
+	}
+	tests := []struct {
+		file string
+		want func(*deployd.Config) // applied to DefaultConfig
+	}{
+		{"testdata/config.install.yaml", sdkDev01},
+		{"testdata/config.ansible.yaml", sdkDev01},
+		{"testdata/config.ansible-proxy.yaml", func(c *deployd.Config) {
+			c.EnvID = "env-prod-03"
+			c.Tenancy.Transport = "proxy"
+			c.Tenancy.URL = "https://tenancy.monky.internal"
+			c.Tenancy.Proxy = "http://127.0.0.1:8080"
+			c.Tenancy.CAFile = "/etc/ssl/monky/ca.pem"
+			c.Tenancy.ServerName = "tenancy.monky.internal"
+			c.Bao.Addr = "https://bao.monky.internal:8200"
+			c.Bao.CAFile = "/etc/ssl/monky/ca.pem"
+		}},
+		{"config.yaml.example", func(c *deployd.Config) {
+			c.EnvID = "env-dev-01"
+			c.Tenancy.URL = "https://tenancy.monky.internal"
+			c.Bao.Addr = "https://bao.monky.internal:8200"
+			c.Compose.AllowPrivileged = []string{}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			data, err := os.ReadFile(tt.file)
+			require.NoError(t, err)
+			got, err := deployd.ParseConfig(tt.file, data)
+			require.NoError(t, err)
+
+			want := deployd.DefaultConfig()
+			tt.want(&want)
+			assert.Equal(t, want.EnvID, got.EnvID)
+			assert.Equal(t, want.DeployDir, got.DeployDir)
+			assert.Equal(t, want.StateDir, got.StateDir)
+			assert.Equal(t, want.BootstrapGrant, got.BootstrapGrant)
+			assert.Equal(t, want.MinFreeMB, got.MinFreeMB)
+			assert.Equal(t, want.Tenancy, got.Tenancy)
+			assert.Equal(t, want.Bao, got.Bao)
+			assert.Equal(t, want.Compose.Project, got.Compose.Project)
+			assert.Equal(t, want.Compose.Docker, got.Compose.Docker)
+			assert.Equal(t, want.Compose.HealthTimeout, got.Compose.HealthTimeout)
+			assert.Equal(t, want.Compose.KeepReleases, got.Compose.KeepReleases)
+			assert.ElementsMatch(t, want.Compose.AllowPrivileged, got.Compose.AllowPrivileged)
+		})
+	}
+}
+
+// TestKitConfigsAreStrict makes sure the parser the samples are checked with is strict:
+// a key outside SPEC section 4 added to a kit config is refused, naming the key.
+func TestKitConfigsAreStrict(t *testing.T) {
+	data, err := os.ReadFile("testdata/config.install.yaml")
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		extra string
+		key   string
+	}{
+		{"top-level", "log_level: 'debug'\n", "log_level"},
+		{"section", "approle:\n  role_id: 'x'\n", "approle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := deployd.ParseConfig("config.yaml", append(append([]byte{}, data...), tt.extra...))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.key)
+		})
+	}
+}
