@@ -122,7 +122,7 @@ func TestArgv(t *testing.T) {
 			t.Setenv("MONKY_PROCESS_ONLY", "must-not-reach-docker")
 			f := newFixture(t, nil)
 			require.NoError(t, tc.call(t.Context(), f.client))
-			calls := f.docker.Calls(t)
+			calls := f.docker.Calls()
 			require.Len(t, calls, 1)
 			want := slices.Clone(tc.want)
 			for i, a := range want {
@@ -147,7 +147,7 @@ func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
 		_, err = c.Up(t.Context())
 		require.ErrorIs(t, err, exec.ErrNotFound)
 		require.ErrorIs(t, err, ErrApplyFailed)
-		assert.Empty(t, d.Calls(t))
+		assert.Empty(t, d.Calls())
 	})
 	t.Run("relative PATH entries are skipped", func(t *testing.T) {
 		d := fakedockertest.Install(t, nil)
@@ -179,7 +179,7 @@ func TestUp(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 0, out.ExitCode)
 		assert.Contains(t, out.String(), "Container monky-web-1  Started")
-		st := f.docker.Status(t)
+		st := f.docker.Status()
 		assert.True(t, st.Up)
 		assert.Equal(t, []string{"web", "worker"}, st.Services)
 	})
@@ -200,7 +200,7 @@ func TestUp(t *testing.T) {
 		assert.Equal(t, int64(len(noise)+len("Error response from daemon: pull access denied for registry.monky.internal/web\n")-4096), out.Dropped)
 		assert.True(t, strings.HasSuffix(out.String(), "pull access denied for registry.monky.internal/web\n"))
 		assert.NotContains(t, err.Error(), "pull access denied", "the error names the operation; the output is in Output")
-		assert.False(t, f.docker.Status(t).Up)
+		assert.False(t, f.docker.Status().Up)
 		assert.Contains(t, f.logs.String(), "docker compose up failed")
 	})
 	t.Run("fails once then succeeds", func(t *testing.T) {
@@ -211,7 +211,7 @@ func TestUp(t *testing.T) {
 		require.ErrorIs(t, err, ErrApplyFailed)
 		_, err = f.client.Up(t.Context())
 		require.NoError(t, err)
-		assert.Equal(t, 2, f.docker.Status(t).Calls["up"])
+		assert.Equal(t, 2, f.docker.Status().Calls["up"])
 	})
 	t.Run("a missing compose file fails up", func(t *testing.T) {
 		f := newFixture(t, nil, func(c *Config) { c.Files = []string{"compose.yaml", "missing.yaml"} })
@@ -231,8 +231,8 @@ func TestUp(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.ErrorIs(t, err, ErrApplyFailed)
 		assert.Equal(t, -1, out.ExitCode)
-		assert.Len(t, f.docker.Calls(t), 1, "the call was made and recorded before it was killed")
-		assert.False(t, f.docker.Status(t).Up, "killed before it took effect")
+		assert.Len(t, f.docker.Calls(), 1, "the call was made and recorded before it was killed")
+		assert.False(t, f.docker.Status().Up, "killed before it took effect")
 	})
 	t.Run("cancelled before the call", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -240,7 +240,7 @@ func TestUp(t *testing.T) {
 		cancel()
 		_, err := f.client.Up(ctx)
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Empty(t, f.docker.Calls(t))
+		assert.Empty(t, f.docker.Calls())
 	})
 }
 
@@ -252,7 +252,7 @@ func TestDown(t *testing.T) {
 			require.NoError(t, err)
 			_, err = f.client.Down(t.Context(), volumes)
 			require.NoError(t, err)
-			st := f.docker.Status(t)
+			st := f.docker.Status()
 			assert.False(t, st.Up)
 			assert.Equal(t, volumes, st.DownVolumes)
 			cs, err := f.client.PS(t.Context())

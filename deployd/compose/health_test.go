@@ -196,7 +196,7 @@ func TestWaitHealthy(t *testing.T) {
 			f := newFixture(t, &fakedockertest.Script{PSFormat: tc.format, Services: tc.services})
 			_, err := f.client.Up(t.Context())
 			require.NoError(t, err)
-			f.docker.SetScript(t, &fakedockertest.Script{PSFormat: tc.format, Services: tc.services, Commands: tc.commands})
+			f.docker.SetScript(&fakedockertest.Script{PSFormat: tc.format, Services: tc.services, Commands: tc.commands})
 			timeout := tc.timeout
 			if timeout == 0 {
 				timeout = 30 * time.Second
@@ -229,7 +229,7 @@ func TestWaitHealthy(t *testing.T) {
 				assert.Equal(t, tc.wantStates, got)
 			}
 			if tc.wantPS > 0 {
-				assert.Equal(t, tc.wantPS, f.docker.Status(t).Calls["ps"])
+				assert.Equal(t, tc.wantPS, f.docker.Status().Calls["ps"])
 			}
 			if tc.wantLog != "" {
 				assert.Contains(t, f.logs.String(), tc.wantLog)

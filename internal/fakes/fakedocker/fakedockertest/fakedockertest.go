@@ -32,6 +32,8 @@ type Docker struct {
 	State string
 	// Script is the script file (FAKE_DOCKER_SCRIPT), "" without a script.
 	Script string
+
+	tb testing.TB // fails the test when the record or the state cannot be read
 }
 
 var (
@@ -55,6 +57,7 @@ func Install(tb testing.TB, script *Script) *Docker {
 		Dir:   buildDir,
 		Log:   filepath.Join(dir, "docker.log"),
 		State: filepath.Join(dir, "docker.state"),
+		tb:    tb,
 	}
 	if script != nil {
 		d.Script = filepath.Join(dir, "script.json")
@@ -65,8 +68,10 @@ func Install(tb testing.TB, script *Script) *Docker {
 	return d
 }
 
-// SetScript replaces the script, for a test that changes the behaviour between calls.
-func (d *Docker) SetScript(tb testing.TB, script *Script) {
+// SetScript replaces the script (nil: every command succeeds), for a test that changes
+// the behaviour between calls.
+func (d *Docker) SetScript(script *Script) {
+	tb := d.tb
 	tb.Helper()
 	if d.Script == "" {
 		d.Script = filepath.Join(filepath.Dir(d.Log), "script.json")
@@ -93,8 +98,9 @@ func (d *Docker) Env(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// Calls returns the calls recorded so far.
-func (d *Docker) Calls(tb testing.TB) []Call {
+// Calls returns the calls recorded so far, oldest first.
+func (d *Docker) Calls() []Call {
+	tb := d.tb
 	tb.Helper()
 	calls, err := fakedocker.ReadCalls(d.Log)
 	if err != nil {
@@ -105,7 +111,8 @@ func (d *Docker) Calls(tb testing.TB) []Call {
 
 // Status returns the fake's state (is the project up, did down remove volumes, how
 // often was each command called).
-func (d *Docker) Status(tb testing.TB) fakedocker.Status {
+func (d *Docker) Status() fakedocker.Status {
+	tb := d.tb
 	tb.Helper()
 	st, err := fakedocker.ReadStatus(d.State)
 	if err != nil {

@@ -28,20 +28,20 @@ func TestInstall(t *testing.T) {
 		return string(out)
 	}
 	assert.Equal(t, "26.1.4\n", run("version", "--format", "{{.Server.Version}}"))
-	d.SetScript(t, &Script{ServerVersion: "27.0.0"})
+	d.SetScript(&Script{ServerVersion: "27.0.0"})
 	assert.Equal(t, "27.0.0\n", run("version", "--format", "{{.Server.Version}}"))
 
-	calls := d.Calls(t)
+	calls := d.Calls()
 	require.Len(t, calls, 2)
 	assert.Equal(t, []string{"version", "--format", "{{.Server.Version}}"}, calls[0].Argv)
 	assert.Equal(t, []string{fakedocker.EnvLog, fakedocker.EnvScript, fakedocker.EnvState, "PATH"}, calls[0].Env)
-	assert.Equal(t, 2, d.Status(t).Calls["version"])
+	assert.Equal(t, 2, d.Status().Calls["version"])
 
 	again := Install(t, nil)
 	assert.Equal(t, d.Path, again.Path, "built once per test process")
 	assert.NotEqual(t, d.Log, again.Log, "each Install has its own record")
 	assert.Empty(t, again.Script)
-	assert.Empty(t, again.Calls(t))
+	assert.Empty(t, again.Calls())
 }
 
 // TestBinaryLinksNoTesting: the fake docker program never links the testing package.
