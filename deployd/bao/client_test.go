@@ -303,7 +303,7 @@ func TestRead(t *testing.T) {
 				assert.NotContains(t, err.Error(), v)
 			}
 			assert.NotContains(t, err.Error(), info.Token.Reveal())
-			if tc.kind == bao.ErrSecretPath {
+			if errors.Is(tc.kind, bao.ErrSecretPath) {
 				assert.Equal(t, before, len(s.Requests()), "a refused reference costs no request")
 			}
 		})

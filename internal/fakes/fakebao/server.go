@@ -199,7 +199,7 @@ type grantClaims struct {
 func (s *Server) MintGrant(envID string) string {
 	now := s.opts.Now()
 	c := grantClaims{
-		Sub:   "monky-deployd:" + envID,
+		Sub:   "monky-agent:" + envID,
 		EnvID: envID,
 		Aud:   GrantAudience,
 		JTI:   randomID(),
@@ -640,7 +640,7 @@ func (s *Server) lookupSelf(w http.ResponseWriter, r *http.Request) {
 		"accessor":         t.accessor,
 		"creation_time":    t.issued.Unix(),
 		"creation_ttl":     int64(t.creationTTL / time.Second),
-		"display_name":     s.opts.AuthMount + "-monky-deployd:" + t.env,
+		"display_name":     s.opts.AuthMount + "-monky-agent:" + t.env,
 		"entity_id":        t.entityID,
 		"expire_time":      t.expire.UTC().Format(time.RFC3339Nano),
 		"explicit_max_ttl": 0,
