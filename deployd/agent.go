@@ -39,6 +39,9 @@ type Options struct {
 	Hostname string
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+	// HealthPoll is the pause between two `docker compose ps` calls of the health
+	// wait. Zero: compose.DefaultHealthPoll (2s).
+	HealthPoll time.Duration
 }
 
 // Agent runs ticks for one box. Build it with New; it is safe to reuse across ticks

@@ -180,7 +180,7 @@ func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bu
 	if err != nil {
 		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose services", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
 	}
-	states, err := cc.WaitHealthy(ctx, compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout)})
+	states, err := cc.WaitHealthy(ctx, compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout), Poll: a.opts.HealthPoll})
 	if err != nil {
 		tail := upOut.String()
 		var he *compose.Error
@@ -251,8 +251,22 @@ func (a *Agent) refuse(ctx context.Context, st *State, out Outcome, r *bundle.Re
 	}
 	a.log.Error("bundle refused before the lease (no lease taken, no OpenBao login). Fix the bundle in the renderer and publish again",
 		"sha", short(out.SHA), "code", r.Code(), "refusals", strings.Join(details, "; "))
-	return a.fail(ctx, st, out, &Error{Op: "verify", Code: r.Code(), Err: r}, "", started)
+	return a.fail(ctx, st, out, &Error{Op: "bundle refused", Code: r.Code(), Err: refusalList{r}}, "", started)
 }
+
+// refusalList prints a refusal as its refusals, "CODE: detail; CODE: detail", for the
+// report's detail; errors.As still finds the RefusedError.
+type refusalList struct{ r *bundle.RefusedError }
+
+func (l refusalList) Error() string {
+	parts := make([]string, 0, len(l.r.Refusals))
+	for _, rf := range l.r.Refusals {
+		parts = append(parts, rf.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (l refusalList) Unwrap() error { return l.r }
 
 // fail records a failed sha and reports it.
 func (a *Agent) fail(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time) (Outcome, error) {
