@@ -285,3 +285,28 @@ func FuzzSecretPath(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLookupResponse feeds arbitrary bodies through the lookup-self decoder: it must
+// never panic, never report a negative creation TTL as a renewal need, and keep the
+// token it was given.
+func FuzzLookupResponse(f *testing.F) {
+	f.Add([]byte(`{"data":{"accessor":"a","ttl":1200,"creation_ttl":3600,"expire_time":"2026-11-30T10:20:00Z","renewable":true,"meta":{"env_id":"env-dev-01"},"policies":["default"],"num_uses":0}}`))
+	f.Add([]byte(`{"data":{"ttl":-1,"creation_ttl":-5,"expire_time":null,"meta":null}}`))
+	f.Add([]byte(`{"data":{"expire_time":"not a time"}}`))
+	tok := secret.New("s.fuzzTOKENfuzzTOKENfuzz")
+	f.Fuzz(func(t *testing.T, body []byte) {
+		info, e := decodeLookup(body, tok)
+		if e != nil {
+			if !errors.Is(e, ErrUnavailable) {
+				t.Fatalf("unexpected kind %v", e.Kind)
+			}
+			return
+		}
+		if info.Token != tok {
+			t.Fatal("token changed")
+		}
+		if info.CreationTTL <= 0 && info.NeedsRenew(time.Unix(0, 0)) {
+			t.Fatal("renewal asked for a token without creation TTL")
+		}
+	})
+}
