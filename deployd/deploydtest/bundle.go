@@ -19,8 +19,10 @@ const DefaultCompose = "services:\n  app:\n    image: registry.monky.internal/ap
 // SecretRef names a secret of a bundle manifest: a path under the environment's root
 // and a key of that KV v2 secret.
 type SecretRef struct {
+	// Path of the secret under the environment's root, e.g. "db".
 	Path string `json:"path"`
-	Key  string `json:"key"`
+	// Key within the secret's data.
+	Key string `json:"key"`
 }
 
 // BundleSpec describes a bundle for MakeBundle. Zero values are documented defaults.
@@ -34,8 +36,9 @@ type BundleSpec struct {
 	Files map[string]string
 	// ComposeFiles is manifest.compose_files; default ["compose.yaml"].
 	ComposeFiles []string
-	// Vars and Secrets are manifest.vars and manifest.secrets.
-	Vars    map[string]string
+	// Vars is manifest.vars.
+	Vars map[string]string
+	// Secrets is manifest.secrets.
 	Secrets map[string]SecretRef
 	// MinFreeMB is manifest.min_free_mb.
 	MinFreeMB int64

@@ -40,8 +40,9 @@ type ConformanceTarget struct {
 	// SetDesired sets what envID's check-ins answer (required). With apply and
 	// Serial 0 the target takes the serial the sha was published with.
 	SetDesired func(t testing.TB, envID string, d Desired)
-	// LeaseBudget and LeaseWindow are the budget per environment; defaults 5 and 1h.
+	// LeaseBudget is the number of leases per environment and window; default 5.
 	LeaseBudget int
+	// LeaseWindow is the rolling window of the budget; default 1h.
 	LeaseWindow time.Duration
 	// AuthMount and Role every lease must name; defaults "jwt-tenancy", "see-env".
 	AuthMount, Role string

@@ -44,8 +44,9 @@ const (
 // StackOptions configure NewStack. A nil *StackOptions, like every zero field, means
 // the defaults.
 type StackOptions struct {
-	// LeaseBudget and LeaseWindow: leases per environment and window; defaults 5, 1h.
+	// LeaseBudget is the number of leases per environment and window; default 5.
 	LeaseBudget int
+	// LeaseWindow is the rolling window of the budget; default 1h.
 	LeaseWindow time.Duration
 	// TokenTTL of OpenBao tokens; default 1h.
 	TokenTTL time.Duration
@@ -58,10 +59,11 @@ type StackOptions struct {
 // Stack is a fake OpenBao and a fake tenancy wired together: tenancy accepts the
 // OpenBao tokens of an environment as bearers and mints its lease grants there.
 type Stack struct {
-	// Tenancy is the fake tenancy; Bao is the fake OpenBao.
+	// Tenancy is the fake tenancy.
 	Tenancy *TenancyServer
-	Bao     *BaoServer
-	tb      testing.TB
+	// Bao is the fake OpenBao.
+	Bao *BaoServer
+	tb  testing.TB
 }
 
 // NewStack starts both fakes on loopback and closes them in tb.Cleanup.

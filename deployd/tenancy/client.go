@@ -81,6 +81,7 @@ type Client struct {
 
 type nopRegistry struct{}
 
+// Add ignores the value.
 func (nopRegistry) Add(string) {}
 
 // New checks cfg and returns a Client. It fails, naming the field, when BaseURL is not
@@ -161,31 +162,45 @@ const (
 
 // Host describes the box in a check-in.
 type Host struct {
-	Hostname      string `json:"hostname"`
+	// Hostname is the box's host name.
+	Hostname string `json:"hostname"`
+	// DockerVersion is the docker server version, "" if unknown.
 	DockerVersion string `json:"docker_version"`
-	FreeMB        int64  `json:"free_mb"`
+	// FreeMB is the free space under deploy_dir, in MiB.
+	FreeMB int64 `json:"free_mb"`
 }
 
 // Checkin is the body of a check-in: who the agent is and what it runs.
 type Checkin struct {
-	EnvID         string
-	AgentVersion  string
+	// EnvID is the box's environment (required).
+	EnvID string
+	// AgentVersion is deployd.Version.
+	AgentVersion string
+	// CurrentSHA and CurrentSerial name the live release; "" and 0 when there is none.
 	CurrentSHA    string
 	CurrentSerial int64
 	// LastResult is the result of the last report, "" before the first one.
 	LastResult Result
-	LastCode   string
-	Host       Host
+	// LastCode is the code of the last report, "" if it had none.
+	LastCode string
+	// Host describes the box.
+	Host Host
 }
 
 // Instruction is tenancy's answer to a check-in. SHA, Serial, Retry and Rollback are
 // set only with ActionApply; Purge only with ActionDown.
 type Instruction struct {
-	Action   Action
-	SHA      string
-	Serial   int64
-	Purge    bool
-	Retry    bool
+	// Action is apply, none or down.
+	Action Action
+	// SHA is the bundle sha to apply (64 lowercase hex).
+	SHA string
+	// Serial is the bundle's serial (≥ 1).
+	Serial int64
+	// Purge asks down to remove volumes too (the agent never purges on prod).
+	Purge bool
+	// Retry asks to apply a sha that already failed on this box.
+	Retry bool
+	// Rollback allows a serial lower than the live release's.
 	Rollback bool
 	// NextCheckin is the interval tenancy asks for (next_checkin_s); 0 if not given.
 	NextCheckin time.Duration
@@ -193,30 +208,44 @@ type Instruction struct {
 
 // Lease is a deploy lease: the grant to log into OpenBao with, and where.
 type Lease struct {
-	Grant     secret.Value
+	// Grant is the deploy grant (a JWT) to log into OpenBao with.
+	Grant secret.Value
+	// AuthMount and Role are where and as what to log in; they equal the Config's.
 	AuthMount string
 	Role      string
+	// ExpiresAt is when the grant stops being accepted.
 	ExpiresAt time.Time
 }
 
 // ServiceState is one compose service in a report.
 type ServiceState struct {
-	Name   string `json:"name"`
-	State  string `json:"state"`
+	// Name is the compose service name.
+	Name string `json:"name"`
+	// State is the container state (running, exited, …).
+	State string `json:"state"`
+	// Health is the healthcheck status, "" when the service has none.
 	Health string `json:"health"`
 }
 
 // Report is the outcome of a tick. Detail and Tail must already be redacted by the
 // caller; Duration goes on the wire as duration_ms.
 type Report struct {
-	EnvID    string
-	SHA      string
-	Serial   int64
-	Result   Result
-	Code     string
-	Detail   string
-	Tail     string
+	// EnvID is the box's environment (required).
+	EnvID string
+	// SHA and Serial name the bundle the report is about ("" and 0 for a down).
+	SHA    string
+	Serial int64
+	// Result is applied, failed or down.
+	Result Result
+	// Code is the refusal or failure code, "" on success.
+	Code string
+	// Detail names files, variables and services, never a value.
+	Detail string
+	// Tail is the redacted end of compose's output.
+	Tail string
+	// Services are the compose services as last seen; nil is sent as [].
 	Services []ServiceState
+	// Duration is how long the tick took.
 	Duration time.Duration
 }
 
@@ -462,7 +491,10 @@ type scrubbedError struct {
 	tok string
 }
 
+// Error returns the cause's text without the bearer.
 func (s scrubbedError) Error() string { return sanitiseMessage(s.err.Error(), s.tok) }
+
+// Unwrap returns the cause.
 func (s scrubbedError) Unwrap() error { return s.err }
 
 func (c *Client) logCall(ctx context.Context, op string, status int, start time.Time) {

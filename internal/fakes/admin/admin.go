@@ -23,6 +23,8 @@ const maxBundle = 256 << 20
 
 // Faults is the fault document of GET/PUT /faults.
 type Faults struct {
+	// LeaseShape … TruncateBundle are the tenancy faults (faketenancy.Faults), with
+	// durations in seconds and milliseconds.
 	LeaseShape     string         `json:"lease_shape"`
 	LeaseBudget    int            `json:"lease_budget"`
 	Status         map[string]int `json:"status"`
@@ -30,19 +32,24 @@ type Faults struct {
 	DelayMS        map[string]int `json:"delay_ms"`
 	EchoBearer     bool           `json:"echo_bearer"`
 	TruncateBundle bool           `json:"truncate_bundle"`
-	Sealed         bool           `json:"sealed"`
-	LoginFault     string         `json:"login_fault"`
-	TokenTTLS      int64          `json:"token_ttl_s"`
+	// Sealed seals the fake OpenBao.
+	Sealed bool `json:"sealed"`
+	// LoginFault is the fake OpenBao's login fault (fakebao.Fault*).
+	LoginFault string `json:"login_fault"`
+	// TokenTTLS > 0 sets the TTL of OpenBao tokens issued or renewed from now on.
+	TokenTTLS int64 `json:"token_ttl_s"`
 }
 
 // Request is one request to either fake, for GET /requests.
 type Request struct {
-	Service string    `json:"service"` // "tenancy" or "bao"
-	Method  string    `json:"method"`
-	Path    string    `json:"path"`
-	EnvID   string    `json:"env_id,omitempty"`
-	Status  int       `json:"status"`
-	Time    time.Time `json:"time"`
+	// Service is "tenancy" or "bao".
+	Service string `json:"service"`
+	// Method, Path, EnvID (tenancy only), Status and Time as the fake recorded them.
+	Method string    `json:"method"`
+	Path   string    `json:"path"`
+	EnvID  string    `json:"env_id,omitempty"`
+	Status int       `json:"status"`
+	Time   time.Time `json:"time"`
 }
 
 // API serves the admin API over a fake tenancy and a fake OpenBao.

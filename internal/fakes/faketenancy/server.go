@@ -54,11 +54,14 @@ type Desired struct {
 	// Action is "apply", "none" or "down" ("" is "none").
 	Action string `json:"action"`
 	// SHA and Serial go with apply; Serial 0 takes the serial the sha was published with.
-	SHA    string `json:"sha,omitempty"`
-	Serial int64  `json:"serial,omitempty"`
-	// Purge goes with down; Retry and Rollback with apply.
-	Purge    bool `json:"purge,omitempty"`
-	Retry    bool `json:"retry,omitempty"`
+	SHA string `json:"sha,omitempty"`
+	// Serial of the bundle; 0 with apply takes the serial the sha was published with.
+	Serial int64 `json:"serial,omitempty"`
+	// Purge goes with down.
+	Purge bool `json:"purge,omitempty"`
+	// Retry goes with apply: retry a sha that failed on the box.
+	Retry bool `json:"retry,omitempty"`
+	// Rollback goes with apply: allow a lower serial.
 	Rollback bool `json:"rollback,omitempty"`
 }
 
@@ -86,15 +89,20 @@ type Faults struct {
 
 // Request is one request as the server saw it; never the bearer.
 type Request struct {
-	Method string    `json:"method"`
-	Path   string    `json:"path"`
-	EnvID  string    `json:"env_id"`
-	Status int       `json:"status"`
-	Time   time.Time `json:"time"`
+	// Method and Path of the request.
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	// EnvID is the environment of the bearer, "" when it was not a live token.
+	EnvID string `json:"env_id"`
+	// Status is the answer's status (499 when the client gave up during a Delay).
+	Status int `json:"status"`
+	// Time is when the request arrived.
+	Time time.Time `json:"time"`
 }
 
 // Host is the host part of a check-in.
 type Host struct {
+	// Hostname, DockerVersion and FreeMB as the agent sent them.
 	Hostname      string `json:"hostname"`
 	DockerVersion string `json:"docker_version"`
 	FreeMB        int64  `json:"free_mb"`
@@ -102,19 +110,23 @@ type Host struct {
 
 // CheckinRequest is a check-in as received.
 type CheckinRequest struct {
-	EnvID         string    `json:"env_id"`
-	AgentVersion  string    `json:"agent_version"`
-	CurrentSHA    string    `json:"current_sha"`
-	CurrentSerial int64     `json:"current_serial"`
-	LastResult    string    `json:"last_result"`
-	LastCode      string    `json:"last_code"`
-	Host          Host      `json:"host"`
-	UserAgent     string    `json:"user_agent"`
-	Time          time.Time `json:"time"`
+	// EnvID … Host are the body's fields (docs/PROTOCOL.md).
+	EnvID         string `json:"env_id"`
+	AgentVersion  string `json:"agent_version"`
+	CurrentSHA    string `json:"current_sha"`
+	CurrentSerial int64  `json:"current_serial"`
+	LastResult    string `json:"last_result"`
+	LastCode      string `json:"last_code"`
+	Host          Host   `json:"host"`
+	// UserAgent is the request's User-Agent header.
+	UserAgent string `json:"user_agent"`
+	// Time is when the check-in arrived.
+	Time time.Time `json:"time"`
 }
 
 // ServiceState is one service of a report.
 type ServiceState struct {
+	// Name, State and Health of the compose service.
 	Name   string `json:"name"`
 	State  string `json:"state"`
 	Health string `json:"health"`
@@ -122,6 +134,7 @@ type ServiceState struct {
 
 // Report is a report as received.
 type Report struct {
+	// EnvID … DurationMS are the body's fields (docs/PROTOCOL.md).
 	EnvID      string         `json:"env_id"`
 	SHA        string         `json:"sha"`
 	Serial     int64          `json:"serial"`
@@ -131,13 +144,16 @@ type Report struct {
 	Tail       string         `json:"tail"`
 	Services   []ServiceState `json:"services"`
 	DurationMS int64          `json:"duration_ms"`
-	Time       time.Time      `json:"time"`
+	// Time is when the report arrived.
+	Time time.Time `json:"time"`
 }
 
 // Lease is a lease the server granted (the grant itself is not kept).
 type Lease struct {
-	EnvID     string    `json:"env_id"`
-	SHA       string    `json:"sha"`
+	// EnvID and SHA the lease was granted for.
+	EnvID string `json:"env_id"`
+	SHA   string `json:"sha"`
+	// Time it was granted, and ExpiresAt as answered.
 	Time      time.Time `json:"time"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
