@@ -15,9 +15,17 @@ import (
 	"strings"
 )
 
-// copyBufSize is the size of the copy buffer and of the read-ahead buffer over the
-// caller's reader: large enough that the tar reader and sha256 are the floor.
-const copyBufSize = 1 << 20
+// copyBufSize is the size of the copy buffer: large enough that the tar reader and
+// sha256 are the floor (see BenchmarkVerify).
+const copyBufSize = 256 << 10
+
+// readAheadSize is the buffer over the caller's reader; reads of file content larger
+// than it bypass it.
+const readAheadSize = 32 << 10
+
+// smallBufSize is the first size of the copy buffer; it grows to copyBufSize at the
+// first file larger than it, so that verifying a small bundle stays cheap.
+const smallBufSize = 32 << 10
 
 // fileSum is one regular file of the bundle: its path as it appears in the sha
 // listing and the sha256 of its content.
@@ -137,7 +145,7 @@ func scan(ctx context.Context, r io.Reader, lim Limits, opts scanOpts) (*scanRes
 		res:     &scanResult{},
 		seen:    map[string]bool{},
 		parents: map[string]bool{},
-		buf:     make([]byte, copyBufSize),
+		buf:     make([]byte, smallBufSize),
 		h:       sha256.New(),
 	}
 	err := s.run()
@@ -194,7 +202,7 @@ func (s *scanner) classify(err error, where string) error {
 }
 
 func (s *scanner) open() (io.Reader, error) {
-	br := bufio.NewReaderSize(s.src, copyBufSize)
+	br := bufio.NewReaderSize(s.src, readAheadSize)
 	magic, _ := br.Peek(6)
 	if len(magic) == 0 {
 		if s.src.err != nil {
@@ -411,6 +419,9 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 	if s.res.total > s.lim.MaxTotalSize {
 		return fatal(CodeBundleMalformed, "entry %q brings the unpacked size to %d bytes, over the limit of %d (MaxTotalSize)",
 			name, s.res.total, s.lim.MaxTotalSize)
+	}
+	if size > int64(len(s.buf)) && len(s.buf) < copyBufSize {
+		s.buf = make([]byte, copyBufSize)
 	}
 	s.h.Reset()
 	if why == "" && s.opts.file != nil {
