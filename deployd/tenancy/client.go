@@ -37,7 +37,9 @@ type Config struct {
 	// prefix is kept: the calls go to <BaseURL>/v1/agent/….
 	BaseURL string
 	// HTTPClient is the transport (OpenZiti SDK, proxy or system), built by the caller
-	// (required). Its own Timeout, if any, applies on top of the client's deadlines.
+	// (required). Its own Timeout, if any, applies on top of the client's deadlines. The
+	// Client uses a copy that never follows redirects (a 3xx is ErrProtocol), so that
+	// the bearer is only ever sent to BaseURL.
 	HTTPClient *http.Client
 	// Token returns the bearer of every call: the OpenBao token (required).
 	Token func(ctx context.Context) (secret.Value, error)
@@ -106,9 +108,13 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 || cfg.BundleTimeout < 0 || cfg.MaxBundleSize < 0 {
 		return nil, fmt.Errorf("tenancy: config: Timeout, BundleTimeout and MaxBundleSize must not be negative: %w", ErrInvalidArgument)
 	}
+	// A copy of the caller's client that never follows a redirect: the bearer goes to
+	// the configured base URL only, and a 3xx is a protocol error.
+	hc := *cfg.HTTPClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c := &Client{
 		base:          strings.TrimRight(cfg.BaseURL, "/"),
-		hc:            cfg.HTTPClient,
+		hc:            &hc,
 		token:         cfg.Token,
 		userAgent:     cmpOr(cfg.UserAgent, DefaultUserAgent),
 		timeout:       cmpOr(cfg.Timeout, DefaultTimeout),

@@ -583,3 +583,26 @@ func TestNoSecretInErrorsOrLogs(t *testing.T) {
 		assert.Contains(t, ae.Message, "you sent Bearer [REDACTED]")
 	})
 }
+
+func TestRedirectNotFollowed(t *testing.T) {
+	var leaked sync.Map
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store("auth", r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer elsewhere.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	caller := &http.Client{}
+	c := client(t, srv.URL, "hvs.redirect-bearer", nil, func(cfg *tenancy.Config) { cfg.HTTPClient = caller })
+	err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
+	require.ErrorIs(t, err, tenancy.ErrProtocol)
+	var ae *tenancy.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, http.StatusTemporaryRedirect, ae.Status)
+	_, contacted := leaked.Load("auth")
+	assert.False(t, contacted, "the redirect target was never contacted")
+	assert.Nil(t, caller.CheckRedirect, "the caller's client is not modified")
+}

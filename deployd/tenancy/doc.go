@@ -42,6 +42,8 @@
 //     differ from the expected ones, or when expires_at is missing, unparsable or not
 //     in the future. Secret-looking fields of a refused lease (secret_id,
 //     wrapping_token, …) are still added to Config.Secrets so that they cannot leak.
+//   - Redirects are never followed: the bearer goes to Config.BaseURL only, and a 3xx
+//     answer is ErrProtocol.
 //   - A 404 on a bundle is ErrProtocol: tenancy asked for a sha it does not serve. The
 //     next check-in names the current sha.
 //   - The bundle is streamed into the caller's writer and never buffered whole; a body

@@ -82,7 +82,7 @@ func decodeLease(data []byte, wantMount, wantRole string, now time.Time, reg sec
 	if err := unmarshalObject(data, &raw); err != nil {
 		return Lease{}, err
 	}
-	registerStrings(raw, reg, "grant", "secret_id", "wrapping_token", "wrap_info", "token")
+	registerSecrets(raw, reg, 0)
 	var refused []string
 	for _, f := range refusedLeaseFields {
 		if _, ok := raw[f]; ok {
@@ -121,24 +121,26 @@ func decodeLease(data []byte, wantMount, wantRole string, now time.Time, reg sec
 	return Lease{Grant: secret.New(*w.Grant), AuthMount: *w.AuthMount, Role: *w.Role, ExpiresAt: exp}, nil
 }
 
-// registerStrings adds the string values of the named fields (and string leaves of
-// objects under them) to reg.
-func registerStrings(raw map[string]json.RawMessage, reg secret.Registry, fields ...string) {
-	for _, f := range fields {
-		v, ok := raw[f]
-		if !ok {
-			continue
-		}
+// secretKeys are the keys whose string values are secrets, at any depth of a lease.
+var secretKeys = map[string]bool{
+	"grant": true, "secret_id": true, "wrapping_token": true, "token": true, "client_token": true,
+}
+
+// registerSecrets adds to reg the string value of every key of secretKeys found in
+// raw, at any depth, so that a secret of a refused shape cannot leak either.
+func registerSecrets(raw map[string]json.RawMessage, reg secret.Registry, depth int) {
+	if depth > 8 {
+		return
+	}
+	for k, v := range raw {
 		var s string
-		if json.Unmarshal(v, &s) == nil {
+		if secretKeys[k] && json.Unmarshal(v, &s) == nil {
 			reg.Add(s)
 			continue
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(v, &obj) == nil {
-			for k := range obj {
-				registerStrings(obj, reg, k)
-			}
+			registerSecrets(obj, reg, depth+1)
 		}
 	}
 }

@@ -119,6 +119,9 @@ func TestDecodeLease(t *testing.T) {
 			for _, s := range tt.registered {
 				assert.True(t, reg.has(s), "secret registered before validation")
 			}
+			for _, s := range []string{"jwt-tenancy", "see-env", "approle", "auth/approle/role/see-env/secret-id", "2026-11-30T10:10:00Z"} {
+				assert.False(t, reg.has(s), "%s is not a secret: registering it would mask it everywhere", s)
+			}
 			if tt.wantErr == "" {
 				require.NoError(t, err)
 				assert.Equal(t, grant, l.Grant.Reveal())
