@@ -1,0 +1,87 @@
+package bundle_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
+)
+
+// tiny builds a bundle in memory: a manifest, a compose file and a config file.
+func tiny(envID string) *bytes.Reader {
+	manifest := `{"schema":1,"env_id":"` + envID + `","serial":3,` +
+		`"compose_files":["compose.yaml"],"files":["compose.yaml","app.toml"],` +
+		`"vars":{"LOG_LEVEL":"info"},"secrets":{"DB_PASSWORD":{"path":"db","key":"password"}}}`
+	files := []struct{ name, body string }{
+		{"manifest.json", manifest},
+		{"compose.yaml", "services:\n  web:\n    image: nginx:1.27\n    environment:\n      LOG_LEVEL: ${LOG_LEVEL}\n      DB_PASSWORD: ${DB_PASSWORD}\n"},
+		{"app.toml", "port = 8080\n"},
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, f := range files {
+		_ = tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body))})
+		_, _ = tw.Write([]byte(f.body))
+	}
+	_ = tw.Close()
+	return bytes.NewReader(b.Bytes())
+}
+
+func ExampleVerify() {
+	res, err := bundle.Verify(context.Background(), tiny("env-dev-01"), bundle.Expect{EnvID: "env-dev-01"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("serial:", res.Manifest.Serial)
+	fmt.Println("services:", res.Services)
+	fmt.Println("files:", res.Files)
+	// Output:
+	// serial: 3
+	// services: [web]
+	// files: 3
+}
+
+func ExampleVerify_refused() {
+	_, err := bundle.Verify(context.Background(), tiny("env-dev-01"), bundle.Expect{
+		EnvID:      "env-dev-02",
+		LiveSerial: 4,
+	})
+	var refused *bundle.RefusedError
+	if errors.As(err, &refused) {
+		for _, r := range refused.Refusals {
+			fmt.Println(r.Code, "-", r.Detail)
+		}
+	}
+	// Output:
+	// ENV_MISMATCH - manifest.json: env_id is env-dev-01, this box is env-dev-02
+	// ROLLBACK - manifest.json: serial 3 is lower than the live release's 4 and the check-in did not ask for a rollback
+}
+
+func ExampleSHA() {
+	sha, err := bundle.SHA(context.Background(), tiny("env-dev-01"), bundle.Limits{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The same as, in the unpacked directory:
+	// find . -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum
+	fmt.Println(sha)
+	// Output:
+	// 01569d22789bb4be560d539c5e0ab30a1a392da8c044cbdf32000143c2579818
+}
+
+func ExampleRenderEnv() {
+	env, err := bundle.RenderEnv(map[string]string{"LOG_LEVEL": "info", "GREETING": "hello world"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(string(env))
+	// Output:
+	// GREETING='hello world'
+	// LOG_LEVEL='info'
+}
