@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -307,8 +308,11 @@ func (s *Server) SetDesired(envID string, d Desired) {
 	s.env(envID).desired = d
 }
 
-// SetFaults replaces the faults.
+// SetFaults replaces the faults. The maps are copied: changing them afterwards has no
+// effect.
 func (s *Server) SetFaults(f Faults) {
+	f.Status = maps.Clone(f.Status)
+	f.Delay = maps.Clone(f.Delay)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = f
