@@ -3,7 +3,7 @@
 //
 // After every tick the agent hands a Snapshot to Write, which renders it (Format) and
 // replaces the file atomically, so the collector never reads half a file. Every metric
-// name starts with monky_deployd_. The file carries names, stable codes and numbers
+// name starts with the agent's name (Prefix). The file carries names, stable codes and numbers
 // only: Format validates each string field against a narrow pattern (env_id, version,
 // result, code, sha) and refuses anything else, so a secret value can never reach a
 // label by mistake, and its errors name the field, never the value.
@@ -13,8 +13,8 @@
 //   - The file is written with mode 0644: node_exporter runs as its own user and must
 //     read it. It holds nothing secret.
 //   - A time that never happened (no check-in yet) is written as 0, the Prometheus
-//     convention for "never"; alert on time() - monky_deployd_last_checkin_timestamp_seconds.
-//   - monky_deployd_last_result always has exactly one series, {result="",code=""} before
+//     convention for "never"; alert on the age of the last_checkin_timestamp_seconds metric.
+//   - The last_result metric always has exactly one series, {result="",code=""} before
 //     the first report, so absent() alerts do not fire on a fresh box.
 //   - monky_deployd_token_ttl_seconds is 0 when the agent holds no token.
 //

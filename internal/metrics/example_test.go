@@ -48,7 +48,7 @@ func ExampleWrite() {
 		fmt.Println(err)
 		return
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 
 	err = metrics.Write(dir+"/monky-deployd.prom", metrics.Snapshot{LastCode: "not a code"})
 	fmt.Println(err)

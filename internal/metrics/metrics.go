@@ -12,6 +12,9 @@ import (
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
+// Prefix starts every metric name.
+const Prefix = "monky_deployd_"
+
 // FileMode is the mode of the metrics file: node_exporter, running as its own user,
 // reads it.
 const FileMode fs.FileMode = 0o644
@@ -106,29 +109,30 @@ func Format(s Snapshot) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	gauge := func(name, help, labels string, value string) {
+		name = Prefix + name
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s%s %s\n", name, help, name, name, labels, value)
 	}
-	gauge("monky_deployd_info", "Agent version, env_id and live bundle sha of this box; always 1.",
+	gauge("info", "Agent version, env_id and live bundle sha of this box; always 1.",
 		labelSet("env_id", s.EnvID, "version", s.Version, "live_sha", s.LiveSHA), "1")
-	gauge("monky_deployd_last_run_timestamp_seconds", "Unix time when the last tick ended.",
+	gauge("last_run_timestamp_seconds", "Unix time when the last tick ended.",
 		"", unixSeconds(s.LastRun))
-	gauge("monky_deployd_last_checkin_timestamp_seconds", "Unix time of the last successful check-in with monky-tenancy; 0 if never.",
+	gauge("last_checkin_timestamp_seconds", "Unix time of the last successful check-in with monky-tenancy; 0 if never.",
 		"", unixSeconds(s.LastCheckin))
-	gauge("monky_deployd_last_result", "Last reported result (applied, failed, down; empty before the first report) and its code; always 1.",
+	gauge("last_result", "Last reported result (applied, failed, down; empty before the first report) and its code; always 1.",
 		labelSet("result", s.LastResult, "code", s.LastCode), "1")
-	gauge("monky_deployd_tick_duration_seconds", "Duration of the last tick in seconds.",
+	gauge("tick_duration_seconds", "Duration of the last tick in seconds.",
 		"", seconds(s.TickDuration))
-	gauge("monky_deployd_live_serial", "Serial of the live release; 0 if none.",
+	gauge("live_serial", "Serial of the live release; 0 if none.",
 		"", strconv.FormatInt(s.LiveSerial, 10))
-	gauge("monky_deployd_token_ttl_seconds", "Remaining TTL of the OpenBao token in seconds; 0 if the agent holds none.",
+	gauge("token_ttl_seconds", "Remaining TTL of the OpenBao token in seconds; 0 if the agent holds none.",
 		"", seconds(s.TokenTTL))
 	latched := "0"
 	if s.EnvMismatchLatched {
 		latched = "1"
 	}
-	gauge("monky_deployd_env_mismatch_latched", "1 while the AGENT_ENV_MISMATCH latch holds (every run exits 78 until the operator acts).",
+	gauge("env_mismatch_latched", "1 while the AGENT_ENV_MISMATCH latch holds (every run exits 78 until the operator acts).",
 		"", latched)
-	gauge("monky_deployd_exit_code", "Exit code of the last tick: 0 done, 75 temporary, 78 env mismatch, 1 failure.",
+	gauge("exit_code", "Exit code of the last tick: 0 done, 75 temporary, 78 env mismatch, 1 failure.",
 		"", strconv.Itoa(s.ExitCode))
 	return b.Bytes(), nil
 }
