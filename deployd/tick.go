@@ -70,6 +70,9 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	a.repair(&st)
 
 	out, err = a.tick(ctx, &st)
+	if err != nil && out.Code == "" {
+		out.Code = CodeOf(err)
+	}
 	out.Duration = a.now().Sub(start)
 	st.LastTick = a.now()
 	st.LastExit = ExitCode(err)
@@ -250,6 +253,8 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		a.log.Error("no OpenBao token and no bootstrap grant: ask monky-tenancy for a bootstrap grant, place it at the grant path (mode 0600) and run `monky-deployd bootstrap`",
+			"token_file", a.cfg.TokenPath(), "grant", path)
 		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
 			"%w: no token at %s and no grant at %s; ask monky-tenancy for a bootstrap grant and place it there (mode 0600)",
 			ErrNoCredentials, a.cfg.TokenPath(), path)}

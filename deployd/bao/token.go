@@ -42,8 +42,10 @@ func (t TokenInfo) NeedsRenew(now time.Time) bool {
 	if !t.Renewable || t.CreationTTL <= 0 {
 		return false
 	}
+	// The TTL of the lookup is the server's own count, immune to a skewed clock on
+	// the box; ExpireTime is only a fallback for a TokenInfo without it.
 	remaining := t.TTL
-	if !t.ExpireTime.IsZero() {
+	if remaining <= 0 && !t.ExpireTime.IsZero() {
 		remaining = t.ExpireTime.Sub(now)
 	}
 	return remaining < t.CreationTTL/3
