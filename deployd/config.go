@@ -102,9 +102,6 @@ type Config struct {
 	Bao BaoConfig `yaml:"bao"`
 	// Compose configures the docker compose wrapper.
 	Compose ComposeConfig `yaml:"compose"`
-
-	source string         // file name the Config was parsed from
-	lines  map[string]int // dotted key → line, when parsed
 }
 
 // TenancyConfig says how the agent reaches monky-tenancy.
@@ -295,14 +292,12 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	}
 
 	c := DefaultConfig()
-	c.source = name
-	c.lines = map[string]int{}
-	p := &cfgParser{file: name, lines: c.lines}
+	p := &cfgParser{file: name, lines: map[string]int{}}
 	p.mapping(root, reflect.ValueOf(&c).Elem(), "")
 	if len(p.errs) > 0 {
 		return Config{}, errors.Join(p.errs...)
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(name, p.lines); err != nil {
 		return Config{}, err
 	}
 	return c, nil
@@ -419,7 +414,9 @@ func (p *cfgParser) value(n *yaml.Node, f reflect.Value, key string) {
 			}
 			list = append(list, item.Value)
 		}
-		f.Set(reflect.ValueOf(list))
+		if len(list) > 0 { // "[]" and an absent key both leave the list nil
+			f.Set(reflect.ValueOf(list))
+		}
 	case f.Kind() == reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			p.fail(n.Line, key, "key %q: want a mapping, got %s", key, nodeKind(n))
@@ -476,9 +473,13 @@ var (
 )
 
 // Validate checks every field and returns all problems, joined with errors.Join; each is
-// a *ConfigError that names its key (and its line, when the Config was parsed).
-func (c *Config) Validate() error {
-	v := &cfgValidator{c: c}
+// a *ConfigError that names its key. ParseConfig runs the same checks and adds the file
+// and line of each key.
+func (c *Config) Validate() error { return c.validate("", nil) }
+
+// validate is Validate with the file name and the lines of the keys, when known.
+func (c *Config) validate(file string, lines map[string]int) error {
+	v := &cfgValidator{file: file, lines: lines}
 	if c.EnvID == "" {
 		v.fail("env_id", "required")
 	} else if !envIDRE.MatchString(c.EnvID) {
@@ -566,13 +567,14 @@ func (c *Config) Validate() error {
 
 // cfgValidator collects validation errors with their lines.
 type cfgValidator struct {
-	c    *Config
-	errs []error
+	file  string
+	lines map[string]int
+	errs  []error
 }
 
 func (v *cfgValidator) fail(key, format string, args ...any) {
 	v.errs = append(v.errs, &ConfigError{
-		File: v.c.source, Line: v.c.lines[key], Key: key,
+		File: v.file, Line: v.lines[key], Key: key,
 		Msg: fmt.Sprintf("key %q: ", key) + fmt.Sprintf(format, args...),
 	})
 }

@@ -32,8 +32,9 @@ const MinSubstringLen = 4
 // occurrences that overlap or touch are merged under one Mask, so a secret that overlaps
 // another one is never left half visible.
 //
-// Registration is copy-on-write: Add rebuilds the compiled set under a mutex and
-// publishes it atomically, so Redact never takes a lock.
+// Registration is copy-on-write: Add builds a new generation (the previous one plus the
+// new value's forms) under a mutex and publishes it atomically, so Redact, the Handler
+// and the Writer never take a lock to read the set.
 type Redactor struct {
 	mu     sync.Mutex
 	values map[string]struct{}
@@ -61,7 +62,8 @@ type pattern struct {
 // NewRedactor returns an empty Redactor.
 func NewRedactor() *Redactor { return new(Redactor) }
 
-// noSecrets is the generation of a Redactor to which nothing was added.
+// noSecrets is the generation of a Redactor to which nothing was added. It is never
+// modified: with copies it.
 var noSecrets = &compiled{}
 
 // load returns the current generation.
