@@ -219,7 +219,7 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, &ConfigError{File: path, Msg: "cannot read: " + pathErrText(err), Err: err}
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only: a close error loses nothing
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
 	if err != nil {
 		return Config{}, &ConfigError{File: path, Msg: "cannot read: " + pathErrText(err), Err: err}

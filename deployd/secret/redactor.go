@@ -63,7 +63,7 @@ type pattern struct {
 func NewRedactor() *Redactor { return new(Redactor) }
 
 // noSecrets is the generation of a Redactor to which nothing was added. It is never
-// modified: with copies it.
+// modified; compiled.with copies it.
 var noSecrets = &compiled{}
 
 // load returns the current generation.

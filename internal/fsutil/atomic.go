@@ -142,5 +142,5 @@ func FreeMB(path string) (int64, error) {
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, fmt.Errorf("fsutil: free space of %s: %w", path, &fs.PathError{Op: "statfs", Path: path, Err: err})
 	}
-	return int64(uint64(st.Bavail) * uint64(st.Bsize) / (1 << 20)), nil
+	return int64(st.Bavail * uint64(st.Bsize) / (1 << 20)), nil
 }

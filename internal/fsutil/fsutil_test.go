@@ -149,7 +149,9 @@ func TestWriteAtomicStreams(t *testing.T) {
 	err := fsutil.WriteAtomic(p, 0o600, func(w io.Writer) error {
 		bw := bufio.NewWriter(w)
 		for i := range 1000 {
-			fmt.Fprintf(bw, "line %d\n", i)
+			if _, err := fmt.Fprintf(bw, "line %d\n", i); err != nil {
+				return err
+			}
 		}
 		return bw.Flush()
 	})
@@ -329,7 +331,7 @@ func TestFreeMB(t *testing.T) {
 	require.NoError(t, syscall.Statfs(os.TempDir(), &st))
 	assert.GreaterOrEqual(t, mb, int64(0))
 	// Within 64 MiB of an independent statfs (other processes write meanwhile).
-	want := int64(uint64(st.Bavail) * uint64(st.Bsize) >> 20)
+	want := int64(st.Bavail * uint64(st.Bsize) >> 20)
 	assert.InDelta(t, want, mb, 64)
 
 	_, err = fsutil.FreeMB(filepath.Join(t.TempDir(), "missing"))
@@ -338,7 +340,7 @@ func TestFreeMB(t *testing.T) {
 
 func ExampleWriteFileAtomic() {
 	dir, _ := os.MkdirTemp("", "fsutil-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	p := filepath.Join(dir, "state.json")
 	if err := fsutil.WriteFileAtomic(p, []byte(`{"serial":17}`), 0o600); err != nil {
 		fmt.Println(err)
@@ -352,7 +354,7 @@ func ExampleWriteFileAtomic() {
 
 func ExampleTryLock() {
 	dir, _ := os.MkdirTemp("", "fsutil-example")
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	p := filepath.Join(dir, "lock")
 	l, _ := fsutil.TryLock(p)
 	_, err := fsutil.TryLock(p)
