@@ -248,7 +248,13 @@ func (s *scanner) run() error {
 	s.cr = &countReader{ctx: s.ctx, r: dec, cap: s.lim.streamCap()}
 	s.tr = tar.NewReader(s.cr)
 	var endOfLast int64 // stream offset just after the last entry's content
-	last := "the start of the archive"
+	var last *string // name of the last entry, quoted only when an error needs it
+	after := func() string {
+		if last == nil {
+			return "at the start of the archive"
+		}
+		return "after entry " + quote(*last)
+	}
 	for {
 		if err := s.ctx.Err(); err != nil {
 			return err
@@ -257,9 +263,11 @@ func (s *scanner) run() error {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		where := "after entry " + last
 		if err != nil && !errors.Is(err, tar.ErrInsecurePath) {
-			return s.classify(err, where)
+			if last == nil && errors.Is(err, io.ErrUnexpectedEOF) && s.ctx.Err() == nil && s.src.err == nil {
+				return fatal(CodeBundleMalformed, "not a tar archive (shorter than one 512-byte block)")
+			}
+			return s.classify(err, after())
 		}
 		s.res.entries++
 		if s.res.entries > s.lim.MaxEntries {
@@ -277,7 +285,7 @@ func (s *scanner) run() error {
 			return s.classify(err, "entry "+quote(hdr.Name))
 		}
 		endOfLast = s.cr.n
-		last = quote(hdr.Name)
+		last = &hdr.Name
 		if s.opts.strict && len(s.res.rs.list) > 0 {
 			return errStopped
 		}
@@ -285,7 +293,7 @@ func (s *scanner) run() error {
 	// A complete tar ends with two zero blocks after the padding of the last entry
 	// (less than one block). Without them the stream was cut at an entry boundary.
 	if s.cr.n-endOfLast < 1024 {
-		return fatal(CodeBundleMalformed, "after entry %s: the stream is truncated (no end-of-archive marker)", last)
+		return fatal(CodeBundleMalformed, "%s: the stream is truncated (no end-of-archive marker)", after())
 	}
 	return s.drainTrailer()
 }
