@@ -28,7 +28,8 @@ func tempName(path string) (string, error) {
 // The data is written to a temporary file in the same directory that is created with
 // O_EXCL and perm and then chmod-ed to perm (so the umask does not matter), fsync-ed and
 // renamed over path; finally the directory is fsync-ed. On any error before the rename
-// the temporary file is removed and the old file at path is untouched.
+// the temporary file is removed and the old file at path is untouched. If path is a
+// symlink, the link itself is replaced by the new file, not its target.
 func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	return WriteAtomic(path, perm, func(w io.Writer) error {
 		_, err := w.Write(data)
@@ -39,7 +40,7 @@ func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
 // WriteAtomic is WriteFileAtomic for content produced by a function: write receives the
 // temporary file and streams the content into it. An error from write aborts the
 // replacement: the temporary file is removed, the old file at path is untouched and the
-// error is returned wrapped.
+// error is returned wrapped. A panic in write removes the temporary file too.
 func WriteAtomic(path string, perm fs.FileMode, write func(w io.Writer) error) (err error) {
 	var (
 		f   *os.File
@@ -58,8 +59,9 @@ func WriteAtomic(path string, perm fs.FileMode, write func(w io.Writer) error) (
 	if err != nil {
 		return fmt.Errorf("fsutil: write %s: %w", path, err)
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		if !renamed { // an error or a panic in write: leave no temporary file behind
 			_ = f.Close() // a second Close after a successful one is harmless
 			_ = os.Remove(tmp)
 		}
@@ -80,6 +82,7 @@ func WriteAtomic(path string, perm fs.FileMode, write func(w io.Writer) error) (
 	if err = os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("fsutil: write %s: %w", path, err)
 	}
+	renamed = true
 	// The new content is in place; a failing directory sync is still reported, because
 	// the rename may not survive a power loss.
 	if serr := SyncDir(filepath.Dir(path)); serr != nil {

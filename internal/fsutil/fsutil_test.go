@@ -143,6 +143,37 @@ func TestWriteAtomicFailureKeepsOld(t *testing.T) {
 	}
 }
 
+func TestWriteAtomicPanicLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(p, []byte("old"), 0o600))
+	assert.Panics(t, func() {
+		_ = fsutil.WriteAtomic(p, 0o600, func(w io.Writer) error {
+			_, _ = io.WriteString(w, "partial")
+			panic("boom")
+		})
+	})
+	got, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(got))
+	assert.Empty(t, tempFiles(t, dir))
+}
+
+func TestWriteFileAtomicReplacesSymlinkItself(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.WriteFile(target, []byte("target"), 0o600))
+	require.NoError(t, os.Symlink(target, link))
+	require.NoError(t, fsutil.WriteFileAtomic(link, []byte("new"), 0o600))
+	st, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.True(t, st.Mode().IsRegular())
+	got, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "target", string(got))
+}
+
 func TestWriteAtomicStreams(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "big")
