@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -236,4 +237,20 @@ func newTLSServer(t *testing.T, leaf tls.Certificate, h http.Handler) string {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
+}
+
+// TestZitiIdentitiesEnvTrap pins the SDK behaviour the package doc warns about: the
+// init of package ziti loads every identity named in ZITI_IDENTITIES, before main, so
+// any binary linking this package dies at start on a broken identity there, whatever
+// transport it uses. If the SDK stops doing so, this test fails and the warning (and
+// the unit's UnsetEnvironment=ZITI_IDENTITIES) can go.
+func TestZitiIdentitiesEnvTrap(t *testing.T) {
+	bad, err := filepath.Abs(filepath.Join("testdata", "identity", "inline-key-garbage.json"))
+	require.NoError(t, err)
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ZITI_IDENTITIES="+bad)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the child ran to completion:\n%s", out)
+	assert.Contains(t, string(out), "ziti.NewSdkCollectionFromEnv")
 }
