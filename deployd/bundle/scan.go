@@ -248,7 +248,7 @@ func (s *scanner) run() error {
 	s.cr = &countReader{ctx: s.ctx, r: dec, cap: s.lim.streamCap()}
 	s.tr = tar.NewReader(s.cr)
 	var endOfLast int64 // stream offset just after the last entry's content
-	var last *string // name of the last entry, quoted only when an error needs it
+	var last *string    // name of the last entry, quoted only when an error needs it
 	after := func() string {
 		if last == nil {
 			return "at the start of the archive"
@@ -268,6 +268,11 @@ func (s *scanner) run() error {
 				return fatal(CodeBundleMalformed, "not a tar archive (shorter than one 512-byte block)")
 			}
 			return s.classify(err, after())
+		}
+		if hdr == nil {
+			// With GODEBUG=tarinsecurepath=0 the tar reader stops for good after a
+			// non-local name, which was refused already.
+			return fatal(CodeBundleMalformed, "%s: the tar reader stopped at a non-local path", after())
 		}
 		s.res.entries++
 		if s.res.entries > s.lim.MaxEntries {

@@ -416,3 +416,17 @@ func TestSecretValuesNeverInDetails(t *testing.T) {
 	assert.NotContains(t, err.Error(), planted)
 	assert.Contains(t, err.Error(), `"X"`)
 }
+
+// TestVerifyGODEBUGInsecurePath checks that the tar reader's optional error for
+// non-local names (GODEBUG=tarinsecurepath=0, which a binary may set) gives the
+// same refusal as without it.
+func TestVerifyGODEBUGInsecurePath(t *testing.T) {
+	t.Setenv("GODEBUG", "tarinsecurepath=0")
+	data := tarOf(t, append([]ent{file("../x", "x")}, goodEnts(t)...)...)
+	res, err := Verify(context.Background(), bytes.NewReader(data), expect())
+	require.ErrorIs(t, err, ErrRefused)
+	assert.Contains(t, fmt.Sprint(res.Refusals), `entry "../x": path has a ".." segment`)
+	assert.Len(t, res.Refusals, 1, "the reader goes on after the insecure path: %v", res.Refusals)
+	err = Extract(context.Background(), bytes.NewReader(data), t.TempDir(), goodSHA(t), Limits{})
+	require.ErrorIs(t, err, ErrRefused)
+}
