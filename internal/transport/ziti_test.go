@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -253,4 +254,74 @@ func TestZitiIdentitiesEnvTrap(t *testing.T) {
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the child ran to completion:\n%s", out)
 	assert.Contains(t, string(out), "ziti.NewSdkCollectionFromEnv")
+}
+
+// authenticatingController is an OpenZiti controller on loopback that accepts the
+// identity and lists no service: the shape of an identity without a Dial policy.
+func authenticatingController(t *testing.T, ca *testCA) (url string, paths func() []string) {
+	t.Helper()
+	leaf, _, _ := ca.issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	var mu sync.Mutex
+	var seen []string
+	now := time.Now().UTC()
+	session := map[string]any{
+		"data": map[string]any{
+			"id": "apisession-1", "token": "api-session-token", "identityId": "identity-1",
+			"identity":  map[string]any{"id": "identity-1", "name": "box-01", "entity": "identities", "_links": map[string]any{}},
+			"expiresAt": now.Add(time.Hour).Format(time.RFC3339), "expirationSeconds": 3600,
+			"createdAt": now.Format(time.RFC3339), "updatedAt": now.Format(time.RFC3339),
+			"lastActivityAt": now.Format(time.RFC3339), "cachedLastActivityAt": now.Format(time.RFC3339),
+			"authQueries": []any{}, "configTypes": []any{}, "isMfaComplete": true, "isMfaRequired": false,
+			"authenticatorId": "auth-1", "tags": map[string]any{}, "_links": map[string]any{},
+		},
+		"meta": map[string]any{},
+	}
+	services := map[string]any{
+		"data": []any{},
+		"meta": map[string]any{"pagination": map[string]any{"limit": 500, "offset": 0, "totalCount": 0}},
+	}
+	srv := newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		var body any
+		switch r.URL.Path {
+		case "/edge/client/v1/authenticate":
+			body = session
+		case "/edge/client/v1/services":
+			body = services
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			body = map[string]any{"error": map[string]any{"code": "NOT_FOUND", "message": "not found"}, "meta": map[string]any{}}
+		}
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	return "https://" + srv + "/edge/client/v1", func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+func TestZitiDialerServiceNotFound(t *testing.T) {
+	ca := newTestCA(t)
+	_, certPEM, keyPEM := ca.issue(t, true, nil, nil)
+	ctrl, paths := authenticatingController(t, ca)
+	p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.pem)
+
+	c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
+	t.Logf("controller saw %v; error: %v", paths(), err)
+	require.ErrorIs(t, err, ErrServiceNotFound, "%v", err)
+	require.ErrorIs(t, err, ErrUnreachable)
+	assert.NotErrorIs(t, err, ErrController)
+	assert.Contains(t, paths(), "GET /edge/client/v1/services")
+
+	require.Positive(t, stacksWith(t, "openziti"), "the authenticated context runs its refresh goroutine")
+	require.NoError(t, c.Close())
+	require.Eventually(t, func() bool {
+		return stacksWith(t, "net/http.(*persistConn).readLoop") == 0 && stacksWith(t, "openziti") == 0
+	}, 5*time.Second, 20*time.Millisecond, "goroutines left after Close:\n%s", goroutines(t))
 }
