@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/logging"
+)
+
+const envID = "env-bench-01"
+
+// box is one box under benchmark: the fakes, the fake docker and a config in a
+// temporary directory, bootstrapped (a token is stored).
+type box struct {
+	dir     string
+	stack   *deploydtest.Stack
+	docker  *fakedockertest.Docker
+	cfgPath string
+	cfg     deployd.Config
+}
+
+// newBox starts the fakes, installs the fake docker, writes the config (transport
+// system, as on a box with a tunnel) and bootstraps the box in-process.
+func newBox(tb testing.TB) *box {
+	tb.Helper()
+	x := &box{dir: tb.TempDir()}
+	// Every apply of BenchmarkApply50 takes a lease: no budget to run out of.
+	x.stack = deploydtest.NewStack(tb, &deploydtest.StackOptions{LeaseBudget: 1 << 30})
+	x.docker = fakedockertest.Install(tb, nil)
+	cfg := fmt.Sprintf(`env_id: %s
+deploy_dir: %s
+state_dir: %s
+bootstrap_grant: %s
+min_free_mb: 1
+tenancy:
+  transport: system
+  url: %s
+  timeout: 10s
+bao:
+  addr: %s
+compose:
+  project: bench
+  docker: %s
+  health_timeout: 30s
+  keep_releases: 2
+`, envID, filepath.Join(x.dir, "srv"), filepath.Join(x.dir, "state"), filepath.Join(x.dir, "grant.jwt"),
+		x.stack.TenancyURL(), x.stack.BaoAddr(), x.docker.Path)
+	x.cfgPath = filepath.Join(x.dir, "config.yaml")
+	if err := os.WriteFile(x.cfgPath, []byte(cfg), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	c, err := deployd.LoadConfig(x.cfgPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	x.cfg = c
+	if err := os.WriteFile(c.BootstrapGrant, []byte(x.stack.Grant(envID)+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	a := x.agent(tb, nil, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.Bootstrap(ctx, ""); err != nil {
+		tb.Fatalf("bootstrap: %v", err)
+	}
+	return x
+}
+
+// agent builds an in-process Agent as the binary does (its own tenancy transport and
+// OpenBao client, the binary's log handler at info on io.Discard). next, when set,
+// receives the log records instead of the discarding handler.
+func (x *box) agent(tb testing.TB, next slog.Handler, healthPoll time.Duration) *deployd.Agent {
+	tb.Helper()
+	if next == nil {
+		next = logging.NewHandler(io.Discard, logging.Options{})
+	}
+	a, err := deployd.New(context.Background(), x.cfg, deployd.Options{
+		Logger:     slog.New(next),
+		DockerEnv:  x.docker.Env(),
+		Hostname:   "bench",
+		HealthPoll: healthPoll,
+	})
+	if err != nil {
+		tb.Fatalf("deployd.New: %v", err)
+	}
+	tb.Cleanup(func() { _ = a.Close() })
+	return a
+}
+
+// checkins is the number of check-ins the fake tenancy answered for the box.
+func (x *box) checkins() int { return len(x.stack.Checkins(envID)) }
+
+// checkinURL is the fake tenancy's check-in endpoint.
+func (x *box) checkinURL() string {
+	return strings.TrimRight(x.stack.TenancyURL(), "/") + "/v1/agent/checkin"
+}
+
+// procEnv is the complete environment of a child process: the fake docker's.
+func (x *box) procEnv() []string { return x.docker.Env() }
+
+// Binaries built once per test process, with the flags of packaging/build-deb.sh.
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// binaries builds cmd/monky-deployd and test/bench/floor once and returns their paths.
+func binaries(tb testing.TB) (agent, floor string) {
+	tb.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "monky-bench-")
+		if buildErr != nil {
+			return
+		}
+		for _, p := range []struct{ pkg, out string }{
+			{"github.com/monky/monky-deployd/cmd/monky-deployd", "monky-deployd"},
+			{"github.com/monky/monky-deployd/test/bench/floor", "floor"},
+		} {
+			cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w",
+				"-o", filepath.Join(buildDir, p.out), p.pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v: %s", p.pkg, err, strings.TrimSpace(string(out)))
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		tb.Fatalf("bench: %v", buildErr)
+	}
+	return filepath.Join(buildDir, "monky-deployd"), filepath.Join(buildDir, "floor")
+}
+
+// TestMain removes the binaries built for the benchmarks.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// run execs a program with env and fails tb unless it exits 0.
+func run(tb testing.TB, env []string, name string, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+	}
+}
+
+// ratio runs prepare (untimed), then work (timed) b.N times, and after each work the
+// floor with the timer stopped. It reports floor-ns/op and x-floor, the ratio of the
+// time in work to the time in floor. Interleaving makes a burst of load hit both.
+func ratio(b *testing.B, prepare, work, floor func()) {
+	b.Helper()
+	var w, f time.Duration
+	b.ResetTimer()
+	for range b.N {
+		if prepare != nil {
+			b.StopTimer()
+			prepare()
+			b.StartTimer()
+		}
+		t := time.Now()
+		work()
+		w += time.Since(t)
+		b.StopTimer()
+		t = time.Now()
+		floor()
+		f += time.Since(t)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(f.Nanoseconds())/float64(b.N), "floor-ns/op")
+	b.ReportMetric(float64(w)/float64(f), "x-floor")
+}

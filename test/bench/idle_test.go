@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+)
+
+// idleBox is a bootstrapped box whose check-ins answer none: a box between deploys.
+func idleBox(b *testing.B) *box {
+	b.Helper()
+	x := newBox(b)
+	x.stack.SetDesired(envID, deploydtest.Desired{Action: "none"})
+	return x
+}
+
+// agentRun returns a func that runs `monky-deployd run --config …` as a process.
+func agentRun(b *testing.B, x *box) func() {
+	bin, _ := binaries(b)
+	env := x.procEnv()
+	return func() { run(b, env, bin, "run", "--config", x.cfgPath) }
+}
+
+// floorRun returns a func that runs the floor program as a process against the box's
+// check-in URL with the box's stored token.
+func floorRun(b *testing.B, x *box) func() {
+	_, bin := binaries(b)
+	env := x.procEnv()
+	args := []string{"-url", x.checkinURL(), "-token-file", x.cfg.TokenPath(), "-env", envID}
+	return func() { run(b, env, bin, args...) }
+}
+
+// expectCheckins fails b unless the fake tenancy counted want check-ins since before.
+func expectCheckins(b *testing.B, x *box, before, want int) {
+	b.Helper()
+	if got := x.checkins() - before; got != want {
+		b.Fatalf("the fake tenancy counted %d check-ins, want %d: a run did not check in", got, want)
+	}
+}
+
+// BenchmarkIdleTick is the timer's idle tick as a whole process: exec, config, token
+// lookup, check-in (action none), state save, exit 0. Floor: the floor program's one
+// POST, run after each tick.
+func BenchmarkIdleTick(b *testing.B) {
+	x := idleBox(b)
+	agent, floor := agentRun(b, x), floorRun(b, x)
+	agent() // warm: the page cache holds the binary, the state file exists
+	floor()
+	calls := len(x.docker.Calls())
+	before := x.checkins()
+	ratio(b, nil, agent, floor)
+	expectCheckins(b, x, before, 2*b.N)
+	// Each process starts with an empty docker version cache.
+	b.ReportMetric(float64(len(x.docker.Calls())-calls)/float64(b.N), "docker-execs/op")
+}
+
+// BenchmarkIdleTickFloor is the floor alone: one process, one POST.
+func BenchmarkIdleTickFloor(b *testing.B) {
+	x := idleBox(b)
+	floor := floorRun(b, x)
+	floor()
+	before := x.checkins()
+	b.ResetTimer()
+	for range b.N {
+		floor()
+	}
+	b.StopTimer()
+	expectCheckins(b, x, before, b.N)
+}
+
+// BenchmarkStartup is `monky-deployd version` as a process: the start and package
+// initialisation every timer tick pays before it does anything. Floor: as for
+// BenchmarkIdleTick, which makes the two comparable.
+func BenchmarkStartup(b *testing.B) {
+	x := idleBox(b)
+	bin, _ := binaries(b)
+	env := x.procEnv()
+	version := func() { run(b, env, bin, "version") }
+	floor := floorRun(b, x)
+	version()
+	floor()
+	ratio(b, nil, version, floor)
+}
+
+// BenchmarkIdleTickInProcess is Agent.Tick with action none in the benchmark process:
+// the tick without the process start. Floor: one check-in POST with a keep-alive client.
+func BenchmarkIdleTickInProcess(b *testing.B) {
+	x := idleBox(b)
+	a := x.agent(b, nil, 0)
+	tick := func() {
+		out, err := a.Tick(context.Background())
+		if err != nil || out.Action != "none" {
+			b.Fatalf("tick: action %q, exit %d: %v", out.Action, deployd.ExitCode(err), err)
+		}
+	}
+	p := newPoster(b, x)
+	tick()
+	p.post()
+	before := x.checkins()
+	ratio(b, nil, tick, p.post)
+	expectCheckins(b, x, before, 2*b.N)
+}
+
+// BenchmarkIdleTickInProcessFloor is the in-process floor alone.
+func BenchmarkIdleTickInProcessFloor(b *testing.B) {
+	x := idleBox(b)
+	p := newPoster(b, x)
+	p.post()
+	before := x.checkins()
+	b.ResetTimer()
+	for range b.N {
+		p.post()
+	}
+	b.StopTimer()
+	expectCheckins(b, x, before, b.N)
+}
+
+// poster sends the in-process floor's check-in: the floor program's request, with a
+// client that keeps its connection as the agent's does.
+type poster struct {
+	tb     testing.TB
+	client *http.Client
+	url    string
+	bearer string
+	body   []byte
+}
+
+func newPoster(tb testing.TB, x *box) *poster {
+	tb.Helper()
+	tok, err := os.ReadFile(x.cfg.TokenPath())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, err := json.Marshal(map[string]any{
+		"env_id": envID, "agent_version": "0.0.0-floor", "current_sha": strings.Repeat("0", 64),
+		"current_serial": 1, "last_result": "applied", "last_code": "",
+		"host": map[string]any{"hostname": "floor", "docker_version": "27.3.1", "free_mb": 4096},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil // loopback only, whatever the environment says
+	tb.Cleanup(tr.CloseIdleConnections)
+	return &poster{tb: tb, client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
+		url: x.checkinURL(), bearer: strings.TrimSpace(string(tok)), body: body}
+}
+
+func (p *poster) post() {
+	if err := p.do(); err != nil {
+		p.tb.Fatal(err)
+	}
+}
+
+func (p *poster) do() error {
+	req, err := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(p.body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.bearer)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("floor check-in answered %d", resp.StatusCode)
+	}
+	return nil
+}
