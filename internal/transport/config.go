@@ -238,7 +238,7 @@ func readCAFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Path: path, Detail: "cannot read", Err: pathCause(err)}
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only: nothing to flush
 	st, err := f.Stat()
 	if err != nil {
 		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Path: path, Detail: "cannot read", Err: pathCause(err)}

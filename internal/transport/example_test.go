@@ -17,7 +17,7 @@ import (
 // The system transport, trusting the tenancy server's CA through tenancy.ca_file.
 func ExampleNew() {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
+		_, _ = fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
 	}))
 	defer srv.Close()
 
@@ -25,7 +25,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	caFile := filepath.Join(dir, "ca.pem")
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
@@ -40,13 +40,13 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 
 	resp, err := c.HTTP.Get(srv.URL + "/v1/agent/checkin")
 	if err != nil {
 		panic(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	fmt.Println(resp.Status)
 	// Output: 200 OK
 }
@@ -69,9 +69,13 @@ func ExampleError() {
 	if err != nil {
 		panic(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 
-	_, err = c.HTTP.Get("https://tenancy.monky.internal/v1/agent/checkin")
+	resp, err := c.HTTP.Get("https://tenancy.monky.internal/v1/agent/checkin")
+	if err == nil {
+		_ = resp.Body.Close()
+		panic("the dial did not fail")
+	}
 	var op *net.OpError
 	var te *transport.Error
 	fmt.Println(errors.As(err, &op), op.Op, op.Net)

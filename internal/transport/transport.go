@@ -122,7 +122,7 @@ func newSystem(s *settings) *Client {
 func newProxy(s *settings) *Client {
 	t := baseTransport(s)
 	t.Proxy = http.ProxyURL(s.proxy)
-	t.OnProxyConnectResponse = proxyConnectResponse(s.proxy)
+	t.OnProxyConnectResponse = proxyConnectResponse(s.proxy) //nolint:bodyclose // net/http owns the CONNECT response and closes the connection on an error
 	d := &net.Dialer{Timeout: s.timeout, KeepAlive: tcpKeepAlive}
 	c := newClient(s, t)
 	t.DialContext = c.guard(d.DialContext)

@@ -31,7 +31,7 @@ func get(ctx context.Context, t *testing.T, c *Client, rawURL string) (string, e
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -154,7 +154,7 @@ func (p *connectProxy) seen() ([]string, []string) {
 }
 
 func (p *connectProxy) serve(conn net.Conn) {
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	br := bufio.NewReader(conn)
 	req, err := http.ReadRequest(br)
 	if err != nil {
@@ -163,20 +163,20 @@ func (p *connectProxy) serve(conn net.Conn) {
 	p.record(req.Method, req.RequestURI)
 	if req.Method != http.MethodConnect {
 		body := "answered by the proxy for " + req.RequestURI
-		fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		_, _ = fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 		return
 	}
 	if p.refuse != 0 {
-		fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n", p.refuse, http.StatusText(p.refuse))
+		_, _ = fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n", p.refuse, http.StatusText(p.refuse))
 		return
 	}
 	up, err := net.Dial("tcp", p.backend)
 	if err != nil {
-		fmt.Fprintf(conn, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+		_, _ = fmt.Fprintf(conn, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
 		return
 	}
-	defer up.Close()
-	fmt.Fprintf(conn, "HTTP/1.1 200 Connection established\r\n\r\n")
+	defer func() { _ = up.Close() }()
+	_, _ = fmt.Fprintf(conn, "HTTP/1.1 200 Connection established\r\n\r\n")
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(up, br); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(conn, up); done <- struct{}{} }()

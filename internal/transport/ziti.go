@@ -168,7 +168,7 @@ func readIdentityFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only: nothing to flush
 	st, err := f.Stat()
 	if err != nil {
 		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
