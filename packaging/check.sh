@@ -126,6 +126,52 @@ file_out=$(od -An -c -N4 "$pkgroot/usr/bin/monky-deployd" | tr -d ' ')
 [ "$file_out" = '177ELF' ] || fail "usr/bin/monky-deployd is not an ELF binary"
 ok "usr/bin/monky-deployd is an ELF binary"
 
+step "maintainer scripts (in a DPKG_ROOT scratch root, systemd helpers replaced by recorders)"
+mroot=$work/mroot
+fakebin=$work/fakebin
+calls=$work/systemd-calls
+mkdir -p "$mroot/run/systemd/system" "$fakebin"
+for c in systemctl deb-systemd-helper deb-systemd-invoke; do
+	printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 0\n' "$c" "$calls" >"$fakebin/$c"
+	chmod 0755 "$fakebin/$c"
+done
+maint() { DPKG_ROOT=$mroot PATH="$fakebin:$PATH" sh "$pkgroot/DEBIAN/$1" "$2"; }
+called() { grep -qxF "$1" "$calls" || { cat "$calls"; fail "maintainer script did not run: $1"; }; }
+: >"$calls"
+maint postinst configure
+for d in etc/monky-deployd:750 var/lib/monky-deployd:700 var/lib/monky-deployd/docker:700 srv/monky:755; do
+	[ "$(stat -c '%a' "$mroot/${d%%:*}")" = "${d##*:}" ] || fail "postinst: /${d%%:*} is not mode ${d##*:}"
+done
+ok "postinst configure: /etc/monky-deployd 0750, /var/lib/monky-deployd 0700, its docker/ 0700, /srv/monky 0755"
+called "deb-systemd-helper enable monky-deployd.timer"
+called "systemctl --system daemon-reload"
+if grep -Eq 'start|restart' "$calls"; then
+	cat "$calls"
+	fail "postinst started the timer without a config"
+fi
+ok "postinst: timer enabled, daemon-reload, nothing started without a config"
+: >"$calls"
+printf "env_id: 'env-dev-01'\n" >"$mroot/etc/monky-deployd/config.yaml"
+maint postinst configure
+called "deb-systemd-invoke restart monky-deployd.timer"
+ok "postinst with a config: timer (re)started"
+: >"$calls"
+maint prerm remove
+called "deb-systemd-invoke stop monky-deployd.timer monky-deployd.service"
+maint postrm remove
+called "deb-systemd-helper mask monky-deployd.timer"
+[ -f "$mroot/etc/monky-deployd/config.yaml" ] || fail "postrm remove deleted the config"
+ok "prerm/postrm remove: timer and service stopped, timer masked, config kept"
+mkdir -p "$mroot/srv/monky/releases/x" "$mroot/etc/systemd/system/monky-deployd.service.d"
+touch "$mroot/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf"
+maint postrm purge
+called "deb-systemd-helper purge monky-deployd.timer"
+for gone in etc/monky-deployd var/lib/monky-deployd etc/systemd/system/monky-deployd.service.d; do
+	[ ! -e "$mroot/$gone" ] || fail "postrm purge left /$gone"
+done
+[ -d "$mroot/srv/monky/releases/x" ] || fail "postrm purge touched the deploy dir"
+ok "postrm purge: state, config and drop-in gone, deploy dir kept"
+
 step "lintian"
 # Overrides, each with its reason, are in packaging/debian/lintian-overrides.
 lintian --fail-on error,warning --tag-display-limit 0 "$deb" 2> >(grep -v 'running with root privileges' >&2) || fail "lintian"
