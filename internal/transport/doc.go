@@ -35,6 +35,14 @@
 // naming tenancy.ca_file and the path. The URL must be https; plain http is accepted
 // only to a loopback host (a test fake, a local port of a tunneler).
 //
+// # Redirects
+//
+// Redirects are followed only within the scheme and host of Config.URL (at most 10). A
+// redirect elsewhere is not followed: the 3xx response is returned as it is, and the
+// tenancy client reports it as a protocol error. With sdk another host would still be
+// dialed through the tenancy service; with the others the agent would leave the one
+// endpoint it is configured for.
+//
 // # Timeouts
 //
 // Config.Timeout (zero: DefaultTimeout, 30s) bounds, each on its own, the dial (an

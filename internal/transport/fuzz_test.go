@@ -3,6 +3,7 @@ package transport
 import (
 	"encoding/json"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,4 +109,44 @@ func inlineOnly(addrs ...string) bool {
 		}
 	}
 	return true
+}
+
+func FuzzURLs(f *testing.F) {
+	for _, s := range []string{
+		"https://tenancy.monky.internal", "http://127.0.0.1:8080", "http://user:s3cr3t-passw0rd@127.0.0.1:8080",
+		"https://a:b@t", "socks5://u:p@h:1", "ftp://x", "/v1", "https://t/?x=1", "http://[::1]:1", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		password := ""
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok && len(p) >= 8 {
+				password = p
+			}
+		}
+		for key, parse := range map[string]func(string) (*url.URL, error){
+			"tenancy.url":   parseTenancyURL,
+			"tenancy.proxy": parseProxyURL,
+		} {
+			u, err := parse(raw)
+			if err != nil {
+				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), key) {
+					t.Fatalf("%s: error %v does not name the key", key, err)
+				}
+				if password != "" && strings.Contains(err.Error(), password) {
+					t.Fatalf("%s: error %v shows the password", key, err)
+				}
+				continue
+			}
+			if u.Hostname() == "" {
+				t.Fatalf("%s: accepted %q without a host", key, raw)
+			}
+			if key == "tenancy.url" {
+				if u.User != nil || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname()))) {
+					t.Fatalf("accepted tenancy URL %q", raw)
+				}
+			}
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,7 +109,32 @@ func baseTransport(s *settings) *http.Transport {
 func newClient(s *settings, t *http.Transport) *Client {
 	s.log.Debug("transport: tenancy client ready",
 		"transport", s.kind, "url", s.url.Redacted(), "server_name", s.serverName, "timeout", s.timeout)
-	return &Client{HTTP: &http.Client{Transport: t}, kind: s.kind, transport: t, log: s.log}
+	return &Client{
+		HTTP:      &http.Client{Transport: t, CheckRedirect: sameOrigin(s.url)},
+		kind:      s.kind,
+		transport: t,
+		log:       s.log,
+	}
+}
+
+// maxRedirects is the number of same-origin redirects followed, as net/http's default.
+const maxRedirects = 10
+
+// sameOrigin follows redirects within the tenancy URL's scheme and host only. A
+// redirect elsewhere is not followed: the 3xx response itself is returned to the
+// caller (the tenancy client reports it as a protocol error). With the sdk transport
+// another host would still be dialed through the tenancy service, and with the others
+// the agent would leave the one endpoint it is configured for.
+func sameOrigin(base *url.URL) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != base.Scheme || !strings.EqualFold(req.URL.Host, base.Host) {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("transport: stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
 }
 
 func newSystem(s *settings) *Client {

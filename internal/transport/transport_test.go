@@ -109,11 +109,11 @@ type connectProxy struct {
 	wg      sync.WaitGroup
 }
 
-func newConnectProxy(t *testing.T, backend string) *connectProxy {
+func newConnectProxy(t *testing.T, backend string, refuse int) *connectProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &connectProxy{ln: ln, backend: backend}
+	p := &connectProxy{ln: ln, backend: backend, refuse: refuse}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(func() {
@@ -187,7 +187,7 @@ func TestProxyTransport(t *testing.T) {
 	ts := newTenancyServer(t)
 
 	t.Run("https goes through CONNECT with TLS end to end", func(t *testing.T) {
-		p := newConnectProxy(t, ts.addr())
+		p := newConnectProxy(t, ts.addr(), 0)
 		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + tenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
@@ -205,7 +205,7 @@ func TestProxyTransport(t *testing.T) {
 	})
 
 	t.Run("http goes in absolute form", func(t *testing.T) {
-		p := newConnectProxy(t, ts.addr())
+		p := newConnectProxy(t, ts.addr(), 0)
 		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "http://127.0.0.1:9", Proxy: p.url()})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
@@ -217,8 +217,7 @@ func TestProxyTransport(t *testing.T) {
 	})
 
 	t.Run("a refused CONNECT is an ErrUnreachable network error", func(t *testing.T) {
-		p := newConnectProxy(t, ts.addr())
-		p.refuse = http.StatusBadGateway
+		p := newConnectProxy(t, ts.addr(), http.StatusBadGateway)
 		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + tenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
@@ -630,4 +629,57 @@ func TestErrorText(t *testing.T) {
 	assert.True(t, (&Error{Kind: ErrUnreachable, Err: context.DeadlineExceeded}).Is(ErrUnreachable))
 	assert.False(t, (&Error{}).Is(ErrUnreachable))
 	assert.True(t, strings.HasPrefix((&Error{Kind: ErrIdentity}).Error(), "transport: "))
+}
+
+func TestRedirects(t *testing.T) {
+	ca := newTestCA(t)
+	leaf, _, _ := ca.issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	var addr string
+	addr = newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/same":
+			http.Redirect(w, r, "/final", http.StatusFound)
+		case "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case "/away":
+			http.Redirect(w, r, "https://elsewhere.example/v1/agent/bundles/x", http.StatusFound)
+		case "/downgrade":
+			http.Redirect(w, r, "http://"+addr+"/final", http.StatusFound)
+		default:
+			_, _ = io.WriteString(w, "final")
+		}
+	}))
+	base := "https://" + addr
+	c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: writeFile(t, "ca.pem", ca.pem)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+
+	do := func(path string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		return c.HTTP.Do(req)
+	}
+	t.Run("same origin is followed", func(t *testing.T) {
+		resp, err := do("/same")
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, "/final", resp.Request.URL.Path)
+	})
+	for _, path := range []string{"/away", "/downgrade"} {
+		t.Run(path+" is returned, not followed", func(t *testing.T) {
+			resp, err := do(path)
+			require.NoError(t, err)
+			defer func() { _ = resp.Body.Close() }()
+			assert.Equal(t, http.StatusFound, resp.StatusCode)
+			assert.Equal(t, path, resp.Request.URL.Path)
+		})
+	}
+	t.Run("a redirect loop stops", func(t *testing.T) {
+		resp, err := do("/loop")
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		require.ErrorContains(t, err, "stopped after 10 redirects")
+	})
 }

@@ -36,6 +36,8 @@ type ZitiDialer struct {
 	log     *slog.Logger
 
 	closeOnce sync.Once
+	// authMu makes concurrent first dials authenticate once.
+	authMu sync.Mutex
 }
 
 // NewZitiDialer loads cfg.Identity and creates the OpenZiti context; cfg.Timeout (zero:
@@ -105,11 +107,9 @@ func NewZitiDialer(ctx context.Context, cfg Config) (*ZitiDialer, error) {
 // ErrServiceNotFound when the identity cannot see the service (it does not exist or
 // no Dial policy grants it) and ErrUnreachable otherwise.
 func (z *ZitiDialer) Dial(service string) (net.Conn, error) {
-	if impl, ok := z.zctx.(*ziti.ContextImpl); ok && impl.CtrlClt.GetCurrentApiSession() == nil {
-		if err := z.zctx.Authenticate(); err != nil {
-			return nil, &Error{Kind: ErrController, Service: service,
-				Detail: "cannot authenticate with the OpenZiti controller", Err: err, timeout: isTimeout(err)}
-		}
+	if err := z.ensureSession(); err != nil {
+		return nil, &Error{Kind: ErrController, Service: service,
+			Detail: "cannot authenticate with the OpenZiti controller", Err: err, timeout: isTimeout(err)}
 	}
 	conn, err := z.zctx.DialWithOptions(service, &ziti.DialOptions{ConnectTimeout: z.timeout})
 	if err != nil {
@@ -120,6 +120,21 @@ func (z *ZitiDialer) Dial(service string) (net.Conn, error) {
 		return nil, &Error{Kind: ErrUnreachable, Service: service, Err: err, timeout: isTimeout(err)}
 	}
 	return conn, nil
+}
+
+// ensureSession authenticates with the controller when the context has no API
+// session; concurrent callers wait for one attempt.
+func (z *ZitiDialer) ensureSession() error {
+	impl, ok := z.zctx.(*ziti.ContextImpl)
+	if !ok {
+		return nil // another implementation: its Dial authenticates
+	}
+	z.authMu.Lock()
+	defer z.authMu.Unlock()
+	if impl.CtrlClt.GetCurrentApiSession() != nil {
+		return nil
+	}
+	return z.zctx.Authenticate()
 }
 
 // Close closes the OpenZiti context: its refresh goroutine, its edge-router channels
