@@ -217,7 +217,9 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 		require.NoError(t, err)
 		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
 		require.ErrorIs(t, err, ErrController)
+		t.Logf("error: %v", err)
 		assert.NotContains(t, err.Error(), "PRIVATE KEY")
+		assert.NotContains(t, err.Error(), string(keyPEM[40:80]))
 		assert.Positive(t, hits(), "the SDK never reached the fake controller")
 
 		// The SDK keeps its controller connection alive; its own Close does not end it.
