@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/internal/logging"
 )
 
 // idleBox is a bootstrapped box whose check-ins answer none: a box between deploys.
@@ -24,10 +27,11 @@ func idleBox(b *testing.B) *box {
 	return x
 }
 
-// agentRun returns a func that runs `monky-deployd run --config …` as a process.
-func agentRun(b *testing.B, x *box) func() {
+// agentRun returns a func that runs `monky-deployd run --config …` as a process
+// with the fake docker's environment and extra.
+func agentRun(b *testing.B, x *box, extra ...string) func() {
 	bin, _ := binaries(b)
-	env := x.procEnv()
+	env := append(x.procEnv(), extra...)
 	return func() { run(b, env, bin, "run", "--config", x.cfgPath) }
 }
 
@@ -62,6 +66,27 @@ func BenchmarkIdleTick(b *testing.B) {
 	expectCheckins(b, x, before, 2*b.N)
 	// Each process starts with an empty docker version cache.
 	b.ReportMetric(float64(len(x.docker.Calls())-calls)/float64(b.N), "docker-execs/op")
+}
+
+// BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and
+// SSL_CERT_DIR naming an empty file and an empty directory, so that the agent's
+// x509.SystemCertPool finds nothing to parse. The tenancy URL of the benchmark is
+// plain http on loopback, so the pool is never used: the difference to
+// BenchmarkIdleTick is what loading the system roots costs every timer tick (see
+// docs/BENCHMARKS.md).
+func BenchmarkIdleTickNoSystemRoots(b *testing.B) {
+	x := idleBox(b)
+	empty := b.TempDir()
+	if err := os.WriteFile(empty+"/none.pem", nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	agent := agentRun(b, x, "SSL_CERT_FILE="+empty+"/none.pem", "SSL_CERT_DIR="+empty)
+	floor := floorRun(b, x)
+	agent()
+	floor()
+	before := x.checkins()
+	ratio(b, nil, agent, floor)
+	expectCheckins(b, x, before, 2*b.N)
 }
 
 // BenchmarkIdleTickFloor is the floor alone: one process, one POST.
@@ -109,6 +134,45 @@ func BenchmarkIdleTickInProcess(b *testing.B) {
 	before := x.checkins()
 	ratio(b, nil, tick, p.post)
 	expectCheckins(b, x, before, 2*b.N)
+}
+
+// BenchmarkIdleTickCold is what `run` does in process, from the config file on:
+// LoadConfig, deployd.New (transport, clients, redactor), one tick, Close. The gap to
+// BenchmarkIdleTickInProcess is the cost of building an agent, which a timer tick pays
+// every time; per-process caches (the system certificate pool, the docker version)
+// stay warm here, so BenchmarkIdleTick minus BenchmarkStartup minus this is what they
+// cost. Floor: as BenchmarkIdleTickInProcess.
+func BenchmarkIdleTickCold(b *testing.B) {
+	x := idleBox(b)
+	tick := func() {
+		cfg, err := deployd.LoadConfig(x.cfgPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		a, err := deployd.New(context.Background(), cfg, deployd.Options{
+			Logger:    slog.New(logging.NewHandler(io.Discard, logging.Options{})),
+			DockerEnv: x.docker.Env(),
+			Hostname:  "bench",
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := a.Tick(context.Background())
+		if err != nil || out.Action != "none" {
+			b.Fatalf("tick: action %q, exit %d: %v", out.Action, deployd.ExitCode(err), err)
+		}
+		if err := a.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := newPoster(b, x)
+	tick()
+	p.post()
+	calls := len(x.docker.Calls())
+	before := x.checkins()
+	ratio(b, nil, tick, p.post)
+	expectCheckins(b, x, before, 2*b.N)
+	b.ReportMetric(float64(len(x.docker.Calls())-calls)/float64(b.N), "docker-execs/op")
 }
 
 // BenchmarkIdleTickInProcessFloor is the in-process floor alone.
@@ -179,4 +243,23 @@ func (p *poster) do() error {
 		return fmt.Errorf("floor check-in answered %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// BenchmarkDockerVersion is the `docker version` subprocess that every timer tick
+// runs to fill the check-in's docker_version, because the agent caches the answer in
+// the Agent value, which lives for one process (docker-execs/op of BenchmarkIdleTick).
+// This is the fake docker; the real CLI also asks the daemon, so it costs more.
+func BenchmarkDockerVersion(b *testing.B) {
+	x := idleBox(b)
+	cc, err := compose.New(compose.Config{Docker: x.docker.Path, Project: "bench", Dir: x.dir, Env: x.docker.Env()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		v, err := cc.DockerVersion(context.Background())
+		if err != nil || v == "" {
+			b.Fatalf("docker version %q: %v", v, err)
+		}
+	}
 }
