@@ -75,6 +75,11 @@ func Main(ctx context.Context, args []string, env []string, stdin io.Reader, std
 	// compose-go and the OpenZiti SDK log through the process-global logrus logger:
 	// route it into slog (and so through the redactor), never to raw stderr.
 	logging.RouteLogrus(logrus.StandardLogger(), c.log)
+	// At debug the OpenZiti SDK logs its API session and service session tokens, which
+	// no redactor knows: logrus never goes below info, whatever the agent's level.
+	if logrus.StandardLogger().GetLevel() > logrus.InfoLevel {
+		logrus.StandardLogger().SetLevel(logrus.InfoLevel)
+	}
 
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -395,7 +400,12 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	} else if len(out.Refusals) == 0 {
 		fmt.Fprintf(c.stdout, "accepted %s\n", out.SHA)
 	} else {
-		fmt.Fprintf(c.stdout, "refused %s\n", out.SHA)
+		if out.SHA == "" {
+			// Not even a tar: there is no sha to name.
+			fmt.Fprintln(c.stdout, "refused")
+		} else {
+			fmt.Fprintf(c.stdout, "refused %s\n", out.SHA)
+		}
 		for _, r := range out.Refusals {
 			fmt.Fprintf(c.stdout, "%s: %s\n", r.Code, r.Detail)
 		}

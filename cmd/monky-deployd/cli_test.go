@@ -1,0 +1,485 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/internal/sample"
+)
+
+var update = flag.Bool("update", false, "rewrite the fixture bundles and golden files under testdata/")
+
+// mainResult is one in-process run of Main.
+type mainResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runMain runs Main in-process with env as the whole environment.
+func runMain(t *testing.T, env []string, args ...string) mainResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := Main(ctx, args, env, strings.NewReader(""), &stdout, &stderr)
+	return mainResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// fixture bundles under testdata/bundles, rewritten with -update.
+var fixtures = map[string]func() []byte{
+	// good: the sample application, gzip-compressed.
+	"good.tar.gz": func() []byte { return sample.App("env-dev-01", 7).Tar(true) },
+	// refused: privileged, the docker socket and an unset variable at once.
+	"refused.tar": func() []byte {
+		bn := sample.App("env-dev-01", 7)
+		bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx:${NGINX_TAG}\n    privileged: true\n" +
+			"    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n")
+		delete(bn.Files, "config/app.toml")
+		return bn.Tar(false)
+	},
+	// obsolete-version: accepted, but compose-go warns through logrus about `version`.
+	"obsolete-version.tar": func() []byte {
+		bn := sample.App("env-dev-01", 7)
+		bn.Files["compose.yaml"] = append([]byte("version: \"3.8\"\n"), bn.Files["compose.yaml"]...)
+		return bn.Tar(false)
+	},
+	// not-a-bundle: text, not a tar.
+	"not-a-bundle.txt": func() []byte { return []byte("this is not a bundle\n") },
+}
+
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+	p := filepath.Join("testdata", "bundles", name)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, fixtures[name](), 0o644))
+	}
+	abs, err := filepath.Abs(p) // the binary runs in the box's directory
+	require.NoError(t, err)
+	return abs
+}
+
+// golden compares got with testdata/golden/name, rewritten with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", "golden", name)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err, "run go test -update to create %s", p)
+	assert.Equal(t, string(want), got, "golden file %s", p)
+}
+
+func TestVersion(t *testing.T) {
+	r := runMain(t, nil, "version")
+	require.Equal(t, 0, r.code)
+	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit unknown)\n", r.stdout)
+	assert.Empty(t, r.stderr)
+
+	// The shipped build links the commit.
+	b := newBox(t, boxOpts{})
+	res := b.run([]string{"version"})
+	require.Equal(t, 0, res.code)
+	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit "+testCommit+")\n", res.stdout)
+	res = b.run([]string{"--version"})
+	assert.Equal(t, 0, res.code)
+	assert.Contains(t, res.stdout, testCommit)
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	bundlePath := fixture(t, "good.tar.gz")
+	tests := []struct {
+		name string
+		args []string
+		want string // on stderr
+	}{
+		{"no command", nil, "usage:"},
+		{"unknown command", []string{"deploy"}, `unknown command "deploy"`},
+		{"unknown flag of run", []string{"run", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"stray argument of run", []string{"run", "extra"}, `expected 0 argument(s), got 1: ["extra"]`},
+		{"stray argument of status", []string{"status", "--json", "now"}, "expected 0 argument(s)"},
+		{"stray argument of bootstrap", []string{"bootstrap", "x"}, "expected 0 argument(s)"},
+		{"bad duration", []string{"run", "--interval", "soon"}, "invalid value"},
+		{"verify without --env", []string{"verify", bundlePath}, "--env is required"},
+		{"verify without a bundle", []string{"verify", "--env", "env-dev-01"}, "expected 1 argument(s), got 0"},
+		{"verify of two bundles", []string{"verify", "--env", "env-dev-01", bundlePath, bundlePath}, "expected 1 argument(s), got 2"},
+		{"verify of a missing file", []string{"verify", "--env", "env-dev-01", "testdata/bundles/missing.tar"}, "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runMain(t, nil, tc.args...)
+			assert.Equal(t, exitUsage, r.code)
+			assert.Contains(t, r.stderr, tc.want)
+			assert.Empty(t, r.stdout)
+		})
+	}
+	t.Run("help is not an error", func(t *testing.T) {
+		r := runMain(t, nil, "help")
+		assert.Equal(t, 0, r.code)
+		assert.Equal(t, usage, r.stdout)
+	})
+}
+
+func TestVerify(t *testing.T) {
+	goodSHA := fixtureSHA(t, "good.tar.gz")
+	tests := []struct {
+		name     string
+		args     []string
+		bundle   string
+		code     int
+		golden   string   // for --json runs
+		lines    []string // for human runs: stdout, line by line
+		refusals []string // codes, in order
+	}{
+		{name: "good, json", bundle: "good.tar.gz", args: []string{"--env", "env-dev-01", "--json"}, code: 0, golden: "verify-good.json"},
+		{name: "good, human", bundle: "good.tar.gz", args: []string{"--env", "env-dev-01"}, code: 0,
+			lines: []string{"accepted " + goodSHA}},
+		{name: "good with its sha", bundle: "good.tar.gz", args: []string{"--env", "env-dev-01", "--sha", goodSHA, "--json"}, code: 0, golden: "verify-good.json"},
+		{name: "sha mismatch", bundle: "good.tar.gz", args: []string{"--env", "env-dev-01", "--sha", strings.Repeat("0", 64), "--json"}, code: 1,
+			golden: "verify-sha-mismatch.json", refusals: []string{"SHA_MISMATCH"}},
+		{name: "sha mismatch, human", bundle: "good.tar.gz", args: []string{"--env", "env-dev-01", "--sha", strings.Repeat("0", 64)}, code: 1,
+			golden: "verify-sha-mismatch.txt"},
+		{name: "other env", bundle: "good.tar.gz", args: []string{"--env", "env-dev-02", "--json"}, code: 1,
+			golden: "verify-env-mismatch.json", refusals: []string{"ENV_MISMATCH"}},
+		{name: "rollback", bundle: "good.tar.gz", args: []string{"--env", "env-dev-01", "--live-serial", "9", "--json"}, code: 1,
+			refusals: []string{"ROLLBACK"}},
+		{name: "explicit rollback", bundle: "good.tar.gz", args: []string{"--env", "env-dev-01", "--live-serial", "9", "--rollback", "--json"}, code: 0,
+			golden: "verify-good.json"},
+		{name: "refused, json", bundle: "refused.tar", args: []string{"--env", "env-dev-01", "--json"}, code: 1,
+			golden: "verify-refused.json", refusals: []string{"PRIVILEGED", "PRIVILEGED", "UNRESOLVED_VARS"}},
+		{name: "refused, human", bundle: "refused.tar", args: []string{"--env", "env-dev-01"}, code: 1, golden: "verify-refused.txt"},
+		{name: "privileged allowed", bundle: "refused.tar", args: []string{"--env", "env-dev-01", "--allow-privileged", "web", "--json"}, code: 1,
+			refusals: []string{"UNRESOLVED_VARS"}},
+		{name: "not a bundle, json", bundle: "not-a-bundle.txt", args: []string{"--env", "env-dev-01", "--json"}, code: 1,
+			golden: "verify-not-a-bundle.json", refusals: []string{"BUNDLE_MALFORMED"}},
+		{name: "not a bundle, human", bundle: "not-a-bundle.txt", args: []string{"--env", "env-dev-01"}, code: 1, golden: "verify-not-a-bundle.txt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runMain(t, nil, append(append([]string{"verify"}, tc.args...), fixture(t, tc.bundle))...)
+			assert.Equal(t, tc.code, r.code, "stderr: %s", r.stderr)
+			assert.Empty(t, r.stderr)
+			if tc.golden != "" {
+				golden(t, tc.golden, r.stdout)
+			}
+			if tc.lines != nil {
+				assert.Equal(t, strings.Join(tc.lines, "\n")+"\n", r.stdout)
+			}
+			if slices.Contains(tc.args, "--json") {
+				// Exactly {"sha":"…","refusals":[{"code":"…","detail":"…"}]}: no other
+				// key, refusals a list (empty when accepted), never null.
+				dec := json.NewDecoder(strings.NewReader(r.stdout))
+				dec.DisallowUnknownFields()
+				var v struct {
+					SHA      *string `json:"sha"`
+					Refusals *[]struct {
+						Code   *string `json:"code"`
+						Detail *string `json:"detail"`
+					} `json:"refusals"`
+				}
+				require.NoError(t, dec.Decode(&v), "verify --json must print exactly sha and refusals: %s", r.stdout)
+				require.NotNil(t, v.SHA)
+				require.NotNil(t, v.Refusals, "refusals must be a list, not null or absent")
+				var codes []string
+				for _, rf := range *v.Refusals {
+					require.NotNil(t, rf.Code)
+					require.NotNil(t, rf.Detail)
+					assert.NotEmpty(t, *rf.Detail)
+					codes = append(codes, *rf.Code)
+				}
+				assert.Equal(t, tc.refusals, codes)
+				assert.Equal(t, strings.Count(r.stdout, "\n"), 1, "one line of JSON")
+				if tc.bundle != "not-a-bundle.txt" {
+					assert.Equal(t, fixtureSHA(t, tc.bundle), *v.SHA)
+				}
+			}
+		})
+	}
+}
+
+// fixtureSHA recomputes a fixture's bundle sha with the formula of SPEC §7, as
+// `sha256sum` would, independently of the bundle package.
+func fixtureSHA(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(fixture(t, name))
+	require.NoError(t, err)
+	var r io.Reader = bytes.NewReader(data)
+	if len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
+		zr, err := gzip.NewReader(r)
+		require.NoError(t, err)
+		r = zr
+	}
+	tr := tar.NewReader(r)
+	sums := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		body, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		sum := sha256.Sum256(body)
+		sums[h.Name] = hex.EncodeToString(sum[:])
+	}
+	var listing strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(sums)) { // bytewise, as LC_ALL=C sort
+		listing.WriteString(sums[name] + "  " + name + "\n")
+	}
+	sum := sha256.Sum256([]byte(listing.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestStatus: status reads the state and the token file, never the network.
+func TestStatus(t *testing.T) {
+	t.Run("missing state", func(t *testing.T) {
+		b := newBox(t, boxOpts{})
+		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
+		require.Equal(t, 0, r.code, r.stderr)
+		golden(t, "status-missing.txt", r.stdout)
+		r = runMain(t, b.procEnv(), "status", "--config", b.cfgPath, "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var v map[string]any
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+		assert.Equal(t, "env-dev-01", v["env_id"])
+		assert.Equal(t, deployd.Version, v["agent_version"])
+		assert.Equal(t, "missing", v["token"])
+		assert.Empty(t, b.ten.Requests())
+		assert.Empty(t, b.bao.Requests())
+	})
+
+	t.Run("after a run", func(t *testing.T) {
+		b := newBox(t, boxOpts{})
+		sha := b.publish(sample.App(b.env, 4))
+		res := b.tick()
+		require.Equal(t, 0, res.code, res.stderr)
+		tenancyBefore, baoBefore := len(b.ten.Requests()), len(b.bao.Requests())
+		// No network: the fakes are gone.
+		b.ten.Close()
+		b.bao.Close()
+		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Regexp(t, `(?m)^live:\s+`+sha+` \(serial 4, healthy confirmed: true\)$`, r.stdout)
+		assert.Regexp(t, `(?m)^last check-in:\s+20\d\d-`, r.stdout)
+		assert.Regexp(t, `(?m)^last result:\s+applied$`, r.stdout)
+		assert.Regexp(t, `(?m)^last run:\s+20\d\d-.* \(exit 0\)$`, r.stdout)
+		assert.Regexp(t, `(?m)^token:\s+present$`, r.stdout)
+		assert.Regexp(t, `(?m)^token expires:\s+20\d\d-`, r.stdout)
+		assert.Regexp(t, `(?m)^latch:\s+none$`, r.stdout)
+
+		r = runMain(t, b.procEnv(), "status", "--config", b.cfgPath, "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var v statusView
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+		assert.Equal(t, sha, v.State.LiveSHA)
+		assert.Equal(t, int64(4), v.State.LiveSerial)
+		assert.True(t, v.State.Confirmed)
+		assert.Equal(t, "applied", v.State.LastResult)
+		assert.Equal(t, "present", v.Token)
+		assert.False(t, v.State.TokenExpires.IsZero())
+		assert.Nil(t, v.State.EnvMismatch)
+		assert.Len(t, b.ten.Requests(), tenancyBefore)
+		assert.Len(t, b.bao.Requests(), baoBefore)
+		tok, err := os.ReadFile(b.cfg.TokenPath())
+		require.NoError(t, err)
+		assert.NotContains(t, r.stdout, strings.TrimSpace(string(tok)))
+	})
+
+	t.Run("latched", func(t *testing.T) {
+		b := newBox(t, boxOpts{noGrant: true})
+		require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
+		require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		res := b.tick()
+		require.Equal(t, deployd.ExitEnvMismatch, res.code, res.stderr)
+		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
+		require.Equal(t, 0, r.code)
+		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.stdout)
+		assert.Regexp(t, `(?m)^live:\s+none$`, r.stdout)
+		r = runMain(t, b.procEnv(), "status", "--config", b.cfgPath, "--json")
+		require.Equal(t, 0, r.code)
+		var v statusView
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+		require.NotNil(t, v.State.EnvMismatch)
+		assert.Equal(t, "env-dev-01", v.State.EnvMismatch.EnvID)
+		assert.Equal(t, "AGENT_ENV_MISMATCH", v.State.LastCode)
+	})
+
+	t.Run("bad config", func(t *testing.T) {
+		r := runMain(t, nil, "status", "--config", filepath.Join(t.TempDir(), "nope.yaml"))
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "nope.yaml")
+		assert.Empty(t, r.stdout)
+	})
+}
+
+// TestRunBadConfig: a config error exits 1 with a message that names the key (and its
+// line), before any network.
+func TestRunBadConfig(t *testing.T) {
+	b := newBox(t, boxOpts{})
+	good, err := os.ReadFile(b.cfgPath)
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		config string
+		want   []string
+	}{
+		{"unknown key", strings.Replace(string(good), "  timeout: 5s\n", "  timeout: 5s\n  proxxy: http://x\n", 1),
+			[]string{`unknown key "tenancy.proxxy"`, "config.yaml:10"}},
+		{"bad env_id", strings.Replace(string(good), "env_id: env-dev-01", "env_id: production", 1),
+			[]string{"env_id"}},
+		{"bad duration", strings.Replace(string(good), "health_timeout: 3s", "health_timeout: 3", 1),
+			[]string{"compose.health_timeout"}},
+		{"not a mapping", "- a\n- b\n", []string{"mapping"}},
+		{"empty", "", []string{"empty config"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "config.yaml")
+			require.NoError(t, os.WriteFile(p, []byte(tc.config), 0o600))
+			for _, cmd := range []string{"run", "bootstrap", "status"} {
+				r := runMain(t, b.procEnv(), cmd, "--config", p)
+				assert.Equal(t, deployd.ExitFailed, r.code, cmd)
+				assert.Contains(t, r.stderr, "the config is invalid", cmd)
+				for _, w := range tc.want {
+					// slog's text handler escapes the quotes of the error text.
+					assert.Contains(t, strings.ReplaceAll(r.stderr, `\"`, `"`), w, cmd)
+				}
+				assert.Empty(t, r.stdout)
+			}
+		})
+	}
+	assert.Empty(t, b.ten.Requests(), "a bad config touches no network")
+	assert.Empty(t, b.bao.Requests())
+	t.Run("missing file", func(t *testing.T) {
+		r := runMain(t, nil, "run", "--config", "/nonexistent/monky/config.yaml")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "/nonexistent/monky/config.yaml")
+	})
+}
+
+var (
+	journalLineRE = regexp.MustCompile(`^<[0-7]>level=(DEBUG|INFO|WARN|ERROR) msg=`)
+	textLineRE    = regexp.MustCompile(`^time=20\d\d-\d\d-\d\dT[0-9:.]+(Z|[+-]\d\d:\d\d) level=(DEBUG|INFO|WARN|ERROR) msg=`)
+	timestampRE   = regexp.MustCompile(`20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d`)
+)
+
+// TestJournalStream: under systemd every stderr line starts with its priority and has
+// no timestamp; elsewhere the lines are normal slog text lines.
+func TestJournalStream(t *testing.T) {
+	for _, journal := range []bool{true, false} {
+		t.Run(map[bool]string{true: "journal", false: "terminal"}[journal], func(t *testing.T) {
+			b := newBox(t, boxOpts{})
+			var extra []string
+			if journal {
+				extra = append(extra, "JOURNAL_STREAM=8:123456")
+			}
+			b.publish(sample.App(b.env, 1))
+			check := func(stderr string) {
+				t.Helper()
+				lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+				require.GreaterOrEqual(t, len(lines), 3, "a tick logs several lines:\n%s", stderr)
+				for _, l := range lines {
+					if journal {
+						assert.Regexp(t, journalLineRE, l)
+						assert.NotRegexp(t, `(^|\s)time=`, l)
+					} else {
+						assert.Regexp(t, textLineRE, l)
+					}
+				}
+			}
+			// In-process and through the real binary.
+			r := runMain(t, b.procEnv(extra...), "run", "--config", b.cfgPath, "--metrics-file", filepath.Join(b.dir, "metrics.prom"))
+			require.Equal(t, 0, r.code, r.stderr)
+			check(r.stderr)
+			assert.Contains(t, r.stderr, "tick done")
+			b.setDesired(faketenancy.Desired{Action: "down"})
+			res := b.run([]string{"run", "--config", b.cfgPath}, extra...)
+			require.Equal(t, 0, res.code, res.stderr)
+			check(res.stderr)
+			if journal {
+				assert.Regexp(t, `(?m)^<6>level=INFO msg="tick done"`, res.stderr)
+				// The debug lines too, at <7>, and a failure at <3>.
+				b.setDesired(faketenancy.Desired{Action: "none"})
+				res = b.run([]string{"run", "--config", b.cfgPath}, append(extra, "MONKY_DEPLOYD_DEBUG=1")...)
+				require.Equal(t, 0, res.code)
+				assert.Regexp(t, `(?m)^<7>level=DEBUG `, res.stderr)
+				assert.NotRegexp(t, timestampRE, strings.ReplaceAll(res.stderr, "expires=", ""))
+				r := runMain(t, extra, "run", "--config", filepath.Join(b.dir, "missing.yaml"))
+				assert.Regexp(t, `^<3>level=ERROR msg="the config is invalid; fix it and run again"`, r.stderr)
+			}
+		})
+	}
+}
+
+// TestLogrusGoesThroughSlog: compose-go warns through the process-global logrus
+// logger; its lines come out as slog lines (and so through the redactor), never in
+// logrus's own format.
+func TestLogrusGoesThroughSlog(t *testing.T) {
+	bundlePath := fixture(t, "obsolete-version.tar")
+	check := func(stderr string, journal bool) {
+		t.Helper()
+		// compose-go warns once per file name and process, so each process shows it once.
+		require.Contains(t, stderr, "the attribute `version` is obsolete", "compose-go must have warned")
+		for _, l := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+			if journal {
+				assert.Regexp(t, `^<4>level=WARN msg=`, l)
+			} else {
+				assert.Regexp(t, textLineRE, l)
+				assert.Contains(t, l, "level=WARN")
+			}
+			assert.NotContains(t, l, "level=warning", "logrus's own text format")
+		}
+	}
+	// In-process (the only compose-go load of this process with that file) …
+	r := runMain(t, nil, "verify", "--env", "env-dev-01", bundlePath)
+	require.Equal(t, 0, r.code, r.stderr)
+	check(r.stderr, false)
+	// … and through the real binary, on a terminal and under systemd.
+	b := newBox(t, boxOpts{})
+	res := b.run([]string{"verify", "--env", "env-dev-01", bundlePath})
+	require.Equal(t, 0, res.code)
+	check(res.stderr, false)
+	res = b.run([]string{"verify", "--env", "env-dev-01", bundlePath}, "JOURNAL_STREAM=8:1")
+	require.Equal(t, 0, res.code)
+	check(res.stderr, true)
+
+	// Whatever a library logs passes the redactor: a token status has read is masked.
+	b2 := newBox(t, boxOpts{})
+	require.NoError(t, os.MkdirAll(b2.cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b2.cfg.TokenPath(), []byte("hvs.canary-token-for-logrus\n"), 0o600))
+	var stdout, stderr bytes.Buffer
+	code := Main(t.Context(), []string{"status", "--config", b2.cfgPath}, nil, nil, &stdout, &stderr)
+	require.Equal(t, 0, code)
+	logrus.WithField("auth", "Bearer hvs.canary-token-for-logrus").Warn("a library echoed hvs.canary-token-for-logrus")
+	assert.Contains(t, stderr.String(), "level=WARN")
+	assert.NotContains(t, stderr.String(), "canary-token-for-logrus")
+	assert.NotContains(t, stdout.String(), "canary-token-for-logrus")
+	logrus.StandardLogger().ReplaceHooks(logrus.LevelHooks{}) // leave no hook on a dead buffer
+}
