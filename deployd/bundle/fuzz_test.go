@@ -120,3 +120,37 @@ func FuzzManifest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSHA fuzzes the stream reader alone (no compose checks), which runs far more
+// inputs per second than FuzzVerify.
+func FuzzSHA(f *testing.F) {
+	for _, name := range fixtureNames(f) {
+		if len(name) > 4 && name[:4] == "bomb" {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(f, err)
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sha, err := SHA(context.Background(), bytes.NewReader(data), fuzzLimits)
+		var re *RefusedError
+		switch {
+		case err == nil:
+			if len(sha) != 64 {
+				t.Fatalf("sha %q", sha)
+			}
+		case errors.As(err, &re):
+			if sha != "" || len(re.Refusals) == 0 {
+				t.Fatalf("refused with sha %q and %v", sha, re.Refusals)
+			}
+			for _, r := range re.Refusals {
+				if r.Code != CodeBundleMalformed || r.Detail == "" {
+					t.Fatalf("SHA refuses only with BUNDLE_MALFORMED: %+v", r)
+				}
+			}
+		default:
+			t.Fatalf("plain error from a reader that cannot fail: %v", err)
+		}
+	})
+}
