@@ -28,6 +28,8 @@
 //     (git archive writes one); GNU sparse files count as regular files.
 //   - Variable names starting with COMPOSE_ or DOCKER_ are refused: compose and the
 //     docker CLI read them from .env to choose files, project and daemon.
+//   - A root .env in the bundle is refused (MANIFEST_PATHS): the agent renders the
+//     release's .env itself.
 //   - Secret paths are an allow-list (see SecretRef) and never name another env.
 //   - Extract ignores modes in the tar: files 0644, directories 0755.
 //

@@ -87,6 +87,7 @@ func TestExtractRefuses(t *testing.T) {
 		{"symlink then file through it", tarOf(t, ent{name: "l", typ: tar.TypeSymlink, link: "/tmp"}, file("l/escape", "x")), sha, CodeManifestPaths},
 		{"hardlink", tarOf(t, ent{name: "h", typ: tar.TypeLink, link: "/etc/passwd"}), sha, CodeManifestPaths},
 		{"fifo", tarOf(t, ent{name: "f", typ: tar.TypeFifo}), sha, CodeManifestPaths},
+		{".env", tarOf(t, file(".env", "A=1\n")), sha, CodeManifestPaths},
 		{"duplicate", tarOf(t, file("a", "1"), file("a", "2")), sha, CodeBundleMalformed},
 		{"file then directory inside it", tarOf(t, file("a", "1"), file("a/b", "2")), sha, CodeManifestPaths},
 		{"truncated", goodTar(t)[:700], sha, CodeBundleMalformed},

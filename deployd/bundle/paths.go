@@ -44,6 +44,12 @@ func checkPath(p string) string {
 	return ""
 }
 
+// EnvFileName is the release's .env, which the agent renders itself (RenderEnv); a
+// bundle may not carry a file or directory of that name at its root.
+const EnvFileName = ".env"
+
+const reservedEnvFile = "path is reserved: the agent writes the release's .env itself"
+
 // envNameRE is the shape of a variable name in vars and secrets (SPEC §7).
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 

@@ -393,6 +393,9 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 	if why == "" && insecure {
 		why = "path is not local"
 	}
+	if why == "" && name == EnvFileName {
+		why = reservedEnvFile
+	}
 	if why != "" {
 		rs.add(CodeManifestPaths, "entry %q: %s", hdr.Name, why)
 		if s.opts.strict {

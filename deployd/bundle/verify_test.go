@@ -183,6 +183,12 @@ func refusalCases() []refusalCase {
 			ents := goodEnts(tb)
 			return tarOf(tb, ents[0], ents[1], ents[3], file("config", "x"))
 		}, codes: []Code{CodeManifestPaths, CodeManifestPaths}, detail: "earlier entries are inside it"},
+		{name: "bundled .env", data: func(tb testing.TB) []byte {
+			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env") }, append(goodEnts(tb)[1:], file(".env", "COMPOSE_FILE=evil.yaml\n"))...)
+		}, codes: []Code{CodeManifestPaths, CodeManifestPaths}, detail: "writes the release's .env itself"},
+		{name: "nested .env is an ordinary file", data: func(tb testing.TB) []byte {
+			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, "config/.env") }, append(goodEnts(tb)[1:], file("config/.env", "A=1\n"), file("x", ""))...)
+		}, codes: paths, detail: `"x" is in the bundle but not in files`},
 		{name: "unlisted file", data: hostile(file("extra.txt", "x")), codes: paths, detail: `"extra.txt" is in the bundle but not in files`},
 		{name: "missing file", data: man(func(m *Manifest) { m.Files = append(m.Files, "gone.txt") }), codes: paths, detail: `"gone.txt" is listed but not in the bundle`},
 		{name: "compose file not in files", data: man(func(m *Manifest) { m.ComposeFiles = append(m.ComposeFiles, "config/app.toml", "other.yaml") }), codes: paths, detail: `"other.yaml" is not in files`},
