@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,4 +102,21 @@ func TestApplyPhases(t *testing.T) {
 	p.publish()
 	p.apply()
 	assert.Len(t, p.x.stack.Leases(envID), 2)
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{9, 1, 5}, 5},
+		{[]float64{4, 1, 3, 100}, 3.5},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.in), func(t *testing.T) {
+			assert.InDelta(t, tt.want, median(tt.in), 1e-12)
+		})
+	}
 }

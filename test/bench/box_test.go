@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -167,11 +168,14 @@ func run(tb testing.TB, env []string, name string, args ...string) {
 }
 
 // ratio runs prepare (untimed), then work (timed) b.N times, and after each work the
-// floor with the timer stopped. It reports floor-ns/op and x-floor, the ratio of the
-// time in work to the time in floor. Interleaving makes a burst of load hit both.
+// floor with the timer stopped. It reports floor-ns/op (the mean) and x-floor: the
+// median over the iterations of work's time divided by the floor's time just after
+// it. Interleaving makes a burst of load hit both sides of a pair; the median keeps a
+// burst that hit one side only from moving the figure.
 func ratio(b *testing.B, prepare, work, floor func()) {
 	b.Helper()
-	var w, f time.Duration
+	var f time.Duration
+	ratios := make([]float64, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		if prepare != nil {
@@ -181,14 +185,29 @@ func ratio(b *testing.B, prepare, work, floor func()) {
 		}
 		t := time.Now()
 		work()
-		w += time.Since(t)
+		w := time.Since(t)
 		b.StopTimer()
 		t = time.Now()
 		floor()
-		f += time.Since(t)
+		fi := time.Since(t)
+		f += fi
+		ratios = append(ratios, float64(w)/float64(fi))
 		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(f.Nanoseconds())/float64(b.N), "floor-ns/op")
-	b.ReportMetric(float64(w)/float64(f), "x-floor")
+	b.ReportMetric(median(ratios), "x-floor")
+}
+
+// median returns the median of v (which it sorts); 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	m := len(v) / 2
+	if len(v)%2 == 1 {
+		return v[m]
+	}
+	return (v[m-1] + v[m]) / 2
 }

@@ -13,8 +13,13 @@
 //     which sends one check-in-sized POST with a bearer to the fake tenancy. It reports
 //     the agent's ns/op, floor-ns/op and x-floor (the ratio). BenchmarkIdleTickFloor is
 //     the floor alone.
+//   - BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and
+//     SSL_CERT_DIR pointing at nothing: the price of loading the system roots.
 //   - BenchmarkStartup runs `monky-deployd version` the same way: the process start
 //     and package initialisation of the agent binary, which every timer tick pays.
+//   - BenchmarkDockerVersion is the `docker version` subprocess a timer tick runs.
+//   - BenchmarkIdleTickCold is LoadConfig, deployd.New, one tick and Close in the
+//     benchmark process: `run` without the process start.
 //   - BenchmarkIdleTickInProcess calls Agent.Tick (action none) in the benchmark
 //     process, against one POST with a keep-alive client as floor.
 //   - BenchmarkApply50 applies a new serial of a 50-service bundle (internal/sample)
@@ -26,8 +31,9 @@
 // # Decisions
 //
 //   - Ratios are measured interleaved (one floor run after each agent run), so that a
-//     burst of load hits both sides alike; the floor runs with the benchmark timer
-//     stopped, so ns/op stays the agent's own figure.
+//     burst of load hits both sides alike, and x-floor is the median of the per-pair
+//     ratios, so that a burst that hit one side only does not move it. The floor runs
+//     with the benchmark timer stopped, so ns/op stays the agent's own figure.
 //   - Every run is checked: a process must exit 0, a tick must answer the expected
 //     action and result, and the fake tenancy must have counted one check-in per run.
 //     A benchmark that measured failures would be worse than none.
