@@ -161,3 +161,49 @@ func TestExtractWriteErrorIsNotARefusal(t *testing.T) {
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	assert.Contains(t, err.Error(), ManifestName)
 }
+
+// TestExtractRefusesWhatVerifyRefusesOnPaths runs Extract over every refusal case
+// and fixture: when Verify refuses an entry (a path, an entry type, a duplicate, a
+// global header) or the stream, Extract must refuse too.
+func TestExtractRefusesWhatVerifyRefusesOnPaths(t *testing.T) {
+	inputs := map[string][]byte{}
+	for _, tt := range refusalCases() {
+		if tt.exp == nil {
+			inputs[tt.name] = tt.data(t)
+		}
+	}
+	for _, name := range fixtureNames(t) {
+		if strings.HasPrefix(name, "bomb") {
+			continue // TestGzipBomb covers them
+		}
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		require.NoError(t, err)
+		inputs[name] = b
+	}
+	checked := 0
+	for name, data := range inputs {
+		t.Run(name, func(t *testing.T) {
+			res, verr := Verify(context.Background(), bytes.NewReader(data), expect())
+			if verr == nil {
+				return
+			}
+			entryLevel := res.SHA == ""
+			for _, r := range res.Refusals {
+				if strings.HasPrefix(r.Detail, "entry ") || strings.HasPrefix(r.Detail, "PAX global header") {
+					entryLevel = true
+				}
+			}
+			if !entryLevel {
+				return
+			}
+			checked++
+			sha := res.SHA
+			if sha == "" {
+				sha = strings.Repeat("0", 64)
+			}
+			err := Extract(context.Background(), bytes.NewReader(data), t.TempDir(), sha, Limits{MaxTotalSize: 16 << 20})
+			require.ErrorIs(t, err, ErrRefused, "Verify refused %v", res.Refusals)
+		})
+	}
+	assert.Greater(t, checked, 30)
+}
