@@ -76,16 +76,7 @@ done
 step "build the .deb"
 version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
 [ -n "$version" ] || fail "no Version in deployd/version.go"
-gopkg=./cmd/monky-deployd
-if [ ! -d cmd/monky-deployd ]; then
-	# Until the agent's main exists, package a stand-in so the rest is still checked.
-	echo "NOTE: cmd/monky-deployd does not exist yet: packaging a stand-in main"
-	mkdir -p "$repo/.packaging-standin"
-	trap 'rm -rf "$work" "$repo/.packaging-standin"' EXIT
-	printf 'package main\n\nfunc main() {}\n' >"$repo/.packaging-standin/main.go"
-	gopkg=./.packaging-standin
-fi
-bash packaging/build-deb.sh "$version" "$work/out" "$gopkg"
+bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd
 deb=$(ls "$work"/out/monky-deployd_"$version"_*.deb)
 ok "$deb"
 
@@ -125,6 +116,10 @@ ok "md5sums"
 file_out=$(od -An -c -N4 "$pkgroot/usr/bin/monky-deployd" | tr -d ' ')
 [ "$file_out" = '177ELF' ] || fail "usr/bin/monky-deployd is not an ELF binary"
 ok "usr/bin/monky-deployd is an ELF binary"
+got_version=$("$pkgroot/usr/bin/monky-deployd" version)
+# The commit is build-deb.sh's stamp (-X main.commit): 12 hex digits, not "unknown".
+[[ $got_version =~ ^monky-deployd\ ${version//./\\.}\ \(commit\ [0-9a-f]{12}\)$ ]] || fail "'monky-deployd version' printed '$got_version'"
+ok "monky-deployd version: $got_version"
 
 step "maintainer scripts (in a DPKG_ROOT scratch root, systemd helpers replaced by recorders)"
 mroot=$work/mroot
@@ -239,6 +234,12 @@ ok "config equals packaging/testdata/config.install.yaml (parsed by the Go test 
 [ "$(stat -c '%a' "$inst/etc/monky-deployd/bootstrap.jwt")" = 600 ] || fail "grant mode"
 cmp -s "$grant" "$inst/etc/monky-deployd/bootstrap.jwt" || fail "grant content"
 ok "config 0640, grant 0600 with the given content"
+# The packaged agent itself reads the config (status needs no network and no state).
+for cfg in "$inst/etc/monky-deployd/config.yaml" packaging/testdata/config.ansible.yaml packaging/testdata/config.ansible-proxy.yaml; do
+	"$pkgroot/usr/bin/monky-deployd" status --config "$cfg" >"$work/status.out" 2>&1 || { cat "$work/status.out"; fail "monky-deployd status rejects $cfg"; }
+	grep -Eq '^env: +env-(dev-01|prod-03)$' "$work/status.out" || { cat "$work/status.out"; fail "monky-deployd status did not show the env of $cfg"; }
+done
+ok "the packaged monky-deployd accepts the configs of install.sh and the ansible template (status --config)"
 if grep -rq 'check-sh-planted-grant' "$work/first.out" "$work/second.out" "$work/dry.out"; then
 	fail "install.sh printed the grant"
 fi
