@@ -253,10 +253,12 @@ put_file() {
 		return 0
 	fi
 	tmp=$(umask 077 && mktemp "$(dirname "$path")/.$(basename "$path").XXXXXX")
+	pending_tmp=$tmp
 	chmod "$mode" "$tmp"
 	cat "$src" >"$tmp"
 	sync "$tmp" 2>/dev/null || true
 	mv -f "$tmp" "$path"
+	pending_tmp=""
 	sync "$(dirname "$path")" 2>/dev/null || true
 	say "wrote $label: $1 (mode $mode)"
 }
@@ -268,7 +270,18 @@ yaml_str() {
 }
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+pending_tmp="" # a temp file of put_file not yet renamed: removed if the script dies
+trap 'rm -rf "$work"; [ -z "$pending_tmp" ] || rm -f "$pending_tmp"' EXIT
+
+# installed_version: the version of monky-deployd that dpkg has installed, "" if none
+# (a removed package whose conffiles remain does not count).
+installed_version() {
+	local status
+	status=$(dpkg-query -W -f '${db:Status-Status} ${Version}' monky-deployd 2>/dev/null || true)
+	case $status in
+	"installed "*) echo "${status#installed }" ;;
+	esac
+}
 
 # --- 1. the package --------------------------------------------------------------------
 
@@ -287,7 +300,7 @@ elif [ -n "$root" ]; then
 	fi
 elif [ -n "$deb" ]; then
 	want=$(dpkg-deb -f "$deb" Version)
-	have=$(dpkg-query -W -f '${Version}' monky-deployd 2>/dev/null || true)
+	have=$(installed_version)
 	if [ "$have" = "$want" ]; then
 		say "package: monky-deployd $want already installed"
 	else
@@ -295,7 +308,7 @@ elif [ -n "$deb" ]; then
 		run apt-get install -y "$(realpath "$deb")"
 	fi
 else
-	have=$(dpkg-query -W -f '${Version}' monky-deployd 2>/dev/null || true)
+	have=$(installed_version)
 	if [ "$have" = "$version" ]; then
 		say "package: monky-deployd $version already installed"
 	else
