@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
@@ -39,29 +38,50 @@ func sample() metrics.Snapshot {
 	}
 }
 
-// parse reads the text format back with Prometheus' own parser.
-func parse(t *testing.T, data []byte) map[string]*dto.MetricFamily {
+// family is one metric family as Prometheus' parser read it.
+type family struct {
+	typ     string
+	help    string
+	samples []point
+}
+
+type point struct {
+	value  float64
+	labels map[string]string
+}
+
+// parse reads the text format back with Prometheus' own parser. (The parser's proto
+// types are only used through their getters, so the test needs no import of
+// prometheus/client_model of its own.)
+func parse(t *testing.T, data []byte) map[string]family {
 	t.Helper()
 	p := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	parsed, err := p.TextToMetricFamilies(bytes.NewReader(data))
 	require.NoError(t, err)
+	families := map[string]family{}
+	for name, mf := range parsed {
+		f := family{typ: mf.GetType().String(), help: mf.GetHelp()}
+		for _, m := range mf.GetMetric() {
+			s := point{value: m.GetGauge().GetValue(), labels: map[string]string{}}
+			for _, lp := range m.GetLabel() {
+				s.labels[lp.GetName()] = lp.GetValue()
+			}
+			f.samples = append(f.samples, s)
+		}
+		families[name] = f
+	}
 	return families
 }
 
-// sampleOf returns the one sample of the family name, with its labels as a map.
-func sampleOf(t *testing.T, families map[string]*dto.MetricFamily, name string) (float64, map[string]string) {
+// sampleOf returns the one sample of the gauge family name, with its labels.
+func sampleOf(t *testing.T, families map[string]family, name string) (float64, map[string]string) {
 	t.Helper()
-	mf, ok := families[name]
+	f, ok := families[name]
 	require.True(t, ok, "metric %s missing", name)
-	require.Equal(t, dto.MetricType_GAUGE, mf.GetType(), name)
-	require.NotEmpty(t, mf.GetHelp(), name)
-	require.Len(t, mf.GetMetric(), 1, name)
-	m := mf.GetMetric()[0]
-	labels := map[string]string{}
-	for _, lp := range m.GetLabel() {
-		labels[lp.GetName()] = lp.GetValue()
-	}
-	return m.GetGauge().GetValue(), labels
+	require.Equal(t, "GAUGE", f.typ, name)
+	require.NotEmpty(t, f.help, name)
+	require.Len(t, f.samples, 1, name)
+	return f.samples[0].value, f.samples[0].labels
 }
 
 func TestFormatParsesAndCarriesTheValues(t *testing.T) {
