@@ -1,0 +1,349 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/dotenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/internal/sample"
+)
+
+// fastScript makes the one-shot migrate service exit 0 at once, so that the health
+// wait ends at its first poll (the binary polls every 2s).
+func fastScript(commands map[string]fakedocker.Command) *fakedockertest.Script {
+	return &fakedockertest.Script{
+		Commands: commands,
+		Services: map[string]fakedocker.Service{"migrate": {States: []fakedocker.State{{State: "exited", ExitCode: 0}}}},
+	}
+}
+
+// setScript replaces the fake docker's script atomically: a docker call that starts
+// meanwhile reads the old script or the new one, never half of one.
+func (b *box) setScript(s *fakedockertest.Script) {
+	b.t.Helper()
+	tmp := b.docker.Script + ".new"
+	require.NoError(b.t, s.WriteFile(tmp))
+	require.NoError(b.t, os.Rename(tmp, b.docker.Script))
+}
+
+// crashBox is a box that serves an old release and has been asked for a new one.
+type crashBox struct {
+	*box
+	old, new       *sample.Bundle
+	oldSHA, newSHA string
+}
+
+func newCrashBox(t *testing.T) *crashBox {
+	t.Helper()
+	b := newBox(t, boxOpts{script: fastScript(nil)})
+	c := &crashBox{box: b, old: sample.App(b.env, 1), new: sample.App(b.env, 2)}
+	c.new.Files["config/app.toml"] = []byte("listen = \":9090\"\n# the new release\n")
+	c.new.Files["config/extra.toml"] = []byte("added = true\n")
+	c.oldSHA = b.publish(c.old)
+	res := b.tick()
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, c.oldSHA, b.live())
+	c.newSHA = b.publish(c.new)
+	return c
+}
+
+// bundleFiles returns every file of a bundle as its tar holds it, manifest.json
+// included.
+func bundleFiles(t *testing.T, bn *sample.Bundle) map[string][]byte {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(bn.Tar(false)))
+	out := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		data, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		out[h.Name] = data
+	}
+}
+
+// checkInvariant asserts what a crash may leave (SPEC §8): `current` absent, or
+// pointing at the old or the new release, and that release complete: every file of
+// its bundle with the right content, and its .env (0600) with the secret.
+func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
+	t.Helper()
+	info, err := os.Lstat(c.cfg.CurrentLink())
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	require.NoError(t, err, when)
+	require.True(t, info.Mode()&fs.ModeSymlink != 0, "%s: current is a symlink", when)
+	target, err := os.Readlink(c.cfg.CurrentLink())
+	require.NoError(t, err)
+	live = filepath.Base(target)
+	var bn *sample.Bundle
+	switch live {
+	case c.oldSHA:
+		bn = c.old
+	case c.newSHA:
+		bn = c.new
+	default:
+		t.Fatalf("%s: current points at %q, neither the old nor the new release", when, target)
+	}
+	dir := filepath.Join(c.cfg.ReleasesDir(), live)
+	want := bundleFiles(t, bn)
+	var got []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return nil
+	}))
+	wantNames := append(slices.Collect(maps.Keys(want)), ".env")
+	slices.Sort(wantNames)
+	slices.Sort(got)
+	require.Equal(t, wantNames, got, "%s: the live release %s holds exactly its bundle's files and .env", when, live[:12])
+	for name, data := range want {
+		have, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+		require.NoError(t, err)
+		require.Equal(t, string(data), string(have), "%s: %s of the live release", when, name)
+	}
+	envInfo, err := os.Stat(filepath.Join(dir, ".env"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), envInfo.Mode().Perm())
+	env, err := dotenv.Read(filepath.Join(dir, ".env"))
+	require.NoError(t, err)
+	require.Equal(t, "s3cr3t-db-password", env["DB_PASSWORD"], "%s: the .env is whole", when)
+	require.Equal(t, "monky", env["COMPOSE_PROJECT_NAME"])
+	return live
+}
+
+// converge runs the binary again without a kill and asserts that it converges. The
+// run is watched at its first docker call (the check-in's docker version, after the
+// repair): no leftover of the killed run may be visible in releases/ then.
+func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
+	t.Helper()
+	leases := len(c.ten.Leases(c.env))
+	c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: fakedocker.Duration(time.Second)}}))
+	versions, checkins := len(c.dockerCalls("version")), len(c.ten.Checkins(c.env))
+	p := c.start([]string{"run", "--config", c.cfgPath})
+	waitFor(t, 30*time.Second, "the next run's first docker call", func() bool { return len(c.dockerCalls("version")) > versions })
+	entries, err := os.ReadDir(c.cfg.ReleasesDir())
+	require.NoError(t, err)
+	beforeCheckin := len(c.ten.Checkins(c.env)) == checkins
+	c.setScript(fastScript(nil))
+	for _, e := range entries {
+		name := e.Name()
+		if beforeCheckin {
+			// Nothing of this run exists yet: every hidden entry would be a leftover.
+			assert.False(t, strings.HasPrefix(name, "."), "leftover %s visible to the next run", name)
+		} else {
+			assert.False(t, strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".old"), "leftover %s visible to the next run", name)
+		}
+	}
+	res := p.wait(t, 60*time.Second)
+	require.Equal(t, 0, res.code, "the next run converges:\n%s", res.stderr)
+	require.Equal(t, c.newSHA, c.live())
+	c.checkInvariant(t, "after the next run")
+	rep := c.lastReport()
+	assert.Equal(t, "applied", rep.Result)
+	assert.Equal(t, c.newSHA, rep.SHA)
+	spent := len(c.ten.Leases(c.env)) - leases
+	if liveAfterKill == c.newSHA {
+		assert.Zero(t, spent, "the new release was staged and promoted before the kill: resuming it costs no lease")
+	} else {
+		assert.Equal(t, 1, spent, "killed before promote: the next run takes one lease")
+	}
+	st := c.state()
+	assert.Equal(t, c.newSHA, st.LiveSHA)
+	assert.True(t, st.Confirmed)
+	assert.Empty(t, st.Failed, "a kill is not a failure of the sha")
+	left, err := os.ReadDir(c.cfg.ReleasesDir())
+	require.NoError(t, err)
+	for _, e := range left {
+		assert.False(t, strings.HasPrefix(e.Name(), "."), "the converged run leaves no hidden entry (%s)", e.Name())
+	}
+}
+
+// TestCrashAtEachStep kills the binary with SIGKILL at every docker call of an apply,
+// during the download, during the lease and during the report, then checks the
+// invariant and that the next run converges.
+func TestCrashAtEachStep(t *testing.T) {
+	delay := fakedocker.Duration(30 * time.Second)
+	tests := []struct {
+		name string
+		// arm makes the run block at the kill point; reached reports that it is there.
+		arm     func(c *crashBox)
+		reached func(c *crashBox, p *proc) bool
+		// word, instead of reached: the kill point is a call of this docker command.
+		word string
+		// wantLive is the release current points at after the kill.
+		wantLive func(c *crashBox) string
+	}{
+		{
+			name: "docker version at check-in",
+			arm: func(c *crashBox) {
+				c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: delay}}))
+			},
+			word:     "version",
+			wantLive: func(c *crashBox) string { return c.oldSHA },
+		},
+		{
+			name: "download",
+			arm: func(c *crashBox) {
+				c.ten.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"bundle": time.Minute}})
+			},
+			reached: func(c *crashBox, _ *proc) bool {
+				return exists(filepath.Join(c.cfg.ReleasesDir(), "."+c.newSHA+".bundle"))
+			},
+			wantLive: func(c *crashBox) string { return c.oldSHA },
+		},
+		{
+			name: "lease",
+			arm: func(c *crashBox) {
+				c.ten.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"lease": time.Minute}})
+			},
+			reached:  logged("bundle verified"),
+			wantLive: func(c *crashBox) string { return c.oldSHA },
+		},
+		{
+			name: "compose up",
+			arm: func(c *crashBox) {
+				c.setScript(fastScript(map[string]fakedocker.Command{"up": {Delay: delay}}))
+			},
+			word:     "up",
+			wantLive: func(c *crashBox) string { return c.newSHA },
+		},
+		{
+			name: "compose ps of the health wait",
+			arm: func(c *crashBox) {
+				c.setScript(fastScript(map[string]fakedocker.Command{"ps": {Delay: delay}}))
+			},
+			word:     "ps",
+			wantLive: func(c *crashBox) string { return c.newSHA },
+		},
+		{
+			name: "report",
+			arm: func(c *crashBox) {
+				c.ten.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"report": time.Minute}})
+			},
+			reached:  logged("applied: every service is running and healthy"),
+			wantLive: func(c *crashBox) string { return c.newSHA },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCrashBox(t)
+			tc.arm(c)
+			reached := tc.reached
+			if tc.word != "" {
+				before := len(c.dockerCalls(tc.word))
+				reached = func(c *crashBox, _ *proc) bool { return len(c.dockerCalls(tc.word)) > before }
+			}
+			p := c.start([]string{"run", "--config", c.cfgPath})
+			waitFor(t, 60*time.Second, tc.name, func() bool { return reached(c, p) })
+			res := p.kill(t)
+			require.Negative(t, res.code, "killed, not exited:\n%s", res.stderr)
+			c.ten.SetFaults(faketenancy.Faults{})
+			live := c.checkInvariant(t, "after the kill at "+tc.name)
+			assert.Equal(t, tc.wantLive(c), live)
+			c.converge(t, live)
+			t.Logf("kill at %s: live %s after the kill, %d leases in all", tc.name, live[:12], len(c.ten.Leases(c.env)))
+		})
+	}
+}
+
+// TestCrashAtRandomPoints kills the binary after a random delay, for a number of
+// seeds: half of them within the time a whole apply takes from the process start, half
+// within the window from "read the environment's secrets" (staging starts) to the end,
+// where the release is staged, its .env written, renamed, promoted and the state saved.
+func TestCrashAtRandomPoints(t *testing.T) {
+	const anchor = "read the environment's secrets"
+	// How long a whole apply of the binary takes here, and its writing part.
+	c := newCrashBox(t)
+	p := c.start([]string{"run", "--config", c.cfgPath})
+	start := time.Now()
+	waitTight(t, func() bool { return strings.Contains(p.stderr.String(), anchor) })
+	staging := time.Now()
+	res := p.wait(t, 60*time.Second)
+	full, window := time.Since(start), time.Since(staging)
+	require.Equal(t, 0, res.code, res.stderr)
+	t.Logf("a whole apply takes %s, %s of it from %q on", full.Round(time.Millisecond), window.Round(time.Millisecond), anchor)
+
+	seeds := 16
+	if testing.Short() {
+		seeds = 4
+	}
+	outcomes := map[string]int{}
+	for seed := range uint64(seeds) {
+		rng := rand.New(rand.NewPCG(seed, 0x6d6f6e6b79))
+		fromStaging := seed%2 == 1
+		span := full
+		if fromStaging {
+			span = window
+		}
+		after := time.Duration(rng.Int64N(int64(span) + 1))
+		name := "start+" + after.Round(time.Millisecond).String()
+		if fromStaging {
+			name = "staging+" + after.Round(time.Millisecond).String()
+		}
+		t.Run(name, func(t *testing.T) {
+			c := newCrashBox(t)
+			p := c.start([]string{"run", "--config", c.cfgPath})
+			if fromStaging {
+				waitTight(t, func() bool { return strings.Contains(p.stderr.String(), anchor) })
+			}
+			time.Sleep(after)
+			res := p.kill(t)
+			live := c.checkInvariant(t, "after a kill at "+name)
+			switch {
+			case res.code >= 0:
+				outcomes["finished before the kill"]++
+			case live == c.newSHA:
+				outcomes["killed after promote"]++
+			default:
+				outcomes["killed before promote"]++
+			}
+			c.converge(t, live)
+		})
+	}
+	t.Logf("outcomes of %d random kills: %v", seeds, outcomes)
+}
+
+// waitTight polls cond every 200µs, for a kill point that must not drift.
+func waitTight(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func logged(msg string) func(c *crashBox, p *proc) bool {
+	return func(_ *crashBox, p *proc) bool { return strings.Contains(p.stderr.String(), msg) }
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
