@@ -181,16 +181,19 @@ mkdir -p "$unitroot/lib/systemd/system" "$unitroot/usr/bin"
 cp -a /lib/systemd/system/. "$unitroot/lib/systemd/system/"
 cp packaging/systemd/monky-deployd.service packaging/systemd/monky-deployd.timer "$unitroot/lib/systemd/system/"
 cp "$pkgroot/usr/bin/monky-deployd" "$unitroot/usr/bin/monky-deployd"
-if ! systemd-analyze verify --man=no --root="$unitroot" \
-	/lib/systemd/system/monky-deployd.service /lib/systemd/system/monky-deployd.timer >"$work/verify.out" 2>&1; then
-	cat "$work/verify.out"
-	fail "systemd-analyze verify"
-fi
-# verify exits 0 on a value it ignores with a warning: any output is a failure too.
-if [ -s "$work/verify.out" ]; then
-	cat "$work/verify.out"
-	fail "systemd-analyze verify printed warnings"
-fi
+verify_units() {
+	if ! systemd-analyze verify --man=no --root="$unitroot" \
+		/lib/systemd/system/monky-deployd.service /lib/systemd/system/monky-deployd.timer >"$work/verify.out" 2>&1; then
+		cat "$work/verify.out"
+		fail "systemd-analyze verify $*"
+	fi
+	# verify exits 0 on a value it ignores with a warning: any output is a failure too.
+	if [ -s "$work/verify.out" ]; then
+		cat "$work/verify.out"
+		fail "systemd-analyze verify printed warnings $*"
+	fi
+}
+verify_units
 ok "monky-deployd.service, monky-deployd.timer"
 grep -qx 'SuccessExitStatus=75' packaging/systemd/monky-deployd.service || fail "SuccessExitStatus=75"
 grep -qx 'Type=oneshot' packaging/systemd/monky-deployd.service || fail "Type=oneshot"
@@ -248,6 +251,11 @@ grep -qx 'ReadWritePaths=/data/monky' "$inst/etc/systemd/system/monky-deployd.se
 [ "$(stat -c '%a' "$inst/var/lib/monky-deployd")" = 700 ] || fail "state dir mode"
 [ -d "$inst/data/monky" ] || fail "deploy dir"
 ok "drop-in for /data/monky, state dir 0700, deploy dir created"
+mkdir -p "$unitroot/etc/systemd/system"
+cp -a "$inst/etc/systemd/system/monky-deployd.service.d" "$unitroot/etc/systemd/system/"
+verify_units "(with install.sh's deploy-dir drop-in)"
+rm -rf "$unitroot/etc/systemd/system/monky-deployd.service.d"
+ok "systemd-analyze verify with install.sh's drop-in"
 
 step "install.sh: grant from stdin, an existing config is kept, --force-config replaces it"
 printf 'stdin-grant' | bash packaging/install.sh --root "$inst" --deb "$deb" --grant - --env-id env-dev-02 >"$work/third.out"
