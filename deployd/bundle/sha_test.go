@@ -151,3 +151,31 @@ func TestSHARefusals(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 64)
 }
+
+// TestVerifyGNUTar verifies what GNU tar writes from a directory holding the good
+// bundle ("./" entries, directory entries, ustar/GNU headers), plain and gzip.
+func TestVerifyGNUTar(t *testing.T) {
+	if _, err := exec.LookPath("tar"); err != nil {
+		t.Skip("GNU tar not on PATH; the ./ handling is also covered by TestVerifyAccepts")
+	}
+	dir := t.TempDir()
+	for _, e := range goodEnts(t) {
+		p := filepath.Join(dir, filepath.FromSlash(e.name))
+		if e.typ == tar.TypeDir {
+			require.NoError(t, os.MkdirAll(p, 0o755))
+			continue
+		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(e.body), 0o644))
+	}
+	for _, flags := range []string{"-cf", "-czf"} {
+		t.Run(flags, func(t *testing.T) {
+			out, err := exec.Command("tar", "-C", dir, flags, "-", ".").Output()
+			require.NoError(t, err)
+			res, err := Verify(context.Background(), bytes.NewReader(out), Expect{EnvID: testEnv, SHA: goodSHA(t)})
+			require.NoError(t, err)
+			assert.Equal(t, []string{"app"}, res.Services)
+			require.NoError(t, Extract(context.Background(), bytes.NewReader(out), t.TempDir(), res.SHA, Limits{}))
+		})
+	}
+}
