@@ -82,7 +82,7 @@ func Main(ctx context.Context, args []string, env []string, stdin io.Reader, std
 	}
 
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		_, _ = fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
 	switch args[0] {
@@ -95,13 +95,11 @@ func Main(ctx context.Context, args []string, env []string, stdin io.Reader, std
 	case "verify":
 		return c.verify(ctx, args[1:])
 	case "version", "--version":
-		fmt.Fprintf(stdout, "monky-deployd %s (commit %s)\n", deployd.Version, commit)
-		return 0
+		return c.output(fmt.Sprintf("monky-deployd %s (commit %s)\n", deployd.Version, commit))
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
+		return c.output(usage)
 	default:
-		fmt.Fprintf(stderr, "monky-deployd: unknown command %q\n%s", args[0], usage)
+		_, _ = fmt.Fprintf(stderr, "monky-deployd: unknown command %q\n%s", args[0], usage)
 		return exitUsage
 	}
 }
@@ -118,7 +116,7 @@ func parse(fs *flag.FlagSet, args []string, positional int) bool {
 		return false
 	}
 	if fs.NArg() != positional {
-		fmt.Fprintf(fs.Output(), "%s: expected %d argument(s), got %d: %q\n", fs.Name(), positional, fs.NArg(), fs.Args())
+		_, _ = fmt.Fprintf(fs.Output(), "%s: expected %d argument(s), got %d: %q\n", fs.Name(), positional, fs.NArg(), fs.Args())
 		return false
 	}
 	return true
@@ -161,7 +159,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if a == nil {
 		return code
 	}
-	defer a.Close()
+	defer c.closeAgent(a)
 	if !*loop {
 		return c.tick(ctx, a, cfg, *metricsFile)
 	}
@@ -190,6 +188,13 @@ func (c *cli) run(ctx context.Context, args []string) int {
 			return 0
 		case <-time.After(wait):
 		}
+	}
+}
+
+// closeAgent releases the agent's transport; a failure only matters to the log.
+func (c *cli) closeAgent(a *deployd.Agent) {
+	if err := a.Close(); err != nil {
+		c.log.Warn("could not close the tenancy transport", "err", err)
 	}
 }
 
@@ -256,7 +261,7 @@ func (c *cli) bootstrap(ctx context.Context, args []string) int {
 	if a == nil {
 		return code
 	}
-	defer a.Close()
+	defer c.closeAgent(a)
 	out, err := a.Bootstrap(ctx, *grant)
 	if err != nil {
 		c.log.Error("bootstrap failed", "err", err, "exit", deployd.ExitCode(err))
@@ -307,11 +312,10 @@ func (c *cli) status(args []string) int {
 	} else {
 		writeStatus(&buf, v)
 	}
-	fmt.Fprint(c.stdout, c.red.Redact(buf.String()))
-	return 0
+	return c.output(c.red.Redact(buf.String()))
 }
 
-func writeStatus(w io.Writer, v statusView) {
+func writeStatus(w *strings.Builder, v statusView) {
 	st := v.State
 	p := func(k string, val any) { fmt.Fprintf(w, "%-14s %v\n", k+":", val) }
 	p("env", v.EnvID)
@@ -350,6 +354,22 @@ func timeOrNever(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+func writeRefusals(w *strings.Builder, refusals []bundle.Refusal) {
+	for _, r := range refusals {
+		fmt.Fprintf(w, "%s: %s\n", r.Code, r.Detail)
+	}
+}
+
+// output writes the command's result to stdout. A result that cannot be written (a
+// closed pipe, a full disk) is a failure: exit 1, not a silent 0.
+func (c *cli) output(s string) int {
+	if _, err := io.WriteString(c.stdout, s); err != nil {
+		c.log.Error("could not write the output", "err", err)
+		return deployd.ExitFailed
+	}
+	return 0
+}
+
 // verifyJSON is what `verify --json` prints.
 type verifyJSON struct {
 	SHA      string           `json:"sha"`
@@ -368,15 +388,15 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	if *env == "" {
-		fmt.Fprintln(c.stderr, "monky-deployd verify: --env is required")
+		_, _ = fmt.Fprintln(c.stderr, "monky-deployd verify: --env is required")
 		return exitUsage
 	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(c.stderr, "monky-deployd verify: %v\n", err)
+		_, _ = fmt.Fprintf(c.stderr, "monky-deployd verify: %v\n", err)
 		return exitUsage
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	exp := bundle.Expect{EnvID: *env, SHA: *sha, LiveSerial: *liveSerial, Rollback: *rollback}
 	if *allow != "" {
 		exp.AllowPrivileged = strings.Split(*allow, ",")
@@ -384,7 +404,7 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	res, err := bundle.Verify(ctx, f, exp)
 	var refused *bundle.RefusedError
 	if err != nil && !errors.As(err, &refused) {
-		fmt.Fprintf(c.stderr, "monky-deployd verify: %v\n", err)
+		_, _ = fmt.Fprintf(c.stderr, "monky-deployd verify: %v\n", err)
 		return deployd.ExitFailed
 	}
 	out := verifyJSON{Refusals: []bundle.Refusal{}}
@@ -394,21 +414,24 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 			out.Refusals = res.Refusals
 		}
 	}
-	if *asJSON {
+	var text strings.Builder
+	switch {
+	case *asJSON:
 		data, _ := json.Marshal(out)
-		fmt.Fprintln(c.stdout, string(data))
-	} else if len(out.Refusals) == 0 {
-		fmt.Fprintf(c.stdout, "accepted %s\n", out.SHA)
-	} else {
-		if out.SHA == "" {
-			// Not even a tar: there is no sha to name.
-			fmt.Fprintln(c.stdout, "refused")
-		} else {
-			fmt.Fprintf(c.stdout, "refused %s\n", out.SHA)
-		}
-		for _, r := range out.Refusals {
-			fmt.Fprintf(c.stdout, "%s: %s\n", r.Code, r.Detail)
-		}
+		text.Write(data)
+		text.WriteByte('\n')
+	case len(out.Refusals) == 0:
+		fmt.Fprintf(&text, "accepted %s\n", out.SHA)
+	case out.SHA == "":
+		// Not even a tar: there is no sha to name.
+		text.WriteString("refused\n")
+		writeRefusals(&text, out.Refusals)
+	default:
+		fmt.Fprintf(&text, "refused %s\n", out.SHA)
+		writeRefusals(&text, out.Refusals)
+	}
+	if code := c.output(text.String()); code != 0 {
+		return code
 	}
 	if len(out.Refusals) > 0 {
 		return deployd.ExitFailed

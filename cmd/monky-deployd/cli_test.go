@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -482,4 +483,30 @@ func TestLogrusGoesThroughSlog(t *testing.T) {
 	assert.NotContains(t, stderr.String(), "canary-token-for-logrus")
 	assert.NotContains(t, stdout.String(), "canary-token-for-logrus")
 	logrus.StandardLogger().ReplaceHooks(logrus.LevelHooks{}) // leave no hook on a dead buffer
+}
+
+// brokenPipe fails every write, as stdout does when the reader of a pipe is gone.
+type brokenPipe struct{}
+
+func (brokenPipe) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// TestOutputFailureIsExit1: a result that cannot be written is not a silent success.
+func TestOutputFailureIsExit1(t *testing.T) {
+	b := newBox(t, boxOpts{})
+	for _, args := range [][]string{
+		{"version"},
+		{"help"},
+		{"status", "--config", b.cfgPath},
+		{"status", "--config", b.cfgPath, "--json"},
+		{"verify", "--env", "env-dev-01", fixture(t, "good.tar.gz")},
+		{"verify", "--env", "env-dev-01", "--json", fixture(t, "good.tar.gz")},
+	} {
+		t.Run(strings.Join(args[:1], " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := Main(t.Context(), args, b.procEnv(), nil, brokenPipe{}, &stderr)
+			assert.Equal(t, deployd.ExitFailed, code, "%v", args)
+			assert.Contains(t, stderr.String(), "could not write the output")
+			assert.Contains(t, stderr.String(), "broken pipe")
+		})
+	}
 }

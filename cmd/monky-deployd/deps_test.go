@@ -2,8 +2,6 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -35,7 +33,8 @@ func forbidden(pkg string) bool {
 // TestLinksNoTestCode: `go list -deps` of the agent holds no test package and no fake,
 // and neither does the symbol table of the binary as built.
 func TestLinksNoTestCode(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goTool, err := goToolPath()
+	require.NoError(t, err)
 	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
 	require.NoError(t, err)
 	deps := strings.Fields(string(out))

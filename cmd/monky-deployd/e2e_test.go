@@ -236,7 +236,7 @@ func parseMetrics(t *testing.T, path string) map[string]float64 {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(f)
 	require.NoError(t, err, "the metrics file must parse")
@@ -257,7 +257,7 @@ func labelsOf(t *testing.T, path, name string) string {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(f)
 	require.NoError(t, err)

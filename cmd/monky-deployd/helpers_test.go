@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,12 +55,10 @@ func TestMain(m *testing.M) {
 func agentBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			if goTool, err = exec.LookPath("go"); err != nil {
-				binErr = fmt.Errorf("no go tool: %w", err)
-				return
-			}
+		goTool, err := goToolPath()
+		if err != nil {
+			binErr = err
+			return
 		}
 		binDir, binErr = os.MkdirTemp("", "monky-deployd-e2e-")
 		if binErr != nil {
@@ -70,13 +68,28 @@ func agentBinary(t testing.TB) string {
 		cmd := exec.Command(goTool, "build", "-ldflags", "-X main.commit="+testCommit, "-o", binPath, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/monky-deployd: %v: %s", err, out)
+			binErr = fmt.Errorf("go build ./cmd/monky-deployd: %w: %s", err, out)
 		}
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
 	return binPath
+}
+
+// goToolPath finds the go tool: the one on PATH (go test puts its own there), else the
+// one under $GOROOT.
+func goToolPath() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no go tool on PATH or under $GOROOT")
 }
 
 // recorder keeps every request and response body that passed a recording proxy, so
