@@ -94,6 +94,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		Rollback:        inst.Rollback,
 		Disk:            &bundle.Disk{FreeMB: free, MinFreeMB: a.cfg.MinFreeMB},
 		AllowPrivileged: a.cfg.Compose.AllowPrivileged,
+		ProjectName:     a.cfg.Compose.Project,
 	})
 	var refused *bundle.RefusedError
 	if errors.As(err, &refused) {
