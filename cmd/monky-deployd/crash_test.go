@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,21 +183,24 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	}
 }
 
-// TestCrashAtEachStep kills the binary with SIGKILL at every docker call of an apply,
-// during the download, during the lease and during the report, then checks the
-// invariant and that the next run converges.
-func TestCrashAtEachStep(t *testing.T) {
+// crashPoint is a point of an apply at which the binary is stopped.
+type crashPoint struct {
+	// name names the point.
+	name string
+	// arm makes the run block at the kill point; reached reports that it is there.
+	arm     func(c *crashBox)
+	reached func(c *crashBox, p *proc) bool
+	// word, instead of reached: the kill point is a call of this docker command.
+	word string
+	// wantLive is the release current points at after the kill.
+	wantLive func(c *crashBox) string
+}
+
+// crashPoints are the kill points: every docker call of an apply, the download, the
+// lease and the report.
+func crashPoints() []crashPoint {
 	delay := fakedocker.Duration(30 * time.Second)
-	tests := []struct {
-		name string
-		// arm makes the run block at the kill point; reached reports that it is there.
-		arm     func(c *crashBox)
-		reached func(c *crashBox, p *proc) bool
-		// word, instead of reached: the kill point is a call of this docker command.
-		word string
-		// wantLive is the release current points at after the kill.
-		wantLive func(c *crashBox) string
-	}{
+	return []crashPoint{
 		{
 			name: "docker version at check-in",
 			arm: func(c *crashBox) {
@@ -248,24 +252,65 @@ func TestCrashAtEachStep(t *testing.T) {
 			wantLive: func(c *crashBox) string { return c.newSHA },
 		},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+}
+
+// stopAt runs an apply, stops it at cp with sig (sent to the process group, as
+// systemd does) and returns the run's result.
+func (c *crashBox) stopAt(t *testing.T, cp crashPoint, sig syscall.Signal) result {
+	t.Helper()
+	cp.arm(c)
+	reached := cp.reached
+	if cp.word != "" {
+		before := len(c.dockerCalls(cp.word))
+		reached = func(c *crashBox, _ *proc) bool { return len(c.dockerCalls(cp.word)) > before }
+	}
+	p := c.start([]string{"run", "--config", c.cfgPath})
+	waitFor(t, 60*time.Second, cp.name, func() bool { return reached(c, p) })
+	if sig == syscall.SIGKILL {
+		return p.kill(t)
+	}
+	require.NoError(t, syscall.Kill(-p.cmd.Process.Pid, sig))
+	return p.wait(t, 60*time.Second)
+}
+
+// TestCrashAtEachStep kills the binary with SIGKILL at every docker call of an apply,
+// during the download, during the lease and during the report, then checks the
+// invariant and that the next run converges.
+func TestCrashAtEachStep(t *testing.T) {
+	for _, cp := range crashPoints() {
+		t.Run(cp.name, func(t *testing.T) {
 			c := newCrashBox(t)
-			tc.arm(c)
-			reached := tc.reached
-			if tc.word != "" {
-				before := len(c.dockerCalls(tc.word))
-				reached = func(c *crashBox, _ *proc) bool { return len(c.dockerCalls(tc.word)) > before }
-			}
-			p := c.start([]string{"run", "--config", c.cfgPath})
-			waitFor(t, 60*time.Second, tc.name, func() bool { return reached(c, p) })
-			res := p.kill(t)
+			res := c.stopAt(t, cp, syscall.SIGKILL)
 			require.Negative(t, res.code, "killed, not exited:\n%s", res.stderr)
 			c.ten.SetFaults(faketenancy.Faults{})
-			live := c.checkInvariant(t, "after the kill at "+tc.name)
-			assert.Equal(t, tc.wantLive(c), live)
+			live := c.checkInvariant(t, "after the kill at "+cp.name)
+			assert.Equal(t, cp.wantLive(c), live)
 			c.converge(t, live)
-			t.Logf("kill at %s: live %s after the kill, %d leases in all", tc.name, live[:12], len(c.ten.Leases(c.env)))
+			t.Logf("kill at %s: live %s after the kill, %d leases in all", cp.name, live[:12], len(c.ten.Leases(c.env)))
+		})
+	}
+}
+
+// TestSignalDuringApply stops the binary with SIGTERM (systemctl stop, a shutdown, the
+// end of run --loop) at the same points. A stop is not a failure of the sha: the run
+// exits 0 or 75 (never 1), the sha is not remembered as failed, no failed report goes
+// out, and the next run converges as after a SIGKILL — without a new lease when the
+// release was already promoted.
+func TestSignalDuringApply(t *testing.T) {
+	for _, cp := range crashPoints() {
+		t.Run(cp.name, func(t *testing.T) {
+			c := newCrashBox(t)
+			reports := len(c.ten.Reports(c.env))
+			res := c.stopAt(t, cp, syscall.SIGTERM)
+			c.ten.SetFaults(faketenancy.Faults{})
+			assert.Contains(t, []int{0, 75}, res.code, "a stop is not a failure:\n%s", res.stderr)
+			assert.NotContains(t, c.state().Failed, c.newSHA, "a stop is not a failure of the sha")
+			for _, r := range c.ten.Reports(c.env)[reports:] {
+				assert.NotEqual(t, "failed", r.Result, "a stop reports no failure: %+v", r)
+			}
+			live := c.checkInvariant(t, "after SIGTERM at "+cp.name)
+			assert.Equal(t, cp.wantLive(c), live, "a stop leaves the release where it was, like a crash")
+			c.converge(t, live)
 		})
 	}
 }
