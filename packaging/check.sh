@@ -33,6 +33,7 @@ command -v lintian >/dev/null 2>&1 || need+=(lintian)
 command -v dpkg-deb >/dev/null 2>&1 || need+=(dpkg)
 /usr/bin/python3 -c 'import jinja2' >/dev/null 2>&1 || need+=(python3-jinja2)
 /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3-yaml)
+command -v ansible-playbook >/dev/null 2>&1 || need+=(ansible-core)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		fail "missing ${need[*]}: run as root or install them"
@@ -42,7 +43,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -q >/dev/null
 	apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
-ok "shellcheck $(shellcheck --version | sed -n 's/^version: //p'), $(systemd-analyze --version | head -n1), lintian $(lintian --version | awk '{print $2}')"
+ok "shellcheck $(shellcheck --version | sed -n 's/^version: //p'), $(systemd-analyze --version | head -n1), lintian $(lintian --version | awk '{print $2}'), $(ansible-playbook --version | head -n1)"
 
 # --- shell scripts --------------------------------------------------------------------
 step "bash -n and shellcheck"
@@ -71,6 +72,32 @@ for pair in ansible-vars.json:config.ansible.yaml ansible-vars-proxy.json:config
 	diff -u "$want" "$work/rendered.yaml" || fail "template output differs from $want (re-render: packaging/ansible/render.py $vars > $want)"
 	ok "$vars -> $want"
 done
+
+step "ansible: syntax check, the template rendered by ansible itself, the role's checks"
+export ANSIBLE_LOCAL_TEMP=$work/ansible-tmp ANSIBLE_HOME=$work/ansible-home ANSIBLE_NOCOLOR=1 \
+	ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
+ANSIBLE_ROLES_PATH=packaging/ansible/roles ansible-playbook --syntax-check -i localhost, packaging/ansible/site.yml >"$work/ansible.out" 2>&1 ||
+	{ cat "$work/ansible.out"; fail "ansible-playbook --syntax-check site.yml"; }
+ok "packaging/ansible/site.yml and the role pass --syntax-check"
+render_with_ansible() { # VARS(absolute) OUT
+	ansible-playbook -i localhost, packaging/ansible/tests/render.yml -e "vars_file=$1" -e "out=$2" >"$work/ansible.out" 2>&1
+}
+for pair in ansible-vars.json:config.ansible.yaml ansible-vars-proxy.json:config.ansible-proxy.yaml; do
+	vars=packaging/testdata/${pair%%:*}
+	want=packaging/testdata/${pair##*:}
+	render_with_ansible "$repo/$vars" "$work/ansible-rendered.yaml" || { cat "$work/ansible.out"; fail "ansible could not render $vars"; }
+	diff -u "$want" "$work/ansible-rendered.yaml" || fail "ansible's rendering differs from $want"
+	ok "ansible: $vars -> $want"
+done
+printf '{"monky_deployd_env_id":"env-dev-01","monky_deployd_tenancy_url":"https://t.example","monky_deployd_bao_addr":"https://b.example","monky_deployd_bao_namespace":"a\\nb"}' >"$work/bad-vars.json"
+if render_with_ansible "$work/bad-vars.json" "$work/bad.yaml" || [ -e "$work/bad.yaml" ]; then
+	fail "the role rendered a value with a newline"
+fi
+if ! grep -q 'Check the required variables' "$work/ansible.out" || ! grep -q 'evaluated_to.: false' "$work/ansible.out"; then
+	cat "$work/ansible.out"
+	fail "the role's variable check did not refuse a value with a newline"
+fi
+ok "the role refuses a value with a newline before rendering"
 
 # --- the .deb -------------------------------------------------------------------------
 step "build the .deb"
