@@ -154,8 +154,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// run execs a program with env and fails tb unless it exits 0.
-func run(tb testing.TB, env []string, name string, args ...string) {
+// run execs a program with env, fails tb unless it exits 0, and returns the CPU time
+// (user and system) of the process and of the children it waited for.
+func run(tb testing.TB, env []string, name string, args ...string) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -165,6 +166,7 @@ func run(tb testing.TB, env []string, name string, args ...string) {
 	if err := cmd.Run(); err != nil {
 		tb.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
 	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 // ratio runs prepare (untimed), then work (timed) b.N times, and after each work the
@@ -172,9 +174,14 @@ func run(tb testing.TB, env []string, name string, args ...string) {
 // median over the iterations of work's time divided by the floor's time just after
 // it. Interleaving makes a burst of load hit both sides of a pair; the median keeps a
 // burst that hit one side only from moving the figure.
-func ratio(b *testing.B, prepare, work, floor func()) {
+//
+// work and floor return the CPU time of the processes they ran (0 in process). When
+// the floor's is not 0, ratio also reports cpu-ns/op and floor-cpu-ns/op (means) and
+// x-floor-cpu, the ratio of the sums: CPU time barely depends on the load of the
+// machine, so it is the steadiest figure of a whole-process benchmark.
+func ratio(b *testing.B, prepare func(), work, floor func() time.Duration) {
 	b.Helper()
-	var f time.Duration
+	var f, wCPU, fCPU time.Duration
 	ratios := make([]float64, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
@@ -184,19 +191,30 @@ func ratio(b *testing.B, prepare, work, floor func()) {
 			b.StartTimer()
 		}
 		t := time.Now()
-		work()
+		wCPU += work()
 		w := time.Since(t)
 		b.StopTimer()
 		t = time.Now()
-		floor()
+		fCPU += floor()
 		fi := time.Since(t)
 		f += fi
 		ratios = append(ratios, float64(w)/float64(fi))
 		b.StartTimer()
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(f.Nanoseconds())/float64(b.N), "floor-ns/op")
+	n := float64(b.N)
+	b.ReportMetric(float64(f.Nanoseconds())/n, "floor-ns/op")
 	b.ReportMetric(median(ratios), "x-floor")
+	if fCPU > 0 {
+		b.ReportMetric(float64(wCPU.Nanoseconds())/n, "cpu-ns/op")
+		b.ReportMetric(float64(fCPU.Nanoseconds())/n, "floor-cpu-ns/op")
+		b.ReportMetric(float64(wCPU)/float64(fCPU), "x-floor-cpu")
+	}
+}
+
+// inProcess adapts an in-process func to ratio: it uses no process CPU time.
+func inProcess(f func()) func() time.Duration {
+	return func() time.Duration { f(); return 0 }
 }
 
 // median returns the median of v (which it sorts); 0 for none.

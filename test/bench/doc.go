@@ -34,6 +34,10 @@
 //     burst of load hits both sides alike, and x-floor is the median of the per-pair
 //     ratios, so that a burst that hit one side only does not move it. The floor runs
 //     with the benchmark timer stopped, so ns/op stays the agent's own figure.
+//   - Whole-process benchmarks also report CPU time (user and system, of the process
+//     and the children it waited for, such as `docker version`): cpu-ns/op,
+//     floor-cpu-ns/op and x-floor-cpu. CPU time hardly depends on the load of the
+//     machine, so x-floor-cpu is the steadiest figure to compare commits with.
 //   - Every run is checked: a process must exit 0, a tick must answer the expected
 //     action and result, and the fake tenancy must have counted one check-in per run.
 //     A benchmark that measured failures would be worse than none.

@@ -29,19 +29,19 @@ func idleBox(b *testing.B) *box {
 
 // agentRun returns a func that runs `monky-deployd run --config …` as a process
 // with the fake docker's environment and extra.
-func agentRun(b *testing.B, x *box, extra ...string) func() {
+func agentRun(b *testing.B, x *box, extra ...string) func() time.Duration {
 	bin, _ := binaries(b)
 	env := append(x.procEnv(), extra...)
-	return func() { run(b, env, bin, "run", "--config", x.cfgPath) }
+	return func() time.Duration { return run(b, env, bin, "run", "--config", x.cfgPath) }
 }
 
 // floorRun returns a func that runs the floor program as a process against the box's
 // check-in URL with the box's stored token.
-func floorRun(b *testing.B, x *box) func() {
+func floorRun(b *testing.B, x *box) func() time.Duration {
 	_, bin := binaries(b)
 	env := x.procEnv()
 	args := []string{"-url", x.checkinURL(), "-token-file", x.cfg.TokenPath(), "-env", envID}
-	return func() { run(b, env, bin, args...) }
+	return func() time.Duration { return run(b, env, bin, args...) }
 }
 
 // expectCheckins fails b unless the fake tenancy counted want check-ins since before.
@@ -110,7 +110,7 @@ func BenchmarkStartup(b *testing.B) {
 	x := idleBox(b)
 	bin, _ := binaries(b)
 	env := x.procEnv()
-	version := func() { run(b, env, bin, "version") }
+	version := func() time.Duration { return run(b, env, bin, "version") }
 	floor := floorRun(b, x)
 	version()
 	floor()
@@ -132,7 +132,7 @@ func BenchmarkIdleTickInProcess(b *testing.B) {
 	tick()
 	p.post()
 	before := x.checkins()
-	ratio(b, nil, tick, p.post)
+	ratio(b, nil, inProcess(tick), inProcess(p.post))
 	expectCheckins(b, x, before, 2*b.N)
 }
 
@@ -170,7 +170,7 @@ func BenchmarkIdleTickCold(b *testing.B) {
 	p.post()
 	calls := len(x.docker.Calls())
 	before := x.checkins()
-	ratio(b, nil, tick, p.post)
+	ratio(b, nil, inProcess(tick), inProcess(p.post))
 	expectCheckins(b, x, before, 2*b.N)
 	b.ReportMetric(float64(len(x.docker.Calls())-calls)/float64(b.N), "docker-execs/op")
 }
