@@ -116,7 +116,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 		Logger:     a.log,
 	})
 	if err != nil {
-		a.Close()
+		_ = a.Close() // the construction error is the one worth returning
 		return nil, &Error{Op: "tenancy client", Code: CodeConfigInvalid, Err: err}
 	}
 	a.tenancy = tcl
@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 		Secrets:    a.red,
 	})
 	if err != nil {
-		a.Close()
+		_ = a.Close() // the construction error is the one worth returning
 		return nil, &Error{Op: "OpenBao client", Code: CodeConfigInvalid, Err: err}
 	}
 	a.bao = bcl

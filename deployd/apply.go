@@ -63,12 +63,17 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	}
 	// Download into a hidden file beside the releases: streamed, capped, removed after.
 	dl := filepath.Join(a.cfg.ReleasesDir(), "."+inst.SHA+".bundle")
-	defer os.Remove(dl)
 	f, err := os.OpenFile(dl, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return out, &Error{Op: "download", Code: CodeStateUnavailable, Err: err}
 	}
-	defer f.Close()
+	defer func() {
+		// A leftover download is also removed by the next tick's repair.
+		_ = f.Close()
+		if err := os.Remove(dl); err != nil {
+			a.log.Warn("could not remove the downloaded bundle; the next tick removes it", "path", dl, "err", err)
+		}
+	}()
 	n, err := a.tenancy.Bundle(ctx, inst.SHA, f)
 	if err != nil {
 		if errors.Is(err, tenancy.ErrBundleTooLarge) {
@@ -359,7 +364,11 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 			_ = os.RemoveAll(tmp)
 			return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
 		}
-		defer os.RemoveAll(old)
+		defer func() {
+			if err := os.RemoveAll(old); err != nil {
+				a.log.Warn("could not remove the replaced copy of a release; the next tick removes it", "path", old, "err", err)
+			}
+		}()
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		_ = os.RemoveAll(tmp)

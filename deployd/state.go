@@ -111,7 +111,7 @@ func ReadState(cfg Config) (State, error) {
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return State{}, fmt.Errorf("state %s is corrupt (%v): the next run moves it aside and rebuilds it from the live release", cfg.StatePath(), err)
+		return State{}, fmt.Errorf("state %s is corrupt (%w): the next run moves it aside and rebuilds it from the live release", cfg.StatePath(), err)
 	}
 	return st, nil
 }

@@ -82,7 +82,7 @@ func run(ctx context.Context, stdout io.Writer, keep, verbose bool) error {
 	if keep {
 		fmt.Fprintf(stdout, "working directory: %s (kept)\n", dir)
 	} else {
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 	}
 	// The fake docker: a "docker" symlink to this program, first on compose's PATH.
 	self, err := os.Executable()
@@ -144,7 +144,7 @@ compose:
 	if err != nil {
 		return err
 	}
-	defer agent.Close()
+	defer func() { _ = agent.Close() }()
 	w := &walkthrough{out: stdout, tenant: ten, bao: bao, agent: agent, cfg: cfg}
 
 	w.say("bootstrap: tenancy hands the box a one-time grant at %s", cfg.BootstrapGrant)
@@ -165,7 +165,7 @@ compose:
 	}
 	fmt.Fprintf(stdout, "   published sha %s serial %d\n", sha[:12], serial)
 	if out, err := w.tick(ctx); err != nil || out.Result != "applied" {
-		return fmt.Errorf("apply: %v", err)
+		return fmt.Errorf("apply: result %q: %w", out.Result, err)
 	}
 	env, err := os.Stat(filepath.Join(cfg.CurrentLink(), ".env"))
 	if err != nil {
@@ -214,7 +214,7 @@ compose:
 	w.say("down: tenancy takes the environment down")
 	ten.SetDesired(envID, faketenancy.Desired{Action: "down", Purge: true})
 	if out, err := w.tick(ctx); err != nil || out.Result != "down" {
-		return fmt.Errorf("down: %v", err)
+		return fmt.Errorf("down: result %q: %w", out.Result, err)
 	}
 
 	w.say("what tenancy received")
