@@ -106,6 +106,9 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		return a.refuse(ctx, st, out, refused, started)
 	}
 	if err != nil {
+		if stopped := a.stopped(ctx, out, err); stopped != nil {
+			return out, stopped
+		}
 		return out, &Error{Op: "verify", Code: CodeStateUnavailable, Err: err}
 	}
 	log.Info("bundle verified", "files", res.Files, "bytes", res.Size, "services", strings.Join(res.Services, ","))
@@ -207,6 +210,9 @@ func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bu
 // failAfterPromote restores the previous release (or, when there is none, takes the
 // failed one down), then reports the failure.
 func (a *Agent) failAfterPromote(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time) (Outcome, error) {
+	if stopped := a.stopped(ctx, out, cause); stopped != nil {
+		return out, stopped
+	}
 	failed := st.LiveSHA
 	prev := st.PreviousSHA
 	if prev != "" && prev != failed {
@@ -274,8 +280,24 @@ func (l refusalList) Error() string {
 
 func (l refusalList) Unwrap() error { return l.r }
 
+// stopped returns a temporary error when ctx was cancelled (a signal, or the caller
+// giving up): a stop is treated like a crash, not like a failure of the sha. Nothing
+// is restored, remembered as failed or reported; the release stays where it is, and
+// the next tick resumes (a promoted release converges without a new lease).
+func (a *Agent) stopped(ctx context.Context, out Outcome, cause error) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	a.log.Warn("the tick was stopped mid-way; leaving the release where it is, the next tick resumes",
+		"sha", short(out.SHA), "err", cause)
+	return &Error{Op: "tick stopped", Code: CodeInterrupted, Err: errors.Join(ctx.Err(), cause)}
+}
+
 // fail records a failed sha and reports it.
 func (a *Agent) fail(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time) (Outcome, error) {
+	if stopped := a.stopped(ctx, out, cause); stopped != nil {
+		return out, stopped
+	}
 	code := CodeOf(cause)
 	detail := a.red.Redact(cause.Error())
 	st.rememberFailure(out.SHA, Failure{Serial: out.Serial, Code: code, Detail: detail, At: a.now()})

@@ -1,6 +1,7 @@
 package deployd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -35,6 +36,7 @@ const (
 	CodeLocked           = "LOCKED"
 	CodeConfigInvalid    = "CONFIG_INVALID"
 	CodeStateUnavailable = "STATE_UNAVAILABLE"
+	CodeInterrupted      = "INTERRUPTED"
 )
 
 var (
@@ -109,6 +111,10 @@ func IsTemporary(err error) bool {
 		return false
 	}
 	if errors.Is(err, ErrLocked) || errors.Is(err, fsutil.ErrLocked) {
+		return true
+	}
+	// A tick stopped by a signal or a caller's deadline is resumed by the next one.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	return tenancy.IsTemporary(err) || bao.IsTemporary(err)
