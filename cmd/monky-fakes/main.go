@@ -73,7 +73,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	srv := &http.Server{Handler: admin.New(ten, bao, log.With("fake", "admin")), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	defer srv.Close()
+	// Backstop for the early returns; the normal path shuts down gracefully below.
+	// Close only reports errors of closing listeners, and the process is exiting.
+	defer func() { _ = srv.Close() }()
 
 	line, _ := json.Marshal(addresses{TenancyURL: ten.URL(), BaoAddr: bao.URL(), AdminURL: "http://" + ln.Addr().String()})
 	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {

@@ -128,7 +128,7 @@ func New(cfg Config) (*Client, error) {
 	for _, f := range cfg.Files {
 		if f == "" || path.IsAbs(f) || filepath.IsAbs(f) || strings.Contains(f, "\\") ||
 			slicesContains(strings.Split(f, "/"), "..") {
-			return nil, fmt.Errorf("compose: compose file %q: want a path relative to the project directory, without ..", f)
+			return nil, fmt.Errorf("compose: compose file %q: want a path relative to the project directory, without \"..\" elements", f)
 		}
 		c.base = append(c.base, "-f", f)
 	}

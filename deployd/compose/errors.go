@@ -65,10 +65,10 @@ func (e *Error) Is(target error) bool { return target != nil && target == e.Kind
 
 // Code returns the stable code of the error: APPLY_FAILED, UNHEALTHY or HEALTH_TIMEOUT.
 func (e *Error) Code() string {
-	switch e.Kind {
-	case ErrUnhealthy:
+	switch k := e.Kind; {
+	case errors.Is(k, ErrUnhealthy):
 		return CodeUnhealthy
-	case ErrHealthTimeout:
+	case errors.Is(k, ErrHealthTimeout):
 		return CodeHealthTimeout
 	default:
 		return CodeApplyFailed

@@ -213,7 +213,7 @@ func notReadyNames(expected []string, states []ServiceState) []string {
 	}
 	var names []string
 	for _, s := range states {
-		if !(s.State == "running" && (s.Health == "" || s.Health == "healthy")) && s.State != "exited" {
+		if (s.State != "running" || (s.Health != "" && s.Health != "healthy")) && s.State != "exited" {
 			names = append(names, s.Name)
 		}
 	}

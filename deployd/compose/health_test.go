@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -214,7 +215,7 @@ func TestWaitHealthy(t *testing.T) {
 				if tc.wantDetail != "" {
 					assert.Equal(t, tc.wantDetail, e.Detail)
 				}
-				if tc.wantErr == ErrUnhealthy {
+				if errors.Is(tc.wantErr, ErrUnhealthy) {
 					assert.Equal(t, CodeUnhealthy, e.Code())
 					assert.Less(t, elapsed, timeout/2, "unhealthy fails fast, long before the timeout")
 				} else {

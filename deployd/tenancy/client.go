@@ -358,7 +358,7 @@ func (c *Client) Bundle(ctx context.Context, sha string, w io.Writer) (int64, er
 	if err != nil {
 		return 0, err
 	}
-	defer drainClose(resp.Body)
+	defer drainClose(resp)
 	c.logCall(ctx, op, resp.StatusCode, start)
 	if resp.StatusCode != http.StatusOK {
 		return 0, c.statusError(op, resp, tok)
@@ -427,7 +427,7 @@ func (c *Client) callJSON(ctx context.Context, op, path string, body any, want i
 	if err != nil {
 		return err
 	}
-	defer drainClose(resp.Body)
+	defer drainClose(resp)
 	c.logCall(ctx, op, resp.StatusCode, start)
 	ok := resp.StatusCode == want || (want == 0 && resp.StatusCode >= 200 && resp.StatusCode < 300)
 	if !ok {
@@ -556,7 +556,9 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return d.Round(time.Second), true
 }
 
-func drainClose(rc io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
-	_ = rc.Close()
+// drainClose reads a bounded remainder of resp's body, so that the connection can be
+// reused, and closes it. Neither error matters: the response has been dealt with.
+func drainClose(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
 }

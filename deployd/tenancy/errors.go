@@ -103,18 +103,18 @@ func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.K
 
 // Code returns the stable code of the kind ("" for ErrProtocol, which has none).
 func (e *APIError) Code() string {
-	switch e.Kind {
-	case ErrUnauthenticated:
+	switch k := e.Kind; {
+	case errors.Is(k, ErrUnauthenticated):
 		return CodeUnauthenticated
-	case ErrEnvMismatch:
+	case errors.Is(k, ErrEnvMismatch):
 		return CodeEnvMismatch
-	case ErrRateLimited:
+	case errors.Is(k, ErrRateLimited):
 		return CodeRateLimited
-	case ErrLeaseShape:
+	case errors.Is(k, ErrLeaseShape):
 		return CodeLeaseShape
-	case ErrUnavailable:
+	case errors.Is(k, ErrUnavailable):
 		return CodeUnavailable
-	case ErrBundleTooLarge:
+	case errors.Is(k, ErrBundleTooLarge):
 		return CodeBundleMalformed
 	default:
 		return ""

@@ -58,10 +58,10 @@ func (h *captureWarnings) Fire(e *logrus.Entry) error {
 	return nil
 }
 
-// composeBlanks runs compose-go's own substitution and returns its output, its error
-// and the variables it blanked with a warning. Test-only: it swaps the global logrus
+// composeBlanks runs compose-go's own substitution and returns its output, the
+// variables it blanked with a warning and its error. Test-only: it swaps the global logrus
 // hooks and output for the duration of the call.
-func composeBlanks(s string, mapping template.Mapping) (string, error, []string) {
+func composeBlanks(s string, mapping template.Mapping) (string, []string, error) {
 	std := logrus.StandardLogger()
 	hook := &captureWarnings{}
 	oldHooks := std.ReplaceHooks(logrus.LevelHooks{})
@@ -73,7 +73,7 @@ func composeBlanks(s string, mapping template.Mapping) (string, error, []string)
 		std.SetOutput(oldOut)
 	}()
 	out, err := template.Substitute(s, mapping)
-	return out, err, hook.names
+	return out, hook.names, err
 }
 
 var resolverSeeds = []string{
@@ -98,7 +98,7 @@ func testMapping(name string) (string, bool) {
 // checkAgainstCompose asserts that the strict resolver agrees with compose-go's own
 // substitution: same output, and exactly the variables compose-go blanks or requires.
 func checkAgainstCompose(t *testing.T, s string) {
-	want, wantErr, blanked := composeBlanks(s, testMapping)
+	want, blanked, wantErr := composeBlanks(s, testMapping)
 	r := &resolver{lookup: testMapping, unresolved: map[string]string{}}
 	got, gotErr := r.substitute(s)
 

@@ -52,13 +52,12 @@ func projectServices(dir string, files []string) (services, healthchecks []strin
 			return nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for name, svc := range doc.Services {
-			prev := hc[name]
-			switch {
-			case svc.Healthcheck == nil:
-				hc[name] = prev
-			default:
-				hc[name] = !svc.Healthcheck.Disable
+			// Without a healthcheck section the service keeps what earlier files said.
+			has := hc[name]
+			if svc.Healthcheck != nil {
+				has = !svc.Healthcheck.Disable
 			}
+			hc[name] = has
 		}
 	}
 	for name, has := range hc {

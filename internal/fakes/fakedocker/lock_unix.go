@@ -3,6 +3,7 @@
 package fakedocker
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -15,16 +16,16 @@ func lockFile(path string) (func(), error) {
 	}
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
+		if !errors.Is(err, syscall.EINTR) {
 			break
 		}
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close() // the flock error is the one to report; the file is only a lock
 		return nil, err
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		_ = f.Close() // closing releases the lock too; there is nothing to do on failure
 	}, nil
 }

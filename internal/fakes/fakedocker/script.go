@@ -112,7 +112,7 @@ func ReadScript(path string) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only: a close error loses nothing
 	dec := json.NewDecoder(f)
 	dec.DisallowUnknownFields()
 	var s Script

@@ -58,9 +58,10 @@ func writeStatus(path string, st Status) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	// Cleans up after a failure; after the rename there is nothing left to remove.
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
+		_ = tmp.Close() // the write error is the one to report; the file is removed
 		return err
 	}
 	if err := tmp.Close(); err != nil {

@@ -18,7 +18,13 @@ import (
 	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 )
 
-func post(t *testing.T, url, bearer, path string, body any) (*http.Response, []byte) {
+// reply is what post keeps of a response once its body is read and closed.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func post(t *testing.T, url, bearer, path string, body any) (reply, []byte) {
 	t.Helper()
 	data, err := json.Marshal(body)
 	require.NoError(t, err)
@@ -30,7 +36,7 @@ func post(t *testing.T, url, bearer, path string, body any) (*http.Response, []b
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp, out
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, out
 }
 
 type clock struct {
@@ -51,7 +57,7 @@ func TestLeaseBudgetRollingWindow(t *testing.T) {
 	tok := auth.Token("env-dev-01")
 	sha, _, err := s.PublishBundle("env-dev-01", deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"}).Data)
 	require.NoError(t, err)
-	lease := func() *http.Response {
+	lease := func() reply {
 		resp, _ := post(t, s.URL(), tok, "/v1/agent/lease", map[string]string{"env_id": "env-dev-01", "sha": sha})
 		return resp
 	}

@@ -54,7 +54,7 @@ func TestBrokenTarget(t *testing.T) {
 		opts.LeaseBudget = 1000
 	}
 	s, auth := newFake(t, opts)
-	var h http.Handler = s.Handler()
+	h := s.Handler()
 	switch mutation {
 	case "echo_bearer":
 		s.SetFaults(faketenancy.Faults{EchoBearer: true})

@@ -121,12 +121,9 @@ func (d *Docker) Status() fakedocker.Status {
 	return st
 }
 
-// goToolPath finds the go tool of the running toolchain, else the one on PATH.
+// goToolPath finds the go tool on PATH; under go test that is the running toolchain's,
+// since go test puts its GOROOT/bin first on PATH.
 func goToolPath() (string, error) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err == nil {
-		return goTool, nil
-	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("no go tool to build the fake docker: %w", err)
@@ -154,7 +151,7 @@ func build() (string, error) {
 	cmd.Dir = filepath.Dir(self)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build cmd/fake-docker: %v: %s", err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("go build cmd/fake-docker: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return dir, nil
 }
