@@ -137,7 +137,7 @@ func (f *applyFloor) run(data []byte, sha string) {
 // BenchmarkApply50 applies a new serial of a 50-service bundle per iteration, in
 // process, with the fake docker: check-in, download, verify, lease, OpenBao login,
 // stage, promote, compose up, health, report, prune. Publishing is untimed. It reports
-// the split by phase and x-floor against applyFloor, run after each apply.
+// the split by phase and x-floor against applyFloor, run next to each apply.
 func BenchmarkApply50(b *testing.B) {
 	p := newApplier(b, applyServices)
 	f := newApplyFloor(b, applyServices)

@@ -169,11 +169,13 @@ func run(tb testing.TB, env []string, name string, args ...string) time.Duration
 	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
-// ratio runs prepare (untimed), then work (timed) b.N times, and after each work the
-// floor with the timer stopped. It reports floor-ns/op (the mean) and x-floor: the
-// median over the iterations of work's time divided by the floor's time just after
-// it. Interleaving makes a burst of load hit both sides of a pair; the median keeps a
-// burst that hit one side only from moving the figure.
+// ratio runs prepare (untimed), then work (timed) b.N times, and next to each work
+// the floor with the timer stopped: after it on even iterations, before it on odd
+// ones, so that neither side always inherits the other's leftovers (dirty pages, a
+// warm cache). It reports floor-ns/op (the mean) and x-floor: the median over the
+// iterations of work's time divided by its floor's. Interleaving makes a burst of
+// load hit both sides of a pair; the median keeps a burst that hit one side only from
+// moving the figure.
 //
 // work and floor return the CPU time of the processes they ran (0 in process). When
 // the floor's is not 0, ratio also reports cpu-ns/op and floor-cpu-ns/op (means) and
@@ -184,20 +186,30 @@ func ratio(b *testing.B, prepare func(), work, floor func() time.Duration) {
 	var f, wCPU, fCPU time.Duration
 	ratios := make([]float64, 0, b.N)
 	b.ResetTimer()
-	for range b.N {
+	timeFloor := func() time.Duration {
+		t := time.Now()
+		fCPU += floor()
+		fi := time.Since(t)
+		f += fi
+		return fi
+	}
+	for i := range b.N {
+		b.StopTimer()
 		if prepare != nil {
-			b.StopTimer()
 			prepare()
-			b.StartTimer()
 		}
+		var fi time.Duration
+		if i%2 == 1 {
+			fi = timeFloor()
+		}
+		b.StartTimer()
 		t := time.Now()
 		wCPU += work()
 		w := time.Since(t)
 		b.StopTimer()
-		t = time.Now()
-		fCPU += floor()
-		fi := time.Since(t)
-		f += fi
+		if i%2 == 0 {
+			fi = timeFloor()
+		}
 		ratios = append(ratios, float64(w)/float64(fi))
 		b.StartTimer()
 	}

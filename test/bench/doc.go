@@ -9,7 +9,7 @@
 //
 //   - BenchmarkIdleTick runs `monky-deployd run --config …` (built once, with the flags
 //     of packaging/build-deb.sh) as a whole process against the loopback fakes, with
-//     the desired action none, and after each run (timer stopped) the floor program,
+//     the desired action none, and next to each run (timer stopped) the floor program,
 //     which sends one check-in-sized POST with a bearer to the fake tenancy. It reports
 //     the agent's ns/op, floor-ns/op and x-floor (the ratio). BenchmarkIdleTickFloor is
 //     the floor alone.
@@ -30,7 +30,8 @@
 //
 // # Decisions
 //
-//   - Ratios are measured interleaved (one floor run after each agent run), so that a
+//   - Ratios are measured interleaved (one floor run next to each agent run, after it
+//     and before it in turn), so that a
 //     burst of load hits both sides alike, and x-floor is the median of the per-pair
 //     ratios, so that a burst that hit one side only does not move it. The floor runs
 //     with the benchmark timer stopped, so ns/op stays the agent's own figure.

@@ -54,7 +54,7 @@ func expectCheckins(b *testing.B, x *box, before, want int) {
 
 // BenchmarkIdleTick is the timer's idle tick as a whole process: exec, config, token
 // lookup, check-in (action none), state save, exit 0. Floor: the floor program's one
-// POST, run after each tick.
+// POST, run next to each tick.
 func BenchmarkIdleTick(b *testing.B) {
 	x := idleBox(b)
 	agent, floor := agentRun(b, x), floorRun(b, x)
