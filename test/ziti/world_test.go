@@ -1,0 +1,167 @@
+package zitimesh
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/openziti/sdk-golang/ziti"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakebao"
+	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+)
+
+// Names of the OpenZiti network the tests build.
+const (
+	tenancyService = "monky-tenancy"
+	tenancyHostID  = "tenancy-host"
+	boxID          = "box-01"     // Dial policy through #boxes
+	loopBoxID      = "box-loop"   // Dial policy through #boxes; used by the loop test alone
+	noDialBoxID    = "box-nodial" // enrolled, but no Dial policy names it
+	tenancyName    = "tenancy.monky.internal"
+	envID          = "env-dev-01"
+)
+
+// world is a mesh with the tenancy service hosted on it, and the fakes behind it.
+type world struct {
+	mesh *mesh
+	bao  *fakebao.Server
+	ten  *faketenancy.Server
+
+	// ids maps an identity name to its enrolled identity JSON file.
+	ids map[string]string
+	// caFile is the PEM of the CA that signed the tenancy host's TLS certificate.
+	caFile string
+	// tcpURL is the fake tenancy on plain loopback HTTP, for the system transport.
+	tcpURL string
+	// meshHits and tcpHits count the requests that reached the fake tenancy through
+	// the OpenZiti service and through loopback TCP.
+	meshHits, tcpHits *countingHandler
+}
+
+// newWorld builds a world in dir: the quickstart, the identities, the service and its
+// policies, the fakes, and the fake tenancy hosted on the service through the SDK (with
+// TLS for tenancy.monky.internal) and also on loopback TCP. Everything is stopped by
+// tb.Cleanup.
+func newWorld(tb testing.TB, zitiBin, dir string) *world {
+	tb.Helper()
+	start := time.Now()
+	m := startMesh(tb, zitiBin, dir)
+	tb.Logf("mesh up in %s (controller %s, router port %d)", time.Since(start).Round(time.Millisecond), m.ctrl, m.router)
+
+	w := &world{mesh: m, ids: map[string]string{}}
+	w.ids[tenancyHostID] = m.identity(tb, tenancyHostID, "tenancy-hosts")
+	w.ids[boxID] = m.identity(tb, boxID, "boxes")
+	w.ids[loopBoxID] = m.identity(tb, loopBoxID, "boxes")
+	w.ids[noDialBoxID] = m.identity(tb, noDialBoxID)
+	m.cli(tb, "edge", "create", "service", tenancyService, "--role-attributes", "tenancy")
+	// The quickstart already made the edge-router policy (#all identities on #public
+	// routers) and the service-edge-router policy (#all services on #all routers).
+	m.cli(tb, "edge", "create", "service-policy", "tenancy-bind", "Bind",
+		"--service-roles", "@"+tenancyService, "--identity-roles", "#tenancy-hosts")
+	m.cli(tb, "edge", "create", "service-policy", "tenancy-dial", "Dial",
+		"--service-roles", "@"+tenancyService, "--identity-roles", "#boxes")
+
+	w.bao = fakebao.New(fakebao.Options{})
+	tb.Cleanup(w.bao.Close)
+	// A next_checkin_s of 1 lets the loop test tick every second.
+	w.ten = faketenancy.NewUnstarted(faketenancy.Options{Authority: w.bao, NextCheckin: time.Second})
+	w.meshHits = &countingHandler{next: w.ten.Handler()}
+	w.tcpHits = &countingHandler{next: w.ten.Handler()}
+
+	ca, leaf := tlsPair(tb, tenancyName)
+	w.caFile = filepath.Join(dir, "tenancy-ca.pem")
+	require.NoError(tb, os.WriteFile(w.caFile, ca, 0o644))
+
+	w.host(tb, leaf)
+	m.waitTerminator(tb, tenancyService)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	tcp := &http.Server{Handler: w.tcpHits, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = tcp.Serve(ln) }()
+	tb.Cleanup(func() { _ = tcp.Close() })
+	w.tcpURL = "http://" + ln.Addr().String()
+	tb.Logf("world ready in %s", time.Since(start).Round(time.Millisecond))
+	return w
+}
+
+// host binds the tenancy service with the tenancy host's identity and serves the fake
+// tenancy on it over TLS.
+func (w *world) host(tb testing.TB, leaf tls.Certificate) {
+	tb.Helper()
+	// The SDK of the tenancy host logs through this process's logrus: into a file, so
+	// that the test output stays readable (it also carries the host's session tokens).
+	hostLog, err := os.Create(filepath.Join(w.mesh.home, "tenancy-host.log"))
+	require.NoError(tb, err)
+	logrus.SetOutput(hostLog)
+	tb.Cleanup(func() { logrus.SetOutput(os.Stderr); _ = hostLog.Close() })
+	cfg, err := ziti.NewConfigFromFile(w.ids[tenancyHostID])
+	require.NoError(tb, err)
+	zctx, err := ziti.NewContext(cfg)
+	require.NoError(tb, err)
+	ln, err := zctx.Listen(tenancyService)
+	require.NoError(tb, err, "bind %s", tenancyService)
+	tlsLn := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12})
+	srv := &http.Server{Handler: w.meshHits, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(tlsLn) }()
+	tb.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			tb.Logf("tenancy host stopped: %v", err)
+		}
+		zctx.Close()
+	})
+}
+
+// tlsPair makes a CA and a server certificate for name signed by it. It returns the
+// CA's PEM and the server's key pair.
+func tlsPair(tb testing.TB, name string) ([]byte, tls.Certificate) {
+	tb.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(tb, err)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "zitimesh test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	require.NoError(tb, err)
+	caCert, err := x509.ParseCertificate(caDER)
+	require.NoError(tb, err)
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(tb, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	require.NoError(tb, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
