@@ -58,7 +58,9 @@
 //     unconfined (with "=" or ":"), label=disable;
 //   - bind mounts whose normalised source is outside ReleaseDir (absolute host paths,
 //     "../" escapes, "~"), with the docker socket (any docker.sock) and other *.sock
-//     named explicitly; npipe mounts; named volumes of the local driver that bind a
+//     named explicitly; a bind of the release directory itself or of its .env (the
+//     rendered .env holds every secret of the environment, not only those the service
+//     names); npipe mounts; named volumes of the local driver that bind a
 //     host path (driver_opts o=bind with a device) or mount a host device or path
 //     (a device starting with "/", but not a "//server/share" network share);
 //     use_api_socket;

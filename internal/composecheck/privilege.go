@@ -264,8 +264,14 @@ func (s *scanner) volume(v types.ServiceVolumeConfig) {
 		case strings.HasSuffix(v.Source, ".sock"):
 			s.add("volumes: bind mount of a host unix socket at %s", target)
 		default:
-			if _, ok := inRelease(v.Source); !ok {
+			rel, ok := inRelease(v.Source)
+			switch {
+			case !ok:
 				s.add("volumes: bind mount from outside the release at %s", target)
+			case rel == "." || rel == renderedEnv:
+				// The release root holds the rendered .env: every secret of the
+				// environment, not only those this service names.
+				s.add("volumes: bind mount of the release directory or its .env at %s exposes every secret of the environment; mount a subdirectory", target)
 			}
 		}
 	case types.VolumeTypeNamedPipe:
