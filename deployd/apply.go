@@ -157,15 +157,13 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		return a.fail(ctx, st, out, err, "", started)
 	}
 	// Promote: `current` swapped atomically.
-	prev, prevConfirmed := st.LiveSHA, st.Confirmed
+	prev := st.LiveSHA
 	if err := fsutil.SwapSymlink(filepath.Join("releases", inst.SHA), a.cfg.CurrentLink()); err != nil {
 		return a.fail(ctx, st, out, &Error{Op: "promote", Code: CodeApplyFailed, Err: err}, "", started)
 	}
 	now := a.now()
 	_ = os.Chtimes(filepath.Join(a.cfg.ReleasesDir(), inst.SHA), now, now)
-	if prev != inst.SHA && prevConfirmed {
-		st.PreviousSHA = prev
-	}
+	st.PreviousSHA = prev // what the box served: "" when nothing (after a down)
 	st.LiveSHA, st.LiveSerial, st.Confirmed = inst.SHA, res.Manifest.Serial, false
 	if err := a.saveState(st); err != nil {
 		log.Warn("could not save the state after promote; the next tick repairs it from the current symlink", "err", err)
