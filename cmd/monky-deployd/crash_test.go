@@ -392,3 +392,23 @@ func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// TestCrashDuringDown: a SIGKILL during compose down leaves current on the live release
+// (complete); the next run takes it down and reports down.
+func TestCrashDuringDown(t *testing.T) {
+	c := newCrashBox(t)
+	c.setDesired(faketenancy.Desired{Action: "down"})
+	c.setScript(fastScript(map[string]fakedocker.Command{"down": {Delay: fakedocker.Duration(30 * time.Second)}}))
+	p := c.start([]string{"run", "--config", c.cfgPath})
+	waitFor(t, 30*time.Second, "compose down", func() bool { return len(c.dockerCalls("down")) > 0 })
+	p.kill(t)
+	assert.Equal(t, c.oldSHA, c.checkInvariant(t, "after a kill during down"))
+	c.setScript(fastScript(nil))
+	res := c.tick()
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Equal(t, "", c.live())
+	assert.Equal(t, "down", c.lastReport().Result)
+	assert.Len(t, c.dockerCalls("down"), 2)
+	assert.False(t, c.docker.Status().Up)
+	assert.Empty(t, c.state().LiveSHA)
+}

@@ -282,3 +282,37 @@ func countBao(b *box, part string) int {
 	}
 	return n
 }
+
+// TestBinaryBootstrapGrantFlag: bootstrap --grant consumes the named grant, not the
+// config's.
+func TestBinaryBootstrapGrantFlag(t *testing.T) {
+	b := newBox(t, boxOpts{noGrant: true})
+	b.setDesired(faketenancy.Desired{Action: "none"})
+	grant := filepath.Join(b.dir, "handed-over.jwt")
+	require.NoError(t, os.WriteFile(grant, []byte(b.bao.MintGrant(b.env)+"\n"), 0o600))
+	res := b.run([]string{"bootstrap", "--config", b.cfgPath, "--grant", grant})
+	require.Equal(t, 0, res.code, res.stderr)
+	_, err := os.Stat(grant)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the named grant is consumed")
+	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/checkin"), "confirmed by a check-in")
+	// Used again, the grant is gone: exit 1 with a message naming the path.
+	res = b.run([]string{"bootstrap", "--config", b.cfgPath, "--grant", grant})
+	assert.Equal(t, deployd.ExitFailed, res.code)
+	assert.Contains(t, res.stderr, "handed-over.jwt")
+	res = b.tick()
+	assert.Equal(t, 0, res.code, "the stored token serves the next run:\n%s", res.stderr)
+}
+
+// TestBinaryLoopSignalDuringTick: SIGTERM while a tick of run --loop is busy ends the
+// loop with 0.
+func TestBinaryLoopSignalDuringTick(t *testing.T) {
+	b := newBox(t, boxOpts{script: fastScript(map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(30 * time.Second)}})})
+	b.publish(sample.App(b.env, 1))
+	p := b.start([]string{"run", "--config", b.cfgPath, "--loop", "--interval", "100ms"})
+	waitFor(t, 30*time.Second, "compose up", func() bool { return len(b.dockerCalls("up")) > 0 })
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	res := p.wait(t, 30*time.Second)
+	assert.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "stopping the loop on a signal")
+	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/checkin"), "no further tick after the signal")
+}
