@@ -58,7 +58,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		return a.up(ctx, st, out, inst.SHA, m, started)
 	}
 
-	if err := os.MkdirAll(a.cfg.ReleasesDir(), 0o755); err != nil {
+	if err := mkdirMode(a.cfg.ReleasesDir(), 0o755); err != nil {
 		return out, &Error{Op: "releases directory", Code: CodeStateUnavailable, Err: err}
 	}
 	// Download into a hidden file beside the releases: streamed, capped, removed after.
@@ -348,6 +348,10 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
 	}
+	// The final mode whatever the umask: container users read the release.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+	}
 	if _, err := f.Seek(0, 0); err != nil {
 		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
 	}
@@ -547,6 +551,15 @@ func (a *Agent) releaseSerial(sha string) int64 {
 		return 0
 	}
 	return m.Serial
+}
+
+// mkdirMode creates dir (and its parents) and gives dir itself mode perm, whatever the
+// process umask.
+func mkdirMode(dir string, perm os.FileMode) error {
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	return os.Chmod(dir, perm)
 }
 
 func readManifest(dir string) (bundle.Manifest, error) {

@@ -43,7 +43,7 @@ type Outcome struct {
 func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	start := a.now()
 	var out Outcome
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
 		return out, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())
@@ -222,7 +222,7 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 	if grantPath == "" {
 		grantPath = a.cfg.BootstrapGrant
 	}
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
 		return Outcome{}, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())
