@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,25 +43,21 @@ func zitiBinary(tb testing.TB) string {
 	return p
 }
 
-// binaries builds the agent and the fake docker (as "docker") once per test process.
-var binaries = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "zitimesh-bin-")
-	if err != nil {
-		return "", err
-	}
+// buildBinaries builds the agent and the fake docker (as "docker") into a directory
+// of tb and returns it. The go build cache makes every build after the first cheap.
+func buildBinaries(tb testing.TB) string {
+	tb.Helper()
 	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	require.NoError(tb, err, "the tests build the agent and need go on PATH")
+	dir := tb.TempDir()
 	for pkg, out := range map[string]string{"./cmd/monky-deployd": "monky-deployd", "./cmd/fake-docker": "docker"} {
 		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, out), pkg)
 		cmd.Dir = filepath.Join("..", "..")
-		if data, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, data)
-		}
+		data, err := cmd.CombinedOutput()
+		require.NoError(tb, err, "go build %s:\n%s", pkg, data)
 	}
-	return dir, nil
-})
+	return dir
+}
 
 // box is one box's directories and the agent binary that runs for it.
 type box struct {
@@ -77,8 +72,7 @@ type box struct {
 
 func newBox(tb testing.TB, baoAddr string) *box {
 	tb.Helper()
-	bin, err := binaries()
-	require.NoError(tb, err)
+	bin := buildBinaries(tb)
 	dir := tb.TempDir()
 	return &box{
 		dir: dir, bin: bin, baoAddr: baoAddr,

@@ -205,6 +205,7 @@ func testLoop(t *testing.T, w *world, b *box) {
 	all := strings.Join(seen, "\n")
 	requireSlog(t, all)
 	assert.Regexp(t, sdkRecord, all, "no record of the OpenZiti SDK reached the log; stderr:\n%s", all)
+	t.Logf("an OpenZiti SDK record, as the agent logged it: %s", sdkRecord.FindString(all))
 	assert.NotRegexp(t, jwtShape, all, "a JWT (an OpenZiti session token?) reached the log")
 }
 
