@@ -218,11 +218,9 @@ func TestBinaryLoop(t *testing.T) {
 			gap := failing[i].Sub(failing[i-1])
 			want := interval << (i - 1)
 			t.Logf("pause %d after a 75: %s (backoff %s)", i, gap.Round(time.Millisecond), want)
-			assert.GreaterOrEqual(t, gap, want*9/10, "the pause after failure %d is at least the backoff minus the jitter", i)
+			// A lower bound only: a loaded machine may stretch a pause, never shorten it.
+			assert.GreaterOrEqual(t, gap, want*9/10, "the pause after failure %d is at least the backoff minus the jitter: no busy loop", i)
 		}
-		// Not a busy loop: the pauses grow.
-		last, first := failing[4].Sub(failing[3]), failing[1].Sub(failing[0])
-		assert.Greater(t, last, 4*first, "the fourth pause is about 8× the first")
 		all := checkins()
 		gap := all[len(all)-1].Sub(all[len(all)-2])
 		t.Logf("pause after a success: %s (next_checkin_s 1)", gap.Round(time.Millisecond))
