@@ -134,7 +134,7 @@ func binaries(tb testing.TB) (agent, floor string) {
 				"-o", filepath.Join(buildDir, p.out), p.pkg)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v: %s", p.pkg, err, strings.TrimSpace(string(out)))
+				buildErr = fmt.Errorf("go build %s: %w: %s", p.pkg, err, strings.TrimSpace(string(out)))
 				return
 			}
 		}

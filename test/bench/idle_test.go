@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,10 +78,11 @@ func BenchmarkIdleTick(b *testing.B) {
 func BenchmarkIdleTickNoSystemRoots(b *testing.B) {
 	x := idleBox(b)
 	empty := b.TempDir()
-	if err := os.WriteFile(empty+"/none.pem", nil, 0o644); err != nil {
+	none := filepath.Join(empty, "none.pem")
+	if err := os.WriteFile(none, nil, 0o644); err != nil {
 		b.Fatal(err)
 	}
-	agent := agentRun(b, x, "SSL_CERT_FILE="+empty+"/none.pem", "SSL_CERT_DIR="+empty)
+	agent := agentRun(b, x, "SSL_CERT_FILE="+none, "SSL_CERT_DIR="+empty)
 	floor := floorRun(b, x)
 	agent()
 	floor()
@@ -139,9 +141,10 @@ func BenchmarkIdleTickInProcess(b *testing.B) {
 // BenchmarkIdleTickCold is what `run` does in process, from the config file on:
 // LoadConfig, deployd.New (transport, clients, redactor), one tick, Close. The gap to
 // BenchmarkIdleTickInProcess is the cost of building an agent, which a timer tick pays
-// every time; per-process caches (the system certificate pool, the docker version)
-// stay warm here, so BenchmarkIdleTick minus BenchmarkStartup minus this is what they
-// cost. Floor: as BenchmarkIdleTickInProcess.
+// every time, including the `docker version` subprocess (the Agent caches it, so a new
+// Agent runs it again: docker-execs/op). The system certificate pool, which crypto/x509
+// caches per process, stays warm here: BenchmarkIdleTick minus BenchmarkStartup minus
+// this is mostly its loading. Floor: as BenchmarkIdleTickInProcess.
 func BenchmarkIdleTickCold(b *testing.B) {
 	x := idleBox(b)
 	tick := func() {
@@ -237,7 +240,7 @@ func (p *poster) do() error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("floor check-in answered %d", resp.StatusCode)

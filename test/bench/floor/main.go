@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, rt http.RoundTripper, stderr io.Wri
 		fmt.Fprintf(stderr, "floor: %v\n", err)
 		return 1
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		// The status only: an error body could echo what it was sent.
