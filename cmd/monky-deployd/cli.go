@@ -398,8 +398,11 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	}
 	defer func() { _ = f.Close() }() // read-only
 	exp := bundle.Expect{EnvID: *env, SHA: *sha, LiveSerial: *liveSerial, Rollback: *rollback}
-	if *allow != "" {
-		exp.AllowPrivileged = strings.Split(*allow, ",")
+	for _, svc := range strings.Split(*allow, ",") {
+		// "web, worker" as an operator types it: the spaces are not part of the names.
+		if svc = strings.TrimSpace(svc); svc != "" {
+			exp.AllowPrivileged = append(exp.AllowPrivileged, svc)
+		}
 	}
 	res, err := bundle.Verify(ctx, f, exp)
 	var refused *bundle.RefusedError

@@ -175,6 +175,10 @@ func TestVerify(t *testing.T) {
 		{name: "refused, human", bundle: "refused.tar", args: []string{"--env", "env-dev-01"}, code: 1, golden: "verify-refused.txt"},
 		{name: "privileged allowed", bundle: "refused.tar", args: []string{"--env", "env-dev-01", "--allow-privileged", "web", "--json"}, code: 1,
 			refusals: []string{"UNRESOLVED_VARS"}},
+		{name: "privileged allowed, spaced list", bundle: "refused.tar", args: []string{"--env", "env-dev-01", "--allow-privileged", " worker , web ,", "--json"}, code: 1,
+			refusals: []string{"UNRESOLVED_VARS"}},
+		{name: "privileged allowed for another service", bundle: "refused.tar", args: []string{"--env", "env-dev-01", "--allow-privileged", "worker", "--json"}, code: 1,
+			refusals: []string{"PRIVILEGED", "PRIVILEGED", "UNRESOLVED_VARS"}},
 		{name: "not a bundle, json", bundle: "not-a-bundle.txt", args: []string{"--env", "env-dev-01", "--json"}, code: 1,
 			golden: "verify-not-a-bundle.json", refusals: []string{"BUNDLE_MALFORMED"}},
 		{name: "not a bundle, human", bundle: "not-a-bundle.txt", args: []string{"--env", "env-dev-01"}, code: 1, golden: "verify-not-a-bundle.txt"},
@@ -330,6 +334,17 @@ func TestStatus(t *testing.T) {
 		require.NotNil(t, v.State.EnvMismatch)
 		assert.Equal(t, "env-dev-01", v.State.EnvMismatch.EnvID)
 		assert.Equal(t, "AGENT_ENV_MISMATCH", v.State.LastCode)
+	})
+
+	t.Run("corrupt state", func(t *testing.T) {
+		b := newBox(t, boxOpts{})
+		require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
+		require.NoError(t, os.WriteFile(b.cfg.StatePath(), []byte("{not json"), 0o600))
+		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "state.json is corrupt")
+		assert.Contains(t, r.stderr, "the next run moves it aside")
+		assert.Empty(t, r.stdout)
 	})
 
 	t.Run("bad config", func(t *testing.T) {
