@@ -8,6 +8,13 @@
 //
 // Exit codes: 0 done, 75 temporary (the timer retries), 78 AGENT_ENV_MISMATCH (never
 // retried), 1 anything else, 2 a usage error.
+//
+// verify exits 0 when the bundle is accepted and 1 when it is refused, a file that is
+// not a bundle at all included (its --json is still {"sha":"","refusals":[…]}); a
+// bundle file that cannot be opened is a usage error, 2. A result of verify, status or
+// version that cannot be written to stdout (a closed pipe) exits 1, never a silent 0.
+// run --loop ends with 0 on SIGTERM or SIGINT, with 78 on AGENT_ENV_MISMATCH; after a
+// 75 it waits --interval, doubled after each further 75 up to 15 minutes (±10% jitter).
 package main
 
 import (
