@@ -115,6 +115,20 @@ func TestAgentOverMesh(t *testing.T) {
 		assertTemporary(t, r, `dial OpenZiti service \"monky-tenancy-typo\"`, "sees no such service")
 	})
 
+	t.Run("frozen controller", func(t *testing.T) {
+		// A controller that accepts connections but never answers: the tick gives up
+		// after tenancy.timeout (10s) and is temporary. The message is only the check-in
+		// call's "context deadline exceeded": its deadline and the dial's timeout are
+		// both tenancy.timeout, and net/http returns the call's context error while
+		// the dial (which would name the service) is still waiting.
+		require.NoError(t, w.mesh.cmd.Process.Signal(syscall.SIGSTOP))
+		r := b.run(t, nil, "run", "--config", good)
+		require.NoError(t, w.mesh.cmd.Process.Signal(syscall.SIGCONT))
+		assertTemporary(t, r, "tenancy unavailable", "code=UNAVAILABLE")
+		assert.Less(t, r.elapsed, 20*time.Second, "the 10s timeout bounds the tick")
+		t.Logf("frozen controller: exit %d after %s: %s", r.code, r.elapsed.Round(time.Millisecond), firstLine(r.stderr))
+	})
+
 	t.Run("back to the good config", func(t *testing.T) {
 		r := b.run(t, nil, "run", "--config", good)
 		require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
@@ -207,6 +221,12 @@ func testLoop(t *testing.T, w *world, b *box) {
 	assert.Regexp(t, sdkRecord, all, "no record of the OpenZiti SDK reached the log; stderr:\n%s", all)
 	t.Logf("an OpenZiti SDK record, as the agent logged it: %s", sdkRecord.FindString(all))
 	assert.NotRegexp(t, jwtShape, all, "a JWT (an OpenZiti session token?) reached the log")
+}
+
+// firstLine returns the first line of s.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // countMatching counts the lines that contain sub.
