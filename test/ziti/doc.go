@@ -34,7 +34,9 @@
 //     but PATH, HOME and the quickstart's own ZITI_* settings.
 //   - "A stopped controller" is the quickstart process killed: controller and router
 //     go together, as they would when the box's only controller address is down. The
-//     test that stops it runs last on its mesh.
+//     test that stops it runs last on its mesh. "A frozen controller" is the same
+//     process stopped with SIGSTOP (it accepts connections and never answers) and
+//     resumed with SIGCONT after one tick.
 //   - TLS runs end to end inside the OpenZiti connection, as in production: the test
 //     makes a CA, the tenancy host serves a certificate for tenancy.monky.internal and
 //     the box trusts the CA through tenancy.ca_file.
