@@ -12,25 +12,16 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
 )
 
-// Manifest is the manifest.json of a sample bundle (the wire shape of SPEC §7).
-type Manifest struct {
-	Schema       int                  `json:"schema"`
-	EnvID        string               `json:"env_id"`
-	Serial       int64                `json:"serial"`
-	ComposeFiles []string             `json:"compose_files"`
-	Files        []string             `json:"files"`
-	Vars         map[string]string    `json:"vars"`
-	Secrets      map[string]SecretRef `json:"secrets"`
-	MinFreeMB    int64                `json:"min_free_mb,omitempty"`
-}
-
-// SecretRef names a secret relative to the env's root in OpenBao.
-type SecretRef struct {
-	Path string `json:"path"`
-	Key  string `json:"key"`
-}
+// Manifest and SecretRef are the bundle's own types: the sample writes exactly the
+// manifest.json that deployd/bundle reads.
+type (
+	Manifest  = bundle.Manifest
+	SecretRef = bundle.SecretRef
+)
 
 // Bundle is a bundle under construction: files by path and its manifest. Files lists
 // are filled in by Tar.
