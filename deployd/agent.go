@@ -95,8 +95,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 			Proxy:      cfg.Tenancy.Proxy,
 			CAFile:     cfg.Tenancy.CAFile,
 			ServerName: cfg.Tenancy.ServerName,
-			Timeout:    time.Duration(cfg.Tenancy.Timeout),
-			Logger:     a.log,
+			// Shorter than the call's deadline, so that a dial that hangs (a frozen
+			// controller) ends with the transport's error, which names the service
+			// and the controller, rather than the call's bare deadline.
+			Timeout: time.Duration(cfg.Tenancy.Timeout) * 4 / 5,
+			Logger:  a.log,
 		})
 		if err != nil {
 			return nil, &Error{Op: "tenancy transport", Code: CodeConfigInvalid, Err: err}
