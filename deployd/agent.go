@@ -55,9 +55,6 @@ type Agent struct {
 	tenancy *tenancy.Client
 	bao     *bao.Client
 	closers []func() error
-
-	dockerVer   string
-	dockerVerAt time.Time
 }
 
 // New builds an Agent from a validated config. It opens no connection: the sdk

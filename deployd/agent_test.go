@@ -541,3 +541,20 @@ func TestStateHoldsNoSecret(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(data), strings.TrimSpace(string(tok)))
 }
+
+// TestIdleTickRunsNoSubprocess: the docker version of the check-in is kept in the
+// state for an hour, so that the timer's idle tick (a new process each minute) execs
+// no docker.
+func TestIdleTickRunsNoSubprocess(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.setDesired(deploydtest.Desired{Action: "none"})
+	for range 3 {
+		b.newAgent() // as a new process would
+		_, code := b.tick()
+		require.Equal(t, deployd.ExitOK, code)
+	}
+	assert.Len(t, b.dockerCalls("version"), 1, "docker version once for three processes")
+	for _, c := range b.stack.Checkins(b.env) {
+		assert.NotEmpty(t, c.Host.DockerVersion)
+	}
+}

@@ -55,7 +55,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		if err != nil {
 			return a.fail(ctx, st, out, &Error{Op: "resume", Code: CodeApplyFailed, Err: err}, "", started)
 		}
-		return a.up(ctx, st, out, inst.SHA, m, started)
+		return a.up(ctx, st, out, inst.SHA, m, nil, started)
 	}
 
 	if err := mkdirMode(a.cfg.ReleasesDir(), 0o755); err != nil {
@@ -169,12 +169,13 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		log.Warn("could not save the state after promote; the next tick repairs it from the current symlink", "err", err)
 	}
 	log.Info("promoted the release; running docker compose up", "release", filepath.Join(a.cfg.ReleasesDir(), inst.SHA))
-	return a.up(ctx, st, out, inst.SHA, res.Manifest, started)
+	return a.up(ctx, st, out, inst.SHA, res.Manifest, res.Services, started)
 }
 
 // up runs compose up on the live release and waits for health; on failure it
-// restores the previous release.
-func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bundle.Manifest, started time.Time) (Outcome, error) {
+// restores the previous release. services are the bundle's services as Verify found
+// them; nil (a resumed apply) reads them from the release's compose files.
+func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bundle.Manifest, services []string, started time.Time) (Outcome, error) {
 	cc, err := a.composeFor(sha, m.ComposeFiles)
 	if err != nil {
 		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose", Code: CodeApplyFailed, Err: err}, "", started)
@@ -183,9 +184,10 @@ func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bu
 	if err != nil {
 		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose up", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
 	}
-	services, err := a.services(sha, m)
-	if err != nil {
-		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose services", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
+	if services == nil {
+		if services, err = a.services(sha, m); err != nil {
+			return a.failAfterPromote(ctx, st, out, &Error{Op: "compose services", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
+		}
 	}
 	states, err := cc.WaitHealthy(ctx, compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout), Poll: a.opts.HealthPoll})
 	if err != nil {
@@ -485,10 +487,13 @@ func (a *Agent) services(sha string, m bundle.Manifest) ([]string, error) {
 	return res.Services, nil
 }
 
-// dockerVersion is the docker server version for the check-in, cached for an hour.
-func (a *Agent) dockerVersion(ctx context.Context) string {
-	if a.dockerVer != "" && a.now().Sub(a.dockerVerAt) < dockerVersionTTL {
-		return a.dockerVer
+// dockerVersion is the docker server version for the check-in. It is kept in the
+// state for an hour, so that the idle tick (one process per timer run) runs no
+// subprocess.
+func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
+	now := a.now()
+	if !st.DockerVersionAt.IsZero() && now.Sub(st.DockerVersionAt) < dockerVersionTTL && now.After(st.DockerVersionAt) {
+		return st.DockerVersion
 	}
 	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: existingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
 	if err != nil {
@@ -496,9 +501,9 @@ func (a *Agent) dockerVersion(ctx context.Context) string {
 	}
 	v, err := cc.DockerVersion(ctx)
 	if err != nil {
-		a.log.Debug("could not read the docker version", "err", err)
+		a.log.Debug("could not read the docker version; the check-in sends none", "err", err)
 	}
-	a.dockerVer, a.dockerVerAt = v, a.now()
+	st.DockerVersion, st.DockerVersionAt = v, now
 	return v
 }
 

@@ -51,6 +51,10 @@ type State struct {
 	LastExit int       `json:"last_exit"`
 	// NextCheckin is the interval tenancy asked for at the last check-in.
 	NextCheckin time.Duration `json:"next_checkin_ns,omitempty"`
+	// DockerVersion is the docker server version sent in the check-in, read at
+	// DockerVersionAt and reused for an hour, so that the idle tick runs no subprocess.
+	DockerVersion   string    `json:"docker_version,omitempty"`
+	DockerVersionAt time.Time `json:"docker_version_at,omitzero"`
 	// TokenExpires is when the OpenBao token expires, as last looked up.
 	TokenExpires time.Time `json:"token_expires,omitzero"`
 	// Failed remembers shas that failed on this box, so that they cost no new lease

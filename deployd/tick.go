@@ -313,7 +313,7 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		CurrentSerial: st.LiveSerial,
 		LastResult:    tenancy.Result(st.LastResult),
 		LastCode:      st.LastCode,
-		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx), FreeMB: free},
+		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
 	}
 	inst, err := a.tenancy.Checkin(ctx, req)
 	if err != nil {
