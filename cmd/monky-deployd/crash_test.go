@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -143,6 +144,7 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	t.Helper()
 	leases := len(c.ten.Leases(c.env))
 	c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: fakedocker.Duration(time.Second)}}))
+	c.expireDockerVersion(t)
 	versions, checkins := len(c.dockerCalls("version")), len(c.ten.Checkins(c.env))
 	p := c.start([]string{"run", "--config", c.cfgPath})
 	waitFor(t, 30*time.Second, "the next run's first docker call", func() bool { return len(c.dockerCalls("version")) > versions })
@@ -183,6 +185,25 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	}
 }
 
+// expireDockerVersion drops the docker version the state keeps for an hour, so that the
+// next run calls docker version right after its repair and before its check-in: the
+// tests use that call as a pause point.
+func (c *crashBox) expireDockerVersion(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(c.cfg.StatePath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	require.NoError(t, err)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(data, &st))
+	delete(st, "docker_version")
+	delete(st, "docker_version_at")
+	out, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(c.cfg.StatePath(), out, 0o600))
+}
+
 // crashPoint is a point of an apply at which the binary is stopped.
 type crashPoint struct {
 	// name names the point.
@@ -205,6 +226,7 @@ func crashPoints() []crashPoint {
 			name: "docker version at check-in",
 			arm: func(c *crashBox) {
 				c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: delay}}))
+				c.expireDockerVersion(c.t)
 			},
 			word:     "version",
 			wantLive: func(c *crashBox) string { return c.oldSHA },
