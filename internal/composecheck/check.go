@@ -150,10 +150,17 @@ func Check(ctx context.Context, in Input) Result {
 	var services []string
 	if loadable {
 		project, err := c.load(ctx, configFiles, lookup)
+		if err != nil && len(c.unresolved) > 0 {
+			// The load failed on the empty strings that stand in for unresolved
+			// variables (an empty bind source is not a volume spec). Load once more with
+			// a placeholder inside the release, so that the privilege scan still runs
+			// and the bundle's other refusals are not hidden behind UNRESOLVED_VARS.
+			project, err = c.load(ctx, configFiles, c.placeholders(lookup))
+		}
 		switch {
 		case err != nil && len(c.unresolved) > 0:
-			// The load failed on the empty strings that stand in for unresolved variables;
-			// UNRESOLVED_VARS already says what to fix.
+			// The load failed even with placeholders; UNRESOLVED_VARS already says
+			// what to fix first.
 		case err != nil:
 			c.add(CodeComposeInvalid, "%s", describeLoadError(ctx, err, in.ComposeFiles))
 		default:
@@ -200,6 +207,30 @@ func (c *checker) lookup() func(string) (string, bool) {
 	return func(name string) (string, bool) {
 		v, ok := env[name]
 		return v, ok
+	}
+}
+
+// unresolvedPlaceholder stands in for an unresolved variable in the second load: a
+// relative path inside the release, so that a bind source made of it is judged like
+// any other bind inside the release and adds no finding of its own.
+const unresolvedPlaceholder = "./.monky-unresolved"
+
+// placeholders extends lookup with unresolvedPlaceholder for every unresolved variable.
+func (c *checker) placeholders(lookup func(string) (string, bool)) func(string) (string, bool) {
+	missing := map[string]bool{}
+	for _, vars := range c.unresolved {
+		for name := range vars {
+			missing[name] = true
+		}
+	}
+	return func(name string) (string, bool) {
+		if v, ok := lookup(name); ok {
+			return v, ok
+		}
+		if missing[name] {
+			return unresolvedPlaceholder, true
+		}
+		return "", false
 	}
 }
 

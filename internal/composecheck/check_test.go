@@ -46,6 +46,7 @@ var checkCases = []checkCase{
 	{name: "allowlist-empty", compose: []string{"allowlist.yaml"}},
 	{name: "vars-positions", compose: []string{"vars-positions.yaml"}},
 	{name: "vars-bind-source", compose: []string{"vars-bind-source.yaml"}},
+	{name: "vars-and-privileged", compose: []string{"vars-and-privileged.yaml"}},
 	{name: "vars-bind-source-set", compose: []string{"vars-bind-source.yaml"},
 		vars: map[string]string{"DATA_DIR": "./data", "OTHER_DIR": "/srv/elsewhere"}},
 	{name: "vars-defaults", compose: []string{"vars-defaults.yaml"}, secrets: []string{"DB_PASSWORD"}},
