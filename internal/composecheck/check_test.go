@@ -239,7 +239,11 @@ func TestUnconfined(t *testing.T) {
 		{"Seccomp = Unconfined", "seccomp=unconfined", true},
 		{"no-new-privileges:true", "", false},
 		{"label=type:svirt_apache_t", "", false},
-		{"seccomp=./profile.json", "", false},
+		// A profile file is the bundle's own: {"defaultAction":"SCMP_ACT_ALLOW"} is
+		// unconfined by another name.
+		{"seccomp=./profile.json", "seccomp loads a custom profile", true},
+		{"seccomp=builtin", "", false},
+		{"label=type:spc_t", "label spc_t is unconfined", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.opt, func(t *testing.T) {

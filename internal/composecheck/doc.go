@@ -55,7 +55,9 @@
 //     "service:<x>" forms are allowed: the other service is scanned itself;
 //   - devices, device_cgroup_rules, gpus, deploy.resources.reservations.devices;
 //   - security_opt that turns a confinement off: seccomp, apparmor or systempaths
-//     unconfined (with "=" or ":"), label=disable;
+//     unconfined (with "=" or ":"), label=disable, label=type:spc_t or an
+//     unconfined_t type, and a seccomp profile file (any seccomp value but builtin:
+//     the bundle's own profile may allow every syscall);
 //   - bind mounts whose normalised source is outside ReleaseDir (absolute host paths,
 //     "../" escapes, "~"), with the docker socket (any docker.sock) and other *.sock
 //     named explicitly; a bind of the release directory itself or of its .env (the
@@ -65,8 +67,13 @@
 //     (a device starting with "/", but not a "//server/share" network share);
 //     use_api_socket;
 //   - secrets and configs whose file is outside the release;
-//   - a local build context outside the release; provider services (they run a
-//     program on the host).
+//   - builds (docker compose up builds a missing image, as root, on the box): a
+//     local build context or dockerfile outside the release, build.privileged, any
+//     build.entitlements, build.network host, additional_contexts that are local
+//     paths outside the release, build.ssh forwarding the agent's ssh-agent or
+//     reading a key outside the release, build.secrets whose file is outside the
+//     release, and cache_from/cache_to of type local (a host directory);
+//   - provider services (they run a program on the host).
 //
 // sysctls are allowed: docker only accepts namespaced sysctls, which change the
 // container's own namespaces, not the host's.

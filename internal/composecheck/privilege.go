@@ -245,13 +245,78 @@ func (s *scanner) fileObject(key, name string, obj types.FileObjectConfig) {
 	}
 }
 
+// build scans a build section: docker compose up builds a missing image on the box,
+// with BuildKit, as root, so a build reaches the host as much as a container does.
 func (s *scanner) build(b *types.BuildConfig) {
-	if b == nil || b.Context == "" || strings.Contains(b.Context, "://") || strings.HasPrefix(b.Context, "git@") {
+	if b == nil {
 		return
 	}
-	if _, ok := inRelease(b.Context); !ok {
-		s.add("build.context is outside the release")
+	local := b.Context != "" && !strings.Contains(b.Context, "://") && !strings.HasPrefix(b.Context, "git@")
+	if local {
+		if _, ok := inRelease(b.Context); !ok {
+			s.add("build.context is outside the release")
+		} else if b.Dockerfile != "" {
+			df := b.Dockerfile
+			if !path.IsAbs(df) {
+				df = path.Join(b.Context, df)
+			}
+			if _, ok := inRelease(df); !ok {
+				s.add("build.dockerfile is outside the release")
+			}
+		}
 	}
+	if b.Privileged {
+		s.add("build.privileged is true")
+	}
+	if len(b.Entitlements) > 0 {
+		s.add("build.entitlements grants build privileges")
+	}
+	if b.Network == "host" {
+		s.add("build.network host shares the host network")
+	}
+	for _, name := range slices.Sorted(mapKeys(b.AdditionalContexts)) {
+		v := b.AdditionalContexts[name]
+		if strings.Contains(v, "://") || strings.HasPrefix(v, "git@") || strings.HasPrefix(v, "service:") {
+			continue
+		}
+		if _, ok := inRelease(v); !ok {
+			s.add("build.additional_contexts: %s is outside the release", strconv.Quote(name))
+		}
+	}
+	for i, k := range b.SSH {
+		if k.Path == "" {
+			s.add("build.ssh[%d] forwards the agent's ssh-agent", i)
+		} else if _, ok := inRelease(k.Path); !ok {
+			s.add("build.ssh[%d] reads a key from outside the release", i)
+		}
+	}
+	for _, ref := range b.Secrets {
+		if obj, ok := s.p.Secrets[ref.Source]; ok {
+			s.fileObject("build.secrets", ref.Source, types.FileObjectConfig(obj))
+		}
+	}
+	for _, c := range []struct {
+		key  string
+		list []string
+	}{{"cache_from", b.CacheFrom}, {"cache_to", b.CacheTo}} {
+		for i, e := range c.list {
+			if localCache(e) {
+				s.add("build.%s[%d] is a local cache on the host", c.key, i)
+			}
+		}
+	}
+}
+
+// localCache reports whether a cache_from/cache_to entry is BuildKit's local cache,
+// which reads (src=) or writes (dest=) a host directory.
+func localCache(e string) bool {
+	for f := range strings.SplitSeq(e, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(f), "=")
+		if strings.EqualFold(k, "type") && strings.EqualFold(strings.TrimSpace(v), "local") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *scanner) volume(v types.ServiceVolumeConfig) {
@@ -313,6 +378,15 @@ func unconfined(opt string) (string, bool) {
 			key = "an option"
 		}
 		return key + "=unconfined", true
+	case key == "seccomp" && value != "builtin":
+		// compose reads any other value as a profile file: one the agent cannot
+		// judge, and {"defaultAction":"SCMP_ACT_ALLOW"} is unconfined by another name.
+		return "seccomp loads a custom profile", true
+	case key == "label" && (value == "type:spc_t" || strings.HasPrefix(value, "type:") && strings.HasSuffix(value, "unconfined_t")):
+		// spc_t (the "super privileged container" type) and unconfined_t lift the
+		// SELinux confinement as label=disable does. Other types are policies the
+		// host loaded, like AppArmor profiles.
+		return "label " + strings.TrimPrefix(value, "type:") + " is unconfined", true
 	}
 	return "", false
 }

@@ -1,0 +1,116 @@
+package composecheck
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// checkOne runs Check on one compose file (compose.yaml) plus extra bundle files.
+func checkOne(t *testing.T, compose string, extra map[string]string) Result {
+	t.Helper()
+	in := Input{
+		Files:        map[string][]byte{"compose.yaml": []byte(compose)},
+		ComposeFiles: []string{"compose.yaml"},
+		BundleFiles:  []string{"compose.yaml"},
+		Vars:         map[string]string{},
+		ProjectName:  "monky",
+	}
+	for p, c := range extra {
+		in.Files[p] = []byte(c)
+		in.BundleFiles = append(in.BundleFiles, p)
+	}
+	return Check(context.Background(), in)
+}
+
+func privilegedDetails(r Result) []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Code == CodePrivileged {
+			out = append(out, f.Detail)
+		}
+	}
+	return out
+}
+
+// A build reaches the host as much as a container does: docker compose up builds a
+// missing image, with BuildKit, as root, on the box. Each case gives a service host
+// access through its build section only.
+func TestCheckBuildReachesTheHost(t *testing.T) {
+	cases := map[string]string{
+		"privileged":          "privileged: true",
+		"entitlements":        "entitlements: [security.insecure]",
+		"network host":        "network: host",
+		"additional context":  "additional_contexts:\n          hostroot: /",
+		"additional escape":   "additional_contexts:\n          up: ../..",
+		"ssh key of the host": "ssh:\n          - default=/root/.ssh/id_ed25519",
+		"ssh agent":           "ssh: [default]",
+		"secret file":         "secrets: [token]",
+		"cache_to local":      "cache_to: [\"type=local,dest=/etc/cron.d\"]",
+		"cache_from local":    "cache_from: [\"type=local,src=/var/lib/monky-deployd\"]",
+		"dockerfile outside":  "dockerfile: /var/lib/monky-deployd/bao.token",
+	}
+	for name, build := range cases {
+		t.Run(name, func(t *testing.T) {
+			compose := "services:\n  app:\n    image: x\n    build:\n        context: .\n        " + build +
+				"\nsecrets:\n  token:\n    file: /var/lib/monky-deployd/bao.token\n"
+			r := checkOne(t, compose, nil)
+			d := privilegedDetails(r)
+			assert.NotEmpty(t, d, "findings: %v", r.Findings)
+			for _, s := range d {
+				assert.True(t, strings.HasPrefix(s, "service app: build"), s)
+			}
+		})
+	}
+}
+
+// A build inside the release, with its secret and ssh key inside the release too,
+// stays allowed.
+func TestCheckBuildInsideTheRelease(t *testing.T) {
+	compose := `services:
+  app:
+    image: x
+    build:
+      context: ./app
+      dockerfile: Dockerfile
+      additional_contexts:
+        shared: ./shared
+        base: docker-image://alpine:3
+      ssh:
+        - deploy=./keys/deploy
+      secrets: [npmrc]
+      cache_from: [registry.example/app:cache, "type=registry,ref=registry.example/app:cache"]
+      network: default
+secrets:
+  npmrc:
+    file: ./config/npmrc
+`
+	r := checkOne(t, compose, nil)
+	assert.Empty(t, privilegedDetails(r), "findings: %v", r.Findings)
+}
+
+// A seccomp profile given as a file replaces docker's default profile with one the
+// agent cannot judge: {"defaultAction":"SCMP_ACT_ALLOW"} is unconfined by another
+// name. An SELinux type label (spc_t, "super privileged container") is label=disable
+// by another name.
+func TestCheckSecurityOptProfiles(t *testing.T) {
+	for _, opt := range []string{
+		"seccomp=./seccomp.json", "seccomp:./seccomp.json", "seccomp=/etc/allow-all.json",
+		"label=type:spc_t", "label:type:spc_t", "label=type:unconfined_t",
+	} {
+		t.Run(opt, func(t *testing.T) {
+			compose := "services:\n  app:\n    image: x\n    security_opt: [\"" + opt + "\"]\n"
+			r := checkOne(t, compose, map[string]string{"seccomp.json": `{"defaultAction":"SCMP_ACT_ALLOW"}`})
+			assert.NotEmpty(t, privilegedDetails(r), "findings: %v", r.Findings)
+		})
+	}
+	for _, opt := range []string{"no-new-privileges", "no-new-privileges:true", "seccomp=builtin", "apparmor=docker-default", "label=level:s0:c100,c200", "label=type:container_t"} {
+		t.Run("allowed "+opt, func(t *testing.T) {
+			compose := "services:\n  app:\n    image: x\n    security_opt: [\"" + opt + "\"]\n"
+			r := checkOne(t, compose, nil)
+			assert.Empty(t, privilegedDetails(r), "findings: %v", r.Findings)
+		})
+	}
+}
