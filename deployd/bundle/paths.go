@@ -56,8 +56,22 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // reservedEnvPrefixes are variable name prefixes a bundle may not set: compose and
 // the docker CLI read them from .env and the environment to decide which files to
 // load, which project to act on and which daemon to talk to, so a bundle that set
-// them could run something other than what was verified.
-var reservedEnvPrefixes = []string{"COMPOSE_", "DOCKER_"}
+// them could run something other than what was verified. Some compose releases also
+// copy every .env entry the process environment lacks into their own environment
+// (the agent runs compose with PATH only), so variables that steer compose's builder
+// (BUILDX_, BUILDKIT_) and the dynamic loader of the programs it runs (LD_) are
+// reserved too.
+var reservedEnvPrefixes = []string{"COMPOSE_", "DOCKER_", "BUILDX_", "BUILDKIT_", "LD_"}
+
+// reservedEnvNames are process variables a bundle may not set, for the same reason:
+// they would reach compose itself and the programs it runs (credential helpers, ssh),
+// choosing which programs run, where temporary files go, which proxy and which CA
+// the registry traffic uses.
+var reservedEnvNames = map[string]bool{
+	"PATH": true, "HOME": true, "TMPDIR": true, "SSH_AUTH_SOCK": true,
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true, "NO_PROXY": true,
+	"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
+}
 
 // checkEnvName returns "" for a usable variable name or the reason it is not.
 func checkEnvName(name string) string {
@@ -69,6 +83,9 @@ func checkEnvName(name string) string {
 		if strings.HasPrefix(up, p) {
 			return fmt.Sprintf("uses the reserved prefix %s (compose and docker read these themselves)", p)
 		}
+	}
+	if reservedEnvNames[up] {
+		return "is reserved (a process variable that would reach compose and the programs it runs)"
 	}
 	return ""
 }
