@@ -54,12 +54,12 @@ func main() {
 }
 
 type walkthrough struct {
-	out    io.Writer
-	step   int
-	tenant *faketenancy.Server
-	bao    *fakebao.Server
-	agent  *deployd.Agent
-	cfg    deployd.Config
+	out     io.Writer
+	step    int
+	tenancy *faketenancy.Server
+	bao     *fakebao.Server
+	agent   *deployd.Agent
+	cfg     deployd.Config
 }
 
 func (w *walkthrough) say(format string, args ...any) {
@@ -145,7 +145,7 @@ compose:
 		return err
 	}
 	defer func() { _ = agent.Close() }()
-	w := &walkthrough{out: stdout, tenant: ten, bao: bao, agent: agent, cfg: cfg}
+	w := &walkthrough{out: stdout, tenancy: ten, bao: bao, agent: agent, cfg: cfg}
 
 	w.say("bootstrap: tenancy hands the box a one-time grant at %s", cfg.BootstrapGrant)
 	bao.PutSecret(envID, "db", map[string]string{"password": "quickstart-db-password"})
