@@ -55,6 +55,10 @@ type Agent struct {
 	tenancy *tenancy.Client
 	bao     *bao.Client
 	closers []func() error
+	// baoDown is set by the token upkeep of the running tick when OpenBao was
+	// unreachable or sealed, so that an apply asks again before it spends a lease.
+	// Only the tick that holds the run lock touches it.
+	baoDown bool
 }
 
 // New builds an Agent from a validated config. It opens no connection: the sdk

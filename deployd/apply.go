@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
@@ -23,6 +24,39 @@ import (
 
 // maxTail bounds the report's tail.
 const maxTail = 8 << 10
+
+// maxDetail bounds the report's detail and the copies of it in state.json: a bundle
+// can carry up to 200 refusals, each naming a path or a variable.
+const maxDetail = 4 << 10
+
+// detailCut ends a detail that was cut to maxDetail.
+const detailCut = " … (cut)"
+
+// boundDetail keeps the head of a detail (the first refusals say the most) within
+// maxDetail bytes, cut at a rune boundary.
+func boundDetail(s string) string {
+	if len(s) <= maxDetail {
+		return s
+	}
+	n := maxDetail - len(detailCut)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + detailCut
+}
+
+// boundTail keeps the end of a tail (where compose says what went wrong) within
+// maxTail bytes, cut at a rune boundary.
+func boundTail(s string) string {
+	if len(s) <= maxTail {
+		return s
+	}
+	i := len(s) - maxTail
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
 
 // dockerVersionTTL is how long the docker version sent in the check-in is cached, so
 // that the idle tick runs no subprocess.
@@ -113,6 +147,16 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	}
 	log.Info("bundle verified", "files", res.Files, "bytes", res.Size, "services", strings.Join(res.Services, ","))
 
+	// OpenBao was unreachable or sealed at the token upkeep: ask again before the
+	// lease, so that a login that cannot succeed costs no lease of the budget.
+	if a.baoDown {
+		if err := a.baoReachable(ctx); err != nil {
+			st.LastCode = CodeUnavailable
+			log.Warn("OpenBao still unreachable or sealed; not asking for a lease, exiting 75, the next tick retries", "err", err)
+			return out, &Error{Op: "OpenBao before the lease", Code: CodeUnavailable, Err: err}
+		}
+	}
+
 	// Lease → login → secrets.
 	lease, err := a.tenancy.Lease(ctx, a.cfg.EnvID, inst.SHA)
 	if err != nil {
@@ -170,6 +214,21 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	}
 	log.Info("promoted the release; running docker compose up", "release", filepath.Join(a.cfg.ReleasesDir(), inst.SHA))
 	return a.up(ctx, st, out, inst.SHA, res.Manifest, res.Services, started)
+}
+
+// baoReachable asks OpenBao again (lookup-self with the stored token) and returns
+// its error when OpenBao is still unreachable or sealed; any other answer means a
+// login can be tried.
+func (a *Agent) baoReachable(ctx context.Context) error {
+	tok, _ := a.readToken() // unreadable is the zero Value: nothing to ask with
+	if tok.IsZero() {
+		return nil // no token to ask with: the login after the lease says what is wrong
+	}
+	if _, err := a.bao.LookupSelf(ctx, tok); err != nil && bao.IsTemporary(err) {
+		return err
+	}
+	a.baoDown = false
+	return nil
 }
 
 // up runs compose up on the live release and waits for health; on failure it
@@ -299,7 +358,7 @@ func (a *Agent) fail(ctx context.Context, st *State, out Outcome, cause error, t
 		return out, stopped
 	}
 	code := CodeOf(cause)
-	detail := a.red.Redact(cause.Error())
+	detail := boundDetail(a.red.Redact(cause.Error()))
 	st.rememberFailure(out.SHA, Failure{Serial: out.Serial, Code: code, Detail: detail, At: a.now()})
 	return a.finishTail(ctx, st, out, tenancy.ResultFailed, cause, nil, tail, started)
 }
@@ -314,13 +373,10 @@ func (a *Agent) finishTail(ctx context.Context, st *State, out Outcome, result t
 	out.Result = string(result)
 	out.Code = CodeOf(cause)
 	if cause != nil {
-		out.Detail = a.red.Redact(cause.Error())
+		out.Detail = boundDetail(a.red.Redact(cause.Error()))
 	}
 	st.LastResult, st.LastCode, st.LastDetail, st.LastSHA = out.Result, out.Code, out.Detail, out.SHA
-	tail = a.red.Redact(tail)
-	if len(tail) > maxTail {
-		tail = tail[len(tail)-maxTail:]
-	}
+	tail = boundTail(a.red.Redact(tail))
 	rep := tenancy.Report{
 		EnvID:    a.cfg.EnvID,
 		SHA:      out.SHA,

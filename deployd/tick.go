@@ -87,6 +87,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 
 func (a *Agent) tick(ctx context.Context, st *State) (Outcome, error) {
 	var out Outcome
+	a.baoDown = false
 	if err := a.ensureToken(ctx, st); err != nil {
 		return out, err
 	}
@@ -191,6 +192,7 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) error {
 		// The check-in is the heartbeat: go on with the stored token; what needs
 		// OpenBao later fails as temporary on its own.
 		a.log.Warn("OpenBao unreachable or sealed; could not look up the token, checking in with the stored one", "err", err)
+		a.baoDown = true
 		return nil
 	case errors.Is(err, bao.ErrUnauthenticated):
 		if _, gerr := os.Stat(a.cfg.BootstrapGrant); gerr == nil {
@@ -234,7 +236,8 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 	}
 	defer func() { _ = lock.Unlock() }()
 	st := a.loadState()
-	st.EnvMismatch = nil // an explicit bootstrap clears the latch
+	// A bootstrap that succeeds clears the latch (bootstrapFromGrant); a failed one
+	// leaves it, so that later runs still exit 78 without the network.
 	var out Outcome
 	err = a.bootstrapFromGrant(ctx, &st, grantPath)
 	if err == nil {

@@ -1,0 +1,91 @@
+package deployd_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/internal/sample"
+)
+
+// TestSealedOpenBaoSpendsNoLease: when the token upkeep of the tick already found
+// OpenBao sealed, an apply exits 75 before the lease instead of spending one on a
+// login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
+func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.setDesired(deploydtest.Desired{Action: "none"})
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	b.stack.Bao.SetSealed(true)
+	b.publish(sample.App(b.env, 1))
+	for range 3 {
+		out, code := b.tick()
+		assert.Equal(t, deployd.ExitTemporary, code)
+		assert.Equal(t, "UNAVAILABLE", out.Code)
+		assert.False(t, out.Leased)
+	}
+	assert.Equal(t, 0, b.calls("/v1/agent/lease"), "no lease while OpenBao is sealed")
+	assert.Empty(t, b.state().Failed, "a sealed OpenBao is not a failure of the sha")
+
+	b.stack.Bao.SetSealed(false)
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.Equal(t, "applied", out.Result)
+	assert.Equal(t, 1, b.calls("/v1/agent/lease"))
+}
+
+// TestFailedBootstrapKeepsTheLatch: only a bootstrap that succeeds clears the
+// AGENT_ENV_MISMATCH latch; a bootstrap without a grant leaves later runs at 78
+// without the network.
+func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	// The box holds a token of another env.
+	require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.stack.Token("env-dev-02")), 0o600))
+	require.NoError(t, os.Remove(b.cfg.BootstrapGrant))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitEnvMismatch, code)
+	require.NotNil(t, b.state().EnvMismatch)
+
+	// No grant: the bootstrap fails, and the latch stays.
+	_, err := b.agent.Bootstrap(t.Context(), "")
+	require.Error(t, err)
+	assert.NotNil(t, b.state().EnvMismatch, "a failed bootstrap must not clear the latch")
+	before, beforeBao := len(b.stack.Requests()), len(b.stack.BaoRequests())
+	_, code = b.tick()
+	assert.Equal(t, deployd.ExitEnvMismatch, code)
+	assert.Len(t, b.stack.Requests(), before, "a latched run touches no network")
+	assert.Len(t, b.stack.BaoRequests(), beforeBao)
+}
+
+// TestReportDetailIsBounded: the report's detail (and the state's copy of it) is
+// bounded like the tail, and stays valid UTF-8 where it is cut.
+func TestReportDetailIsBounded(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	bn := sample.App(b.env, 1)
+	var c strings.Builder
+	c.WriteString("services:\n  web:\n    image: nginx:1.27\n    environment:\n")
+	for i := range 400 {
+		fmt.Fprintf(&c, "      V%03d: ${UNSET_VARIABLE_WITH_A_LONG_NAME_%03d}\n", i, i)
+	}
+	bn.Files["compose.yaml"] = []byte(c.String())
+	b.publish(bn)
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	require.Equal(t, "UNRESOLVED_VARS", out.Code)
+	rep := b.lastReport()
+	assert.LessOrEqual(t, len(rep.Detail), 4<<10, "the report's detail is bounded")
+	assert.True(t, utf8.ValidString(rep.Detail))
+	st := b.state()
+	assert.LessOrEqual(t, len(st.LastDetail), 4<<10)
+	for _, f := range st.Failed {
+		assert.LessOrEqual(t, len(f.Detail), 4<<10)
+	}
+}
