@@ -83,10 +83,15 @@ func decodeLease(data []byte, wantMount, wantRole string, now time.Time, reg sec
 		return Lease{}, err
 	}
 	registerSecrets(raw, reg, 0)
+	// Keys are compared with Unicode case folding, as encoding/json matches struct
+	// fields: "Secret_ID" (or "ſecret_id") is as much an AppRole field as "secret_id".
 	var refused []string
 	for _, f := range refusedLeaseFields {
-		if _, ok := raw[f]; ok {
-			refused = append(refused, f)
+		for k := range raw {
+			if strings.EqualFold(k, f) {
+				refused = append(refused, f)
+				break
+			}
 		}
 	}
 	if len(refused) > 0 {
@@ -126,15 +131,26 @@ var secretKeys = map[string]bool{
 	"grant": true, "secret_id": true, "wrapping_token": true, "token": true, "client_token": true,
 }
 
+// isSecretKey reports whether k is one of secretKeys under Unicode case folding.
+func isSecretKey(k string) bool {
+	for sk := range secretKeys {
+		if strings.EqualFold(k, sk) {
+			return true
+		}
+	}
+	return false
+}
+
 // registerSecrets adds to reg the string value of every key of secretKeys found in
-// raw, at any depth, so that a secret of a refused shape cannot leak either.
+// raw, at any depth and in any case (encoding/json matches fields case-insensitively),
+// so that a secret of a refused shape cannot leak either.
 func registerSecrets(raw map[string]json.RawMessage, reg secret.Registry, depth int) {
 	if depth > 8 {
 		return
 	}
 	for k, v := range raw {
 		var s string
-		if secretKeys[k] && json.Unmarshal(v, &s) == nil {
+		if isSecretKey(k) && json.Unmarshal(v, &s) == nil {
 			reg.Add(s)
 			continue
 		}
