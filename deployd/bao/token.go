@@ -125,10 +125,15 @@ func stringMap(m map[string]string) map[string]any {
 	return out
 }
 
+// hasAnyKey reports whether m has one of keys under Unicode case folding (as
+// encoding/json matches fields), so that a spelling such as "Role_ID" is no way around
+// the refusal.
 func hasAnyKey(m map[string]any, keys []string) bool {
-	for _, k := range keys {
-		if _, ok := m[k]; ok {
-			return true
+	for mk := range m {
+		for _, k := range keys {
+			if strings.EqualFold(mk, k) {
+				return true
+			}
 		}
 	}
 	return false
