@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/compose-spec/compose-go/v2/dotenv"
+
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/compose"
@@ -89,6 +91,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		if err != nil {
 			return a.fail(ctx, st, out, &Error{Op: "resume", Code: CodeApplyFailed, Err: err}, "", started)
 		}
+		a.learnReleaseSecrets(inst.SHA, m)
 		return a.up(ctx, st, out, inst.SHA, m, nil, started)
 	}
 
@@ -283,6 +286,7 @@ func (a *Agent) failAfterPromote(ctx context.Context, st *State, out Outcome, ca
 				st.LiveSHA, st.LiveSerial, st.PreviousSHA = prev, a.releaseSerial(prev), ""
 				m, merr := readManifest(filepath.Join(a.cfg.ReleasesDir(), prev))
 				if merr == nil {
+					a.learnReleaseSecrets(prev, m)
 					if cc, cerr := a.composeFor(prev, m.ComposeFiles); cerr == nil {
 						if _, uerr := cc.Up(ctx); uerr != nil {
 							a.log.Error("compose up of the restored release failed; the box may be degraded. Check `docker compose ps` in the current directory", "restore_sha", short(prev), "err", uerr)
@@ -477,6 +481,7 @@ func (a *Agent) down(ctx context.Context, st *State, inst tenancy.Instruction, o
 		if err != nil {
 			return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "down", Code: CodeApplyFailed, Err: err}, nil, started)
 		}
+		a.learnReleaseSecrets(sha, m)
 		cc, err := a.composeFor(sha, m.ComposeFiles)
 		if err == nil {
 			var dout compose.Output
@@ -602,6 +607,31 @@ func (a *Agent) prune(live, prev string) {
 			continue
 		}
 		a.log.Info("pruned an old release", "sha", short(r.name))
+	}
+}
+
+// learnReleaseSecrets registers the secret values in the .env of a staged release with
+// the redactor. A tick that resumes, restores or takes down a release read none of
+// them from OpenBao, yet compose's output and the containers' logs may print them.
+func (a *Agent) learnReleaseSecrets(sha string, m bundle.Manifest) {
+	if len(m.Secrets) == 0 {
+		return
+	}
+	p := filepath.Join(a.cfg.ReleasesDir(), sha, ".env")
+	f, err := os.Open(p)
+	if err != nil {
+		a.log.Warn("could not read the release's .env to redact its secrets from compose's output", "path", p, "err", err)
+		return
+	}
+	defer func() { _ = f.Close() }() // read-only
+	env, err := dotenv.Parse(f)
+	if err != nil {
+		// The parser's message may quote the line, a secret value: not logged.
+		a.log.Warn("could not parse the release's .env to redact its secrets from compose's output", "path", p)
+		return
+	}
+	for name := range m.Secrets {
+		a.red.Add(env[name])
 	}
 }
 
