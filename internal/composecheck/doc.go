@@ -73,7 +73,13 @@
 //     paths outside the release, build.ssh forwarding the agent's ssh-agent or
 //     reading a key outside the release, build.secrets whose file is outside the
 //     release, and cache_from/cache_to of type local (a host directory);
-//   - provider services (they run a program on the host).
+//   - provider services (they run a program on the host);
+//   - any setting above whose value comes from a secret variable (the load sees a
+//     placeholder, and the value OpenBao returns at apply time would decide it): a
+//     bind or volume source, network_mode/pid/ipc/uts/userns_mode/cgroup,
+//     security_opt, volumes_from, a secret or config file, a named volume's
+//     driver_opts, the build section. Secrets belong in environment values, labels
+//     and commands.
 //
 // sysctls are allowed: docker only accepts namespaced sysctls, which change the
 // container's own namespaces, not the host's.

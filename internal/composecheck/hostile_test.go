@@ -114,3 +114,48 @@ func TestCheckSecurityOptProfiles(t *testing.T) {
 		})
 	}
 }
+
+// A secret's value is unknown at verify time: the load sees a placeholder, and the
+// value that OpenBao returns at apply time decides the setting. A secret may feed
+// environment values, labels and commands, but not a setting that the privilege scan
+// judges: with HOST_DIR="/" a bind mount inside the release becomes the host's root.
+func TestCheckSecretDecidesAPrivilege(t *testing.T) {
+	cases := map[string]string{
+		"bind source long":   "volumes:\n      - type: bind\n        source: ./${S}\n        target: /data",
+		"bind source plain":  "volumes:\n      - type: bind\n        source: ${S}\n        target: /data",
+		"network_mode":       "network_mode: ${S}",
+		"pid":                "pid: ${S}",
+		"ipc":                "ipc: ${S}",
+		"userns_mode":        "userns_mode: ${S}",
+		"cgroup":             "cgroup: ${S}",
+		"security_opt":       "security_opt: [\"${S}\"]",
+		"volumes_from":       "volumes_from: [\"container:${S}\"]",
+		"build context":      "build:\n      context: ./${S}",
+		"build addl context": "build:\n      context: .\n      additional_contexts:\n        x: ./${S}",
+		"secret file":        "secrets: [f]",
+		"volume device":      "volumes: [\"dev:/dev-data\"]",
+	}
+	for name, svc := range cases {
+		t.Run(name, func(t *testing.T) {
+			compose := "services:\n  app:\n    image: x\n    " + svc +
+				"\nsecrets:\n  f:\n    file: ./${S}\nvolumes:\n  dev:\n    driver_opts:\n      type: none\n      o: bind\n      device: ./${S}\n"
+			in := Input{
+				Files:        map[string][]byte{"compose.yaml": []byte(compose)},
+				ComposeFiles: []string{"compose.yaml"},
+				BundleFiles:  []string{"compose.yaml"},
+				SecretNames:  []string{"S"},
+				ProjectName:  "monky",
+			}
+			r := Check(context.Background(), in)
+			assert.False(t, r.OK(), "a secret decides a privilege-relevant setting and nothing is refused")
+			for _, f := range r.Findings {
+				assert.NotContains(t, f.Detail, secretPlaceholder)
+			}
+		})
+	}
+	// Secrets in environment values, labels and commands are what they are for.
+	compose := "services:\n  app:\n    image: x\n    environment:\n      DB: ${S}\n    labels:\n      a: ${S}\n    command: [\"--pw\", \"${S}\"]\n"
+	r := Check(context.Background(), Input{Files: map[string][]byte{"compose.yaml": []byte(compose)},
+		ComposeFiles: []string{"compose.yaml"}, BundleFiles: []string{"compose.yaml"}, SecretNames: []string{"S"}, ProjectName: "monky"})
+	assert.True(t, r.OK(), "%v", r.Findings)
+}

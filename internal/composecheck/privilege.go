@@ -2,6 +2,7 @@ package composecheck
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -165,6 +166,19 @@ func (s *scanner) add(format string, args ...any) {
 	s.c.add(CodePrivileged, "%s: %s", s.where, fmt.Sprintf(format, args...))
 }
 
+// fromSecret adds a finding when value holds a secret's placeholder: the value OpenBao
+// returns at apply time would decide a setting that the scan judges, and it is
+// unknown now. key names the setting, never the value.
+func (s *scanner) fromSecret(key string, values ...string) bool {
+	for _, v := range values {
+		if strings.Contains(v, secretPlaceholder) {
+			s.add("%s is set from a secret variable; a setting the privilege scan judges must not depend on a secret's value", key)
+			return true
+		}
+	}
+	return false
+}
+
 var capRE = regexp.MustCompile(`^[A-Za-z_]{1,64}$`)
 
 // container scans the attributes shared by services, jobs and pre_start hooks.
@@ -188,6 +202,7 @@ func (s *scanner) container(cs *types.ContainerSpec) {
 		{"cgroup", cs.Cgroup},
 	} {
 		switch {
+		case s.fromSecret(ns.key, ns.value):
 		case ns.value == "host":
 			s.add("%s host shares a host namespace", ns.key)
 		case strings.HasPrefix(ns.value, "container:") && ns.key != "userns_mode":
@@ -209,6 +224,9 @@ func (s *scanner) container(cs *types.ContainerSpec) {
 		s.add("gpus requests host GPUs")
 	}
 	for _, opt := range cs.SecurityOpt {
+		if s.fromSecret("security_opt", opt) {
+			continue
+		}
 		if o, bad := unconfined(opt); bad {
 			s.add("security_opt %s", o)
 		}
@@ -220,6 +238,9 @@ func (s *scanner) container(cs *types.ContainerSpec) {
 		s.volume(v)
 	}
 	for _, from := range cs.VolumesFrom {
+		if s.fromSecret("volumes_from", from) {
+			continue
+		}
 		if strings.HasPrefix(from, "container:") {
 			s.add("volumes_from takes the volumes of a container outside the project")
 		}
@@ -237,7 +258,7 @@ func (s *scanner) container(cs *types.ContainerSpec) {
 }
 
 func (s *scanner) fileObject(key, name string, obj types.FileObjectConfig) {
-	if obj.File == "" {
+	if obj.File == "" || s.fromSecret(key+": "+name+".file", obj.File) {
 		return
 	}
 	if _, ok := inRelease(obj.File); !ok {
@@ -249,6 +270,14 @@ func (s *scanner) fileObject(key, name string, obj types.FileObjectConfig) {
 // with BuildKit, as root, so a build reaches the host as much as a container does.
 func (s *scanner) build(b *types.BuildConfig) {
 	if b == nil {
+		return
+	}
+	var sshPaths []string
+	for _, k := range b.SSH {
+		sshPaths = append(sshPaths, k.Path)
+	}
+	if s.fromSecret("build", append(append(append([]string{b.Context, b.Dockerfile, b.Network},
+		slices.Collect(maps.Values(b.AdditionalContexts))...), sshPaths...), append(b.CacheFrom, b.CacheTo...)...)...) {
 		return
 	}
 	local := b.Context != "" && !strings.Contains(b.Context, "://") && !strings.HasPrefix(b.Context, "git@")
@@ -321,6 +350,9 @@ func localCache(e string) bool {
 
 func (s *scanner) volume(v types.ServiceVolumeConfig) {
 	target := strconv.Quote(v.Target)
+	if s.fromSecret("volumes: the source of the mount at "+target, v.Source) {
+		return
+	}
 	switch v.Type {
 	case types.VolumeTypeBind:
 		switch {
@@ -344,6 +376,9 @@ func (s *scanner) volume(v types.ServiceVolumeConfig) {
 	case types.VolumeTypeVolume:
 		vol, ok := s.p.Volumes[v.Source]
 		if !ok || (vol.Driver != "" && vol.Driver != "local") {
+			return
+		}
+		if s.fromSecret("volumes: volume "+v.Source+" driver_opts", slices.Collect(maps.Values(vol.DriverOpts))...) {
 			return
 		}
 		device, dev := vol.DriverOpts["device"]
