@@ -114,7 +114,7 @@ func (m *Manifest) check(rs *refusals) {
 			rs.add(CodeManifestPaths, "files: %q: %s", f, why)
 		case f == ManifestName:
 			rs.add(CodeManifestPaths, "files: lists %s, which is never listed", ManifestName)
-		case f == EnvFileName:
+		case f == EnvFileName || strings.HasPrefix(f, EnvFileName+"/"):
 			rs.add(CodeManifestPaths, "files: %q: %s", f, reservedEnvFile)
 		case files[f]:
 			rs.add(CodeManifestPaths, "files: %q is listed twice", f)

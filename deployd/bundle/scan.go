@@ -393,7 +393,7 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 	if why == "" && insecure {
 		why = "path is not local"
 	}
-	if why == "" && name == EnvFileName {
+	if why == "" && (name == EnvFileName || strings.HasPrefix(name, EnvFileName+"/")) {
 		why = reservedEnvFile
 	}
 	if why != "" {
