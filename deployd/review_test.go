@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -146,4 +147,34 @@ func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	require.Contains(t, rep.Tail, "Error: invalid value")
 	assert.NotContains(t, rep.Tail, value)
 	assert.NotContains(t, b.logs.String(), value)
+}
+
+// TestRepairKeepsAReleaseCaughtMidRestage: restaging a kept release moves the old copy
+// to releases/.<sha>.old before the new one is renamed into place. A crash between the
+// two renames must not cost the box that release (it may be the previous one, the
+// restore target): the next tick's repair puts it back.
+func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	first := b.publish(sample.App(b.env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	b.publish(sample.App(b.env, 2))
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	require.Equal(t, first, b.state().PreviousSHA)
+
+	// The crash: the kept release was moved aside, the new copy not yet in place.
+	rel := b.cfg.ReleasesDir()
+	require.NoError(t, os.Rename(filepath.Join(rel, first), filepath.Join(rel, "."+first+".old")))
+	require.NoError(t, os.MkdirAll(filepath.Join(rel, "."+first+".tmp"), 0o755))
+
+	b.setDesired(deploydtest.Desired{Action: "none"})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	_, err := os.Stat(filepath.Join(rel, first, "manifest.json"))
+	assert.NoError(t, err, "the previous release is back in place")
+	for _, leftover := range []string{"." + first + ".old", "." + first + ".tmp"} {
+		_, err := os.Stat(filepath.Join(rel, leftover))
+		assert.True(t, os.IsNotExist(err), "%s removed", leftover)
+	}
 }

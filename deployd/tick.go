@@ -117,6 +117,20 @@ func (a *Agent) repair(st *State) {
 	entries, err := os.ReadDir(rel)
 	if err == nil {
 		for _, e := range entries {
+			if sha, ok := strings.CutSuffix(e.Name(), ".old"); ok && strings.HasPrefix(sha, ".") && isSHA(sha[1:]) {
+				sha = sha[1:]
+				// A restage interrupted between its two renames: the kept copy goes back.
+				p, final := filepath.Join(rel, e.Name()), filepath.Join(rel, sha)
+				if _, err := os.Lstat(final); errors.Is(err, fs.ErrNotExist) {
+					if rerr := os.Rename(p, final); rerr != nil {
+						a.log.Warn("could not put back a release moved aside by an interrupted restage", "path", p, "err", rerr)
+					} else {
+						_ = fsutil.SyncDir(rel)
+						a.log.Info("put back a release moved aside by an interrupted restage", "sha", short(sha))
+						continue
+					}
+				}
+			}
 			if strings.HasPrefix(e.Name(), ".") {
 				p := filepath.Join(rel, e.Name())
 				if rerr := os.RemoveAll(p); rerr != nil {
