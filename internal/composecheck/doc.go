@@ -66,7 +66,8 @@
 //     host path (driver_opts o=bind with a device) or mount a host device or path
 //     (a device starting with "/", but not a "//server/share" network share);
 //     use_api_socket;
-//   - secrets and configs whose file is outside the release;
+//   - secrets and configs whose file is outside the release or is the release's
+//     .env (every secret of the environment, as with a bind mount of it);
 //   - builds (docker compose up builds a missing image, as root, on the box): a
 //     local build context or dockerfile outside the release, build.privileged, any
 //     build.entitlements, build.network host, additional_contexts that are local

@@ -159,3 +159,15 @@ func TestCheckSecretDecidesAPrivilege(t *testing.T) {
 		ComposeFiles: []string{"compose.yaml"}, BundleFiles: []string{"compose.yaml"}, SecretNames: []string{"S"}, ProjectName: "monky"})
 	assert.True(t, r.OK(), "%v", r.Findings)
 }
+
+// A config or secret whose file is the release's .env hands every secret of the
+// environment to the container, as a bind mount of .env does (refused).
+func TestCheckFileObjectOfTheRenderedEnv(t *testing.T) {
+	for _, kind := range []string{"configs", "secrets"} {
+		for _, file := range []string{"./.env", ".env", "./config/../.env"} {
+			compose := "services:\n  app:\n    image: x\n    " + kind + ": [all]\n" + kind + ":\n  all:\n    file: " + file + "\n"
+			r := checkOne(t, compose, nil)
+			assert.NotEmpty(t, privilegedDetails(r), "%s file %s: %v", kind, file, r.Findings)
+		}
+	}
+}

@@ -261,8 +261,12 @@ func (s *scanner) fileObject(key, name string, obj types.FileObjectConfig) {
 	if obj.File == "" || s.fromSecret(key+": "+name+".file", obj.File) {
 		return
 	}
-	if _, ok := inRelease(obj.File); !ok {
+	rel, ok := inRelease(obj.File)
+	switch {
+	case !ok:
 		s.add("%s: %s reads a file from outside the release", key, name)
+	case rel == renderedEnv:
+		s.add("%s: %s is the release's .env, which holds every secret of the environment", key, name)
 	}
 }
 
