@@ -19,5 +19,5 @@ func TestOperationsNamesEveryFlag(t *testing.T) {
 	for _, m := range flags {
 		assert.True(t, strings.Contains(ops, "--"+m[1]), "docs/OPERATIONS.md does not name monky-deployd's --%s", m[1])
 	}
-	assert.True(t, regexp.MustCompile("(?m)^\\| 2 \\|").MatchString(ops), "the exit code table has no row for 2 (a usage error)")
+	assert.True(t, regexp.MustCompile(`(?m)^\| 2 \|`).MatchString(ops), "the exit code table has no row for 2 (a usage error)")
 }
