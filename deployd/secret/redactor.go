@@ -83,7 +83,9 @@ func (r *Redactor) load() *compiled {
 //     (%+q), which is what the slog text handler writes;
 //   - the .env forms: single-quoted (a ' escaped as \') and double-quoted with
 //     backslash escapes (\\ \" \$ \n \r \t), and with $ doubled as $$;
-//   - URL-escaped, as a query value and as a path segment;
+//   - URL-escaped, as a query value, as a path segment, as URL user info, and with
+//     every reserved byte escaped (upper- and lowercase hex, and encodeURIComponent's
+//     variant), the forms a password takes inside a DSN;
 //   - base64, standard and URL alphabets: the characters that depend on the value's bytes
 //     alone at each of the three byte alignments, so the value is caught inside the
 //     base64 of a larger text too (an HTTP Basic Authorization header, a docker auth);
@@ -205,8 +207,33 @@ func escapedForms(v string) []string {
 	forms = append(forms, strings.ReplaceAll(v, "'", `\'`))
 	dq := dotenvDoubleQuoted.Replace(v)
 	forms = append(forms, dq, strings.ReplaceAll(dq, `\$`, "$$"), strings.ReplaceAll(v, "$", "$$"))
-	forms = append(forms, url.QueryEscape(v), url.PathEscape(v))
+	forms = append(forms, url.QueryEscape(v), url.PathEscape(v), url.User(v).String())
+	forms = append(forms, percentEncode(v, "", upperHex), percentEncode(v, "", lowerHex), percentEncode(v, "!*'()", upperHex))
 	return forms
+}
+
+const (
+	upperHex = "0123456789ABCDEF"
+	lowerHex = "0123456789abcdef"
+)
+
+// percentEncode escapes every byte of v except RFC 3986's unreserved characters and
+// those in keep, with the given hex digits: Python's quote(v, safe="") and, with keep
+// "!*'()", JavaScript's encodeURIComponent, the forms a password takes in a DSN.
+func percentEncode(v, keep, hex string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 // dotenvDoubleQuoted escapes a value for a double-quoted .env value as compose's dotenv
