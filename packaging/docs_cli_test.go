@@ -21,3 +21,16 @@ func TestOperationsNamesEveryFlag(t *testing.T) {
 	}
 	assert.True(t, regexp.MustCompile(`(?m)^\| 2 \|`).MatchString(ops), "the exit code table has no row for 2 (a usage error)")
 }
+
+// TestOperationsNamesEveryKitOption checks that docs/OPERATIONS.md names every option
+// of install.sh.
+func TestOperationsNamesEveryKitOption(t *testing.T) {
+	kit := readRepoFile(t, "packaging/install.sh")
+	ops := readRepoFile(t, "docs/OPERATIONS.md")
+	opts := regexp.MustCompile(`(?m)^\t(--[a-z-]+)\)`).FindAllStringSubmatch(kit, -1)
+	require.NotEmpty(t, opts)
+	for _, m := range opts {
+		named := regexp.MustCompile(regexp.QuoteMeta(m[1]) + `\b`).MatchString(ops)
+		assert.True(t, named, "docs/OPERATIONS.md does not name install.sh's %s", m[1])
+	}
+}
