@@ -27,9 +27,12 @@
 //   - A PAX global header is accepted only when it carries nothing but a comment
 //     (git archive writes one); GNU sparse files count as regular files.
 //   - Variable names starting with COMPOSE_ or DOCKER_ are refused: compose and the
-//     docker CLI read them from .env to choose files, project and daemon.
-//   - A root .env in the bundle is refused (MANIFEST_PATHS): the agent renders the
-//     release's .env itself.
+//     docker CLI read them from .env to choose files, project and daemon. So are
+//     BUILDX_, BUILDKIT_ and LD_ names and PATH, HOME, TMPDIR, SSH_AUTH_SOCK, the
+//     proxy and SSL_CERT_ variables: some compose releases copy .env into their own
+//     environment, where these would steer compose and the programs it runs.
+//   - A root .env in the bundle, or anything under .env/, is refused
+//     (MANIFEST_PATHS): the agent renders the release's .env itself.
 //   - Secret paths are an allow-list (see SecretRef) and never name another env.
 //   - Extract ignores modes in the tar: files 0644, directories 0755.
 //
