@@ -164,7 +164,7 @@ func TestStrictBodies(t *testing.T) {
 		body       any
 		status     int
 	}{
-		{"unknown_field", "/v1/agent/checkin", map[string]any{"env_id": "env-dev-01", "tenant": "x"}, 400},
+		{"unknown_field", "/v1/agent/checkin", map[string]any{"env_id": "env-dev-01", "desired_sha": "x"}, 400},
 		{"no_env", "/v1/agent/checkin", map[string]any{}, 400},
 		{"bad_sha", "/v1/agent/lease", map[string]any{"env_id": "env-dev-01", "sha": strings.Repeat("Z", 64)}, 400},
 		{"unpublished_sha", "/v1/agent/lease", map[string]any{"env_id": "env-dev-01", "sha": strings.Repeat("a", 64)}, 404},
