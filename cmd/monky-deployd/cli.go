@@ -337,9 +337,13 @@ func writeStatus(w *strings.Builder, v statusView) {
 	if !st.TokenExpires.IsZero() {
 		p("token expires", st.TokenExpires.UTC().Format(time.RFC3339))
 	}
-	if st.EnvMismatch != nil {
+	switch {
+	case st.EnvMismatch != nil && st.EnvMismatch.EnvID != v.EnvID:
+		// The next run clears it: the config's env_id is not the one latched.
+		p("latch", fmt.Sprintf("none (the AGENT_ENV_MISMATCH latch of %s clears at the next run: env_id changed)", st.EnvMismatch.EnvID))
+	case st.EnvMismatch != nil:
 		p("latch", fmt.Sprintf("AGENT_ENV_MISMATCH since %s: runs exit 78 until env_id changes or you bootstrap", st.EnvMismatch.At.UTC().Format(time.RFC3339)))
-	} else {
+	default:
 		p("latch", "none")
 	}
 	for sha, f := range st.Failed {

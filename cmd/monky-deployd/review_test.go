@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+)
+
+// TestStatusLatchOfAnotherEnv: once env_id has changed in the config, the latch in the
+// state no longer holds (the next run clears it and checks in), and status must not
+// tell the operator that runs exit 78.
+func TestStatusLatchOfAnotherEnv(t *testing.T) {
+	b := newBox(t, boxOpts{noGrant: true})
+	require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+	res := b.tick()
+	require.Equal(t, deployd.ExitEnvMismatch, res.code, res.stderr)
+
+	data, err := os.ReadFile(b.cfgPath)
+	require.NoError(t, err)
+	fixed := strings.Replace(string(data), "env_id: env-dev-01", "env_id: env-dev-02", 1)
+	require.NotEqual(t, string(data), fixed)
+	require.NoError(t, os.WriteFile(b.cfgPath, []byte(fixed), 0o600))
+
+	r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "runs exit 78")
+	assert.Regexp(t, `(?m)^latch:\s+none \(the AGENT_ENV_MISMATCH latch of env-dev-01 clears at the next run: env_id changed\)$`, r.stdout)
+}
