@@ -74,13 +74,16 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		log.Debug("apply of the live release: nothing to do, reporting applied again")
 		return a.finish(ctx, st, out, tenancy.ResultApplied, nil, nil, started)
 	}
-	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry {
+	// A ROLLBACK refusal was about a missing rollback flag, not about the sha: an
+	// explicit rollback verifies it again (a refusal costs no lease).
+	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == string(bundle.CodeRollback)
+	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry && !explicitRollback {
 		log.Warn("this sha already failed on this box; re-reporting the failure without a new lease. Publish a fixed bundle or check in with retry to try again",
 			"code", f.Code)
 		err := &Error{Op: "apply", Code: f.Code, Err: fmt.Errorf("sha %s failed before on this box (%s): %s", short(inst.SHA), f.Code, f.Detail)}
 		return a.finish(ctx, st, out, tenancy.ResultFailed, err, nil, started)
 	}
-	if inst.Retry {
+	if inst.Retry || explicitRollback {
 		delete(st.Failed, inst.SHA)
 	}
 	if inst.SHA == st.LiveSHA && !st.Confirmed {

@@ -178,3 +178,35 @@ func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 		assert.True(t, os.IsNotExist(err), "%s removed", leftover)
 	}
 }
+
+// TestExplicitRollbackAfterARollbackRefusal: a sha refused with ROLLBACK (no
+// rollback flag) is applied when tenancy then asks for it with rollback: true, the
+// remedy docs/OPERATIONS.md names ("roll back explicitly from the console, which sets
+// rollback"); the refusal was about the missing flag, not about the sha.
+func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.publish(sample.App(b.env, 5))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	older := b.publish(sample.App(b.env, 3))
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	require.Equal(t, "ROLLBACK", out.Code)
+
+	b.setDesired(deploydtest.Desired{Action: "apply", SHA: older, Rollback: true})
+	out, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, out.Code)
+	assert.Equal(t, "applied", out.Result)
+	assert.Equal(t, older, b.live())
+
+	// Without the flag, another refused sha stays remembered (no retry, no download).
+	newer := b.publish(sample.App(b.env, 2))
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	downloads := b.calls("/v1/agent/bundles/")
+	b.setDesired(deploydtest.Desired{Action: "apply", SHA: newer})
+	out, code = b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, "ROLLBACK", out.Code)
+	assert.Equal(t, downloads, b.calls("/v1/agent/bundles/"), "a remembered failure is re-reported without a download")
+}
