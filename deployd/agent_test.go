@@ -558,3 +558,24 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 		assert.NotEmpty(t, c.Host.DockerVersion)
 	}
 }
+
+// TestDiskLowIsVerifiedAgain: DISK_LOW is a refusal of the box, not of the bundle: it is
+// reported, but not remembered, so that the next tick verifies the bundle again once
+// the operator has freed space — without a retry from tenancy, and without a lease
+// while refused.
+func TestDiskLowIsVerifiedAgain(t *testing.T) {
+	b := newBox(t, boxOptions{extraConfig: ""})
+	bn := sample.App(b.env, 1)
+	bn.Manifest.MinFreeMB = 1 << 40
+	b.publish(bn)
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, "DISK_LOW", out.Code)
+	assert.Empty(t, b.state().Failed, "DISK_LOW is not remembered against the sha")
+	downloads := b.calls("/v1/agent/bundles/")
+	_, code = b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, downloads+1, b.calls("/v1/agent/bundles/"), "verified again at the next tick")
+	assert.Zero(t, b.calls("/v1/agent/lease"))
+	assert.Contains(t, b.logs.String(), "Free space there")
+}

@@ -327,9 +327,28 @@ func (a *Agent) refuse(ctx context.Context, st *State, out Outcome, r *bundle.Re
 	for _, rf := range r.Refusals {
 		details = append(details, string(rf.Code)+": "+rf.Detail)
 	}
+	cause := &Error{Op: "bundle refused", Code: r.Code(), Err: refusalList{r}}
+	if onlyDiskLow(r) {
+		// Not a fault of the bundle: once the operator frees space, the next tick
+		// verifies it again (a refusal costs no lease), without waiting for a retry.
+		a.log.Error("bundle refused before the lease: not enough free space under deploy_dir (no lease taken). Free space there; the next tick verifies the bundle again",
+			"sha", short(out.SHA), "deploy_dir", a.cfg.DeployDir, "refusals", strings.Join(details, "; "))
+		return a.failWith(ctx, st, out, cause, "", started, false)
+	}
 	a.log.Error("bundle refused before the lease (no lease taken, no OpenBao login). Fix the bundle in the renderer and publish again",
 		"sha", short(out.SHA), "code", r.Code(), "refusals", strings.Join(details, "; "))
-	return a.fail(ctx, st, out, &Error{Op: "bundle refused", Code: r.Code(), Err: refusalList{r}}, "", started)
+	return a.fail(ctx, st, out, cause, "", started)
+}
+
+// onlyDiskLow reports whether every refusal of r is DISK_LOW: a refusal of the box,
+// not of the bundle.
+func onlyDiskLow(r *bundle.RefusedError) bool {
+	for _, rf := range r.Refusals {
+		if rf.Code != bundle.CodeDiskLow {
+			return false
+		}
+	}
+	return len(r.Refusals) > 0
 }
 
 // refusalList prints a refusal as its refusals, "CODE: detail; CODE: detail", for the
@@ -361,12 +380,20 @@ func (a *Agent) stopped(ctx context.Context, out Outcome, cause error) error {
 
 // fail records a failed sha and reports it.
 func (a *Agent) fail(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time) (Outcome, error) {
+	return a.failWith(ctx, st, out, cause, tail, started, true)
+}
+
+// failWith reports a failure; remember records the sha as failed, so that it costs no
+// new lease until tenancy asks with retry.
+func (a *Agent) failWith(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time, remember bool) (Outcome, error) {
 	if stopped := a.stopped(ctx, out, cause); stopped != nil {
 		return out, stopped
 	}
-	code := CodeOf(cause)
-	detail := boundDetail(a.red.Redact(cause.Error()))
-	st.rememberFailure(out.SHA, Failure{Serial: out.Serial, Code: code, Detail: detail, At: a.now()})
+	if remember {
+		code := CodeOf(cause)
+		detail := boundDetail(a.red.Redact(cause.Error()))
+		st.rememberFailure(out.SHA, Failure{Serial: out.Serial, Code: code, Detail: detail, At: a.now()})
+	}
 	return a.finishTail(ctx, st, out, tenancy.ResultFailed, cause, nil, tail, started)
 }
 
@@ -447,21 +474,29 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 	}
 	// A release of the same sha (a retry, or a rollback to a kept release) is
 	// replaced whole: its .env may hold older secrets.
+	old := filepath.Join(a.cfg.ReleasesDir(), "."+sha+".old")
+	moved := false
 	if _, err := os.Stat(final); err == nil {
-		old := filepath.Join(a.cfg.ReleasesDir(), "."+sha+".old")
 		if err := os.Rename(final, old); err != nil {
 			_ = os.RemoveAll(tmp)
 			return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
 		}
-		defer func() {
-			if err := os.RemoveAll(old); err != nil {
-				a.log.Warn("could not remove the replaced copy of a release; the next tick removes it", "path", old, "err", err)
-			}
-		}()
+		moved = true
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		_ = os.RemoveAll(tmp)
+		if moved {
+			// Put the kept release back: it may be the one a restore needs.
+			if rerr := os.Rename(old, final); rerr != nil {
+				a.log.Error("could not put a kept release back after a failed restage; the next tick's repair moves it back", "path", old, "err", rerr)
+			}
+		}
 		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+	}
+	if moved {
+		if err := os.RemoveAll(old); err != nil {
+			a.log.Warn("could not remove the replaced copy of a release; the next tick removes it", "path", old, "err", err)
+		}
 	}
 	if err := fsutil.SyncDir(a.cfg.ReleasesDir()); err != nil {
 		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
