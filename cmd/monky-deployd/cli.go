@@ -31,10 +31,11 @@ const defaultConfig = "/etc/monky-deployd/config.yaml"
 const exitUsage = 2
 
 const usage = `usage:
-  monky-deployd run [--config PATH] [--loop] [--metrics-file PATH]
+  monky-deployd run [--config PATH] [--loop [--interval D]] [--metrics-file PATH]
   monky-deployd status [--config PATH] [--json]
   monky-deployd bootstrap [--config PATH] [--grant PATH]
-  monky-deployd verify --env ENV [--sha SHA] [--json] BUNDLE
+  monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
+                       [--live-serial N] [--rollback] BUNDLE
   monky-deployd version
 `
 

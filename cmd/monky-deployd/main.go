@@ -1,9 +1,10 @@
 // Command monky-deployd is the on-box pull agent for Monky backend environments.
 //
-//	monky-deployd run [--config PATH] [--loop] [--metrics-file PATH]
+//	monky-deployd run [--config PATH] [--loop [--interval D]] [--metrics-file PATH]
 //	monky-deployd status [--config PATH] [--json]
 //	monky-deployd bootstrap [--config PATH] [--grant PATH]
-//	monky-deployd verify --env ENV [--sha SHA] [--json] BUNDLE
+//	monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
+//	                     [--live-serial N] [--rollback] BUNDLE
 //	monky-deployd version
 //
 // Exit codes: 0 done, 75 temporary (the timer retries), 78 AGENT_ENV_MISMATCH (never
