@@ -579,3 +579,18 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 	assert.Zero(t, b.calls("/v1/agent/lease"))
 	assert.Contains(t, b.logs.String(), "Free space there")
 }
+
+// TestEnvMismatchAtReportLatches: AGENT_ENV_MISMATCH on the report latches like at the
+// check-in: exit 78, and the next run touches no network.
+func TestEnvMismatchAtReportLatches(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.publish(sample.App(b.env, 1))
+	b.stack.SetFaults(deploydtest.Faults{Status: map[string]int{"report": 409}})
+	_, code := b.tick()
+	assert.Equal(t, deployd.ExitEnvMismatch, code)
+	require.NotNil(t, b.state().EnvMismatch)
+	before := len(b.stack.Requests())
+	_, code = b.tick()
+	assert.Equal(t, deployd.ExitEnvMismatch, code)
+	assert.Len(t, b.stack.Requests(), before)
+}

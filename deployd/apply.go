@@ -423,6 +423,10 @@ func (a *Agent) finishTail(ctx context.Context, st *State, out Outcome, result t
 		Duration: a.now().Sub(started),
 	}
 	if err := a.tenancy.Report(ctx, rep); err != nil {
+		if errors.Is(err, tenancy.ErrEnvMismatch) {
+			// As at the check-in: latch, and exit 78 whatever the tick's outcome.
+			return out, a.tenancyFailure(st, "report", err)
+		}
 		a.log.Warn("could not send the report; the next check-in carries the last result", "result", result, "code", out.Code, "err", err)
 		if cause == nil && tenancy.IsTemporary(err) {
 			cause = &Error{Op: "report", Code: CodeUnavailable, Err: err}
