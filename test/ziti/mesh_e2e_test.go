@@ -117,14 +117,15 @@ func TestAgentOverMesh(t *testing.T) {
 
 	t.Run("frozen controller", func(t *testing.T) {
 		// A controller that accepts connections but never answers: the tick gives up
-		// after tenancy.timeout (10s) and is temporary. The message is only the check-in
-		// call's "context deadline exceeded": its deadline and the dial's timeout are
-		// both tenancy.timeout, and net/http returns the call's context error while
-		// the dial (which would name the service) is still waiting.
+		// and is temporary. The transport's dial timeout is four fifths of
+		// tenancy.timeout (10s), so the dial ends first and its error names the
+		// OpenZiti service, rather than the check-in call's bare deadline.
 		require.NoError(t, w.mesh.cmd.Process.Signal(syscall.SIGSTOP))
 		r := b.run(t, nil, "run", "--config", good)
 		require.NoError(t, w.mesh.cmd.Process.Signal(syscall.SIGCONT))
 		assertTemporary(t, r, "tenancy unavailable", "code=UNAVAILABLE")
+		assert.Contains(t, r.stderr, `dial OpenZiti service \"monky-tenancy\"`, "the message names the service")
+		assert.Contains(t, r.stderr, "no connection within", "the message says the dial timed out")
 		assert.Less(t, r.elapsed, 20*time.Second, "the 10s timeout bounds the tick")
 		t.Logf("frozen controller: exit %d after %s: %s", r.code, r.elapsed.Round(time.Millisecond), firstLine(r.stderr))
 	})
