@@ -368,7 +368,8 @@ func TestExitCodes(t *testing.T) {
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Equal(t, "", out.Result, "a rate-limited lease reports nothing")
-		assert.Equal(t, "RATE_LIMITED", b.state().LastCode)
+		assert.Equal(t, "RATE_LIMITED", b.state().LastTemporary)
+		assert.Equal(t, "", b.state().LastCode, "a temporary condition does not replace the reported code")
 		assert.NotContains(t, b.state().Failed, "a rate limit is not a failure of the sha")
 	})
 	t.Run("sealed OpenBao is 75", func(t *testing.T) {

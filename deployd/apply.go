@@ -157,7 +157,6 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	// lease, so that a login that cannot succeed costs no lease of the budget.
 	if a.baoDown {
 		if err := a.baoReachable(ctx); err != nil {
-			st.LastCode = CodeUnavailable
 			log.Warn("OpenBao still unreachable or sealed; not asking for a lease, exiting 75, the next tick retries", "err", err)
 			return out, &Error{Op: "OpenBao before the lease", Code: CodeUnavailable, Err: err}
 		}
@@ -177,7 +176,6 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	info, err := a.bao.Login(ctx, lease.Grant)
 	if err != nil {
 		if bao.IsTemporary(err) {
-			st.LastCode = CodeUnavailable
 			log.Warn("OpenBao unreachable or sealed at login; exiting 75, the next tick retries", "err", err)
 			return out, &Error{Op: "login", Code: CodeUnavailable, Err: err}
 		}
@@ -194,7 +192,6 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	values, err := a.bao.Read(ctx, info.Token, refs)
 	if err != nil {
 		if bao.IsTemporary(err) {
-			st.LastCode = CodeUnavailable
 			log.Warn("OpenBao unreachable or sealed while reading secrets; exiting 75, the next tick retries", "err", err)
 			return out, &Error{Op: "read secrets", Code: CodeUnavailable, Err: err}
 		}

@@ -40,12 +40,16 @@ type State struct {
 	LastCheckin time.Time `json:"last_checkin,omitzero"`
 	// LastAction is the action of the last check-in.
 	LastAction string `json:"last_action,omitempty"`
-	// LastResult, LastCode, LastDetail and LastSHA describe the last outcome reported
-	// (or, for a temporary failure, the code the next check-in carries).
+	// LastResult, LastCode, LastDetail and LastSHA describe the last outcome reported;
+	// the check-in carries LastResult and LastCode as a pair.
 	LastResult string `json:"last_result,omitempty"`
 	LastCode   string `json:"last_code,omitempty"`
 	LastDetail string `json:"last_detail,omitempty"`
 	LastSHA    string `json:"last_sha,omitempty"`
+	// LastTemporary is the code of a temporary condition that ended the last tick
+	// (UNAVAILABLE, RATE_LIMITED, …), "" when the last tick ended otherwise. It is
+	// shown by status and never replaces the reported LastCode.
+	LastTemporary string `json:"last_temporary,omitempty"`
 	// LastTick is when the last tick ended, and LastExit its exit code.
 	LastTick time.Time `json:"last_tick,omitzero"`
 	LastExit int       `json:"last_exit"`

@@ -73,6 +73,10 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	if err != nil && out.Code == "" {
 		out.Code = CodeOf(err)
 	}
+	st.LastTemporary = ""
+	if IsTemporary(err) {
+		st.LastTemporary = CodeOf(err)
+	}
 	out.Duration = a.now().Sub(start)
 	st.LastTick = a.now()
 	st.LastExit = ExitCode(err)
@@ -360,7 +364,6 @@ func (a *Agent) tenancyFailure(st *State, op string, err error) error {
 		if errors.Is(err, tenancy.ErrRateLimited) {
 			code = CodeRateLimited
 		}
-		st.LastCode = code
 		a.log.Warn("tenancy unavailable; exiting 75, the next tick retries", "op", op, "code", code, "err", err)
 		return &Error{Op: op, Code: code, Err: err}
 	default:

@@ -334,6 +334,9 @@ func writeStatus(w *strings.Builder, v statusView) {
 		p("last detail", st.LastDetail)
 	}
 	p("last run", fmt.Sprintf("%s (exit %d)", timeOrNever(st.LastTick), st.LastExit))
+	if st.LastTemporary != "" {
+		p("temporary", st.LastTemporary+": the last run ended on it; the next tick retries")
+	}
 	p("token", v.Token)
 	if !st.TokenExpires.IsZero() {
 		p("token expires", st.TokenExpires.UTC().Format(time.RFC3339))
