@@ -14,10 +14,13 @@ import (
 	"github.com/monky/monky-deployd/internal/transport"
 )
 
-// DefaultDockerEnv is the environment docker compose runs with when Options.DockerEnv
-// is nil. compose interpolates from its process environment, so the agent never lets
-// it inherit the agent's own: what was verified is what compose runs.
-var DefaultDockerEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+// DefaultDockerEnv returns the environment docker compose runs with when
+// Options.DockerEnv is nil: a standard PATH and nothing else. compose interpolates from
+// its process environment, so the agent never lets it inherit the agent's own: what was
+// verified is what compose runs.
+func DefaultDockerEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
 
 // Options are the parts of an Agent that do not come from the config file. The zero
 // value is usable.
@@ -33,7 +36,7 @@ type Options struct {
 	// BaoHTTP is the HTTP client to OpenBao. Nil: the OpenBao client's default.
 	BaoHTTP *http.Client
 	// DockerEnv is the complete environment of docker compose ("K=V"). Nil:
-	// DefaultDockerEnv.
+	// DefaultDockerEnv().
 	DockerEnv []string
 	// Hostname is sent in the check-in. Empty: "unknown".
 	Hostname string
@@ -80,7 +83,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 		a.opts.Now = time.Now
 	}
 	if a.opts.DockerEnv == nil {
-		a.opts.DockerEnv = DefaultDockerEnv
+		a.opts.DockerEnv = DefaultDockerEnv()
 	}
 	if a.opts.Hostname == "" {
 		a.opts.Hostname = "unknown"
@@ -153,13 +156,6 @@ func (a *Agent) Close() error {
 	a.closers = nil
 	return errors.Join(errs...)
 }
-
-// Config returns the agent's config.
-func (a *Agent) Config() Config { return a.cfg }
-
-// Redactor returns the agent's redactor, so that a caller can pass other output
-// (a CLI's status, a subprocess) through it.
-func (a *Agent) Redactor() *secret.Redactor { return a.red }
 
 func (a *Agent) now() time.Time { return a.opts.Now() }
 

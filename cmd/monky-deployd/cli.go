@@ -136,7 +136,7 @@ func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, dep
 		}
 	}
 	if _, ok := c.env["PATH"]; !ok {
-		dockerEnv = append(dockerEnv, deployd.DefaultDockerEnv...)
+		dockerEnv = append(dockerEnv, deployd.DefaultDockerEnv()...)
 	}
 	host, _ := os.Hostname()
 	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: dockerEnv, Hostname: host})
