@@ -25,6 +25,11 @@
 // now + TTL with no maximum. Time comes from Options.Now, so tests can expire tokens
 // without sleeping. SetSealed makes every request 503 {"errors":["Vault is sealed"]}.
 //
+// Every answer has exactly the keys a real OpenBao sends, with the same JSON kinds
+// (auth.mfa_requirement is null on every login and renew-self; lookup-self has
+// last_renewal_time and last_renewal once the token was renewed): see
+// docs/PROTOCOL.md and TestShapesOfRecord.
+//
 // Requests lists every request (method, path, status, time) and never a token; the
 // server's logger never sees one either.
 package fakebao

@@ -96,6 +96,7 @@ type token struct {
 	issued      time.Time
 	expire      time.Time
 	creationTTL time.Duration
+	renewed     time.Time // the last renew-self; zero until then
 	revoked     bool
 }
 
@@ -540,7 +541,10 @@ func (s *Server) authBlock(tok string, t *token, leaseDuration time.Duration) ma
 		"entity_id":      t.entityID,
 		"token_type":     "service",
 		"orphan":         true,
-		"num_uses":       0,
+		// OpenBao's HTTPAuth sends mfa_requirement on every login and renew: null
+		// when no MFA applies (sdk/logical translate_response.go).
+		"mfa_requirement": nil,
+		"num_uses":        0,
 	}
 }
 
@@ -636,7 +640,7 @@ func (s *Server) lookupSelf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.opts.Now()
-	writeJSON(w, http.StatusOK, envelope(nil, nil, map[string]any{
+	data := map[string]any{
 		"accessor":         t.accessor,
 		"creation_time":    t.issued.Unix(),
 		"creation_ttl":     int64(t.creationTTL / time.Second),
@@ -654,7 +658,13 @@ func (s *Server) lookupSelf(w http.ResponseWriter, r *http.Request) {
 		"renewable":        !s.opts.NotRenewable,
 		"ttl":              int64(t.expire.Sub(now) / time.Second),
 		"type":             "service",
-	}))
+	}
+	if !t.renewed.IsZero() {
+		// As OpenBao's handleLookup: both keys appear once the token was renewed.
+		data["last_renewal_time"] = t.renewed.Unix()
+		data["last_renewal"] = t.renewed.UTC().Format(time.RFC3339Nano)
+	}
+	writeJSON(w, http.StatusOK, envelope(nil, nil, data))
 }
 
 func (s *Server) renewSelf(w http.ResponseWriter, r *http.Request) {
@@ -668,7 +678,8 @@ func (s *Server) renewSelf(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, "lease is not renewable")
 		return
 	}
-	t.expire = s.opts.Now().Add(s.ttl)
+	t.renewed = s.opts.Now()
+	t.expire = t.renewed.Add(s.ttl)
 	writeJSON(w, http.StatusOK, envelope(s.authBlock(tok, t, s.ttl), nil, nil))
 }
 

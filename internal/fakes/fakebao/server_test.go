@@ -131,7 +131,7 @@ func TestLoginShapeOfRecord(t *testing.T) {
 	assert.Nil(t, body["warnings"])
 	assert.Equal(t, "", body["lease_id"])
 	auth := body["auth"].(map[string]any)
-	assert.Equal(t, []string{"accessor", "client_token", "entity_id", "lease_duration", "metadata", "num_uses",
+	assert.Equal(t, []string{"accessor", "client_token", "entity_id", "lease_duration", "metadata", "mfa_requirement", "num_uses",
 		"orphan", "policies", "renewable", "token_policies", "token_type"}, keys(auth))
 	assert.Equal(t, []any{"default", "see-env"}, auth["policies"])
 	assert.Equal(t, map[string]any{"role": "see-env", "env_id": "env-dev-01"}, auth["metadata"])
