@@ -295,18 +295,26 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 
-	b.docker.SetScript(&fakedockertest.Script{Services: map[string]fakedocker.Service{
-		"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy"}},
-			Logs: "boot\nconnecting with password s3cr3t-db-password\nfatal: database refused\n"},
-	}})
 	bad := b.publish(sample.App(b.env, 2))
+	// Only the new release is unhealthy: the restored one comes back healthy.
+	b.docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
+		"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy",
+			HealthOutput: "db check: connection refused (password s3cr3t-db-password)"}},
+			Logs: "boot\nconnecting with password s3cr3t-db-password\nfatal: database refused\n"},
+	}}})
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "UNHEALTHY", out.Code)
+	assert.Equal(t, deployd.RestoreHealthy, out.Restore)
 	assert.Equal(t, good, b.live(), "current points back at the previous release")
 	rep := b.lastReport()
 	assert.Equal(t, "failed", rep.Result)
 	assert.Equal(t, bad, rep.SHA)
+	assert.Contains(t, rep.Detail, "restore: restored-healthy "+good[:12])
+	// The health evidence: the failing healthcheck's output and exit code, then the logs.
+	assert.Contains(t, rep.Tail, "--- health of web (container monky-web-1): running, health unhealthy ---")
+	assert.Contains(t, rep.Tail, "exit code 1: db check: connection refused")
+	assert.Less(t, strings.Index(rep.Tail, "db check"), strings.Index(rep.Tail, "fatal: database refused"), "healthchecks, then logs")
 	assert.Contains(t, rep.Tail, "fatal: database refused")
 	assert.NotContains(t, rep.Tail, "s3cr3t-db-password")
 	ups := b.dockerCalls("up")
@@ -316,6 +324,34 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 	assert.Equal(t, good, st.LiveSHA)
 	assert.True(t, st.Confirmed)
 	assert.Contains(t, st.Failed, bad)
+	require.NotNil(t, st.LastRestore)
+	assert.Equal(t, deployd.Restore{Result: deployd.RestoreHealthy, SHA: good, At: st.LastRestore.At}, *st.LastRestore)
+}
+
+// TestRestoreUnhealthyIsSaid: when the restored release does not come back healthy
+// either, the report, the outcome and the state say the box is degraded.
+func TestRestoreUnhealthyIsSaid(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	good := b.publish(sample.App(b.env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+
+	// Every release is unhealthy now (say, the database they share went away).
+	b.docker.SetScript(&fakedockertest.Script{Services: map[string]fakedocker.Service{
+		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
+	}})
+	b.publish(sample.App(b.env, 2))
+	out, code := b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, "UNHEALTHY", out.Code, "the code is the failed apply's")
+	assert.Equal(t, deployd.RestoreUnhealthy, out.Restore)
+	assert.Contains(t, b.lastReport().Detail, "restore: restored-unhealthy "+good[:12]+" (")
+	st := b.state()
+	assert.Equal(t, good, st.LiveSHA)
+	assert.False(t, st.Confirmed, "the restored release never came up healthy")
+	require.NotNil(t, st.LastRestore)
+	assert.Equal(t, deployd.RestoreUnhealthy, st.LastRestore.Result)
+	assert.Contains(t, st.LastRestore.Detail, "web")
 }
 
 // TestFirstApplyFailureTakesItDown: with nothing to restore, the failed release is

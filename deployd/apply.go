@@ -247,7 +247,7 @@ func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bu
 		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose up", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
 	}
 	if services == nil {
-		if services, err = a.services(sha, m); err != nil {
+		if services, err = a.services(ctx, sha, m); err != nil {
 			return a.failAfterPromote(ctx, st, out, &Error{Op: "compose services", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
 		}
 	}
@@ -255,14 +255,14 @@ func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bu
 	if err != nil {
 		tail := upOut.String()
 		var he *compose.Error
-		if errors.As(err, &he) && len(he.Services) > 0 {
-			if logs, lerr := cc.Logs(ctx, he.Services, 50); lerr == nil {
-				tail += "\n--- logs of " + strings.Join(he.Services, ", ") + " ---\n" + string(logs)
-			}
+		if errors.As(err, &he) && len(he.Services) > 0 && ctx.Err() == nil {
+			// Per failing service: its last healthchecks and exit code, then its logs.
+			tail += "\n" + cc.HealthEvidence(ctx, he.Services)
 		}
 		return a.failAfterPromote(ctx, st, out, &Error{Op: "health", Code: CodeOf(err), Err: err}, tail, started)
 	}
 	st.Confirmed = true
+	st.LastRestore = nil
 	delete(st.Failed, sha)
 	a.log.Info("applied: every service is running and healthy", "sha", short(sha), "serial", m.Serial, "services", len(states))
 	a.prune(sha, st.PreviousSHA)
@@ -270,38 +270,78 @@ func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bu
 }
 
 // failAfterPromote restores the previous release (or, when there is none, takes the
-// failed one down), then reports the failure.
+// failed one down), waits for the restored release to be healthy, then reports the
+// failure; the report's detail ends with what became of the box (docs/OPERATIONS.md,
+// "After a failed apply").
 func (a *Agent) failAfterPromote(ctx context.Context, st *State, out Outcome, cause error, tail string, started time.Time) (Outcome, error) {
 	if stopped := a.stopped(ctx, out, cause); stopped != nil {
 		return out, stopped
 	}
 	failed := st.LiveSHA
 	prev := st.PreviousSHA
-	if prev != "" && prev != failed {
-		if _, err := os.Stat(filepath.Join(a.cfg.ReleasesDir(), prev)); err == nil {
-			a.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", short(failed), "restore_sha", short(prev), "err", cause)
-			if err := fsutil.SwapSymlink(filepath.Join("releases", prev), a.cfg.CurrentLink()); err != nil {
-				a.log.Error("could not point current back at the previous release; fix the symlink by hand", "link", a.cfg.CurrentLink(), "err", err)
-			} else {
-				st.LiveSHA, st.LiveSerial, st.PreviousSHA = prev, a.releaseSerial(prev), ""
-				m, merr := readManifest(filepath.Join(a.cfg.ReleasesDir(), prev))
-				if merr == nil {
-					a.learnReleaseSecrets(prev, m)
-					if cc, cerr := a.composeFor(prev, m.ComposeFiles); cerr == nil {
-						if _, uerr := cc.Up(ctx); uerr != nil {
-							a.log.Error("compose up of the restored release failed; the box may be degraded. Check `docker compose ps` in the current directory", "restore_sha", short(prev), "err", uerr)
-							st.Confirmed = false
-						} else {
-							st.Confirmed = true
-							a.log.Info("restored the previous release", "sha", short(prev))
-						}
-					}
-				}
-			}
-			return a.fail(ctx, st, out, cause, tail, started)
-		}
+	var r Restore
+	if _, err := os.Stat(filepath.Join(a.cfg.ReleasesDir(), prev)); prev != "" && prev != failed && err == nil {
+		a.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", short(failed), "restore_sha", short(prev), "err", cause)
+		r = a.restore(ctx, st, prev)
+	} else {
+		r = a.takeDown(ctx, st, failed, cause)
 	}
-	// Nothing served before: take the failed release down rather than leave it half up.
+	if stopped := a.stopped(ctx, out, cause); stopped != nil {
+		return out, stopped
+	}
+	r.At = a.now()
+	st.LastRestore = &r
+	out.Restore = r.Result
+	return a.fail(ctx, st, out, &restoredError{cause: cause, r: r}, tail, started)
+}
+
+// restore points current back at prev, runs compose up on it and waits until it is
+// healthy, bounded by health_timeout.
+func (a *Agent) restore(ctx context.Context, st *State, prev string) Restore {
+	r := Restore{SHA: prev, Result: RestoreFailed}
+	if err := fsutil.SwapSymlink(filepath.Join("releases", prev), a.cfg.CurrentLink()); err != nil {
+		a.log.Error("could not point current back at the previous release; fix the symlink by hand, then run `docker compose up -d` in it",
+			"link", a.cfg.CurrentLink(), "restore_sha", short(prev), "err", err)
+		r.Detail = "current could not be pointed back at it"
+		return r
+	}
+	st.LiveSHA, st.LiveSerial, st.PreviousSHA, st.Confirmed = prev, a.releaseSerial(prev), "", false
+	m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), prev))
+	if err != nil {
+		a.log.Error("the restored release has no readable manifest; the box may be degraded", "restore_sha", short(prev), "err", err)
+		r.Detail = "its manifest could not be read"
+		return r
+	}
+	a.learnReleaseSecrets(prev, m)
+	cc, err := a.composeFor(prev, m.ComposeFiles)
+	if err == nil {
+		_, err = cc.Up(ctx)
+	}
+	if err != nil {
+		a.log.Error("compose up of the restored release failed; the box may be degraded. Look with `docker compose ps --all` in the current directory",
+			"restore_sha", short(prev), "err", err)
+		r.Detail = "compose up failed"
+		return r
+	}
+	services, err := a.services(ctx, prev, m)
+	if err == nil {
+		_, err = cc.WaitHealthy(ctx, compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout), Poll: a.opts.HealthPoll})
+	}
+	if err != nil {
+		a.log.Error("restored the previous release, but it is not healthy either; the box is degraded. Look with `docker compose ps --all` and `docker compose logs` in the current directory",
+			"restore_sha", short(prev), "err", err)
+		r.Result, r.Detail = RestoreUnhealthy, a.red.Redact(err.Error())
+		return r
+	}
+	st.Confirmed = true
+	a.log.Info("restored the previous release and it is healthy: the box serves what it served before the failed apply", "sha", short(prev))
+	r.Result = RestoreHealthy
+	return r
+}
+
+// takeDown takes a failed release down when nothing served before it: the box then
+// serves what it served before, which was nothing.
+func (a *Agent) takeDown(ctx context.Context, st *State, failed string, cause error) Restore {
 	a.log.Warn("apply failed after promote and there is no previous release; taking the failed release down", "failed_sha", short(failed), "err", cause)
 	if m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), failed)); err == nil {
 		if cc, cerr := a.composeFor(failed, m.ComposeFiles); cerr == nil {
@@ -315,8 +355,19 @@ func (a *Agent) failAfterPromote(ctx context.Context, st *State, out Outcome, ca
 	}
 	_ = fsutil.SyncDir(a.cfg.DeployDir)
 	st.LiveSHA, st.LiveSerial, st.Confirmed = "", 0, false
-	return a.fail(ctx, st, out, cause, tail, started)
+	return Restore{Result: RestoreNone}
 }
+
+// restoredError is a failure after promote with what became of the box: its text
+// ends with the restore's outcome, so that the report's detail says it.
+type restoredError struct {
+	cause error
+	r     Restore
+}
+
+func (e *restoredError) Error() string { return e.cause.Error() + "; " + e.r.String() }
+
+func (e *restoredError) Unwrap() error { return e.cause }
 
 // refuse reports a refused bundle: no lease was taken.
 func (a *Agent) refuse(ctx context.Context, st *State, out Outcome, r *bundle.RefusedError, started time.Time) (Outcome, error) {
@@ -560,7 +611,7 @@ func (a *Agent) composeFor(sha string, files []string) (*compose.Client, error) 
 }
 
 // services lists the compose services of a staged release, from its compose files.
-func (a *Agent) services(sha string, m bundle.Manifest) ([]string, error) {
+func (a *Agent) services(ctx context.Context, sha string, m bundle.Manifest) ([]string, error) {
 	dir := filepath.Join(a.cfg.ReleasesDir(), sha)
 	in := composecheck.Input{
 		Files:           map[string][]byte{},
@@ -580,7 +631,7 @@ func (a *Agent) services(sha string, m bundle.Manifest) ([]string, error) {
 		}
 		in.Files[f] = data
 	}
-	res := composecheck.Check(context.Background(), in)
+	res := composecheck.Check(ctx, in)
 	if len(res.Services) == 0 {
 		return nil, fmt.Errorf("the release's compose files define no service")
 	}

@@ -64,6 +64,9 @@ type State struct {
 	// Failed remembers shas that failed on this box, so that they cost no new lease
 	// until tenancy asks with retry.
 	Failed map[string]Failure `json:"failed,omitempty"`
+	// LastRestore says what became of the box after the last apply that failed after
+	// promote; nil once a later apply succeeded.
+	LastRestore *Restore `json:"last_restore,omitempty"`
 	// EnvMismatch is the latch set by AGENT_ENV_MISMATCH: while it names the
 	// configured env_id, every run exits 78 without touching the network.
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
@@ -190,4 +193,43 @@ func trimSpace(b []byte) []byte {
 		b = b[1:]
 	}
 	return b
+}
+
+// Results of a Restore: what became of the box after an apply failed after promote.
+const (
+	// RestoreHealthy: the previous release is live again and every service is ready.
+	RestoreHealthy = "restored-healthy"
+	// RestoreUnhealthy: the previous release is live again but did not become healthy
+	// within health_timeout; the box is degraded.
+	RestoreUnhealthy = "restored-unhealthy"
+	// RestoreFailed: the previous release could not be brought back (current could not
+	// be swapped, or its compose up failed); the box is degraded.
+	RestoreFailed = "restore-failed"
+	// RestoreNone: there was no previous release; the failed one was taken down.
+	RestoreNone = "none"
+)
+
+// Restore is what became of the box after an apply failed after promote.
+type Restore struct {
+	// Result is RestoreHealthy, RestoreUnhealthy, RestoreFailed or RestoreNone.
+	Result string `json:"result"`
+	// SHA is the restored release, "" with RestoreNone.
+	SHA string `json:"sha,omitempty"`
+	// Detail says why a restore is not healthy; it names services, never a value.
+	Detail string `json:"detail,omitempty"`
+	// At is when the restore ended.
+	At time.Time `json:"at,omitzero"`
+}
+
+// String is the restore as the report's detail ends with it, e.g.
+// "restore: restored-healthy 1f2e3d4c5b6a".
+func (r Restore) String() string {
+	s := "restore: " + r.Result
+	if r.SHA != "" {
+		s += " " + short(r.SHA)
+	}
+	if r.Detail != "" {
+		s += " (" + r.Detail + ")"
+	}
+	return s
 }

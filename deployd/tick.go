@@ -30,6 +30,9 @@ type Outcome struct {
 	// SHA and Serial identify the bundle the tick worked on.
 	SHA    string `json:"sha,omitempty"`
 	Serial int64  `json:"serial,omitempty"`
+	// Restore is what became of the box after an apply that failed after promote
+	// (RestoreHealthy, RestoreUnhealthy, RestoreFailed, RestoreNone); "" otherwise.
+	Restore string `json:"restore,omitempty"`
 	// Leased is true when the tick took a deploy lease.
 	Leased bool `json:"leased"`
 	// NextCheckin is the interval tenancy asked for.

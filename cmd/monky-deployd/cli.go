@@ -161,6 +161,9 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		return code
 	}
 	defer c.closeAgent(a)
+	if code := c.checkCompose(cfg); code != 0 {
+		return code
+	}
 	if !*loop {
 		return c.tick(ctx, a, cfg, *metricsFile)
 	}
@@ -244,6 +247,9 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 		if !st.TokenExpires.IsZero() {
 			snap.TokenTTL = max(time.Until(st.TokenExpires), 0)
 		}
+		if st.LastRestore != nil {
+			snap.LastRestore = st.LastRestore.Result
+		}
 		if err := metrics.Write(metricsFile, snap); err != nil {
 			c.log.Warn("could not write the metrics file", "path", metricsFile, "err", err)
 		}
@@ -316,6 +322,20 @@ func (c *cli) status(args []string) int {
 	return c.output(c.red.Redact(buf.String()))
 }
 
+// restoreLine is what status says of the last restore, with what to do next.
+func restoreLine(r deployd.Restore) string {
+	at := r.At.UTC().Format(time.RFC3339)
+	switch r.Result {
+	case deployd.RestoreHealthy:
+		return fmt.Sprintf("%s at %s: the previous release %s is live and healthy", r.Result, at, r.SHA)
+	case deployd.RestoreNone:
+		return fmt.Sprintf("%s at %s: there was no previous release; the failed one was taken down", r.Result, at)
+	default:
+		return fmt.Sprintf("%s at %s: the previous release %s is not healthy (%s): the box is degraded; look with `docker compose ps --all` in the current directory",
+			r.Result, at, r.SHA, r.Detail)
+	}
+}
+
 func writeStatus(w *strings.Builder, v statusView) {
 	st := v.State
 	p := func(k string, val any) { fmt.Fprintf(w, "%-14s %v\n", k+":", val) }
@@ -332,6 +352,9 @@ func writeStatus(w *strings.Builder, v statusView) {
 	}
 	if st.LastDetail != "" {
 		p("last detail", st.LastDetail)
+	}
+	if r := st.LastRestore; r != nil {
+		p("last restore", restoreLine(*r))
 	}
 	p("last run", fmt.Sprintf("%s (exit %d)", timeOrNever(st.LastTick), st.LastExit))
 	if st.LastTemporary != "" {

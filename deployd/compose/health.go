@@ -13,7 +13,13 @@ import (
 // Defaults of WaitOptions.
 const (
 	DefaultHealthTimeout = 5 * time.Minute
-	DefaultHealthPoll    = 2 * time.Second
+	// DefaultHealthPoll is the longest pause between two ps calls when
+	// WaitOptions.Poll is zero: the pauses start at minHealthPoll and double up to it,
+	// so that a release that is ready within a second is seen within a few hundred
+	// milliseconds, and a slow one costs one ps call every half second.
+	DefaultHealthPoll = 500 * time.Millisecond
+	// minHealthPoll is the first pause of the default schedule.
+	minHealthPoll = 50 * time.Millisecond
 )
 
 // WaitOptions tunes WaitHealthy. Zero values are documented defaults.
@@ -22,7 +28,8 @@ type WaitOptions struct {
 	Services []string
 	// Timeout bounds the whole wait. Default DefaultHealthTimeout (5m).
 	Timeout time.Duration
-	// Poll is the pause between two ps calls. Default DefaultHealthPoll (2s).
+	// Poll is the pause between two ps calls. Zero: pauses that start at 50ms and
+	// double up to DefaultHealthPoll (500ms).
 	Poll time.Duration
 }
 
@@ -46,8 +53,9 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultHealthTimeout
 	}
-	if opts.Poll <= 0 {
-		opts.Poll = DefaultHealthPoll
+	pause := opts.Poll
+	if pause <= 0 {
+		pause = minHealthPoll
 	}
 	start := time.Now()
 	deadline := start.Add(opts.Timeout)
@@ -92,7 +100,10 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 			return states, &Error{Op: "wait", Kind: ErrHealthTimeout, ExitCode: -1, Services: waiting,
 				Detail: detail, Err: lastPSErr}
 		}
-		wait := min(opts.Poll, deadline.Sub(now))
+		wait := min(pause, deadline.Sub(now))
+		if opts.Poll <= 0 {
+			pause = min(2*pause, DefaultHealthPoll)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

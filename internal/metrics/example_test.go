@@ -40,6 +40,7 @@ func ExampleFormat() {
 	// monky_deployd_token_ttl_seconds 3600
 	// monky_deployd_env_mismatch_latched 0
 	// monky_deployd_exit_code 0
+	// monky_deployd_last_restore{result=""} 0
 }
 
 func ExampleWrite() {

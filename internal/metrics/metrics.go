@@ -67,6 +67,10 @@ type Snapshot struct {
 	EnvMismatchLatched bool
 	// ExitCode is the exit code of the tick: 0, 75, 78 or 1 (any 0–255 is accepted).
 	ExitCode int
+	// LastRestore is what became of the box after the last apply that failed after
+	// promote: "restored-healthy", "restored-unhealthy", "restore-failed", "none", or ""
+	// when no failure needed a restore since the last successful apply.
+	LastRestore string
 }
 
 var (
@@ -74,6 +78,7 @@ var (
 	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~-]{0,63}$`)
 	codePattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 	shaPattern     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	restorePattern = regexp.MustCompile(`^(restored-healthy|restored-unhealthy|restore-failed|none)$`)
 )
 
 func (s Snapshot) validate() error {
@@ -94,6 +99,8 @@ func (s Snapshot) validate() error {
 		return &FieldError{Field: "TickDuration", Reason: "must not be negative"}
 	case s.TokenTTL < 0:
 		return &FieldError{Field: "TokenTTL", Reason: "must not be negative"}
+	case s.LastRestore != "" && !restorePattern.MatchString(s.LastRestore):
+		return &FieldError{Field: "LastRestore", Reason: `must be "restored-healthy", "restored-unhealthy", "restore-failed", "none" or empty`}
 	case s.ExitCode < 0 || s.ExitCode > 255:
 		return &FieldError{Field: "ExitCode", Reason: "must be in 0..255"}
 	}
@@ -134,6 +141,12 @@ func Format(s Snapshot) ([]byte, error) {
 		"", latched)
 	gauge("exit_code", "Exit code of the last tick: 0 done, 75 temporary, 78 env mismatch, 1 failure.",
 		"", strconv.Itoa(s.ExitCode))
+	degraded := "0"
+	if s.LastRestore == "restored-unhealthy" || s.LastRestore == "restore-failed" {
+		degraded = "1"
+	}
+	gauge("last_restore", "What became of the box after the last apply that failed after promote (restored-healthy, restored-unhealthy, restore-failed, none; empty since a successful apply); 1 when the box is degraded, else 0.",
+		labelSet("result", s.LastRestore), degraded)
 	return b.Bytes(), nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ func (r *run) up(args []string) int {
 		}
 		st.Up = true
 		st.Project = r.project
+		st.Dir = r.projectDir
 		st.Services = services
 		st.Healthchecks = healthchecks
 		st.Generation++
@@ -102,7 +104,7 @@ func (r *run) ps(args []string) int {
 			if len(pos) > 0 && !slices.Contains(pos, c.service) {
 				continue
 			}
-			c.state = r.script.Services[c.service].step(n)
+			c.state = r.service(st, c.service).step(n)
 			if !all && !c.running() {
 				continue
 			}
@@ -167,7 +169,7 @@ func (r *run) logs(args []string) int {
 			if len(pos) > 0 && !slices.Contains(pos, c.service) {
 				continue
 			}
-			lines := strings.Split(strings.TrimSuffix(r.script.Services[c.service].Logs, "\n"), "\n")
+			lines := strings.Split(strings.TrimSuffix(r.service(st, c.service).Logs, "\n"), "\n")
 			if len(lines) == 1 && lines[0] == "" {
 				continue
 			}
@@ -223,6 +225,16 @@ func versionOutput(out *outcome, format, server string) error {
 	return nil
 }
 
+// service is the script of a service in the release that is up: the release's own
+// script (Script.Releases, by the base name of the project directory) when it has one
+// for the service, else Script.Services.
+func (r *run) service(st *Status, name string) Service {
+	if svc, ok := r.script.Releases[filepath.Base(st.Dir)][name]; ok && st.Dir != "" {
+		return svc
+	}
+	return r.script.Services[name]
+}
+
 // container is one (fake) container of a service; the fake runs one per service.
 type container struct {
 	service string
@@ -235,6 +247,9 @@ type container struct {
 func (r *run) serviceNames(st *Status) []string {
 	names := slices.Clone(st.Services)
 	for name := range r.script.Services {
+		names = append(names, name)
+	}
+	for name := range r.script.Releases[filepath.Base(st.Dir)] {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -252,7 +267,7 @@ func (r *run) containers(st *Status) []container {
 	}
 	var cs []container
 	for _, name := range r.serviceNames(st) {
-		svc := r.script.Services[name]
+		svc := r.service(st, name)
 		c := container{
 			service: name,
 			name:    project + "-" + name + "-1",
@@ -417,4 +432,108 @@ func (r *run) psJSON(st *Status, cs []container, n int, noTrunc bool, out *outco
 		out.stdout.Write(append(b, '\n'))
 	}
 	return nil
+}
+
+// inspect prints docker inspect --type container for containers of the project named
+// by ID (full or a prefix of at least 12 characters) or by name, in the state of the
+// last ps call: State (Status, ExitCode, Health with its Log), RestartCount and the
+// compose labels, as docker does. An unknown container is an error, as in docker.
+func (r *run) inspect(args []string) int {
+	vals, pos, err := parseFlags("docker inspect", args, flagSpec{"--type": true, "-f": true, "--format": true}, false)
+	if err != nil {
+		return r.usage(err)
+	}
+	if t := last(vals, "--type"); t != "container" {
+		return r.usage(usageError(fmt.Sprintf("inspect --type %q: the fake inspects only --type container", t)))
+	}
+	if last(vals, "-f", "--format") != "" {
+		return r.usage(usageError("inspect --format: the fake prints only the JSON array"))
+	}
+	if len(pos) == 0 {
+		return r.usage(usageError("docker inspect requires at least 1 argument"))
+	}
+	return r.do("inspect", func(st *Status, out *outcome) error {
+		n := max(st.PSCalls-1, 0)
+		var list []map[string]any
+		for _, want := range pos {
+			var found *container
+			for _, c := range r.containers(st) {
+				id := c.id(st)
+				if c.name == want || id == want || (len(want) >= 12 && strings.HasPrefix(id, want)) {
+					found = &c
+					break
+				}
+			}
+			if found == nil {
+				fmt.Fprintf(&out.stderr, "Error: No such container: %s\n", want)
+				out.code = 1
+				continue
+			}
+			found.state = r.service(st, found.service).step(n)
+			list = append(list, found.inspectJSON(st))
+		}
+		if list == nil {
+			list = []map[string]any{}
+		}
+		b, err := json.MarshalIndent(list, "", "    ")
+		if err != nil {
+			return err
+		}
+		out.stdout.Write(append(b, '\n'))
+		return nil
+	})
+}
+
+// inspectJSON is the part of docker inspect's container object that the agent reads,
+// with docker's key names and kinds (State.Health is absent without a healthcheck).
+func (c container) inspectJSON(st *Status) map[string]any {
+	up := time.Unix(st.UpAt, 0).UTC()
+	state := map[string]any{
+		"Status":     c.stateName(),
+		"Running":    c.stateName() == "running",
+		"Paused":     c.stateName() == "paused",
+		"Restarting": c.stateName() == "restarting",
+		"OOMKilled":  false,
+		"Dead":       c.stateName() == "dead",
+		"Pid":        0,
+		"ExitCode":   c.state.ExitCode,
+		"Error":      "",
+		"StartedAt":  up.Format(time.RFC3339Nano),
+		"FinishedAt": "0001-01-01T00:00:00Z",
+	}
+	if c.hasHC {
+		health := c.state.Health
+		if health == "" {
+			health = "healthy"
+		}
+		exit, output, streak := 0, "ok", 0
+		if health != "healthy" {
+			exit, output, streak = 1, "unhealthy", 3
+		}
+		if c.state.HealthOutput != "" {
+			output = c.state.HealthOutput
+		}
+		var log []map[string]any
+		for i := range 3 {
+			at := up.Add(time.Duration(i+1) * time.Second)
+			log = append(log, map[string]any{
+				"Start": at.Format(time.RFC3339Nano), "End": at.Add(50 * time.Millisecond).Format(time.RFC3339Nano),
+				"ExitCode": exit, "Output": output,
+			})
+		}
+		state["Health"] = map[string]any{"Status": health, "FailingStreak": streak, "Log": log}
+	}
+	return map[string]any{
+		"Id":           c.id(st),
+		"Name":         "/" + c.name,
+		"RestartCount": c.state.RestartCount,
+		"State":        state,
+		"Config": map[string]any{
+			"Image": c.image,
+			"Labels": map[string]string{
+				"com.docker.compose.project": st.Project,
+				"com.docker.compose.service": c.service,
+			},
+		},
+	}
 }

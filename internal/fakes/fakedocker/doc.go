@@ -10,6 +10,7 @@
 //	docker compose ... ps --all --format json
 //	docker compose ... logs --no-color --tail N [SERVICE...]
 //	docker compose version [--short]
+//	docker inspect --type container ID|NAME...
 //	docker version [--format TEMPLATE]
 //
 // Anything else, including an unknown flag, exits 1 with a message on stderr, so that
@@ -75,12 +76,19 @@
 // before its normal output. delay (a Go duration) is slept before every call of that
 // command, after the call was recorded, so that a test can kill the caller mid-call.
 //
+// releases scripts the services of one release only, keyed by the base name of the
+// project directory of up (the agent's release directories are named by bundle sha):
+// while that release is up, its services override those of services. So a test makes
+// one release unhealthy and the restored one healthy, as a real engine would.
+//
 // services adds or overrides services. The states of a service are shown over
 // successive ps calls after the last up: the n-th ps call shows the n-th state (a state
 // with "times": k counts as k calls) and the last one repeats. A state has state
 // (running, the default; exited, restarting, created, paused, dead), health ("",
-// starting, healthy, unhealthy), exit_code and status (overrides the generated docker
-// status text, e.g. to make the uptime go backwards as a restart loop does). Health is
+// starting, healthy, unhealthy), exit_code, status (overrides the generated docker
+// status text, e.g. to make the uptime go backwards as a restart loop does),
+// health_output (what docker inspect shows as the healthcheck's output in
+// State.Health.Log) and restart_count. inspect shows the state of the last ps call. Health is
 // printed only for running containers with a healthcheck, as docker does; a service has
 // a healthcheck when its compose file declares one, when healthcheck is set in the
 // script, or when one of its states names a health. ps without --all hides containers

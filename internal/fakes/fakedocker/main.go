@@ -155,8 +155,10 @@ func (r *run) main(args []string) int {
 		return r.dockerVersion(args[1:])
 	case "compose":
 		return r.compose(args[1:])
+	case "inspect":
+		return r.inspect(args[1:])
 	default:
-		fmt.Fprintf(r.stderr, "fake docker: unknown command %q (the fake knows compose and version)\n", args[0])
+		fmt.Fprintf(r.stderr, "fake docker: unknown command %q (the fake knows compose, inspect and version)\n", args[0])
 		return 1
 	}
 }

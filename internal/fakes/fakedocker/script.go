@@ -30,6 +30,11 @@ type Script struct {
 	Commands map[string]Command `json:"commands,omitempty"`
 	// Services adds services or overrides what the compose files say about them.
 	Services map[string]Service `json:"services,omitempty"`
+	// Releases scripts services of one release only: the key is the base name of the
+	// project directory of up (the agent's release directory is the bundle sha), and
+	// its services override Services while that release is up. A real engine's
+	// behaviour depends on what the release runs; this is how the fake models it.
+	Releases map[string]map[string]Service `json:"releases,omitempty"`
 }
 
 // Command scripts one command: output, exit code, delay and transient failures.
@@ -70,6 +75,11 @@ type State struct {
 	ExitCode int `json:"exit_code,omitempty"`
 	// Status overrides the generated status text ("Up 3 seconds (healthy)").
 	Status string `json:"status,omitempty"`
+	// HealthOutput is what the healthcheck printed, as docker inspect shows it in
+	// State.Health.Log; default "ok" when healthy, "unhealthy" when not.
+	HealthOutput string `json:"health_output,omitempty"`
+	// RestartCount is docker inspect's RestartCount.
+	RestartCount int `json:"restart_count,omitempty"`
 	// Times is how many ps calls show this state; 0 counts as 1.
 	Times int `json:"times,omitempty"`
 }

@@ -15,6 +15,8 @@ type Status struct {
 	Up bool `json:"up"`
 	// Project is the project name of the last up.
 	Project string `json:"project,omitempty"`
+	// Dir is the project directory of the last up.
+	Dir string `json:"dir,omitempty"`
 	// Services are the services the compose files declared at the last up, sorted.
 	Services []string `json:"services,omitempty"`
 	// Healthchecks are the services among them that declare a healthcheck.
