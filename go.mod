@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/hashicorp/vault/api v1.23.0
+	github.com/moby/patternmatcher v0.6.0
 	github.com/openziti/identity v1.0.116
 	github.com/openziti/sdk-golang v1.2.10
 	github.com/prometheus/common v0.73.1

@@ -31,6 +31,10 @@ func composeCases() []refusalCase {
 		{name: "privileged", data: composeBundle("services:\n  app:\n    image: x\n    privileged: true\n"), codes: []Code{CodePrivileged}, detail: "app"},
 		{name: "docker socket", data: composeBundle("services:\n  app:\n    image: x\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"), codes: []Code{CodePrivileged}, detail: "app"},
 		{name: "host network", data: composeBundle("services:\n  app:\n    image: x\n    network_mode: host\n"), codes: []Code{CodePrivileged}, detail: "app"},
+		{name: "build context holding the .env of a bundle with secrets", data: composeBundle("services:\n  app:\n    build: .\n"),
+			codes: []Code{CodePrivileged}, detail: "service app: build.context . sends the release's .env"},
+		{name: "build context whose .dockerignore lets .env through", data: composeBundle("services:\n  app:\n    build: .\n", file(".dockerignore", "*\n!.env\n")),
+			codes: []Code{CodePrivileged}, detail: ".dockerignore does not exclude it"},
 		{name: "env_file outside the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: ../../etc/environment\n"), codes: []Code{CodeManifestPaths}, detail: "env_file"},
 	}
 }
@@ -60,6 +64,12 @@ func TestVerifyComposeAccepts(t *testing.T) {
 			func(e *Expect) { e.AllowPrivileged = []string{"app"} }, []string{"app", "db"}},
 		{"default in the expression", composeBundle("services:\n  app:\n    image: x:${TAG:-latest}\n"), nil, []string{"app"}},
 		{"env_file in the bundle", composeBundle("services:\n  app:\n    image: x\n    env_file: app.env\n", file("app.env", "A=1\n")), nil, []string{"app"}},
+		// The .dockerignore comes after manifest.json and compose.yaml and is not named in
+		// them: it must still be kept for the build-context check.
+		{"build context with a .dockerignore that excludes .env", composeBundle("services:\n  app:\n    build: .\n",
+			file(".dockerignore", "node_modules\n.env\n")), nil, []string{"app"}},
+		{"build context with Dockerfile.dockerignore", composeBundle("services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/Dockerfile\n",
+			file("docker/Dockerfile", "FROM alpine\nCOPY . /app\n"), file("docker/Dockerfile.dockerignore", "**/.env\n")), nil, []string{"app"}},
 		{"several compose files", func(tb testing.TB) []byte {
 			m := goodManifest()
 			m.ComposeFiles = []string{"compose.yaml", "override.yaml"}

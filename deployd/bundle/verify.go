@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/monky/monky-deployd/internal/composecheck"
 )
 
 // Expect is what the caller knows about the bundle it is about to verify.
@@ -168,10 +170,12 @@ func (v *verifier) file(name string, size int64, r io.Reader, h hash.Hash, cbuf 
 }
 
 // mayBeEnvFile reports whether a file that is not a compose file could be an
-// env_file of one. Until the manifest and every compose file are known, any small
-// file could be; after that only a file whose base name appears in a compose file.
+// env_file of one or an ignore file of a build context. Until the manifest and every
+// compose file are known, any small file could be; after that a .dockerignore or
+// <dockerfile>.dockerignore (the build-context check reads them) and a file whose
+// base name appears in a compose file.
 func (v *verifier) mayBeEnvFile(name string) bool {
-	if v.manifest == nil {
+	if v.manifest == nil || composecheck.IsDockerignore(name) {
 		return true
 	}
 	base := path.Base(name)

@@ -40,8 +40,10 @@ const maxPathsPerVariable = 5
 // Input is what Check looks at: the compose files of a bundle and what the manifest
 // says about them.
 type Input struct {
-	// Files maps a bundle path to its content: the compose files and any env_file they
-	// name, as found in the bundle.
+	// Files maps a bundle path to its content: the compose files, any env_file they
+	// name and the .dockerignore and <dockerfile>.dockerignore files (IsDockerignore),
+	// as found in the bundle. A file in BundleFiles but not in Files could not be read:
+	// an ignore file missing here never counts as excluding anything.
 	Files map[string][]byte
 	// ComposeFiles is manifest.compose_files, in order; later files override earlier
 	// ones, as with `docker compose -f a -f b`.

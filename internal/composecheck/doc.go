@@ -74,6 +74,18 @@
 //     paths outside the release, build.ssh forwarding the agent's ssh-agent or
 //     reading a key outside the release, build.secrets whose file is outside the
 //     release, and cache_from/cache_to of type local (a host directory);
+//   - when the bundle has secrets, a build context that is the release directory
+//     (build: ., or an additional_contexts entry .) and whose ignore file does not
+//     exclude .env: the builder receives the rendered .env and a COPY . bakes every
+//     secret of the environment into an image layer. The ignore file is the one
+//     BuildKit uses: <dockerfile>.dockerignore next to the Dockerfile when the bundle
+//     has it, else the context's .dockerignore (an additional context reads only its
+//     .dockerignore); patterns follow the builder's rules (moby/patternmatcher:
+//     comments, "**", "!" exceptions, the last match wins). A context of a
+//     subdirectory never holds .env; a context outside the release (a parent of it,
+//     an absolute path) is refused as outside; a git or http context is fetched by
+//     the builder and holds no file of the release. Without secrets the .env holds
+//     only vars, which the bundle shows anyway, and build: . stays allowed;
 //   - provider services (they run a program on the host);
 //   - any setting above whose value comes from a secret variable (the load sees a
 //     placeholder, and the value OpenBao returns at apply time would decide it): a

@@ -286,15 +286,23 @@ func (s *scanner) build(b *types.BuildConfig) {
 	}
 	local := b.Context != "" && !strings.Contains(b.Context, "://") && !strings.HasPrefix(b.Context, "git@")
 	if local {
-		if _, ok := inRelease(b.Context); !ok {
+		rel, ok := inRelease(b.Context)
+		if !ok {
+			// Also a parent of the release: it would hold the release and its .env.
 			s.add("build.context is outside the release")
-		} else if b.Dockerfile != "" {
-			df := b.Dockerfile
-			if !path.IsAbs(df) {
-				df = path.Join(b.Context, df)
+		} else {
+			if b.Dockerfile != "" {
+				df := b.Dockerfile
+				if !path.IsAbs(df) {
+					df = path.Join(b.Context, df)
+				}
+				if _, ok := inRelease(df); !ok {
+					s.add("build.dockerfile is outside the release")
+				}
 			}
-			if _, ok := inRelease(df); !ok {
-				s.add("build.dockerfile is outside the release")
+			if rel == "." {
+				s.envInContext("build.context .", contextIgnoreFiles(dockerfileRef{
+					context: b.Context, dockerfile: b.Dockerfile, inline: b.DockerfileInline}))
 			}
 		}
 	}
@@ -312,8 +320,13 @@ func (s *scanner) build(b *types.BuildConfig) {
 		if strings.Contains(v, "://") || strings.HasPrefix(v, "git@") || strings.HasPrefix(v, "service:") {
 			continue
 		}
-		if _, ok := inRelease(v); !ok {
+		rel, ok := inRelease(v)
+		switch {
+		case !ok:
 			s.add("build.additional_contexts: %s is outside the release", strconv.Quote(name))
+		case rel == ".":
+			// A named context reads only its own .dockerignore (BuildKit's dockerui).
+			s.envInContext("build.additional_contexts: "+strconv.Quote(name)+" (the release directory)", []string{dockerignoreName})
 		}
 	}
 	for i, k := range b.SSH {

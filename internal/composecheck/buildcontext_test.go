@@ -1,0 +1,137 @@
+package composecheck
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A build context that holds the release root sends the rendered .env (every secret
+// of the environment) to the builder, where `COPY . /app` bakes it into an image
+// layer. With secrets in the bundle that is refused unless the .dockerignore the
+// builder uses excludes .env.
+func TestCheckBuildContextHoldsTheEnv(t *testing.T) {
+	const build = "services:\n  app:\n    image: x\n    build: .\n"
+	tests := []struct {
+		name    string
+		compose string
+		files   map[string]string // more bundle files
+		kept    []string          // of files, those in Input.Files (nil: all)
+		secrets []string
+		allow   []string
+		want    []string // PRIVILEGED details; nil: accepted
+	}{
+		{name: "build . without secrets is fine as today", compose: build},
+		{name: "build . with secrets and no .dockerignore", compose: build, secrets: []string{"DB_PASSWORD"},
+			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "long syntax context .", compose: "services:\n  app:\n    image: x\n    build:\n      context: .\n      dockerfile: Dockerfile\n",
+			secrets: []string{"S"}, want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "context ./ is the release root too", compose: "services:\n  app:\n    build: ./\n", secrets: []string{"S"},
+			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: ".dockerignore excludes .env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "node_modules\n.env\n"}},
+		{name: ".dockerignore excludes /.env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "/.env\n"}},
+		{name: ".dockerignore excludes ./.env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "  ./.env  \n"}},
+		{name: ".dockerignore excludes **/.env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "**/.env\n"}},
+		{name: ".dockerignore excludes .env*", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env*\n"}},
+		{name: ".dockerignore excludes everything", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "*\n!src\n!package.json\n"}},
+		{name: ".dockerignore with a BOM and CRLF", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "\ufeff.env\r\n"}},
+		{name: "an exception brings .env back", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "*\n!.env\n"},
+			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore does not exclude it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "the last match wins", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env\n!.env*\n"},
+			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore does not exclude it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "a comment excludes nothing", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "# .env\n.env.example\nsrc/.env\n"},
+			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore does not exclude it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "a .dockerignore the builder cannot parse", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env\n[\n"},
+			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore cannot be parsed; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "a .dockerignore not kept for the check", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env\n"}, kept: []string{},
+			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore could not be read for the check (put manifest.json first in the tar); add .env to .dockerignore or build from a subdirectory"}},
+		{name: "Dockerfile.dockerignore takes precedence (refused)", compose: build, secrets: []string{"S"},
+			files: map[string]string{".dockerignore": ".env\n", "Dockerfile.dockerignore": "node_modules\n"},
+			want:  []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and Dockerfile.dockerignore does not exclude it; add .env to Dockerfile.dockerignore or build from a subdirectory"}},
+		{name: "Dockerfile.dockerignore takes precedence (accepted)", compose: build, secrets: []string{"S"},
+			files: map[string]string{".dockerignore": "node_modules\n", "Dockerfile.dockerignore": ".env\n"}},
+		{name: "the dockerfile's own ignore file next to it", secrets: []string{"S"},
+			compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/app.Dockerfile\n",
+			files:   map[string]string{"docker/app.Dockerfile.dockerignore": ".env\n"}},
+		{name: "another dockerfile's ignore file does not count", secrets: []string{"S"},
+			compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/app.Dockerfile\n",
+			files:   map[string]string{"Dockerfile.dockerignore": ".env\n"},
+			want:    []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "dockerfile_inline uses the context's .dockerignore", secrets: []string{"S"},
+			compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile_inline: |\n        FROM alpine\n        COPY . /app\n",
+			files:   map[string]string{"Dockerfile.dockerignore": "x\n", ".dockerignore": ".env\n"}},
+		{name: "a subdirectory context never holds .env", compose: "services:\n  app:\n    build: ./app\n", secrets: []string{"S"}},
+		{name: "a git context is not in the release", compose: "services:\n  app:\n    build: https://github.com/example/app.git#main\n", secrets: []string{"S"}},
+		{name: "a parent of the release is outside it", compose: "services:\n  app:\n    build: ..\n", secrets: []string{"S"},
+			want: []string{"service app: build.context is outside the release"}},
+		{name: "an absolute context is outside the release", compose: "services:\n  app:\n    build: /srv/app\n", secrets: []string{"S"},
+			want: []string{"service app: build.context is outside the release"}},
+		{name: "an additional context at the release root", secrets: []string{"S"},
+			compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
+			want:    []string{"service app: build.additional_contexts: \"root\" (the release directory) sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "an additional context at the root with .dockerignore", secrets: []string{"S"},
+			compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
+			files:   map[string]string{".dockerignore": ".env\n"}},
+		{name: "an additional context reads no Dockerfile.dockerignore", secrets: []string{"S"},
+			compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
+			files:   map[string]string{"app/Dockerfile.dockerignore": ".env\n"},
+			want:    []string{"service app: build.additional_contexts: \"root\" (the release directory) sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "a job builds too", compose: "jobs:\n  migrate:\n    image: x\n    triggers:\n      manual: true\n    build: .\n", secrets: []string{"S"},
+			want: []string{"job migrate: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
+		{name: "an allowed service", compose: build, secrets: []string{"S"}, allow: []string{"app"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{
+				Files:           map[string][]byte{"compose.yaml": []byte(tc.compose)},
+				ComposeFiles:    []string{"compose.yaml"},
+				BundleFiles:     []string{"compose.yaml"},
+				Vars:            map[string]string{},
+				SecretNames:     tc.secrets,
+				AllowPrivileged: tc.allow,
+			}
+			for p, c := range tc.files {
+				in.BundleFiles = append(in.BundleFiles, p)
+				if tc.kept == nil {
+					in.Files[p] = []byte(c)
+				}
+			}
+			r := Check(context.Background(), in)
+			for _, f := range r.Findings {
+				require.Equal(t, CodePrivileged, f.Code, "only PRIVILEGED findings expected: %v", r.Findings)
+			}
+			assert.Equal(t, tc.want, privilegedDetails(r))
+		})
+	}
+}
+
+// The matcher follows the builder's rules; the fuzz test holds it to two of them
+// whatever comes before: a last line ".env" excludes .env, a last line "!.env"
+// brings it back (nothing above .env can exclude it: it sits at the context's root).
+func FuzzIgnoreExcludesEnv(f *testing.F) {
+	for _, s := range []string{"", ".env", "*\n!.env", "**", "**/.env", "# c\n/.env", "[", "!", ".env\r\n", "\ufeff*", "a/**/b\n!a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, content string) {
+		excluded, err := ignoreExcludesEnv([]byte(content))
+		if err != nil {
+			assert.False(t, excluded)
+		}
+		if strings.ContainsAny(content, "\r") {
+			// A lone \r does not end a line for the builder either; the suffix
+			// would join the last line.
+			return
+		}
+		ex, err := ignoreExcludesEnv([]byte(content + "\n.env\n"))
+		if err == nil {
+			assert.True(t, ex, "a last .env line must exclude .env")
+		}
+		in, err := ignoreExcludesEnv([]byte(content + "\n!.env\n"))
+		if err == nil {
+			assert.False(t, in, "a last !.env line must bring .env back")
+		}
+	})
+}
