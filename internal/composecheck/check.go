@@ -99,6 +99,10 @@ type checker struct {
 	// unresolved maps compose file -> variable -> how it is used.
 	unresolved map[string]map[string]*usage
 	rawNames   map[string]bool
+	// rawVolumes holds each service's and job's volumes as written ("service x").
+	rawVolumes map[string][]rawVolume
+	// look is the interpolation mapping of the load.
+	look func(string) (string, bool)
 }
 
 func (c *checker) add(code, format string, args ...any) {
@@ -114,7 +118,7 @@ func (c *checker) add(code, format string, args ...any) {
 // context that is already done yields a COMPOSE_INVALID finding: a check that did not
 // run never passes.
 func Check(ctx context.Context, in Input) Result {
-	c := &checker{in: in, unresolved: map[string]map[string]*usage{}, rawNames: map[string]bool{}}
+	c := &checker{in: in, unresolved: map[string]map[string]*usage{}, rawNames: map[string]bool{}, rawVolumes: map[string][]rawVolume{}}
 	if in.ProjectName == "" {
 		c.in.ProjectName = "monky"
 	}
@@ -128,6 +132,7 @@ func Check(ctx context.Context, in Input) Result {
 		return Result{Services: []string{}, Findings: c.findings}
 	}
 	lookup := c.lookup()
+	c.look = lookup
 
 	loadable := true
 	var configFiles []types.ConfigFile

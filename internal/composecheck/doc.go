@@ -103,6 +103,8 @@
 // MANIFEST_PATHS and COMPOSE_INVALID still apply to it.
 //
 // Details name files, services, keys, capability names and container paths (bind
-// targets); never the value of a variable, and never the raw text of a compose-go
-// error, which may quote one.
+// targets, as written in the compose file: ${X} stays ${X}); never the value of a
+// variable, and never the raw text of a compose-go error, which may quote one. A bind
+// refused as outside the release names the variables its source is written with
+// ("its source comes from ${PLEX_MEDIA_PATH}") or says it is a home directory (~).
 package composecheck

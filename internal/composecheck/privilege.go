@@ -366,7 +366,11 @@ func localCache(e string) bool {
 }
 
 func (s *scanner) volume(v types.ServiceVolumeConfig) {
-	target := strconv.Quote(v.Target)
+	written, found := s.c.rawVolumeFor(s.where, v.Target)
+	target := showPath(v.Target)
+	if found {
+		target = showPath(written.target)
+	}
 	if s.fromSecret("volumes: the source of the mount at "+target, v.Source) {
 		return
 	}
@@ -379,7 +383,12 @@ func (s *scanner) volume(v types.ServiceVolumeConfig) {
 			s.add("volumes: bind mount of a host unix socket at %s", target)
 		default:
 			rel, ok := inRelease(v.Source)
+			vars := sourceVariables(written.source)
 			switch {
+			case !ok && found && strings.HasPrefix(written.source, "~"):
+				s.add("volumes: bind mount of a home directory (~) at %s, outside the release", target)
+			case !ok && len(vars) > 0:
+				s.add("volumes: bind mount from outside the release at %s: its source comes from %s", target, strings.Join(vars, ", "))
 			case !ok:
 				s.add("volumes: bind mount from outside the release at %s", target)
 			case rel == "." || rel == renderedEnv:

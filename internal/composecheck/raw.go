@@ -121,6 +121,7 @@ func (w *walker) structure(root *yaml.Node) {
 				w.checker.rawNames[name] = true
 			}
 			at := section + "." + name
+			w.checker.collectVolumes(strings.TrimSuffix(section, "s")+" "+name, mapValue(services.Content[i+1], "volumes"))
 			w.passThroughList(mapValue(services.Content[i+1], "environment"), at+".environment")
 			w.passThroughList(mapValue(mapValue(services.Content[i+1], "build"), "args"), at+".build.args")
 			if mapValue(mapValue(services.Content[i+1], "extends"), "file") != nil {
