@@ -88,11 +88,14 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	if !ok {
 		return
 	}
-	services, crs := checkCompose(ctx, m, v.buf, exp)
+	services, crs, warnings := checkCompose(ctx, m, v.buf, exp)
 	for _, r := range crs {
 		rs.add(r.Code, "%s", r.Detail)
 	}
 	res.Services = services
+	if warnings != nil {
+		res.Warnings = warnings
+	}
 }
 
 // composeProject is the compose project name used when Expect.ProjectName is "".

@@ -9,8 +9,9 @@ import (
 )
 
 // checkCompose runs the compose checks (compose-spec validity, unresolved variables,
-// privileges, env_file paths) over the kept files and maps the findings to refusals.
-func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp Expect) ([]string, []Refusal) {
+// privileges, env_file paths, build contexts) over the kept files and maps the
+// findings to refusals. It returns the services, the refusals and compose's warnings.
+func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp Expect) ([]string, []Refusal, []string) {
 	project := exp.ProjectName
 	if project == "" {
 		project = composeProject
@@ -28,7 +29,7 @@ func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp
 	for _, f := range res.Findings {
 		out = append(out, Refusal{Code: findingCode(f.Code), Detail: f.Detail})
 	}
-	return res.Services, out
+	return res.Services, out, res.Warnings
 }
 
 // findingCode maps a composecheck finding code to a refusal code. A code this

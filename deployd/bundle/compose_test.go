@@ -97,3 +97,20 @@ func TestFindingCode(t *testing.T) {
 	}
 	assert.Equal(t, CodeComposeInvalid, findingCode("SOMETHING_NEW"))
 }
+
+// Compose's own warnings come back in Result.Warnings, naming the bundle's file; they
+// refuse nothing.
+func TestVerifyWarnings(t *testing.T) {
+	const obsolete = "compose.yaml: the attribute `version` is obsolete, it will be ignored, please remove it to avoid potential confusion"
+	res, err := Verify(context.Background(), bytes.NewReader(composeBundle("version: \"3.8\"\n"+goodCompose)(t)), expect())
+	require.NoError(t, err)
+	assert.Equal(t, []string{obsolete}, res.Warnings)
+
+	res, err = Verify(context.Background(), bytes.NewReader(composeBundle("version: \"3.8\"\nservices:\n  app:\n    image: x\n    privileged: true\n")(t)), expect())
+	require.ErrorIs(t, err, ErrRefused)
+	assert.Equal(t, []string{obsolete}, res.Warnings, "a refused bundle has its warnings too")
+
+	res, err = Verify(context.Background(), bytes.NewReader(goodTar(t)), expect())
+	require.NoError(t, err)
+	assert.Equal(t, []string{}, res.Warnings, "a list, never null")
+}

@@ -61,6 +61,11 @@ type Result struct {
 	Services []string `json:"services,omitempty"`
 	// Refusals holds every refusal, sorted by code then detail; empty when accepted.
 	Refusals []Refusal `json:"refusals"`
+	// Warnings are compose's own warnings about the compose files (an obsolete
+	// version key, a deprecated external.name), each naming the bundle's file. They
+	// refuse nothing. Sorted; empty (never nil) when there is none or the compose
+	// files were not checked.
+	Warnings []string `json:"warnings"`
 }
 
 var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -92,7 +97,7 @@ func Verify(ctx context.Context, r io.Reader, exp Expect) (*Result, error) {
 		return nil, err
 	}
 	rs := &sr.rs
-	res := &Result{Size: sr.total, Files: len(sr.files)}
+	res := &Result{Size: sr.total, Files: len(sr.files), Warnings: []string{}}
 	if sr.complete && !sr.ambiguous {
 		res.SHA = listingSHA(sr.files)
 	}

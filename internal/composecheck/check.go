@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -81,6 +80,10 @@ type Result struct {
 	Services []string
 	// Findings is sorted by Code, then Detail, without duplicates. Empty means accepted.
 	Findings []Finding
+	// Warnings are compose's own warnings about the files (an obsolete version key, a
+	// deprecated external.name), naming the bundle's file; they refuse nothing. Sorted,
+	// without duplicates; nil when there is none.
+	Warnings []string
 }
 
 // OK reports whether the check found nothing to refuse.
@@ -96,6 +99,7 @@ type usage struct {
 type checker struct {
 	in       Input
 	findings []Finding
+	warnings []string
 	// unresolved maps compose file -> variable -> how it is used.
 	unresolved map[string]map[string]*usage
 	rawNames   map[string]bool
@@ -150,7 +154,10 @@ func Check(ctx context.Context, in Input) Result {
 		if !c.scanRaw(name, content, lookup) {
 			loadable = false
 		}
-		configFiles = append(configFiles, types.ConfigFile{Filename: path.Join(ReleaseDir, name), Content: content})
+		// The bundle path, not the load path: compose-go names it in its own log lines
+		// (an obsolete version key), and the operator knows the bundle's files.
+		// Relative paths in the files still resolve under WorkingDir (ReleaseDir).
+		configFiles = append(configFiles, types.ConfigFile{Filename: name, Content: content})
 	}
 	c.reportUnresolved()
 
@@ -190,7 +197,15 @@ func Check(ctx context.Context, in Input) Result {
 	if services == nil {
 		services = []string{}
 	}
-	return Result{Services: services, Findings: sortFindings(c.findings)}
+	return Result{Services: services, Findings: sortFindings(c.findings), Warnings: sortWarnings(c.warnings)}
+}
+
+func sortWarnings(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	slices.Sort(in)
+	return slices.Compact(in)
 }
 
 // environment is the explicit environment of the load: vars, and secret names with a

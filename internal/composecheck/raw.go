@@ -94,6 +94,23 @@ func deref(n *yaml.Node) *yaml.Node {
 // structure checks the top-level shape: include and extends.file read other files
 // from the disk, which a bundle's compose files may not do.
 func (w *walker) structure(root *yaml.Node) {
+	// compose-go's own warnings, named with the bundle's file (its log line would
+	// name the load path, once per process).
+	if mapValue(root, "version") != nil {
+		w.checker.warnings = append(w.checker.warnings, w.file+": the attribute `version` is obsolete, it will be ignored, please remove it to avoid potential confusion")
+	}
+	for _, section := range []string{"networks", "volumes", "secrets", "configs"} {
+		objects := mapValue(root, section)
+		if objects == nil || objects.Kind != yaml.MappingNode {
+			continue
+		}
+		for i := 0; i+1 < len(objects.Content); i += 2 {
+			if mapValue(mapValue(objects.Content[i+1], "external"), "name") != nil {
+				w.checker.warnings = append(w.checker.warnings, fmt.Sprintf("%s: %s.%s: external.name is deprecated. Please set name and external: true",
+					w.file, section, objects.Content[i].Value))
+			}
+		}
+	}
 	if mapValue(root, "include") != nil {
 		w.checker.add(CodeComposeInvalid, "%s: include is not supported in a bundle: list every compose file in compose_files", w.file)
 		w.loadable = false
@@ -237,13 +254,14 @@ func describeLoadError(ctx context.Context, err error, files []string) string {
 		return all + ": compose-go failed on the files (it panicked)"
 	}
 	for _, f := range files {
-		abs := ReleaseDir + "/" + f
-		if rest, ok := strings.CutPrefix(msg, "failed to parse "+abs+": "); ok {
-			return fmt.Sprintf("%s: not valid YAML%s", f, yamlLine(errors.New(rest)))
-		}
-		if rest, ok := strings.CutPrefix(msg, "validating "+abs+": "); ok {
-			key, _, _ := strings.Cut(rest, " ")
-			return fmt.Sprintf("%s: %s does not match the compose specification", f, key)
+		for _, name := range []string{f, ReleaseDir + "/" + f} {
+			if rest, ok := strings.CutPrefix(msg, "failed to parse "+name+": "); ok {
+				return fmt.Sprintf("%s: not valid YAML%s", f, yamlLine(errors.New(rest)))
+			}
+			if rest, ok := strings.CutPrefix(msg, "validating "+name+": "); ok {
+				key, _, _ := strings.Cut(rest, " ")
+				return fmt.Sprintf("%s: %s does not match the compose specification", f, key)
+			}
 		}
 	}
 	for _, prefix := range []string{"error while interpolating ", "invalid interpolation format for "} {
