@@ -401,17 +401,19 @@ func (c *cli) output(s string) int {
 	return 0
 }
 
-// verifyJSON is what `verify --json` prints.
+// verifyJSON is what `verify --json` prints. warnings (compose's own, naming the
+// bundle's file) was added after sha and refusals; it is always a list.
 type verifyJSON struct {
 	SHA      string           `json:"sha"`
 	Refusals []bundle.Refusal `json:"refusals"`
+	Warnings []string         `json:"warnings"`
 }
 
 func (c *cli) verify(ctx context.Context, args []string) int {
 	fs := c.flags("verify")
 	env := fs.String("env", "", "the box's env_id (required)")
 	sha := fs.String("sha", "", "the bundle sha tenancy asked for (optional)")
-	asJSON := fs.Bool("json", false, `print {"sha":…,"refusals":[…]}`)
+	asJSON := fs.Bool("json", false, `print {"sha":…,"refusals":[…],"warnings":[…]}`)
 	allow := fs.String("allow-privileged", "", "comma-separated services allowed to be privileged")
 	liveSerial := fs.Int64("live-serial", 0, "the live release's serial (ROLLBACK check)")
 	rollback := fs.Bool("rollback", false, "the rollback is explicit")
@@ -441,11 +443,14 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 		_, _ = fmt.Fprintf(c.stderr, "monky-deployd verify: %v\n", err)
 		return deployd.ExitFailed
 	}
-	out := verifyJSON{Refusals: []bundle.Refusal{}}
+	out := verifyJSON{Refusals: []bundle.Refusal{}, Warnings: []string{}}
 	if res != nil {
 		out.SHA = res.SHA
 		if res.Refusals != nil {
 			out.Refusals = res.Refusals
+		}
+		if res.Warnings != nil {
+			out.Warnings = res.Warnings
 		}
 	}
 	var text strings.Builder
@@ -463,6 +468,11 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	default:
 		fmt.Fprintf(&text, "refused %s\n", out.SHA)
 		writeRefusals(&text, out.Refusals)
+	}
+	if !*asJSON {
+		for _, w := range out.Warnings {
+			fmt.Fprintf(&text, "warning: %s\n", w)
+		}
 	}
 	if code := c.output(text.String()); code != 0 {
 		return code

@@ -11,7 +11,7 @@
 // retried), 1 anything else, 2 a usage error.
 //
 // verify exits 0 when the bundle is accepted and 1 when it is refused, a file that is
-// not a bundle at all included (its --json is still {"sha":"","refusals":[…]}); a
+// not a bundle at all included (its --json is still {"sha":"","refusals":[…],"warnings":[]}); a
 // bundle file that cannot be opened is a usage error, 2. A result of verify, status or
 // version that cannot be written to stdout (a closed pipe) exits 1, never a silent 0.
 // run --loop ends with 0 on SIGTERM or SIGINT, with 78 on AGENT_ENV_MISMATCH; after a
