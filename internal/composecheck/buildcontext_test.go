@@ -135,3 +135,28 @@ func FuzzIgnoreExcludesEnv(f *testing.F) {
 		}
 	})
 }
+
+// The directory the files are loaded in is internal: a compose file that writes it as
+// an absolute path names a host directory on the box, outside the real release, and
+// is judged so (it must not pass as the release or a file in it).
+func TestCheckLoadDirWrittenLiterallyIsOutside(t *testing.T) {
+	tests := []struct{ name, compose string }{
+		{"build context", "services:\n  app:\n    build: " + ReleaseDir + "\n"},
+		{"bind source", "services:\n  app:\n    image: x\n    volumes:\n      - " + ReleaseDir + "/data:/data\n"},
+		{"env_file", "services:\n  app:\n    image: x\n    env_file: " + ReleaseDir + "/.env\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{
+				Files:        map[string][]byte{"compose.yaml": []byte(tc.compose), ".dockerignore": []byte(".env\n")},
+				ComposeFiles: []string{"compose.yaml"},
+				BundleFiles:  []string{"compose.yaml", ".dockerignore"},
+				Vars:         map[string]string{},
+				SecretNames:  []string{"S"},
+			}
+			r := Check(context.Background(), in)
+			require.Len(t, r.Findings, 1, "findings: %v", r.Findings)
+			assert.Contains(t, r.Findings[0].Detail, "outside the release")
+		})
+	}
+}

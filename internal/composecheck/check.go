@@ -2,6 +2,8 @@ package composecheck
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,9 +26,12 @@ const (
 	CodeManifestPaths = "MANIFEST_PATHS"
 )
 
-// ReleaseDir is the fixed, fake absolute directory the compose files are loaded in.
-// Relative paths in the compose files resolve under it; a bind source that does not
-// resolve under it is outside the release. Nothing is ever read from it.
+// ReleaseDir is the prefix of the fake absolute directory the compose files are loaded
+// in: each Check loads them under ReleaseDir plus a random suffix, so that a compose
+// file cannot write that directory as an absolute path (it would name a host
+// directory on the box). Relative paths in the compose files resolve under it; a bind
+// source that does not resolve under it is outside the release. Nothing is ever read
+// from it, and no finding shows it.
 const ReleaseDir = "/monky/release"
 
 // secretPlaceholder is the value a secret name takes during the load: secrets are
@@ -107,7 +112,20 @@ type checker struct {
 	rawVolumes map[string][]rawVolume
 	// look is the interpolation mapping of the load.
 	look func(string) (string, bool)
+	// dir is this Check's load directory: ReleaseDir plus a random suffix.
+	dir string
 }
+
+// loadDir returns a fresh load directory under ReleaseDir.
+func loadDir() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return ReleaseDir + "-" + hex.EncodeToString(b[:])
+}
+
+// inRelease returns the path of abs relative to this Check's load directory and
+// whether it is inside it.
+func (c *checker) inRelease(abs string) (string, bool) { return inDir(c.dir, abs) }
 
 func (c *checker) add(code, format string, args ...any) {
 	c.findings = append(c.findings, Finding{Code: code, Detail: fmt.Sprintf(format, args...)})
@@ -122,7 +140,7 @@ func (c *checker) add(code, format string, args ...any) {
 // context that is already done yields a COMPOSE_INVALID finding: a check that did not
 // run never passes.
 func Check(ctx context.Context, in Input) Result {
-	c := &checker{in: in, unresolved: map[string]map[string]*usage{}, rawNames: map[string]bool{}, rawVolumes: map[string][]rawVolume{}}
+	c := &checker{in: in, unresolved: map[string]map[string]*usage{}, rawNames: map[string]bool{}, rawVolumes: map[string][]rawVolume{}, dir: loadDir()}
 	if in.ProjectName == "" {
 		c.in.ProjectName = "monky"
 	}
@@ -156,7 +174,7 @@ func Check(ctx context.Context, in Input) Result {
 		}
 		// The bundle path, not the load path: compose-go names it in its own log lines
 		// (an obsolete version key), and the operator knows the bundle's files.
-		// Relative paths in the files still resolve under WorkingDir (ReleaseDir).
+		// Relative paths in the files still resolve under WorkingDir (c.dir).
 		configFiles = append(configFiles, types.ConfigFile{Filename: name, Content: content})
 	}
 	c.reportUnresolved()
@@ -270,7 +288,7 @@ func (c *checker) load(ctx context.Context, files []types.ConfigFile, lookup fun
 	// unresolved variables become "" without a warning on the global logrus logger.
 	silent := &resolver{lookup: lookup}
 	details := types.ConfigDetails{
-		WorkingDir:  ReleaseDir,
+		WorkingDir:  c.dir,
 		ConfigFiles: files,
 		Environment: c.environment(),
 	}

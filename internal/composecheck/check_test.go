@@ -216,7 +216,7 @@ func TestInRelease(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
-			rel, inside := inRelease(tc.path)
+			rel, inside := inDir(ReleaseDir, tc.path)
 			assert.Equal(t, tc.inside, inside)
 			assert.Equal(t, tc.rel, rel)
 		})
@@ -260,8 +260,8 @@ func TestDescribeLoadErrorNeverQuotesTheMessage(t *testing.T) {
 		err  string
 		want string
 	}{
-		{"failed to parse /monky/release/compose.yaml: yaml: line 7: did not find expected key", "compose.yaml: not valid YAML (line 7)"},
-		{"validating /monky/release/compose.yaml: services.api.image must be a string", "compose.yaml: services.api.image does not match the compose specification"},
+		{"failed to parse compose.yaml: yaml: line 7: did not find expected key", "compose.yaml: not valid YAML (line 7)"},
+		{"validating compose.yaml: services.api.image must be a string", "compose.yaml: services.api.image does not match the compose specification"},
 		{"error while interpolating services.api.cpus: failed to cast to expected type: strconv.ParseFloat: parsing \"hunter2\": invalid syntax", "compose.yaml: services.api.cpus has an invalid value after interpolation"},
 		{"invalid interpolation format for services.api.image.\nYou may need to escape any $ with another $.\nhunter2${", "compose.yaml: services.api.image has an invalid value after interpolation"},
 		{"Invalid containerPort: hunter2", "compose.yaml: rejected by compose: Invalid containerPort"},

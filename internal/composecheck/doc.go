@@ -4,8 +4,10 @@
 // PRIVILEGED and MANIFEST_PATHS findings, plus the list of services.
 //
 // Nothing is read from the disk, the process environment or the network: the files are
-// loaded with a fixed, fake release directory (ReleaseDir) as the project directory and
-// an explicit environment (manifest vars, secret names with a placeholder value, and
+// loaded under their bundle paths, with a fake release directory (ReleaseDir plus a
+// random suffix per Check, so that no compose file can write it as an absolute path
+// and pass a host directory off as the release) as the project directory and an
+// explicit environment (manifest vars, secret names with a placeholder value, and
 // COMPOSE_PROJECT_NAME). compose-go is kept from resolving env_file and label_file.
 //
 // # Unresolved variables

@@ -91,7 +91,7 @@ func (s *scanner) envInContext(key string, candidates []string) {
 // contextIgnoreFiles returns the ignore files of a build context at the release root,
 // in BuildKit's order: <dockerfile>.dockerignore next to the Dockerfile (when the
 // Dockerfile is a file of the release), then the context's .dockerignore.
-func contextIgnoreFiles(b dockerfileRef) []string {
+func contextIgnoreFiles(dir string, b dockerfileRef) []string {
 	var out []string
 	if b.inline == "" {
 		df := b.dockerfile
@@ -101,7 +101,7 @@ func contextIgnoreFiles(b dockerfileRef) []string {
 		if !path.IsAbs(df) {
 			df = path.Join(b.context, df)
 		}
-		if rel, ok := inRelease(df); ok && rel != "." {
+		if rel, ok := inDir(dir, df); ok && rel != "." {
 			out = append(out, rel+dockerignoreName)
 		}
 	}

@@ -97,18 +97,18 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-// inRelease returns the path of abs relative to the release directory and whether it
-// is inside it. A first segment starting with "~" counts as outside: compose-go expands
+// inDir returns the path of abs relative to the load directory dir and whether it is
+// inside it. A first segment starting with "~" counts as outside: compose-go expands
 // "~" from $HOME, and leaves it relative only when HOME is unset.
-func inRelease(abs string) (string, bool) {
+func inDir(dir, abs string) (string, bool) {
 	if abs == "" || !strings.HasPrefix(abs, "/") {
 		return "", false
 	}
 	clean := path.Clean(abs)
-	if clean == ReleaseDir {
+	if clean == dir {
 		return ".", true
 	}
-	rel, ok := strings.CutPrefix(clean, ReleaseDir+"/")
+	rel, ok := strings.CutPrefix(clean, dir+"/")
 	if !ok || strings.HasPrefix(rel, "~") {
 		return "", false
 	}
@@ -127,7 +127,7 @@ func (c *checker) checkFiles(where string, envFiles []types.EnvFile, labelFiles 
 		listed[f] = true
 	}
 	for i, ef := range envFiles {
-		rel, ok := inRelease(ef.Path)
+		rel, ok := c.inRelease(ef.Path)
 		switch {
 		case !ok:
 			c.add(CodeManifestPaths, "%s: env_file[%d] is outside the release", where, i)
@@ -146,7 +146,7 @@ func (c *checker) checkFiles(where string, envFiles []types.EnvFile, labelFiles 
 		}
 	}
 	for i, lf := range labelFiles {
-		rel, ok := inRelease(lf)
+		rel, ok := c.inRelease(lf)
 		switch {
 		case !ok:
 			c.add(CodeManifestPaths, "%s: label_file[%d] is outside the release", where, i)
@@ -261,7 +261,7 @@ func (s *scanner) fileObject(key, name string, obj types.FileObjectConfig) {
 	if obj.File == "" || s.fromSecret(key+": "+name+".file", obj.File) {
 		return
 	}
-	rel, ok := inRelease(obj.File)
+	rel, ok := s.c.inRelease(obj.File)
 	switch {
 	case !ok:
 		s.add("%s: %s reads a file from outside the release", key, name)
@@ -286,7 +286,7 @@ func (s *scanner) build(b *types.BuildConfig) {
 	}
 	local := b.Context != "" && !strings.Contains(b.Context, "://") && !strings.HasPrefix(b.Context, "git@")
 	if local {
-		rel, ok := inRelease(b.Context)
+		rel, ok := s.c.inRelease(b.Context)
 		if !ok {
 			// Also a parent of the release: it would hold the release and its .env.
 			s.add("build.context is outside the release")
@@ -296,12 +296,12 @@ func (s *scanner) build(b *types.BuildConfig) {
 				if !path.IsAbs(df) {
 					df = path.Join(b.Context, df)
 				}
-				if _, ok := inRelease(df); !ok {
+				if _, ok := s.c.inRelease(df); !ok {
 					s.add("build.dockerfile is outside the release")
 				}
 			}
 			if rel == "." {
-				s.envInContext("build.context .", contextIgnoreFiles(dockerfileRef{
+				s.envInContext("build.context .", contextIgnoreFiles(s.c.dir, dockerfileRef{
 					context: b.Context, dockerfile: b.Dockerfile, inline: b.DockerfileInline}))
 			}
 		}
@@ -320,7 +320,7 @@ func (s *scanner) build(b *types.BuildConfig) {
 		if strings.Contains(v, "://") || strings.HasPrefix(v, "git@") || strings.HasPrefix(v, "service:") {
 			continue
 		}
-		rel, ok := inRelease(v)
+		rel, ok := s.c.inRelease(v)
 		switch {
 		case !ok:
 			s.add("build.additional_contexts: %s is outside the release", strconv.Quote(name))
@@ -332,7 +332,7 @@ func (s *scanner) build(b *types.BuildConfig) {
 	for i, k := range b.SSH {
 		if k.Path == "" {
 			s.add("build.ssh[%d] forwards the agent's ssh-agent", i)
-		} else if _, ok := inRelease(k.Path); !ok {
+		} else if _, ok := s.c.inRelease(k.Path); !ok {
 			s.add("build.ssh[%d] reads a key from outside the release", i)
 		}
 	}
@@ -382,7 +382,7 @@ func (s *scanner) volume(v types.ServiceVolumeConfig) {
 		case strings.HasSuffix(v.Source, ".sock"):
 			s.add("volumes: bind mount of a host unix socket at %s", target)
 		default:
-			rel, ok := inRelease(v.Source)
+			rel, ok := s.c.inRelease(v.Source)
 			vars := sourceVariables(written.source)
 			switch {
 			case !ok && found && strings.HasPrefix(written.source, "~"):

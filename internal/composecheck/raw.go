@@ -254,14 +254,13 @@ func describeLoadError(ctx context.Context, err error, files []string) string {
 		return all + ": compose-go failed on the files (it panicked)"
 	}
 	for _, f := range files {
-		for _, name := range []string{f, ReleaseDir + "/" + f} {
-			if rest, ok := strings.CutPrefix(msg, "failed to parse "+name+": "); ok {
-				return fmt.Sprintf("%s: not valid YAML%s", f, yamlLine(errors.New(rest)))
-			}
-			if rest, ok := strings.CutPrefix(msg, "validating "+name+": "); ok {
-				key, _, _ := strings.Cut(rest, " ")
-				return fmt.Sprintf("%s: %s does not match the compose specification", f, key)
-			}
+		// The files are loaded under their bundle path (Check).
+		if rest, ok := strings.CutPrefix(msg, "failed to parse "+f+": "); ok {
+			return fmt.Sprintf("%s: not valid YAML%s", f, yamlLine(errors.New(rest)))
+		}
+		if rest, ok := strings.CutPrefix(msg, "validating "+f+": "); ok {
+			key, _, _ := strings.Cut(rest, " ")
+			return fmt.Sprintf("%s: %s does not match the compose specification", f, key)
 		}
 	}
 	for _, prefix := range []string{"error while interpolating ", "invalid interpolation format for "} {
