@@ -244,7 +244,7 @@ func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bu
 	}
 	upOut, err := cc.Up(ctx)
 	if err != nil {
-		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose up", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
+		return a.failAfterPromote(ctx, st, out, &Error{Op: "apply", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
 	}
 	if services == nil {
 		if services, err = a.services(ctx, sha, m); err != nil {

@@ -10,9 +10,10 @@
 # lookup. `go install github.com/openziti/ziti/ziti@version` does not work:
 # ziti's go.mod carries a replace directive, which go install refuses.
 #
-# The build is heavy (several minutes on two cores) and runs under nice. A
-# finished build is reused while go.mod, go.sum and the Go version are
-# unchanged; pass --force to rebuild anyway.
+# The build is heavy (several minutes on two cores, 20 on a busy machine) and runs
+# under nice. The result is kept outside the clone, in $MONKY_TOOLS_CACHE (default
+# /var/cache/monky-deployd/tools), keyed by go.mod, go.sum and the Go version, so that
+# CI on a fresh clone reuses it; bin/ziti links to it. Pass --force to rebuild anyway.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,9 +32,11 @@ export GOFLAGS=-mod=readonly
 version="$(go list -m -f '{{.Version}}' github.com/openziti/ziti)"
 stamp="$( (cat go.mod go.sum; go version) | sha256sum | cut -d' ' -f1)"
 
-mkdir -p bin
-if [[ $force -eq 0 && -x bin/ziti && -f bin/.stamp && "$(cat bin/.stamp)" == "$stamp" ]]; then
-  echo "tools/ziti: bin/ziti ($version) is up to date"
+cache="${MONKY_TOOLS_CACHE:-/var/cache/monky-deployd/tools}/ziti-$version-${stamp:0:16}"
+mkdir -p bin "$cache"
+if [[ $force -eq 0 && -x "$cache/ziti" ]]; then
+  ln -sfn "$cache/ziti" bin/ziti
+  echo "tools/ziti: $cache/ziti ($version) is up to date"
   exit 0
 fi
 
@@ -41,8 +44,8 @@ echo "tools/ziti: building ziti $version (this takes several minutes)"
 start=$SECONDS
 nice -n 10 go build -trimpath \
   -ldflags "-s -w -X github.com/openziti/ziti/common/version.Version=$version -X github.com/openziti/ziti/common/version.Revision=module" \
-  -o bin/ziti.tmp github.com/openziti/ziti/ziti
-mv -f bin/ziti.tmp bin/ziti
-printf '%s\n' "$stamp" > bin/.stamp
-echo "tools/ziti: built bin/ziti ($version) in $((SECONDS - start))s"
+  -o "$cache/ziti.tmp" github.com/openziti/ziti/ziti
+mv -f "$cache/ziti.tmp" "$cache/ziti"
+ln -sfn "$cache/ziti" bin/ziti
+echo "tools/ziti: built $cache/ziti ($version) in $((SECONDS - start))s"
 bin/ziti version

@@ -1,0 +1,18 @@
+// Package engine holds the real-engine tests of monky-deployd: one table of
+// scenarios (apply, idle, restore, missing image, removed service, one-shots,
+// depends_on, crash loop, down and purge, SIGKILL during up, pruning, the secret
+// canary) run through the real binary against the fake docker and against a real
+// docker engine with compose v2, with the same assertions, so that every difference
+// between the fake and the engine shows up as a failure of the fake.
+//
+// The engine half runs with MONKY_ENGINE=1 (CI sets it and fails when it cannot run):
+//
+//	sudo bash test/engine/dockerd.sh start
+//	sudo bash tools/compose/build.sh --install
+//	MONKY_ENGINE=1 go test -v ./test/engine/
+//
+// Without it the engine half skips with that command. The images are built here from
+// testapp (a static Go program, `docker import`ed): nothing is ever pulled. Every
+// container, volume and network belongs to a project named monky-e2e-<random>, removed
+// when its test ends.
+package engine
