@@ -145,7 +145,7 @@ func TestMain(m *testing.M) {
 // needBackend skips or fails a test for a backend that cannot run here: the fake
 // always runs; the engine runs with MONKY_ENGINE=1 and then must work (CI sets it and
 // never skips).
-func needBackend(t *testing.T, be backend) {
+func needBackend(t testing.TB, be backend) {
 	t.Helper()
 	if be.engine {
 		if !engineWanted() {
@@ -172,7 +172,7 @@ type boxOpts struct {
 // process, and compose on the fake docker or on the real engine under a project name
 // of its own.
 type box struct {
-	t       *testing.T
+	t       testing.TB
 	be      backend
 	env     string
 	dir     string
@@ -184,7 +184,7 @@ type box struct {
 	serial  int64
 }
 
-func newBox(t *testing.T, be backend, o boxOpts) *box {
+func newBox(t testing.TB, be backend, o boxOpts) *box {
 	t.Helper()
 	needBackend(t, be)
 	if o.env == "" {
