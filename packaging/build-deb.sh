@@ -95,7 +95,8 @@ Version: $version
 Architecture: $arch
 Maintainer: Monky platform team <platform@monky.internal>
 Installed-Size: $installed_size
-Depends: docker-ce | docker.io, docker-compose-plugin | docker-compose-v2 | docker-compose (>= 2)
+Depends: docker-ce | docker.io
+Recommends: docker-compose-plugin | docker-compose-v2 | docker-compose (>= 2)
 Section: admin
 Priority: optional
 Homepage: https://git.monky.internal/platform/monky-deployd

@@ -136,8 +136,11 @@ ok "conffiles"
 [ "$(dpkg-deb -f "$deb" Package)" = monky-deployd ] || fail "Package field"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "Version field"
 dpkg-deb -f "$deb" Depends | grep -q 'docker-ce | docker.io' || fail "Depends must name docker"
-dpkg-deb -f "$deb" Depends | grep -q 'docker-compose-plugin' || fail "Depends must name docker compose"
-ok "control: monky-deployd $version, Depends: $(dpkg-deb -f "$deb" Depends)"
+# Compose v2 is a Recommends: Debian 12 has no package of it (docs/OPERATIONS.md,
+# "Docker compose v2"); the agent refuses to run without it (COMPOSE_MISSING).
+dpkg-deb -f "$deb" Depends | grep -q 'compose' && fail "Depends must not name docker compose (Debian 12 has none)"
+dpkg-deb -f "$deb" Recommends | grep -qx 'docker-compose-plugin | docker-compose-v2 | docker-compose (>= 2)' || fail "Recommends must name docker compose v2"
+ok "control: monky-deployd $version, Depends: $(dpkg-deb -f "$deb" Depends), Recommends: $(dpkg-deb -f "$deb" Recommends)"
 (cd "$pkgroot" && md5sum --quiet -c DEBIAN/md5sums) || fail "md5sums"
 ok "md5sums"
 file_out=$(od -An -c -N4 "$pkgroot/usr/bin/monky-deployd" | tr -d ' ')
@@ -157,7 +160,7 @@ for c in systemctl deb-systemd-helper deb-systemd-invoke; do
 	printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 0\n' "$c" "$calls" >"$fakebin/$c"
 	chmod 0755 "$fakebin/$c"
 done
-maint() { DPKG_ROOT=$mroot PATH="$fakebin:$PATH" sh "$pkgroot/DEBIAN/$1" "$2"; }
+maint() { DPKG_ROOT=$mroot PATH="$fakebin:$PATH" sh "$pkgroot/DEBIAN/$1" "$2" 2>"$work/$1.err"; }
 called() { grep -qxF "$1" "$calls" || { cat "$calls"; fail "maintainer script did not run: $1"; }; }
 : >"$calls"
 maint postinst configure
@@ -172,6 +175,15 @@ if grep -Eq 'start|restart' "$calls"; then
 	fail "postinst started the timer without a config"
 fi
 ok "postinst: timer enabled, daemon-reload, nothing started without a config"
+grep -q 'docker compose v2 is not installed' "$work/postinst.err" || fail "postinst did not note a missing compose v2"
+mkdir -p "$mroot/usr/libexec/docker/cli-plugins"
+install -m 0755 /dev/null "$mroot/usr/libexec/docker/cli-plugins/docker-compose"
+maint postinst configure
+if grep -q 'compose' "$work/postinst.err"; then
+	fail "postinst noted a missing compose v2 that is installed"
+fi
+rm -rf "$mroot/usr/libexec"
+ok "postinst notes a missing docker compose v2, and only then"
 : >"$calls"
 printf "env_id: 'env-dev-01'\n" >"$mroot/etc/monky-deployd/config.yaml"
 maint postinst configure
