@@ -141,6 +141,23 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 			},
 		},
 		{
+			name: "failed apply, restored and healthy",
+			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-healthy", ExitCode: 1},
+			values: map[string]float64{"monky_deployd_last_restore": 0},
+			labels: map[string]map[string]string{"monky_deployd_last_restore": {"result": "restored-healthy"}},
+		},
+		{
+			name: "failed apply, the restored release unhealthy: degraded",
+			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-unhealthy", ExitCode: 1},
+			values: map[string]float64{"monky_deployd_last_restore": 1},
+			labels: map[string]map[string]string{"monky_deployd_last_restore": {"result": "restored-unhealthy"}},
+		},
+		{
+			name: "failed apply, restore failed: degraded",
+			snap: metrics.Snapshot{LastRestore: "restore-failed"},
+			values: map[string]float64{"monky_deployd_last_restore": 1},
+		},
+		{
 			name: "applied, temporary failure on a later tick",
 			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "applied", ExitCode: 75, LiveSerial: 4},
 			values: map[string]float64{
@@ -206,6 +223,8 @@ func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {
 		{"serial", func(s *metrics.Snapshot) { s.LiveSerial = -1 }, "LiveSerial"},
 		{"tick duration", func(s *metrics.Snapshot) { s.TickDuration = -time.Second }, "TickDuration"},
 		{"token ttl", func(s *metrics.Snapshot) { s.TokenTTL = -time.Second }, "TokenTTL"},
+		{"restore outside the vocabulary", func(s *metrics.Snapshot) { s.LastRestore = "restored" }, "LastRestore"},
+		{"restore secret", func(s *metrics.Snapshot) { s.LastRestore = planted }, "LastRestore"},
 		{"exit code high", func(s *metrics.Snapshot) { s.ExitCode = 256 }, "ExitCode"},
 		{"exit code negative", func(s *metrics.Snapshot) { s.ExitCode = -1 }, "ExitCode"},
 	}
