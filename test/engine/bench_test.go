@@ -41,7 +41,7 @@ func BenchmarkApplyVsComposeWait(b *testing.B) {
 	if err := buildAll(); err != nil {
 		b.Fatal(err)
 	}
-	tb := newBox(b, engine, boxOpts{})
+	tb := newBox(b, engine, boxOpts{leaseBudget: 1 << 20})
 	bare := b.TempDir()
 	project := "monky-e2e-bare-" + randomHex(4)
 	b.Cleanup(func() { removeProject(b, project) })

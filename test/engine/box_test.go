@@ -166,6 +166,7 @@ type boxOpts struct {
 	env           string // default env-dev-01
 	healthTimeout string // default 20s
 	keepReleases  int    // default 3
+	leaseBudget   int    // leases per hour; default 5, as tenancy's
 }
 
 // box is one box: the fakes of tenancy and OpenBao (in this process), the agent as a
@@ -196,7 +197,7 @@ func newBox(t testing.TB, be backend, o boxOpts) *box {
 	if o.keepReleases == 0 {
 		o.keepReleases = 3
 	}
-	b := &box{t: t, be: be, env: o.env, dir: t.TempDir(), stack: deploydtest.NewStack(t, nil)}
+	b := &box{t: t, be: be, env: o.env, dir: t.TempDir(), stack: deploydtest.NewStack(t, &deploydtest.StackOptions{LeaseBudget: o.leaseBudget})}
 	b.project = "monky-e2e-" + randomHex(4)
 	docker := "docker"
 	if !be.engine {
