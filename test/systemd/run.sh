@@ -62,7 +62,11 @@ docker info >/dev/null 2>&1 || cannot "no docker engine answers on the default s
 docker compose version >/dev/null 2>&1 || cannot "no docker compose v2 plugin on this machine" "bash tools/compose/build.sh --install"
 command -v go >/dev/null 2>&1 || cannot "no Go toolchain" "install Go 1.26"
 for t in curl jq; do
-	command -v "$t" >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$t" >/dev/null
+	if ! command -v "$t" >/dev/null 2>&1; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$t" >/dev/null 2>&1 ||
+			{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$t" >/dev/null; } ||
+			cannot "no $t and apt cannot install it" "apt-get install $t"
+	fi
 done
 sock=$(docker context inspect --format '{{.Endpoints.docker.Host}}' 2>/dev/null || echo unix:///var/run/docker.sock)
 sock=${sock#unix://}
