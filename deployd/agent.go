@@ -11,6 +11,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/release"
 	"github.com/monky/monky-deployd/internal/transport"
 )
 
@@ -57,11 +58,8 @@ type Agent struct {
 	red     *secret.Redactor
 	tenancy *tenancy.Client
 	bao     *bao.Client
+	store   *release.Store
 	closers []func() error
-	// baoDown is set by the token upkeep of the running tick when OpenBao was
-	// unreachable or sealed, so that an apply asks again before it spends a lease.
-	// Only the tick that holds the run lock touches it.
-	baoDown bool
 }
 
 // New builds an Agent from a validated config. It opens no connection: the sdk
@@ -82,6 +80,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 	if a.opts.Now == nil {
 		a.opts.Now = time.Now
 	}
+	a.store = release.New(cfg.DeployDir, a.log)
 	if a.opts.DockerEnv == nil {
 		a.opts.DockerEnv = DefaultDockerEnv()
 	}

@@ -37,6 +37,7 @@ const (
 	CodeConfigInvalid    = "CONFIG_INVALID"
 	CodeStateUnavailable = "STATE_UNAVAILABLE"
 	CodeInterrupted      = "INTERRUPTED"
+	CodeLeaseShape       = "LEASE_SHAPE"
 )
 
 var (

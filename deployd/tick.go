@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
+	"log/slog"
 	"time"
 
-	"github.com/monky/monky-deployd/deployd/bao"
-	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
-// Outcome is what one tick did.
+// Outcome is what one tick did, for the caller's log line and for tests.
 type Outcome struct {
 	// Action is the check-in's action ("apply", "none", "down"), or "" when the tick
 	// stopped before tenancy answered.
@@ -39,6 +35,25 @@ type Outcome struct {
 	NextCheckin time.Duration `json:"next_checkin_ns,omitempty"`
 	// Duration is how long the tick took.
 	Duration time.Duration `json:"duration_ns"`
+}
+
+// tick is one run of the agent's job: the state it works on, what it has done so far
+// and what it found. Its steps return errors; end turns an error into what it means.
+type tick struct {
+	a       *Agent
+	st      *State
+	out     Outcome
+	started time.Time
+	log     *slog.Logger
+	// down is true for a tick whose check-in asked for down.
+	down bool
+	// baoDown is set by the token upkeep when OpenBao was unreachable or sealed, so
+	// that an apply asks again before it spends a lease.
+	baoDown bool
+	// promoted is true once the tick's release is live: a failure restores.
+	promoted bool
+	// tail is what compose printed (and the health evidence), for a failure's report.
+	tail string
 }
 
 // Tick runs one tick: lock, state, token upkeep, check-in, then apply, nothing or
@@ -70,9 +85,11 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		st.EnvMismatch = nil
 	}
-	a.repair(&st)
+	st.setLive(a.store.Repair(st.live()))
 
-	out, err = a.tick(ctx, &st)
+	t := &tick{a: a, st: &st, started: start, log: a.log}
+	err = t.run(ctx)
+	out = t.out
 	if err != nil && out.Code == "" {
 		out.Code = CodeOf(err)
 	}
@@ -92,298 +109,136 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	return out, err
 }
 
-func (a *Agent) tick(ctx context.Context, st *State) (Outcome, error) {
-	var out Outcome
-	a.baoDown = false
-	if err := a.ensureToken(ctx, st); err != nil {
-		return out, err
+// run is the tick after the lock: token upkeep, the check-in, and what tenancy asked.
+func (t *tick) run(ctx context.Context) error {
+	if err := t.ensureToken(ctx); err != nil {
+		return err
 	}
-	inst, err := a.checkin(ctx, st)
+	inst, err := t.checkin(ctx)
 	if err != nil {
-		return out, err
+		return err
 	}
-	out.Action = string(inst.Action)
-	out.NextCheckin = inst.NextCheckin
+	t.out.Action = string(inst.Action)
+	t.out.NextCheckin = inst.NextCheckin
 	switch inst.Action {
 	case tenancy.ActionNone:
-		a.log.Debug("check-in: nothing to do", "live_sha", st.LiveSHA)
-		return out, nil
+		t.log.Debug("check-in: nothing to do", "live_sha", t.st.LiveSHA)
+		return nil
 	case tenancy.ActionDown:
-		return a.down(ctx, st, inst, out)
+		t.down = true
+		return t.end(ctx, t.takeDown(ctx, inst))
 	case tenancy.ActionApply:
-		return a.apply(ctx, st, inst, out)
+		return t.end(ctx, t.apply(ctx, inst))
 	default:
-		return out, &Error{Op: "check-in", Code: CodeUnavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
+		return &Error{Op: "check-in", Code: CodeUnavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
 	}
 }
 
-// repair makes the state agree with the disk after a crash: `current` is the truth
-// about the live release; half-staged releases and partial downloads are removed.
-func (a *Agent) repair(st *State) {
-	rel := a.cfg.ReleasesDir()
-	entries, err := os.ReadDir(rel)
+// disposition is what a failure of an apply or a down means for the box and for
+// tenancy.
+type disposition struct {
+	// report: tenancy hears of it (report failed); otherwise the error only ends the
+	// tick (a temporary condition, or tenancy itself refused the call).
+	report bool
+	// remember: the sha is remembered as failed and costs no new lease until tenancy
+	// asks with retry.
+	remember bool
+	// restore: the previous release is put back (the failed one was promoted).
+	restore bool
+}
+
+// dispose is the one place that decides what a failed step means. Whether the tick
+// exits 75 (temporary), 78 or 1 follows from the error itself (ExitCode).
+func (t *tick) dispose(err error) disposition {
+	var again *repeatedError
+	var refused *bundle.RefusedError
+	var call *tenancy.APIError
+	code := CodeOf(err)
+	switch {
+	case errors.As(err, &again):
+		// A failure remembered before: told again as it was, nothing else.
+		return disposition{report: true}
+	case IsTemporary(err), code == CodeEnvMismatch, code == CodeStateUnavailable, code == CodeInterrupted:
+		// Retried at the next tick (or latched): nothing to tell, nothing to remember.
+		return disposition{}
+	case code == CodeLeaseShape:
+		// A misconfigured lease issuer or OpenBao role: the sha cannot succeed as is.
+		return disposition{report: true, remember: true}
+	case errors.As(err, &call):
+		// tenancy refused the call itself (unauthenticated, a broken answer): it would
+		// refuse the report too.
+		return disposition{}
+	case errors.As(err, &refused):
+		// DISK_LOW alone is a refusal of the box, not of the bundle: once space is
+		// freed the next tick verifies again (a refusal costs no lease).
+		return disposition{report: true, remember: !onlyDiskLow(refused)}
+	case t.down:
+		return disposition{report: true}
+	default:
+		return disposition{report: true, remember: true, restore: t.promoted}
+	}
+}
+
+// end finishes an apply or a down that failed: a stopped tick is left as it is (a
+// stop is a crash, not a failure: the next tick resumes); otherwise what dispose
+// decides is done, and the failure is reported.
+func (t *tick) end(ctx context.Context, err error) error {
 	if err == nil {
-		for _, e := range entries {
-			if sha, ok := strings.CutSuffix(e.Name(), ".old"); ok && strings.HasPrefix(sha, ".") && isSHA(sha[1:]) {
-				sha = sha[1:]
-				// A restage interrupted between its two renames: the kept copy goes back.
-				p, final := filepath.Join(rel, e.Name()), filepath.Join(rel, sha)
-				if _, err := os.Lstat(final); errors.Is(err, fs.ErrNotExist) {
-					if rerr := os.Rename(p, final); rerr != nil {
-						a.log.Warn("could not put back a release moved aside by an interrupted restage", "path", p, "err", rerr)
-					} else {
-						_ = fsutil.SyncDir(rel)
-						a.log.Info("put back a release moved aside by an interrupted restage", "sha", short(sha))
-						continue
-					}
-				}
-			}
-			if strings.HasPrefix(e.Name(), ".") {
-				p := filepath.Join(rel, e.Name())
-				if rerr := os.RemoveAll(p); rerr != nil {
-					a.log.Warn("could not remove a leftover of an interrupted apply", "path", p, "err", rerr)
-				} else {
-					a.log.Info("removed a leftover of an interrupted apply", "path", p)
-				}
-			}
+		return nil
+	}
+	if stopped := t.stopped(ctx, err); stopped != nil {
+		return stopped
+	}
+	d := t.dispose(err)
+	if d.restore {
+		err = t.restore(ctx, err)
+		if stopped := t.stopped(ctx, err); stopped != nil {
+			return stopped
 		}
 	}
-	sha := a.liveSHA()
-	if sha == st.LiveSHA {
-		return
+	if d.remember {
+		detail := boundDetail(t.a.red.Redact(err.Error()))
+		t.st.rememberFailure(t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
 	}
-	a.log.Warn("state and the live release disagree (an interrupted apply or down); trusting the current symlink",
-		"state_live_sha", st.LiveSHA, "current_sha", sha)
-	if sha == "" {
-		st.LiveSHA, st.LiveSerial, st.Confirmed = "", 0, false
-		return
+	if !d.report {
+		return err
 	}
-	if st.PreviousSHA == sha {
-		st.PreviousSHA = ""
-	} else if st.LiveSHA != "" {
-		st.PreviousSHA = st.LiveSHA
-	}
-	st.LiveSHA = sha
-	st.LiveSerial = a.releaseSerial(sha)
-	st.Confirmed = false
+	return t.report(ctx, tenancy.ResultFailed, err, nil)
 }
 
-// liveSHA is the sha `current` points to, or "".
-func (a *Agent) liveSHA() string {
-	target, err := os.Readlink(a.cfg.CurrentLink())
-	if err != nil {
-		return ""
+// stopped returns a temporary error when ctx was cancelled (a signal, or the caller
+// giving up): nothing is restored, remembered as failed or reported; the release
+// stays where it is, and the next tick resumes (a promoted release converges without
+// a new lease).
+func (t *tick) stopped(ctx context.Context, cause error) error {
+	if ctx.Err() == nil {
+		return nil
 	}
-	sha := filepath.Base(target)
-	if !isSHA(sha) {
-		return ""
-	}
-	if _, err := os.Stat(filepath.Join(a.cfg.ReleasesDir(), sha)); err != nil {
-		return ""
-	}
-	return sha
+	t.log.Warn("the tick was stopped mid-way; leaving the release where it is, the next tick resumes",
+		"sha", short(t.out.SHA), "err", cause)
+	return &Error{Op: "tick stopped", Code: CodeInterrupted, Err: errors.Join(ctx.Err(), cause)}
 }
 
-func isSHA(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+// repeatedError is a sha that failed before on this box, told again without a lease.
+type repeatedError struct {
+	sha string
+	f   Failure
+}
+
+func (e *repeatedError) Error() string {
+	return fmt.Sprintf("apply: sha %s failed before on this box (%s): %s", short(e.sha), e.f.Code, e.f.Detail)
+}
+
+// Code is the code of the remembered failure.
+func (e *repeatedError) Code() string { return e.f.Code }
+
+// onlyDiskLow reports whether every refusal of r is DISK_LOW: a refusal of the box,
+// not of the bundle.
+func onlyDiskLow(r *bundle.RefusedError) bool {
+	for _, rf := range r.Refusals {
+		if rf.Code != bundle.CodeDiskLow {
 			return false
 		}
 	}
-	return true
-}
-
-// ensureToken makes sure a usable OpenBao token is stored: bootstrap from the grant
-// file when there is none (or it is invalid), renew it when a third of its TTL is left.
-func (a *Agent) ensureToken(ctx context.Context, st *State) error {
-	tok, err := a.readToken()
-	if err != nil {
-		return &Error{Op: "token", Code: CodeStateUnavailable, Err: err}
-	}
-	if tok.IsZero() {
-		return a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
-	}
-	info, err := a.bao.LookupSelf(ctx, tok)
-	switch {
-	case err == nil:
-	case bao.IsTemporary(err):
-		// The check-in is the heartbeat: go on with the stored token; what needs
-		// OpenBao later fails as temporary on its own.
-		a.log.Warn("OpenBao unreachable or sealed; could not look up the token, checking in with the stored one", "err", err)
-		a.baoDown = true
-		return nil
-	case errors.Is(err, bao.ErrUnauthenticated):
-		if _, gerr := os.Stat(a.cfg.BootstrapGrant); gerr == nil {
-			a.log.Warn("the stored OpenBao token is no longer valid; bootstrapping from the grant file", "grant", a.cfg.BootstrapGrant)
-			return a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
-		}
-		return &Error{Op: "token lookup", Code: CodeUnauthenticated, Err: fmt.Errorf(
-			"the stored OpenBao token is invalid or expired: place a fresh bootstrap grant at %s and run `monky-deployd bootstrap`: %w",
-			a.cfg.BootstrapGrant, err)}
-	default:
-		return &Error{Op: "token lookup", Code: CodeOf(err), Err: err}
-	}
-	st.TokenExpires = info.ExpireTime
-	if info.NeedsRenew(a.now()) {
-		renewed, rerr := a.bao.RenewSelf(ctx, tok)
-		if rerr != nil {
-			a.log.Warn("could not renew the OpenBao token; it stays valid until it expires", "expires", info.ExpireTime, "err", rerr)
-			return nil
-		}
-		st.TokenExpires = renewed.ExpireTime
-		a.log.Info("renewed the OpenBao token", "expires", renewed.ExpireTime)
-	}
-	return nil
-}
-
-// Bootstrap consumes the grant at grantPath (the config's bootstrap_grant when
-// empty), stores the resulting token and confirms it with a check-in.
-func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error) {
-	if grantPath == "" {
-		grantPath = a.cfg.BootstrapGrant
-	}
-	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
-		return Outcome{}, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
-	}
-	lock, err := fsutil.TryLock(a.cfg.LockPath())
-	if errors.Is(err, fsutil.ErrLocked) {
-		return Outcome{}, &Error{Op: "run lock", Code: CodeLocked, Err: ErrLocked}
-	}
-	if err != nil {
-		return Outcome{}, &Error{Op: "run lock", Code: CodeStateUnavailable, Err: err}
-	}
-	defer func() { _ = lock.Unlock() }()
-	st := a.loadState()
-	// A bootstrap that succeeds clears the latch (bootstrapFromGrant); a failed one
-	// leaves it, so that later runs still exit 78 without the network.
-	var out Outcome
-	err = a.bootstrapFromGrant(ctx, &st, grantPath)
-	if err == nil {
-		var inst tenancy.Instruction
-		inst, err = a.checkin(ctx, &st)
-		out.Action = string(inst.Action)
-		out.NextCheckin = inst.NextCheckin
-	}
-	st.LastTick = a.now()
-	if serr := a.saveState(&st); serr != nil && err == nil {
-		err = &Error{Op: "save state", Code: CodeStateUnavailable, Err: serr}
-	}
-	return out, err
-}
-
-func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) error {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		a.log.Error("no OpenBao token and no bootstrap grant: ask monky-tenancy for a bootstrap grant, place it at the grant path (mode 0600) and run `monky-deployd bootstrap`",
-			"token_file", a.cfg.TokenPath(), "grant", path)
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
-			"%w: no token at %s and no grant at %s; ask monky-tenancy for a bootstrap grant and place it there (mode 0600)",
-			ErrNoCredentials, a.cfg.TokenPath(), path)}
-	}
-	if err != nil {
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
-	}
-	raw := string(trimSpace(data))
-	a.red.Add(raw)
-	if raw == "" {
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
-			"%w: the grant file %s is empty; place a fresh bootstrap grant there", ErrNoCredentials, path)}
-	}
-	info, err := a.bao.Login(ctx, secret.New(raw))
-	if err != nil {
-		return &Error{Op: "bootstrap login", Code: CodeOf(err), Err: fmt.Errorf("OpenBao refused the bootstrap grant at %s: %w", path, err)}
-	}
-	if err := a.replaceToken(ctx, info); err != nil {
-		return err
-	}
-	st.TokenExpires = info.ExpireTime
-	st.EnvMismatch = nil
-	// The grant is consumed: truncate it first so that a failed unlink leaves nothing usable.
-	if err := os.Truncate(path, 0); err != nil {
-		a.log.Warn("could not truncate the consumed bootstrap grant; remove it by hand", "grant", path, "err", err)
-	}
-	if err := os.Remove(path); err != nil {
-		a.log.Warn("could not delete the consumed bootstrap grant; remove it by hand", "grant", path, "err", err)
-	}
-	a.log.Info("bootstrapped: stored a new OpenBao token and consumed the grant", "grant", path, "token_file", a.cfg.TokenPath(), "expires", info.ExpireTime)
-	return nil
-}
-
-// replaceToken stores the token of a fresh login and revokes the one it replaces:
-// one token at a time.
-func (a *Agent) replaceToken(ctx context.Context, info bao.TokenInfo) error {
-	old, _ := a.readToken()
-	if err := a.writeToken(info.Token); err != nil {
-		return &Error{Op: "store token", Code: CodeStateUnavailable, Err: err}
-	}
-	if !old.IsZero() && old.Reveal() != info.Token.Reveal() {
-		if err := a.bao.RevokeSelf(ctx, old); err != nil && !errors.Is(err, bao.ErrUnauthenticated) {
-			a.log.Warn("could not revoke the replaced OpenBao token; it expires on its own", "err", err)
-		}
-	}
-	return nil
-}
-
-// checkin sends the heartbeat and returns tenancy's instruction.
-func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, error) {
-	free, _ := fsutil.FreeMB(existingParent(a.cfg.DeployDir))
-	req := tenancy.Checkin{
-		EnvID:         a.cfg.EnvID,
-		AgentVersion:  Version,
-		CurrentSHA:    st.LiveSHA,
-		CurrentSerial: st.LiveSerial,
-		LastResult:    tenancy.Result(st.LastResult),
-		LastCode:      st.LastCode,
-		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
-	}
-	inst, err := a.tenancy.Checkin(ctx, req)
-	if err != nil {
-		return inst, a.tenancyFailure(st, "check-in", err)
-	}
-	st.LastCheckin = a.now()
-	st.LastAction = string(inst.Action)
-	st.NextCheckin = inst.NextCheckin
-	return inst, nil
-}
-
-// tenancyFailure classifies an error of a tenancy call, latching an env mismatch.
-func (a *Agent) tenancyFailure(st *State, op string, err error) error {
-	switch {
-	case errors.Is(err, tenancy.ErrEnvMismatch):
-		st.EnvMismatch = &Latch{EnvID: a.cfg.EnvID, At: a.now(), Message: a.red.Redact(err.Error())}
-		st.LastCode = CodeEnvMismatch
-		a.log.Error("tenancy answered AGENT_ENV_MISMATCH: this box's token belongs to another environment. Latched: later runs exit 78 without the network until env_id changes or you bootstrap with a grant for "+a.cfg.EnvID,
-			"op", op, "err", err)
-		return &Error{Op: op, Code: CodeEnvMismatch, Err: err}
-	case errors.Is(err, tenancy.ErrUnauthenticated):
-		a.log.Error("tenancy rejected the OpenBao token; place a fresh bootstrap grant and run `monky-deployd bootstrap`",
-			"op", op, "grant", a.cfg.BootstrapGrant, "err", err)
-		return &Error{Op: op, Code: CodeUnauthenticated, Err: err}
-	case tenancy.IsTemporary(err):
-		code := CodeUnavailable
-		if errors.Is(err, tenancy.ErrRateLimited) {
-			code = CodeRateLimited
-		}
-		a.log.Warn("tenancy unavailable; exiting 75, the next tick retries", "op", op, "code", code, "err", err)
-		return &Error{Op: op, Code: code, Err: err}
-	default:
-		a.log.Error("tenancy call failed", "op", op, "err", err)
-		return &Error{Op: op, Code: CodeOf(err), Err: err}
-	}
-}
-
-func existingParent(p string) string {
-	for {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return p
-		}
-		p = parent
-	}
+	return len(r.Refusals) > 0
 }

@@ -1,0 +1,82 @@
+package deployd
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// checkin is the tick's check-in.
+func (t *tick) checkin(ctx context.Context) (tenancy.Instruction, error) {
+	return t.a.checkin(ctx, t.st)
+}
+
+// tenancyFailure classifies an error of a tenancy call of the tick.
+func (t *tick) tenancyFailure(op string, err error) error {
+	return t.a.tenancyFailure(t.st, op, err)
+}
+
+// checkin sends the heartbeat and returns tenancy's instruction.
+func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, error) {
+	free, _ := fsutil.FreeMB(existingParent(a.cfg.DeployDir))
+	req := tenancy.Checkin{
+		EnvID:         a.cfg.EnvID,
+		AgentVersion:  Version,
+		CurrentSHA:    st.LiveSHA,
+		CurrentSerial: st.LiveSerial,
+		LastResult:    tenancy.Result(st.LastResult),
+		LastCode:      st.LastCode,
+		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
+	}
+	inst, err := a.tenancy.Checkin(ctx, req)
+	if err != nil {
+		return inst, a.tenancyFailure(st, "check-in", err)
+	}
+	st.LastCheckin = a.now()
+	st.LastAction = string(inst.Action)
+	st.NextCheckin = inst.NextCheckin
+	return inst, nil
+}
+
+// tenancyFailure classifies an error of a tenancy call, latching an env mismatch.
+func (a *Agent) tenancyFailure(st *State, op string, err error) error {
+	switch {
+	case errors.Is(err, tenancy.ErrEnvMismatch):
+		st.EnvMismatch = &Latch{EnvID: a.cfg.EnvID, At: a.now(), Message: a.red.Redact(err.Error())}
+		st.LastCode = CodeEnvMismatch
+		a.log.Error("tenancy answered AGENT_ENV_MISMATCH: this box's token belongs to another environment. Latched: later runs exit 78 without the network until env_id changes or you bootstrap with a grant for "+a.cfg.EnvID,
+			"op", op, "err", err)
+		return &Error{Op: op, Code: CodeEnvMismatch, Err: err}
+	case errors.Is(err, tenancy.ErrUnauthenticated):
+		a.log.Error("tenancy rejected the OpenBao token; place a fresh bootstrap grant and run `monky-deployd bootstrap`",
+			"op", op, "grant", a.cfg.BootstrapGrant, "err", err)
+		return &Error{Op: op, Code: CodeUnauthenticated, Err: err}
+	case tenancy.IsTemporary(err):
+		code := CodeUnavailable
+		if errors.Is(err, tenancy.ErrRateLimited) {
+			code = CodeRateLimited
+		}
+		a.log.Warn("tenancy unavailable; exiting 75, the next tick retries", "op", op, "code", code, "err", err)
+		return &Error{Op: op, Code: code, Err: err}
+	default:
+		a.log.Error("tenancy call failed", "op", op, "err", err)
+		return &Error{Op: op, Code: CodeOf(err), Err: err}
+	}
+}
+
+func existingParent(p string) string {
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
+}

@@ -1,0 +1,97 @@
+package deployd
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/internal/release"
+)
+
+// dockerVersionTTL is how long the docker version sent in the check-in is cached, so
+// that the idle tick runs no subprocess.
+const dockerVersionTTL = time.Hour
+
+// live is what the state says the box serves.
+func (s *State) live() release.Live {
+	return release.Live{SHA: s.LiveSHA, Serial: s.LiveSerial, Previous: s.PreviousSHA, Confirmed: s.Confirmed}
+}
+
+// setLive records what the release store says the box serves: the only writer of
+// the live, previous and confirmed fields.
+func (s *State) setLive(l release.Live) {
+	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
+}
+
+// composeFor returns a compose client for the release of sha. The project directory
+// is the release's real path, not `current`: a changed bind-mounted file then has a
+// new source path, so compose recreates exactly the containers that use it.
+func (a *Agent) composeFor(sha string, files []string) (*compose.Client, error) {
+	return compose.New(compose.Config{
+		Docker:  a.cfg.Compose.Docker,
+		Project: a.cfg.Compose.Project,
+		Dir:     a.store.Dir(sha),
+		Files:   files,
+		Env:     a.opts.DockerEnv,
+		Logger:  a.log,
+	})
+}
+
+// learnReleaseSecrets registers the secret values in the .env of a staged release with
+// the redactor. A tick that resumes, restores or takes down a release read none of
+// them from OpenBao, yet compose's output and the containers' logs may print them.
+func (a *Agent) learnReleaseSecrets(sha string, m bundle.Manifest) {
+	if len(m.Secrets) == 0 {
+		return
+	}
+	values, err := a.store.EnvValues(sha, slices.Sorted(maps.Keys(m.Secrets)))
+	if err != nil {
+		a.log.Warn("could not read the release's .env to redact its secrets from compose's output",
+			"path", filepath.Join(a.store.Dir(sha), bundle.EnvFileName), "err", err)
+		return
+	}
+	for _, v := range values {
+		a.red.Add(v)
+	}
+}
+
+// dockerVersion is the docker server version for the check-in. It is kept in the
+// state for an hour, so that the idle tick (one process per timer run) runs no
+// subprocess.
+func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
+	now := a.now()
+	if !st.DockerVersionAt.IsZero() && now.Sub(st.DockerVersionAt) < dockerVersionTTL && now.After(st.DockerVersionAt) {
+		return st.DockerVersion
+	}
+	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: existingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
+	if err != nil {
+		return ""
+	}
+	v, err := cc.DockerVersion(ctx)
+	if err != nil {
+		a.log.Debug("could not read the docker version; the check-in sends none", "err", err)
+	}
+	st.DockerVersion, st.DockerVersionAt = v, now
+	return v
+}
+
+// mkdirMode creates dir (and its parents) and gives dir itself mode perm, whatever the
+// process umask.
+func mkdirMode(dir string, perm os.FileMode) error {
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	return os.Chmod(dir, perm)
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

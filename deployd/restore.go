@@ -1,0 +1,137 @@
+package deployd
+
+import (
+	"context"
+	"time"
+
+	"github.com/monky/monky-deployd/internal/release"
+)
+
+// Results of a Restore: what became of the box after an apply failed after promote.
+const (
+	// RestoreHealthy: the previous release is live again and every service is ready.
+	RestoreHealthy = "restored-healthy"
+	// RestoreUnhealthy: the previous release is live again but did not become healthy
+	// within health_timeout; the box is degraded.
+	RestoreUnhealthy = "restored-unhealthy"
+	// RestoreFailed: the previous release could not be brought back (current could not
+	// be swapped, or its compose up failed); the box is degraded.
+	RestoreFailed = "restore-failed"
+	// RestoreNone: there was no previous release; the failed one was taken down.
+	RestoreNone = "none"
+)
+
+// Restore is what became of the box after an apply failed after promote.
+type Restore struct {
+	// Result is RestoreHealthy, RestoreUnhealthy, RestoreFailed or RestoreNone.
+	Result string `json:"result"`
+	// SHA is the restored release, "" with RestoreNone.
+	SHA string `json:"sha,omitempty"`
+	// Detail says why a restore is not healthy; it names services, never a value.
+	Detail string `json:"detail,omitempty"`
+	// At is when the restore ended.
+	At time.Time `json:"at,omitzero"`
+}
+
+// String is the restore as the report's detail ends with it, e.g.
+// "restore: restored-healthy 1f2e3d4c5b6a".
+func (r Restore) String() string {
+	s := "restore: " + r.Result
+	if r.SHA != "" {
+		s += " " + short(r.SHA)
+	}
+	if r.Detail != "" {
+		s += " (" + r.Detail + ")"
+	}
+	return s
+}
+
+// restore puts the previous release back after a failure after promote (or, when
+// there is none, takes the failed one down), waits for it to be healthy, and returns
+// the cause with what became of the box: the report's detail ends with it
+// (docs/OPERATIONS.md, "After a failed apply").
+func (t *tick) restore(ctx context.Context, cause error) error {
+	var r Restore
+	if cur := t.st.live(); t.a.store.CanRestore(cur) {
+		t.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", short(cur.SHA), "restore_sha", short(cur.Previous), "err", cause)
+		r = t.restorePrevious(ctx, cur)
+	} else {
+		t.log.Warn("apply failed after promote and there is no previous release; taking the failed release down", "failed_sha", short(cur.SHA), "err", cause)
+		r = t.discard(ctx, cur)
+	}
+	r.At = t.a.now()
+	t.st.LastRestore = &r
+	t.out.Restore = r.Result
+	return &restoredError{cause: cause, r: r}
+}
+
+// restorePrevious points current back at the previous release, runs compose up on
+// it and waits until it is healthy, bounded by health_timeout.
+func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
+	prev := cur.Previous
+	r := Restore{SHA: prev, Result: RestoreFailed}
+	live, err := t.a.store.Restore(cur)
+	if err != nil {
+		t.log.Error("could not point current back at the previous release; fix the symlink by hand, then run `docker compose up -d` in it",
+			"link", t.a.store.CurrentLink(), "restore_sha", short(prev), "err", err)
+		r.Detail = "current could not be pointed back at it"
+		return r
+	}
+	t.st.setLive(live)
+	rel, err := t.a.store.Read(ctx, prev, t.a.expect())
+	if err != nil {
+		t.log.Error("the restored release cannot be read; the box may be degraded", "restore_sha", short(prev), "err", err)
+		r.Detail = "its manifest or compose files could not be read"
+		return r
+	}
+	t.a.learnReleaseSecrets(prev, rel.Manifest)
+	cc, err := t.a.composeFor(prev, rel.Manifest.ComposeFiles)
+	if err == nil {
+		_, err = cc.Up(ctx)
+	}
+	if err != nil {
+		t.log.Error("compose up of the restored release failed; the box may be degraded. Look with `docker compose ps --all` in the current directory",
+			"restore_sha", short(prev), "err", err)
+		r.Detail = "compose up failed"
+		return r
+	}
+	if _, err := cc.WaitHealthy(ctx, t.a.waitOptions(rel.Services)); err != nil {
+		t.log.Error("restored the previous release, but it is not healthy either; the box is degraded. Look with `docker compose ps --all` and `docker compose logs` in the current directory",
+			"restore_sha", short(prev), "err", err)
+		r.Result, r.Detail = RestoreUnhealthy, t.a.red.Redact(err.Error())
+		return r
+	}
+	t.st.setLive(release.Confirm(live))
+	t.log.Info("restored the previous release and it is healthy: the box serves what it served before the failed apply", "restore_sha", short(prev))
+	r.Result = RestoreHealthy
+	return r
+}
+
+// discard takes a failed first release down: the box then serves what it served
+// before, which was nothing.
+func (t *tick) discard(ctx context.Context, cur release.Live) Restore {
+	if rel, err := t.a.store.Manifest(cur.SHA); err == nil {
+		if cc, cerr := t.a.composeFor(cur.SHA, rel.ComposeFiles); cerr == nil {
+			if _, derr := cc.Down(ctx, false); derr != nil {
+				t.log.Error("compose down of the failed release failed", "err", derr)
+			}
+		}
+	}
+	live, err := t.a.store.Discard(cur)
+	if err != nil {
+		t.log.Error("could not remove the current symlink", "link", t.a.store.CurrentLink(), "err", err)
+	}
+	t.st.setLive(live)
+	return Restore{Result: RestoreNone}
+}
+
+// restoredError is a failure after promote with what became of the box: its text
+// ends with the restore's outcome, so that the report's detail says it.
+type restoredError struct {
+	cause error
+	r     Restore
+}
+
+func (e *restoredError) Error() string { return e.cause.Error() + "; " + e.r.String() }
+
+func (e *restoredError) Unwrap() error { return e.cause }

@@ -1,0 +1,152 @@
+package deployd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// ensureToken is the tick's token upkeep; it notes when OpenBao was down.
+func (t *tick) ensureToken(ctx context.Context) error {
+	down, err := t.a.ensureToken(ctx, t.st)
+	t.baoDown = down
+	return err
+}
+
+// ensureToken makes sure a usable OpenBao token is stored: bootstrap from the grant
+// file when there is none (or it is invalid), renew it when a third of its TTL is left.
+// baoDown is true when OpenBao was unreachable or sealed: the stored token is used.
+func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err error) {
+	tok, err := a.readToken()
+	if err != nil {
+		return false, &Error{Op: "token", Code: CodeStateUnavailable, Err: err}
+	}
+	if tok.IsZero() {
+		return false, a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
+	}
+	info, err := a.bao.LookupSelf(ctx, tok)
+	switch {
+	case err == nil:
+	case bao.IsTemporary(err):
+		// The check-in is the heartbeat: go on with the stored token; what needs
+		// OpenBao later fails as temporary on its own.
+		a.log.Warn("OpenBao unreachable or sealed; could not look up the token, checking in with the stored one", "err", err)
+		return true, nil
+	case errors.Is(err, bao.ErrUnauthenticated):
+		if _, gerr := os.Stat(a.cfg.BootstrapGrant); gerr == nil {
+			a.log.Warn("the stored OpenBao token is no longer valid; bootstrapping from the grant file", "grant", a.cfg.BootstrapGrant)
+			return false, a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
+		}
+		return false, &Error{Op: "token lookup", Code: CodeUnauthenticated, Err: fmt.Errorf(
+			"the stored OpenBao token is invalid or expired: place a fresh bootstrap grant at %s and run `monky-deployd bootstrap`: %w",
+			a.cfg.BootstrapGrant, err)}
+	default:
+		return false, &Error{Op: "token lookup", Code: CodeOf(err), Err: err}
+	}
+	st.TokenExpires = info.ExpireTime
+	if info.NeedsRenew(a.now()) {
+		renewed, rerr := a.bao.RenewSelf(ctx, tok)
+		if rerr != nil {
+			a.log.Warn("could not renew the OpenBao token; it stays valid until it expires", "expires", info.ExpireTime, "err", rerr)
+			return false, nil
+		}
+		st.TokenExpires = renewed.ExpireTime
+		a.log.Info("renewed the OpenBao token", "expires", renewed.ExpireTime)
+	}
+	return false, nil
+}
+
+// Bootstrap consumes the grant at grantPath (the config's bootstrap_grant when
+// empty), stores the resulting token and confirms it with a check-in.
+func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error) {
+	if grantPath == "" {
+		grantPath = a.cfg.BootstrapGrant
+	}
+	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
+		return Outcome{}, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
+	}
+	lock, err := fsutil.TryLock(a.cfg.LockPath())
+	if errors.Is(err, fsutil.ErrLocked) {
+		return Outcome{}, &Error{Op: "run lock", Code: CodeLocked, Err: ErrLocked}
+	}
+	if err != nil {
+		return Outcome{}, &Error{Op: "run lock", Code: CodeStateUnavailable, Err: err}
+	}
+	defer func() { _ = lock.Unlock() }()
+	st := a.loadState()
+	// A bootstrap that succeeds clears the latch (bootstrapFromGrant); a failed one
+	// leaves it, so that later runs still exit 78 without the network.
+	var out Outcome
+	err = a.bootstrapFromGrant(ctx, &st, grantPath)
+	if err == nil {
+		var inst tenancy.Instruction
+		inst, err = a.checkin(ctx, &st)
+		out.Action = string(inst.Action)
+		out.NextCheckin = inst.NextCheckin
+	}
+	st.LastTick = a.now()
+	if serr := a.saveState(&st); serr != nil && err == nil {
+		err = &Error{Op: "save state", Code: CodeStateUnavailable, Err: serr}
+	}
+	return out, err
+}
+
+func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		a.log.Error("no OpenBao token and no bootstrap grant: ask monky-tenancy for a bootstrap grant, place it at the grant path (mode 0600) and run `monky-deployd bootstrap`",
+			"token_file", a.cfg.TokenPath(), "grant", path)
+		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
+			"%w: no token at %s and no grant at %s; ask monky-tenancy for a bootstrap grant and place it there (mode 0600)",
+			ErrNoCredentials, a.cfg.TokenPath(), path)}
+	}
+	if err != nil {
+		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
+	}
+	raw := string(trimSpace(data))
+	a.red.Add(raw)
+	if raw == "" {
+		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
+			"%w: the grant file %s is empty; place a fresh bootstrap grant there", ErrNoCredentials, path)}
+	}
+	info, err := a.bao.Login(ctx, secret.New(raw))
+	if err != nil {
+		return &Error{Op: "bootstrap login", Code: CodeOf(err), Err: fmt.Errorf("OpenBao refused the bootstrap grant at %s: %w", path, err)}
+	}
+	if err := a.replaceToken(ctx, info); err != nil {
+		return err
+	}
+	st.TokenExpires = info.ExpireTime
+	st.EnvMismatch = nil
+	// The grant is consumed: truncate it first so that a failed unlink leaves nothing usable.
+	if err := os.Truncate(path, 0); err != nil {
+		a.log.Warn("could not truncate the consumed bootstrap grant; remove it by hand", "grant", path, "err", err)
+	}
+	if err := os.Remove(path); err != nil {
+		a.log.Warn("could not delete the consumed bootstrap grant; remove it by hand", "grant", path, "err", err)
+	}
+	a.log.Info("bootstrapped: stored a new OpenBao token and consumed the grant", "grant", path, "token_file", a.cfg.TokenPath(), "expires", info.ExpireTime)
+	return nil
+}
+
+// replaceToken stores the token of a fresh login and revokes the one it replaces:
+// one token at a time.
+func (a *Agent) replaceToken(ctx context.Context, info bao.TokenInfo) error {
+	old, _ := a.readToken()
+	if err := a.writeToken(info.Token); err != nil {
+		return &Error{Op: "store token", Code: CodeStateUnavailable, Err: err}
+	}
+	if !old.IsZero() && old.Reveal() != info.Token.Reveal() {
+		if err := a.bao.RevokeSelf(ctx, old); err != nil && !errors.Is(err, bao.ErrUnauthenticated) {
+			a.log.Warn("could not revoke the replaced OpenBao token; it expires on its own", "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,439 @@
+// Package release is the release store of a box: the directories
+// <deploy_dir>/releases/<sha>/ (a bundle's files plus the rendered .env) and the
+// symlink <deploy_dir>/current that names the live one.
+//
+// It is the only code that writes them, and the only code that computes what the
+// box serves: every change returns a Live value (the live release, the one before
+// it, whether the live one was seen healthy) that the caller keeps in its state. It
+// knows nothing of the agent, its state file or its errors: it takes a directory and
+// returns values and plain errors.
+//
+// Every step is crash-safe: a release is staged in releases/.<sha>.tmp and renamed
+// into place, current is swapped atomically, and Repair puts the store back in order
+// after a crash at any point (a kill leaves the old or the new release live, never
+// half of one).
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/dotenv"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// Live is what a box serves: the release current points to, the release that was
+// live before it (restored when an apply fails after promote), and whether the live
+// release was seen healthy. The zero Live is a box that serves nothing.
+type Live struct {
+	// SHA is the live release, "" when nothing is live.
+	SHA string
+	// Serial is the live release's manifest serial, 0 when nothing is live.
+	Serial int64
+	// Previous is the release live before SHA, "" when there was none.
+	Previous string
+	// Confirmed is true once the live release came up healthy.
+	Confirmed bool
+}
+
+// Store is the release store under one deploy directory.
+type Store struct {
+	deployDir string
+	log       *slog.Logger
+}
+
+// New returns the store under deployDir; nil log discards. It touches nothing.
+func New(deployDir string, log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{deployDir: deployDir, log: log}
+}
+
+// Dir is the directory of the release sha.
+func (s *Store) Dir(sha string) string { return filepath.Join(s.releases(), sha) }
+
+// CurrentLink is the path of the current symlink.
+func (s *Store) CurrentLink() string { return filepath.Join(s.deployDir, "current") }
+
+func (s *Store) releases() string { return filepath.Join(s.deployDir, "releases") }
+
+// Has reports whether the release sha is staged.
+func (s *Store) Has(sha string) bool {
+	if !IsSHA(sha) {
+		return false
+	}
+	fi, err := os.Stat(s.Dir(sha))
+	return err == nil && fi.IsDir()
+}
+
+// Current is the sha that current points to, "" when there is none (or it points at
+// something that is not a staged release).
+func (s *Store) Current() string {
+	target, err := os.Readlink(s.CurrentLink())
+	if err != nil {
+		return ""
+	}
+	sha := filepath.Base(target)
+	if !s.Has(sha) {
+		return ""
+	}
+	return sha
+}
+
+// Download creates releases/.<sha>.bundle (0600) for the bundle's bytes. The caller
+// closes the file and calls the returned remove; Repair removes a leftover one.
+func (s *Store) Download(sha string) (f *os.File, remove func(), err error) {
+	if !IsSHA(sha) {
+		return nil, nil, fmt.Errorf("release: %q is not a bundle sha", sha)
+	}
+	if err := mkdirMode(s.releases(), 0o755); err != nil {
+		return nil, nil, err
+	}
+	p := filepath.Join(s.releases(), "."+sha+".bundle")
+	f, err = os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("could not remove the downloaded bundle; the next tick removes it", "path", p, "err", err)
+		}
+	}, nil
+}
+
+// Stage extracts the verified bundle r into releases/.<sha>.tmp (bundle.Extract
+// checks paths and the sha again), writes env as its .env (0600) and renames the
+// directory to releases/<sha>. A release of the same sha is replaced whole: its .env
+// may hold older secrets. On error nothing half-written is left in place.
+func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte) error {
+	if !IsSHA(sha) {
+		return fmt.Errorf("release: %q is not a bundle sha", sha)
+	}
+	tmp := filepath.Join(s.releases(), "."+sha+".tmp")
+	_ = os.RemoveAll(tmp)
+	if err := mkdirMode(tmp, 0o755); err != nil { // container users read the release
+		return err
+	}
+	if err := s.fill(ctx, r, tmp, sha, env); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	return s.replace(tmp, sha)
+}
+
+// fill extracts the bundle and writes the .env into the staging directory.
+func (s *Store) fill(ctx context.Context, r io.Reader, tmp, sha string, env []byte) error {
+	if err := bundle.Extract(ctx, r, tmp, sha, bundle.Limits{}); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, bundle.EnvFileName), env, 0o600); err != nil {
+		return fmt.Errorf("write .env: %w", err)
+	}
+	return fsutil.SyncDir(tmp)
+}
+
+// replace renames the staged tmp to releases/<sha>, moving an existing copy aside
+// first (releases/.<sha>.old) and putting it back when the rename fails.
+func (s *Store) replace(tmp, sha string) error {
+	final, old := s.Dir(sha), filepath.Join(s.releases(), "."+sha+".old")
+	moved := false
+	if _, err := os.Stat(final); err == nil {
+		if err := os.Rename(final, old); err != nil {
+			_ = os.RemoveAll(tmp)
+			return err
+		}
+		moved = true
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.RemoveAll(tmp)
+		if moved {
+			// Put the kept release back: it may be the one a restore needs.
+			if rerr := os.Rename(old, final); rerr != nil {
+				s.log.Error("could not put a kept release back after a failed restage; the next tick's repair moves it back", "path", old, "err", rerr)
+			}
+		}
+		return err
+	}
+	if moved {
+		if err := os.RemoveAll(old); err != nil {
+			s.log.Warn("could not remove the replaced copy of a release; the next tick removes it", "path", old, "err", err)
+		}
+	}
+	return fsutil.SyncDir(s.releases())
+}
+
+// Promote makes the staged release sha live: current is swapped atomically and the
+// release's time set to now (pruning keeps the newest). The live release becomes
+// the previous one; the new one is not confirmed until it is seen healthy.
+func (s *Store) Promote(cur Live, sha string, serial int64, now time.Time) (Live, error) {
+	if err := s.point(sha); err != nil {
+		return cur, err
+	}
+	_ = os.Chtimes(s.Dir(sha), now, now)
+	return Live{SHA: sha, Serial: serial, Previous: cur.SHA}, nil
+}
+
+// Restore points current back at the previous release. The restored release is not
+// confirmed until it is seen healthy again, and there is no previous one any more.
+func (s *Store) Restore(cur Live) (Live, error) {
+	if cur.Previous == "" || cur.Previous == cur.SHA || !s.Has(cur.Previous) {
+		return cur, fmt.Errorf("release: there is no previous release to restore")
+	}
+	if err := s.point(cur.Previous); err != nil {
+		return cur, err
+	}
+	return Live{SHA: cur.Previous, Serial: s.Serial(cur.Previous)}, nil
+}
+
+// CanRestore reports whether Restore has a previous release to go back to.
+func (s *Store) CanRestore(cur Live) bool {
+	return cur.Previous != "" && cur.Previous != cur.SHA && s.Has(cur.Previous)
+}
+
+// Confirm records that the live release was seen healthy.
+func Confirm(cur Live) Live {
+	cur.Confirmed = true
+	return cur
+}
+
+// Discard removes current after a failed first apply: the box serves nothing, as it
+// did before; the failed release stays staged.
+func (s *Store) Discard(cur Live) (Live, error) {
+	if err := s.unlink(); err != nil {
+		return cur, err
+	}
+	return Live{Previous: cur.Previous}, nil
+}
+
+// Down removes current after the live release was taken down; that release becomes
+// the previous one.
+func (s *Store) Down(cur Live) (Live, error) {
+	if err := s.unlink(); err != nil {
+		return cur, err
+	}
+	prev := cur.Previous
+	if cur.SHA != "" {
+		prev = cur.SHA
+	}
+	return Live{Previous: prev}, nil
+}
+
+// point swaps current to releases/<sha> atomically.
+func (s *Store) point(sha string) error {
+	if !s.Has(sha) {
+		return fmt.Errorf("release: %s is not staged", short(sha))
+	}
+	return fsutil.SwapSymlink(filepath.Join("releases", sha), s.CurrentLink())
+}
+
+func (s *Store) unlink() error {
+	if err := os.Remove(s.CurrentLink()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	_ = fsutil.SyncDir(existingParent(s.deployDir))
+	return nil
+}
+
+// Repair puts the store in order after a crash and returns what is live: leftovers
+// of an interrupted apply (releases/.*) are removed, a release moved aside by an
+// interrupted restage is put back, and current is the truth about the live release
+// (cur is what the caller believed).
+func (s *Store) Repair(cur Live) Live {
+	s.sweep()
+	sha := s.Current()
+	if sha == cur.SHA {
+		return cur
+	}
+	s.log.Warn("state and the live release disagree (an interrupted apply or down); trusting the current symlink",
+		"state_live_sha", cur.SHA, "current_sha", sha)
+	if sha == "" {
+		return Live{Previous: cur.Previous}
+	}
+	prev := cur.Previous
+	if prev == sha {
+		prev = ""
+	} else if cur.SHA != "" {
+		prev = cur.SHA
+	}
+	return Live{SHA: sha, Serial: s.Serial(sha), Previous: prev}
+}
+
+// sweep removes the hidden leftovers of interrupted applies and puts back a release
+// that an interrupted restage moved aside.
+func (s *Store) sweep() {
+	rel := s.releases()
+	entries, err := os.ReadDir(rel)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, ".") {
+			continue
+		}
+		p := filepath.Join(rel, name)
+		if sha, ok := strings.CutSuffix(name[1:], ".old"); ok && IsSHA(sha) {
+			if _, err := os.Lstat(s.Dir(sha)); errors.Is(err, fs.ErrNotExist) {
+				if rerr := os.Rename(p, s.Dir(sha)); rerr == nil {
+					_ = fsutil.SyncDir(rel)
+					s.log.Info("put back a release moved aside by an interrupted restage", "sha", short(sha))
+					continue
+				} else {
+					s.log.Warn("could not put back a release moved aside by an interrupted restage", "path", p, "err", rerr)
+				}
+			}
+		}
+		if err := os.RemoveAll(p); err != nil {
+			s.log.Warn("could not remove a leftover of an interrupted apply", "path", p, "err", err)
+		} else {
+			s.log.Info("removed a leftover of an interrupted apply", "path", p)
+		}
+	}
+}
+
+// Prune keeps the newest keep releases in all, counting the live and the previous
+// one (which are always kept), and returns the shas it removed.
+func (s *Store) Prune(cur Live, keep int) []string {
+	entries, err := os.ReadDir(s.releases())
+	if err != nil {
+		return nil
+	}
+	type rel struct {
+		sha string
+		mod time.Time
+	}
+	var rels []rel
+	for _, e := range entries {
+		if !e.IsDir() || !IsSHA(e.Name()) || e.Name() == cur.SHA || e.Name() == cur.Previous {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			rels = append(rels, rel{e.Name(), info.ModTime()})
+		}
+	}
+	sort.Slice(rels, func(i, j int) bool { return rels[i].mod.After(rels[j].mod) })
+	keep--
+	if cur.Previous != "" {
+		keep--
+	}
+	keep = max(keep, 0)
+	var pruned []string
+	for i, r := range rels {
+		if i < keep {
+			continue
+		}
+		if err := os.RemoveAll(s.Dir(r.sha)); err != nil {
+			s.log.Warn("could not prune an old release", "path", s.Dir(r.sha), "err", err)
+			continue
+		}
+		s.log.Info("pruned an old release", "sha", short(r.sha))
+		pruned = append(pruned, r.sha)
+	}
+	return pruned
+}
+
+// Read reads a staged release's manifest and services through bundle.ReadStaged.
+func (s *Store) Read(ctx context.Context, sha string, exp bundle.Expect) (bundle.Staged, error) {
+	if !s.Has(sha) {
+		return bundle.Staged{}, fmt.Errorf("release %s is not staged", short(sha))
+	}
+	return bundle.ReadStaged(ctx, s.Dir(sha), exp)
+}
+
+// Manifest reads a staged release's manifest.json (decoded and checked as Verify does).
+func (s *Store) Manifest(sha string) (bundle.Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(s.Dir(sha), bundle.ManifestName))
+	if err != nil {
+		return bundle.Manifest{}, fmt.Errorf("read the release's manifest: %w", err)
+	}
+	return bundle.ParseManifest(data)
+}
+
+// Serial is the serial in a staged release's manifest; 0 when it cannot be read.
+func (s *Store) Serial(sha string) int64 {
+	m, err := s.Manifest(sha)
+	if err != nil {
+		return 0
+	}
+	return m.Serial
+}
+
+// EnvValues reads the values of the named variables from a staged release's .env,
+// so that a caller that did not read them from OpenBao (a resume, a restore, a down)
+// can still redact them. The parser's errors may quote a line (a secret value): they
+// are not returned, only that the file could not be read.
+func (s *Store) EnvValues(sha string, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	f, err := os.Open(filepath.Join(s.Dir(sha), bundle.EnvFileName))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }() // read-only
+	env, err := dotenv.Parse(f)
+	if err != nil {
+		return nil, errors.New("the release's .env does not parse")
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if v, ok := env[n]; ok {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// IsSHA reports whether s is a bundle sha: 64 lowercase hex digits.
+func IsSHA(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// mkdirMode creates dir (and its parents) and gives dir itself mode perm, whatever
+// the process umask.
+func mkdirMode(dir string, perm os.FileMode) error {
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	return os.Chmod(dir, perm)
+}
+
+func existingParent(p string) string {
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
+}
