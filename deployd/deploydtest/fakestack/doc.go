@@ -1,7 +1,7 @@
 // Package fakestack starts the fake OpenBao and the fake monky-tenancy on loopback,
 // wired together: tenancy takes an environment's OpenBao tokens as bearers and mints
 // its lease grants there. It needs no testing.TB and links no "testing", so a program
-// (examples/quickstart, cmd/monky-fakes) can use it as well as a test:
+// (examples/quickstart) can use it as well as a test:
 //
 //	s, err := fakestack.Start(fakestack.Options{})
 //	if err != nil { … }
