@@ -17,18 +17,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // TestApplyNoneDown walks a box through its life: self-bootstrap, apply, apply of the
 // live sha (no lease), none, and down with purge on a dev tier (-v).
 func TestApplyNoneDown(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	sha := b.publish(sample.App(b.env, 1))
+	sha := b.publish(faketenancy.SampleApp(b.env, 1))
 
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -72,7 +72,7 @@ func TestApplyNoneDown(t *testing.T) {
 	assert.Equal(t, downloads, b.calls("/v1/agent/bundles/"))
 
 	// none: nothing reported.
-	b.setDesired(deploydtest.Desired{Action: "none"})
+	b.setDesired(faketenancy.Desired{Action: "none"})
 	reports := len(b.stack.Reports(b.env))
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -80,7 +80,7 @@ func TestApplyNoneDown(t *testing.T) {
 	assert.Len(t, b.stack.Reports(b.env), reports)
 
 	// down with purge on dev: -v, current removed, report down.
-	b.setDesired(deploydtest.Desired{Action: "down", Purge: true})
+	b.setDesired(faketenancy.Desired{Action: "down", Purge: true})
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "down", out.Result)
@@ -95,10 +95,10 @@ func TestApplyNoneDown(t *testing.T) {
 
 func TestProdNeverPurges(t *testing.T) {
 	b := newBox(t, boxOptions{env: "env-prod-03"})
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	b.setDesired(deploydtest.Desired{Action: "down", Purge: true})
+	b.setDesired(faketenancy.Desired{Action: "down", Purge: true})
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "down", out.Result)
@@ -118,37 +118,37 @@ func TestRefusalsCostNoLease(t *testing.T) {
 		setup  func(b *box)
 	}{
 		{name: "env mismatch", code: "ENV_MISMATCH", bundle: func(b *box) []byte {
-			return sample.App("env-dev-02", 1).Tar(true)
+			return tarball(b.t, faketenancy.SampleApp("env-dev-02", 1), true)
 		}},
 		{name: "unresolved var", code: "UNRESOLVED_VARS", bundle: func(b *box) []byte {
-			bn := sample.App(b.env, 1)
-			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx:${NGINX_TAG}\n")
-			return bn.Tar(true)
+			bn := faketenancy.SampleApp(b.env, 1)
+			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx:${NGINX_TAG}\n"
+			return tarball(b.t, bn, true)
 		}},
 		{name: "compose invalid", code: "COMPOSE_INVALID", bundle: func(b *box) []byte {
-			bn := sample.App(b.env, 1)
-			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: [nginx\n")
-			return bn.Tar(true)
+			bn := faketenancy.SampleApp(b.env, 1)
+			bn.Files["compose.yaml"] = "services:\n  web:\n    image: [nginx\n"
+			return tarball(b.t, bn, true)
 		}},
 		{name: "privileged", code: "PRIVILEGED", bundle: func(b *box) []byte {
-			bn := sample.App(b.env, 1)
-			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx\n    privileged: true\n")
-			return bn.Tar(true)
+			bn := faketenancy.SampleApp(b.env, 1)
+			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
+			return tarball(b.t, bn, true)
 		}},
 		{name: "docker socket", code: "PRIVILEGED", bundle: func(b *box) []byte {
-			bn := sample.App(b.env, 1)
-			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n")
-			return bn.Tar(true)
+			bn := faketenancy.SampleApp(b.env, 1)
+			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"
+			return tarball(b.t, bn, true)
 		}},
 		{name: "secret path", code: "SECRET_PATH", bundle: func(b *box) []byte {
-			bn := sample.App(b.env, 1)
-			bn.Manifest.Secrets["DB_PASSWORD"] = sample.SecretRef{Path: "../env-dev-02/db", Key: "password"}
-			return bn.Tar(true)
+			bn := faketenancy.SampleApp(b.env, 1)
+			bn.Secrets["DB_PASSWORD"] = faketenancy.SecretRef{Path: "../env-dev-02/db", Key: "password"}
+			return tarball(b.t, bn, true)
 		}},
 		{name: "disk low", code: "DISK_LOW", bundle: func(b *box) []byte {
-			bn := sample.App(b.env, 1)
-			bn.Manifest.MinFreeMB = 1 << 40
-			return bn.Tar(true)
+			bn := faketenancy.SampleApp(b.env, 1)
+			bn.MinFreeMB = 1 << 40
+			return tarball(b.t, bn, true)
 		}},
 		{name: "symlink", code: "MANIFEST_PATHS", bundle: func(b *box) []byte {
 			m := map[string]any{"schema": 1, "env_id": b.env, "serial": 1, "compose_files": []string{"compose.yaml"},
@@ -158,22 +158,22 @@ func TestRefusalsCostNoLease(t *testing.T) {
 				entry{hdr: tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "/etc/shadow"}})
 		}},
 		{name: "truncated tar", code: "BUNDLE_MALFORMED", bundle: func(b *box) []byte {
-			return sample.App(b.env, 1).Tar(false)
+			return tarball(b.t, faketenancy.SampleApp(b.env, 1), false)
 		}, setup: func(b *box) {
-			whole := sample.App(b.env, 1).Tar(false)
+			whole := tarball(b.t, faketenancy.SampleApp(b.env, 1), false)
 			serveBundle(b, whole[:len(whole)/2])
 		}},
 		{name: "sha mismatch", code: "SHA_MISMATCH", bundle: func(b *box) []byte {
-			return sample.App(b.env, 1).Tar(true)
+			return tarball(b.t, faketenancy.SampleApp(b.env, 1), true)
 		}, setup: func(b *box) {
-			serveBundle(b, sample.App(b.env, 99).Tar(false))
+			serveBundle(b, tarball(b.t, faketenancy.SampleApp(b.env, 99), false))
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
 			// Bootstrap first, so that the only OpenBao login is the bootstrap's.
-			b.setDesired(deploydtest.Desired{Action: "none"})
+			b.setDesired(faketenancy.Desired{Action: "none"})
 			_, code := b.tick()
 			require.Equal(t, deployd.ExitOK, code)
 			logins := b.baoCalls("/login")
@@ -218,8 +218,8 @@ func serveBundle(b *box, data []byte) {
 // a lease, until tenancy asks with retry.
 func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	bn := sample.App(b.env, 1)
-	bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx\n    privileged: true\n")
+	bn := faketenancy.SampleApp(b.env, 1)
+	bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
 	sha := b.publish(bn)
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
@@ -232,7 +232,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	assert.Zero(t, b.calls("/v1/agent/lease"))
 	assert.Equal(t, "PRIVILEGED", b.lastReport().Code)
 
-	b.setDesired(deploydtest.Desired{Action: "apply", SHA: sha, Retry: true})
+	b.setDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
 	out, code = b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "PRIVILEGED", out.Code)
@@ -243,16 +243,16 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 // the rollback explicit.
 func TestRollbackNeedsExplicitFlag(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.publish(sample.App(b.env, 5))
+	b.publish(faketenancy.SampleApp(b.env, 5))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	older := b.publish(sample.App(b.env, 3))
+	older := b.publish(faketenancy.SampleApp(b.env, 3))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "ROLLBACK", out.Code)
 	assert.Equal(t, 1, b.calls("/v1/agent/lease"))
 
-	b.setDesired(deploydtest.Desired{Action: "apply", SHA: older, Rollback: true, Retry: true})
+	b.setDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true, Retry: true})
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "applied", out.Result)
@@ -265,11 +265,11 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 // recreated with the new content.
 func TestChangedConfigFileReachesContainers(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.publish(sample.App(b.env, 1))
+	first := b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	second := sample.App(b.env, 2)
-	second.Files["config/app.toml"] = []byte("listen = \":9090\"\n")
+	second := faketenancy.SampleApp(b.env, 2)
+	second.Files["config/app.toml"] = "listen = \":9090\"\n"
 	secondSHA := b.publish(second)
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -291,11 +291,11 @@ func TestChangedConfigFileReachesContainers(t *testing.T) {
 // release, reports failed with the failing service's log lines (redacted), exit 1.
 func TestRestoreAfterUnhealthy(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	good := b.publish(sample.App(b.env, 1))
+	good := b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 
-	bad := b.publish(sample.App(b.env, 2))
+	bad := b.publish(faketenancy.SampleApp(b.env, 2))
 	// Only the new release is unhealthy: the restored one comes back healthy.
 	b.docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
 		"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy",
@@ -332,7 +332,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 // either, the report, the outcome and the state say the box is degraded.
 func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	good := b.publish(sample.App(b.env, 1))
+	good := b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 
@@ -340,7 +340,7 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	b.docker.SetScript(&fakedockertest.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
 	}})
-	b.publish(sample.App(b.env, 2))
+	b.publish(faketenancy.SampleApp(b.env, 2))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "UNHEALTHY", out.Code, "the code is the failed apply's")
@@ -360,7 +360,7 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "Error response from daemon: pull access denied for nginx\n", Exit: 1},
 	}}})
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "APPLY_FAILED", out.Code)
@@ -382,13 +382,13 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("tenancy 503 is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.stack.SetFaults(deploydtest.Faults{Status: map[string]int{"checkin": 503}})
+		b.stack.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 	})
 	t.Run("tenancy unreachable is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.setDesired(deploydtest.Desired{Action: "none"})
+		b.setDesired(faketenancy.Desired{Action: "none"})
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
 		b.stack.Tenancy.Close()
@@ -396,11 +396,11 @@ func TestExitCodes(t *testing.T) {
 		assert.Equal(t, deployd.ExitTemporary, code)
 	})
 	t.Run("rate limited lease is 75", func(t *testing.T) {
-		b := newBox(t, boxOptions{stack: &deploydtest.StackOptions{LeaseBudget: 1}})
-		b.publish(sample.App(b.env, 1))
+		b := newBox(t, boxOptions{stack: &fakestack.Options{LeaseBudget: 1}})
+		b.publish(faketenancy.SampleApp(b.env, 1))
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
-		b.publish(sample.App(b.env, 2))
+		b.publish(faketenancy.SampleApp(b.env, 2))
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Equal(t, "", out.Result, "a rate-limited lease reports nothing")
@@ -410,16 +410,16 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("sealed OpenBao is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.setDesired(deploydtest.Desired{Action: "none"})
+		b.setDesired(faketenancy.Desired{Action: "none"})
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
 		b.stack.Bao.SetSealed(true)
-		b.publish(sample.App(b.env, 1))
+		b.publish(faketenancy.SampleApp(b.env, 1))
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Equal(t, "UNAVAILABLE", out.Code)
 		b.stack.Bao.SetSealed(false)
-		b.setDesired(deploydtest.Desired{Action: "apply", SHA: out.SHA})
+		b.setDesired(faketenancy.Desired{Action: "apply", SHA: out.SHA})
 		out, code = b.tick()
 		assert.Equal(t, deployd.ExitOK, code)
 		assert.Equal(t, "applied", out.Result)
@@ -433,7 +433,7 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("invalid token is 1 and says how to bootstrap", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.setDesired(deploydtest.Desired{Action: "none"})
+		b.setDesired(faketenancy.Desired{Action: "none"})
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
 		b.stack.Bao.InvalidateTokens(b.env)
@@ -472,7 +472,7 @@ func TestEnvMismatchLatch(t *testing.T) {
 	_, err := b.agent.Bootstrap(t.Context(), "")
 	require.NoError(t, err)
 	assert.Nil(t, b.state().EnvMismatch)
-	b.setDesired(deploydtest.Desired{Action: "none"})
+	b.setDesired(faketenancy.Desired{Action: "none"})
 	_, code = b.tick()
 	assert.Equal(t, deployd.ExitOK, code)
 }
@@ -481,8 +481,8 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 	for _, shape := range []string{"approle", "wrapped"} {
 		t.Run(shape, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
-			b.stack.SetFaults(deploydtest.Faults{LeaseShape: shape})
-			b.publish(sample.App(b.env, 1))
+			b.stack.SetFaults(faketenancy.Faults{LeaseShape: shape})
+			b.publish(faketenancy.SampleApp(b.env, 1))
 			out, code := b.tick()
 			assert.Equal(t, deployd.ExitFailed, code)
 			assert.Equal(t, "LEASE_SHAPE", out.Code)
@@ -497,7 +497,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 // login fail: UNAUTHENTICATED, exit 1, the box keeps serving what it served.
 func TestSupersededGrant(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.setDesired(deploydtest.Desired{Action: "none"})
+	b.setDesired(faketenancy.Desired{Action: "none"})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
@@ -506,7 +506,7 @@ func TestSupersededGrant(t *testing.T) {
 		}
 		return resp
 	})
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "UNAUTHENTICATED", out.Code)
@@ -518,8 +518,8 @@ func TestTokenRenewal(t *testing.T) {
 	now := time.Now()
 	clock := &now
 	nowFn := func() time.Time { return *clock }
-	b := newBox(t, boxOptions{stack: &deploydtest.StackOptions{TokenTTL: time.Hour, Now: nowFn}, now: nowFn})
-	b.setDesired(deploydtest.Desired{Action: "none"})
+	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: nowFn}, now: nowFn})
+	b.setDesired(faketenancy.Desired{Action: "none"})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Zero(t, b.baoCalls("renew-self"))
@@ -533,7 +533,7 @@ func TestTokenRenewal(t *testing.T) {
 
 func TestCorruptStateIsMovedAside(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	require.NoError(t, os.WriteFile(b.cfg.StatePath(), []byte("{not json"), 0o600))
@@ -550,7 +550,7 @@ func TestCorruptStateIsMovedAside(t *testing.T) {
 func TestPrune(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	for serial := int64(1); serial <= 4; serial++ {
-		b.publish(sample.App(b.env, serial))
+		b.publish(faketenancy.SampleApp(b.env, serial))
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
 	}
@@ -566,7 +566,7 @@ func TestPrune(t *testing.T) {
 
 func TestStateHoldsNoSecret(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	data, err := os.ReadFile(b.cfg.StatePath())
@@ -584,7 +584,7 @@ func TestStateHoldsNoSecret(t *testing.T) {
 // no docker.
 func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.setDesired(deploydtest.Desired{Action: "none"})
+	b.setDesired(faketenancy.Desired{Action: "none"})
 	for range 3 {
 		b.newAgent() // as a new process would
 		_, code := b.tick()
@@ -602,8 +602,8 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 // while refused.
 func TestDiskLowIsVerifiedAgain(t *testing.T) {
 	b := newBox(t, boxOptions{extraConfig: ""})
-	bn := sample.App(b.env, 1)
-	bn.Manifest.MinFreeMB = 1 << 40
+	bn := faketenancy.SampleApp(b.env, 1)
+	bn.MinFreeMB = 1 << 40
 	b.publish(bn)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
@@ -621,8 +621,8 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 // check-in: exit 78, and the next run touches no network.
 func TestEnvMismatchAtReportLatches(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.publish(sample.App(b.env, 1))
-	b.stack.SetFaults(deploydtest.Faults{Status: map[string]int{"report": 409}})
+	b.publish(faketenancy.SampleApp(b.env, 1))
+	b.stack.SetFaults(faketenancy.Faults{Status: map[string]int{"report": 409}})
 	_, code := b.tick()
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
 	require.NotNil(t, b.state().EnvMismatch)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 // Example runs one tick of a box against the fake tenancy and OpenBao: the box

@@ -20,8 +20,9 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // box is one box under test: the fakes, the fake docker, a config in a temporary
@@ -44,7 +45,7 @@ type box struct {
 type boxOptions struct {
 	env         string
 	script      *fakedockertest.Script
-	stack       *deploydtest.StackOptions
+	stack       *fakestack.Options
 	noGrant     bool
 	extraConfig string
 	// now is the clock of the agent (and, through stack, of the fakes).
@@ -136,15 +137,22 @@ func (b *box) tick() (deployd.Outcome, int) {
 	return out, code
 }
 
-func (b *box) publish(bn *sample.Bundle) string {
+func (b *box) publish(bn faketenancy.BundleSpec) string {
 	b.t.Helper()
-	sha, _ := b.stack.PublishBundle(b.env, bn.Tar(true))
+	sha, _ := b.stack.PublishBundle(b.env, tarball(b.t, bn, true))
 	return sha
 }
 
-func (b *box) setDesired(d deploydtest.Desired) { b.stack.SetDesired(b.env, d) }
+// tarball builds the bundle of spec, gzip-compressed when gz.
+func tarball(tb testing.TB, spec faketenancy.BundleSpec, gz bool) []byte {
+	tb.Helper()
+	spec.Gzip = gz
+	return deploydtest.MakeBundle(tb, spec).Data
+}
 
-func (b *box) lastReport() deploydtest.Report {
+func (b *box) setDesired(d faketenancy.Desired) { b.stack.SetDesired(b.env, d) }
+
+func (b *box) lastReport() faketenancy.Report {
 	b.t.Helper()
 	reps := b.stack.Reports(b.env)
 	require.NotEmpty(b.t, reps, "no report arrived")
@@ -254,7 +262,7 @@ func (h *hookTransport) set(f func(*http.Request, *http.Response) *http.Response
 	h.mu.Unlock()
 }
 
-// rawTar builds a tar from entries, for bundles sample.Bundle cannot express.
+// rawTar builds a tar from entries, for bundles a BundleSpec cannot express.
 type entry struct {
 	hdr  tar.Header
 	body string

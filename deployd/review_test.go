@@ -13,10 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // TestSealedOpenBaoSpendsNoLease: when the token upkeep of the tick already found
@@ -24,11 +23,11 @@ import (
 // login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
 func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.setDesired(deploydtest.Desired{Action: "none"})
+	b.setDesired(faketenancy.Desired{Action: "none"})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.stack.Bao.SetSealed(true)
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	for range 3 {
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
@@ -73,13 +72,13 @@ func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
 // bounded like the tail, and stays valid UTF-8 where it is cut.
 func TestReportDetailIsBounded(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	bn := sample.App(b.env, 1)
+	bn := faketenancy.SampleApp(b.env, 1)
 	var c strings.Builder
 	c.WriteString("services:\n  web:\n    image: nginx:1.27\n    environment:\n")
 	for i := range 400 {
 		fmt.Fprintf(&c, "      V%03d: ${UNSET_VARIABLE_WITH_A_LONG_NAME_%03d}\n", i, i)
 	}
-	bn.Files["compose.yaml"] = []byte(c.String())
+	bn.Files["compose.yaml"] = c.String()
 	b.publish(bn)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
@@ -100,7 +99,7 @@ func TestReportDetailIsBounded(t *testing.T) {
 func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
-	sha := b.publish(sample.App(b.env, 1))
+	sha := b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 
@@ -132,14 +131,14 @@ func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.newAgent()
 	b.docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
 		"down": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
 	}})
-	b.setDesired(deploydtest.Desired{Action: "down"})
+	b.setDesired(faketenancy.Desired{Action: "down"})
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "failed", out.Result)
@@ -155,10 +154,10 @@ func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 // restore target): the next tick's repair puts it back.
 func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.publish(sample.App(b.env, 1))
+	first := b.publish(faketenancy.SampleApp(b.env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	b.publish(sample.App(b.env, 2))
+	b.publish(faketenancy.SampleApp(b.env, 2))
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	require.Equal(t, first, b.state().PreviousSHA)
@@ -168,7 +167,7 @@ func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 	require.NoError(t, os.Rename(filepath.Join(rel, first), filepath.Join(rel, "."+first+".old")))
 	require.NoError(t, os.MkdirAll(filepath.Join(rel, "."+first+".tmp"), 0o755))
 
-	b.setDesired(deploydtest.Desired{Action: "none"})
+	b.setDesired(faketenancy.Desired{Action: "none"})
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	_, err := os.Stat(filepath.Join(rel, first, "manifest.json"))
@@ -185,26 +184,26 @@ func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 // rollback"); the refusal was about the missing flag, not about the sha.
 func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.publish(sample.App(b.env, 5))
+	b.publish(faketenancy.SampleApp(b.env, 5))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	older := b.publish(sample.App(b.env, 3))
+	older := b.publish(faketenancy.SampleApp(b.env, 3))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
 	require.Equal(t, "ROLLBACK", out.Code)
 
-	b.setDesired(deploydtest.Desired{Action: "apply", SHA: older, Rollback: true})
+	b.setDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true})
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, out.Code)
 	assert.Equal(t, "applied", out.Result)
 	assert.Equal(t, older, b.live())
 
 	// Without the flag, another refused sha stays remembered (no retry, no download).
-	newer := b.publish(sample.App(b.env, 2))
+	newer := b.publish(faketenancy.SampleApp(b.env, 2))
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
 	downloads := b.calls("/v1/agent/bundles/")
-	b.setDesired(deploydtest.Desired{Action: "apply", SHA: newer})
+	b.setDesired(faketenancy.Desired{Action: "apply", SHA: newer})
 	out, code = b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "ROLLBACK", out.Code)

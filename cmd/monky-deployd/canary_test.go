@@ -15,10 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // canaries are the secret values planted in the fake OpenBao: quotes, dollars,
@@ -36,13 +35,13 @@ var canaries = map[string]struct {
 var bearerEchoRE = regexp.MustCompile(`\(bearer was ([^)"]+)\)`)
 
 // canaryBundle is the sample application reading every canary.
-func canaryBundle(env string, serial int64) *sample.Bundle {
-	bn := sample.App(env, serial)
-	bn.Manifest.Secrets = map[string]sample.SecretRef{}
+func canaryBundle(env string, serial int64) faketenancy.BundleSpec {
+	bn := faketenancy.SampleApp(env, serial)
+	bn.Secrets = map[string]faketenancy.SecretRef{}
 	for name, c := range canaries {
-		bn.Manifest.Secrets[name] = sample.SecretRef{Path: c.path, Key: c.key}
+		bn.Secrets[name] = faketenancy.SecretRef{Path: c.path, Key: c.key}
 	}
-	bn.Files["compose.yaml"] = []byte(`services:
+	bn.Files["compose.yaml"] = `services:
   web:
     image: nginx:1.27
     environment:
@@ -58,7 +57,7 @@ func canaryBundle(env string, serial int64) *sample.Bundle {
     image: busybox:1.36
     command: ["true"]
     restart: "no"
-`)
+`
 	return bn
 }
 
@@ -139,7 +138,7 @@ func TestSecretCanary(t *testing.T) {
 
 	// 4. a refusal.
 	bad := canaryBundle(b.env, 4)
-	bad.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx\n    privileged: true\n    environment:\n      X: ${DB_PASSWORD}\n")
+	bad.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n    environment:\n      X: ${DB_PASSWORD}\n"
 	delete(bad.Files, "config/app.toml")
 	b.publish(bad)
 	tick(deployd.ExitFailed)

@@ -26,8 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
-	"github.com/monky/monky-deployd/internal/sample"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 var update = flag.Bool("update", false, "rewrite the fixture bundles and golden files under testdata/")
@@ -49,25 +48,25 @@ func runMain(t *testing.T, env []string, args ...string) mainResult {
 }
 
 // fixture bundles under testdata/bundles, rewritten with -update.
-var fixtures = map[string]func() []byte{
+var fixtures = map[string]func(testing.TB) []byte{
 	// good: the sample application, gzip-compressed.
-	"good.tar.gz": func() []byte { return sample.App("env-dev-01", 7).Tar(true) },
+	"good.tar.gz": func(t testing.TB) []byte { return tarball(t, faketenancy.SampleApp("env-dev-01", 7), true) },
 	// refused: privileged, the docker socket and an unset variable at once.
-	"refused.tar": func() []byte {
-		bn := sample.App("env-dev-01", 7)
-		bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx:${NGINX_TAG}\n    privileged: true\n" +
-			"    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n")
+	"refused.tar": func(t testing.TB) []byte {
+		bn := faketenancy.SampleApp("env-dev-01", 7)
+		bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx:${NGINX_TAG}\n    privileged: true\n" +
+			"    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"
 		delete(bn.Files, "config/app.toml")
-		return bn.Tar(false)
+		return tarball(t, bn, false)
 	},
 	// obsolete-version: accepted, but compose-go warns through logrus about `version`.
-	"obsolete-version.tar": func() []byte {
-		bn := sample.App("env-dev-01", 7)
-		bn.Files["compose.yaml"] = append([]byte("version: \"3.8\"\n"), bn.Files["compose.yaml"]...)
-		return bn.Tar(false)
+	"obsolete-version.tar": func(t testing.TB) []byte {
+		bn := faketenancy.SampleApp("env-dev-01", 7)
+		bn.Files["compose.yaml"] = "version: \"3.8\"\n" + bn.Files["compose.yaml"]
+		return tarball(t, bn, false)
 	},
 	// not-a-bundle: text, not a tar.
-	"not-a-bundle.txt": func() []byte { return []byte("this is not a bundle\n") },
+	"not-a-bundle.txt": func(testing.TB) []byte { return []byte("this is not a bundle\n") },
 }
 
 func fixture(t *testing.T, name string) string {
@@ -75,7 +74,7 @@ func fixture(t *testing.T, name string) string {
 	p := filepath.Join("testdata", "bundles", name)
 	if *update {
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, fixtures[name](), 0o644))
+		require.NoError(t, os.WriteFile(p, fixtures[name](t), 0o644))
 	}
 	abs, err := filepath.Abs(p) // the binary runs in the box's directory
 	require.NoError(t, err)
@@ -297,7 +296,7 @@ func TestStatus(t *testing.T) {
 
 	t.Run("after a run", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
-		sha := b.publish(sample.App(b.env, 4))
+		sha := b.publish(faketenancy.SampleApp(b.env, 4))
 		res := b.tick()
 		require.Equal(t, 0, res.code, res.stderr)
 		tenancyBefore, baoBefore := len(b.ten.Requests()), len(b.bao.Requests())
@@ -430,7 +429,7 @@ func TestJournalStream(t *testing.T) {
 			if journal {
 				extra = append(extra, "JOURNAL_STREAM=8:123456")
 			}
-			b.publish(sample.App(b.env, 1))
+			b.publish(faketenancy.SampleApp(b.env, 1))
 			check := func(stderr string) {
 				t.Helper()
 				lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")

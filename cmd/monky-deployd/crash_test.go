@@ -21,10 +21,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // fastScript makes the one-shot migrate service exit 0 at once, so that the health
@@ -48,16 +47,16 @@ func (b *box) setScript(s *fakedockertest.Script) {
 // crashBox is a box that serves an old release and has been asked for a new one.
 type crashBox struct {
 	*box
-	old, new       *sample.Bundle
+	old, new       faketenancy.BundleSpec
 	oldSHA, newSHA string
 }
 
 func newCrashBox(t *testing.T) *crashBox {
 	t.Helper()
 	b := newBox(t, boxOpts{script: fastScript(nil)})
-	c := &crashBox{box: b, old: sample.App(b.env, 1), new: sample.App(b.env, 2)}
-	c.new.Files["config/app.toml"] = []byte("listen = \":9090\"\n# the new release\n")
-	c.new.Files["config/extra.toml"] = []byte("added = true\n")
+	c := &crashBox{box: b, old: faketenancy.SampleApp(b.env, 1), new: faketenancy.SampleApp(b.env, 2)}
+	c.new.Files["config/app.toml"] = "listen = \":9090\"\n# the new release\n"
+	c.new.Files["config/extra.toml"] = "added = true\n"
 	c.oldSHA = b.publish(c.old)
 	res := b.tick()
 	require.Equal(t, 0, res.code, res.stderr)
@@ -68,9 +67,9 @@ func newCrashBox(t *testing.T) *crashBox {
 
 // bundleFiles returns every file of a bundle as its tar holds it, manifest.json
 // included.
-func bundleFiles(t *testing.T, bn *sample.Bundle) map[string][]byte {
+func bundleFiles(t *testing.T, bn faketenancy.BundleSpec) map[string][]byte {
 	t.Helper()
-	tr := tar.NewReader(bytes.NewReader(bn.Tar(false)))
+	tr := tar.NewReader(bytes.NewReader(tarball(t, bn, false)))
 	out := map[string][]byte{}
 	for {
 		h, err := tr.Next()
@@ -78,6 +77,9 @@ func bundleFiles(t *testing.T, bn *sample.Bundle) map[string][]byte {
 			return out
 		}
 		require.NoError(t, err)
+		if h.Typeflag == tar.TypeDir {
+			continue
+		}
 		data, err := io.ReadAll(tr)
 		require.NoError(t, err)
 		out[h.Name] = data
@@ -98,7 +100,7 @@ func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
 	target, err := os.Readlink(c.cfg.CurrentLink())
 	require.NoError(t, err)
 	live = filepath.Base(target)
-	var bn *sample.Bundle
+	var bn faketenancy.BundleSpec
 	switch live {
 	case c.oldSHA:
 		bn = c.old

@@ -18,7 +18,7 @@ var forbiddenDeps = []string{
 	"github.com/stretchr/testify/",
 	"github.com/monky/monky-deployd/internal/fakes/",
 	"github.com/monky/monky-deployd/deployd/deploydtest",
-	"github.com/monky/monky-deployd/internal/sample",
+	"github.com/monky/monky-deployd/deployd/deploydtest/",
 }
 
 func forbidden(pkg string) bool {
@@ -58,7 +58,8 @@ func TestLinksNoTestCode(t *testing.T) {
 			agentSyms++
 		}
 		for _, p := range []string{"testing.", "net/http/httptest.", "github.com/stretchr/testify/",
-			"github.com/monky/monky-deployd/internal/fakes/", "github.com/monky/monky-deployd/deployd/deploydtest."} {
+			"github.com/monky/monky-deployd/internal/fakes/", "github.com/monky/monky-deployd/deployd/deploydtest.",
+			"github.com/monky/monky-deployd/deployd/deploydtest/"} {
 			assert.False(t, strings.HasPrefix(name, p), "symbol %s in the binary", name)
 		}
 	}
@@ -73,11 +74,13 @@ func TestForbidden(t *testing.T) {
 		"net/http/httptest":                   true,
 		"net/http":                            false,
 		"github.com/stretchr/testify/require": true,
-		"github.com/monky/monky-deployd/internal/fakes/fakebao":    true,
-		"github.com/monky/monky-deployd/internal/fakes/fakedocker": true,
-		"github.com/monky/monky-deployd/deployd/deploydtest":       true,
-		"github.com/monky/monky-deployd/deployd/bundle":            false,
-		"github.com/monky/monky-deployd/internal/fsutil":           false,
+		"github.com/monky/monky-deployd/deployd/deploydtest/fakebao":   true,
+		"github.com/monky/monky-deployd/deployd/deploydtest/fakestack": true,
+		"github.com/monky/monky-deployd/internal/fakes/admin":          true,
+		"github.com/monky/monky-deployd/internal/fakes/fakedocker":     true,
+		"github.com/monky/monky-deployd/deployd/deploydtest":           true,
+		"github.com/monky/monky-deployd/deployd/bundle":                false,
+		"github.com/monky/monky-deployd/internal/fsutil":               false,
 	}
 	for pkg, want := range tests {
 		t.Run(pkg, func(t *testing.T) { assert.Equal(t, want, forbidden(pkg)) })

@@ -16,10 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // TestBinaryLifecycle drives the shipped binary through a box's life against the
@@ -42,7 +41,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	assert.Zero(t, b.tenancyCalls("/v1/agent/lease"))
 
 	// apply with a secret: exit 0, the .env holds it, one lease, report applied.
-	sha := b.publish(sample.App(b.env, 1))
+	sha := b.publish(faketenancy.SampleApp(b.env, 1))
 	res = b.tick("--metrics-file", metricsPath)
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Equal(t, sha, b.live())
@@ -84,8 +83,8 @@ func TestBinaryLifecycle(t *testing.T) {
 	assert.Equal(t, sha, b.live())
 
 	// A refused bundle: exit 1, report failed with the code, no lease, no login.
-	bad := sample.App(b.env, 2)
-	bad.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx\n    privileged: true\n")
+	bad := faketenancy.SampleApp(b.env, 2)
+	bad.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
 	delete(bad.Files, "config/app.toml")
 	badSHA := b.publish(bad)
 	logins := countBao(b, "/login")
@@ -305,7 +304,7 @@ func TestBinaryBootstrapGrantFlag(t *testing.T) {
 // loop with 0.
 func TestBinaryLoopSignalDuringTick(t *testing.T) {
 	b := newBox(t, boxOpts{script: fastScript(map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(30 * time.Second)}})})
-	b.publish(sample.App(b.env, 1))
+	b.publish(faketenancy.SampleApp(b.env, 1))
 	p := b.start([]string{"run", "--config", b.cfgPath, "--loop", "--interval", "100ms"})
 	waitFor(t, 30*time.Second, "compose up", func() bool { return len(b.dockerCalls("up")) > 0 })
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))

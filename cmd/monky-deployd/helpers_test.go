@@ -23,12 +23,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/admin"
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // testCommit is what the test build of the binary links as main.commit.
@@ -249,11 +249,18 @@ func (b *box) foreignToken(envID string) string {
 }
 
 // publish publishes bn for the box's env and makes it desired.
-func (b *box) publish(bn *sample.Bundle) string {
+func (b *box) publish(bn faketenancy.BundleSpec) string {
 	b.t.Helper()
-	sha, _, err := b.ten.PublishBundle(b.env, bn.Tar(true))
+	sha, _, err := b.ten.PublishBundle(b.env, tarball(b.t, bn, true))
 	require.NoError(b.t, err)
 	return sha
+}
+
+// tarball builds the bundle of spec, gzip-compressed when gz.
+func tarball(tb testing.TB, spec faketenancy.BundleSpec, gz bool) []byte {
+	tb.Helper()
+	spec.Gzip = gz
+	return deploydtest.MakeBundle(tb, spec).Data
 }
 
 func (b *box) setDesired(d faketenancy.Desired) { b.ten.SetDesired(b.env, d) }

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/admin"
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 )
 
 func main() {

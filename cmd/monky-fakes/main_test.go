@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 )
@@ -163,7 +164,7 @@ func TestProcess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, tenancy.ActionNone, ins.Action)
 
-	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: env})
+	b := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: env})
 	var pub struct {
 		SHA    string
 		Serial int64

@@ -23,8 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/secret"
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
 )
 
 const env = "env-dev-01"

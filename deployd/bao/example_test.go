@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/secret"
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
 )
 
 // A box logs in with its deploy grant, reads the secrets its bundle references and

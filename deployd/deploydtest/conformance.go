@@ -17,11 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
-
-// Desired is the state an environment's check-in answers (see ConformanceTarget).
-type Desired = faketenancy.Desired
 
 // ConformanceTarget is a server under test by Conformance: the fake tenancy or the
 // real monky-tenancy, reached through hooks the target implements.
@@ -39,7 +36,7 @@ type ConformanceTarget struct {
 	Publish func(t testing.TB, envID string, bundle []byte) (sha string, serial int64)
 	// SetDesired sets what envID's check-ins answer (required). With apply and
 	// Serial 0 the target takes the serial the sha was published with.
-	SetDesired func(t testing.TB, envID string, d Desired)
+	SetDesired func(t testing.TB, envID string, d faketenancy.Desired)
 	// LeaseBudget is the number of leases per environment and window; default 5.
 	LeaseBudget int
 	// LeaseWindow is the rolling window of the budget; default 1h.
@@ -188,10 +185,10 @@ func (c *conformance) reportBody(env, sha string, serial int64) map[string]any {
 	}
 }
 
-func (c *conformance) publish(t *testing.T, env string, serial int64) (Bundle, int64) {
+func (c *conformance) publish(t *testing.T, env string, serial int64) (faketenancy.Bundle, int64) {
 	t.Helper()
-	b := MakeBundle(t, BundleSpec{EnvID: env, Serial: serial, Files: map[string]string{
-		"compose.yaml":    DefaultCompose,
+	b := MakeBundle(t, faketenancy.BundleSpec{EnvID: env, Serial: serial, Files: map[string]string{
+		"compose.yaml":    faketenancy.DefaultCompose,
 		"config/app.toml": "serial = " + strconv.FormatInt(serial, 10) + "\n" + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n",
 	}})
 	sha, got := c.Publish(t, env, b.Data)
@@ -241,7 +238,7 @@ func (c *conformance) checkin(t *testing.T) {
 		return m
 	}
 	t.Run("none", func(t *testing.T) {
-		c.SetDesired(t, c.EnvA, Desired{Action: "none"})
+		c.SetDesired(t, c.EnvA, faketenancy.Desired{Action: "none"})
 		m := post(t)
 		assert.Equal(t, "none", m["action"])
 	})
@@ -263,14 +260,14 @@ func (c *conformance) checkin(t *testing.T) {
 	})
 	t.Run("apply_retry_rollback", func(t *testing.T) {
 		b, s := c.publish(t, c.EnvA, 3)
-		c.SetDesired(t, c.EnvA, Desired{Action: "apply", SHA: b.SHA, Serial: s, Retry: true, Rollback: true})
+		c.SetDesired(t, c.EnvA, faketenancy.Desired{Action: "apply", SHA: b.SHA, Serial: s, Retry: true, Rollback: true})
 		m := post(t)
 		assert.Equal(t, "apply", m["action"])
 		assert.True(t, boolean(t, m, "retry"))
 		assert.True(t, boolean(t, m, "rollback"))
 	})
 	t.Run("down_purge", func(t *testing.T) {
-		c.SetDesired(t, c.EnvA, Desired{Action: "down", Purge: true})
+		c.SetDesired(t, c.EnvA, faketenancy.Desired{Action: "down", Purge: true})
 		m := post(t)
 		assert.Equal(t, "down", m["action"])
 		assert.True(t, boolean(t, m, "purge"))

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 )
@@ -31,8 +33,8 @@ func TestStackTick(t *testing.T) {
 	const env = "env-dev-01"
 	s := deploydtest.NewStack(t, nil)
 	token := s.Token(env)
-	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: env, Serial: 1,
-		Secrets: map[string]deploydtest.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}})
+	b := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: env, Serial: 1,
+		Secrets: map[string]faketenancy.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}})
 	sha, serial := s.PublishBundle(env, b.Data)
 	require.Equal(t, b.SHA, sha)
 	s.PutSecret(env, "db", map[string]string{"password": "s3cret-planted-value"})
@@ -74,7 +76,7 @@ func TestStackTick(t *testing.T) {
 }
 
 func TestStackAdminHandler(t *testing.T) {
-	s := deploydtest.NewStack(t, &deploydtest.StackOptions{LeaseBudget: 1})
+	s := deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: 1})
 	srv := httptest.NewServer(s.AdminHandler())
 	defer srv.Close()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL+"/envs/env-dev-01/desired", strings.NewReader(`{"action":"down","purge":true}`))
@@ -95,13 +97,13 @@ func TestStackAdminHandler(t *testing.T) {
 }
 
 func TestMakeBundle(t *testing.T) {
-	a := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"})
-	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"})
+	a := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"})
+	b := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"})
 	assert.Equal(t, a.Data, b.Data, "the same spec gives the same bytes")
-	gz := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01", Gzip: true})
+	gz := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01", Gzip: true})
 	assert.Equal(t, a.SHA, gz.SHA)
 	assert.Equal(t, []byte{0x1f, 0x8b}, gz.Data[:2])
-	other := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01", Serial: 2})
+	other := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01", Serial: 2})
 	assert.NotEqual(t, a.SHA, other.SHA, "the manifest is part of the sha")
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(a.Manifest, &m))

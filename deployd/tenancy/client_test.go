@@ -21,9 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 )
 
 const env = "env-dev-01"
@@ -71,14 +71,14 @@ func newFixture(t *testing.T, mutate func(*tenancy.Config)) *fixture {
 	return f
 }
 
-func (f *fixture) publish(t *testing.T, serial int64) deploydtest.Bundle {
+func (f *fixture) publish(t *testing.T, serial int64) faketenancy.Bundle {
 	t.Helper()
 	return f.publishGzip(t, serial, false)
 }
 
-func (f *fixture) publishGzip(t *testing.T, serial int64, gz bool) deploydtest.Bundle {
+func (f *fixture) publishGzip(t *testing.T, serial int64, gz bool) faketenancy.Bundle {
 	t.Helper()
-	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: env, Serial: serial, Gzip: gz})
+	b := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: env, Serial: serial, Gzip: gz})
 	sha, got, err := f.fake.PublishBundle(env, b.Data)
 	require.NoError(t, err)
 	require.Equal(t, b.SHA, sha)

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 )
 
 // exampleBundle is a minimal bundle: manifest.json and compose.yaml in a tar.

@@ -28,11 +28,11 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 	"github.com/monky/monky-deployd/internal/logging"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 const envID = "env-dev-01"
@@ -104,10 +104,12 @@ func run(ctx context.Context, stdout io.Writer, keep, verbose bool) error {
 	}
 	logger := slog.New(logging.NewHandler(stdout, logging.Options{Level: level}))
 
-	bao := fakebao.New(fakebao.Options{})
-	defer bao.Close()
-	ten := faketenancy.New(faketenancy.Options{Authority: bao})
-	defer ten.Close()
+	fakes, err := fakestack.Start(fakestack.Options{})
+	if err != nil {
+		return err
+	}
+	defer fakes.Close()
+	ten, bao := fakes.Tenancy, fakes.Bao
 	fmt.Fprintf(stdout, "fake tenancy on %s, fake OpenBao on %s, fake docker at %s\n", ten.URL(), bao.URL(), docker)
 
 	configPath := filepath.Join(dir, "config.yaml")
@@ -159,7 +161,13 @@ compose:
 	fmt.Fprintf(stdout, "   -> token stored at %s; grant consumed: %t\n", cfg.TokenPath(), os.IsNotExist(statErr))
 
 	w.say("apply: tenancy publishes a bundle (web + migrate, config/app.toml, DB_PASSWORD from OpenBao)")
-	sha, serial, err := ten.PublishBundle(envID, sample.App(envID, 1).Tar(true))
+	app := faketenancy.SampleApp(envID, 1)
+	app.Gzip = true
+	b, err := faketenancy.BuildBundle(app)
+	if err != nil {
+		return err
+	}
+	sha, serial, err := ten.PublishBundle(envID, b.Data)
 	if err != nil {
 		return err
 	}
@@ -189,17 +197,21 @@ compose:
 		st.LiveSHA[:12], st.LiveSerial, st.Confirmed, st.LastResult, st.LastCheckin.Format(time.RFC3339))
 
 	w.say("a hostile bundle: privileged, the docker socket, an unset variable")
-	hostile := sample.App(envID, 2)
-	hostile.Files["compose.yaml"] = []byte(`services:
+	hostile := faketenancy.SampleApp(envID, 2)
+	hostile.Files["compose.yaml"] = `services:
   web:
     image: nginx:1.27
     privileged: true
     volumes:
       - /var/run/docker.sock:/var/run/docker.sock
       - ${DATA_DIR}:/data
-`)
+`
+	hb, err := faketenancy.BuildBundle(hostile)
+	if err != nil {
+		return err
+	}
 	leasesBefore := len(ten.Leases(envID))
-	if _, _, err := ten.PublishBundle(envID, hostile.Tar(false)); err != nil {
+	if _, _, err := ten.PublishBundle(envID, hb.Data); err != nil {
 		return err
 	}
 	out, err := w.tick(ctx)

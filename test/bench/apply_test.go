@@ -12,9 +12,10 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/logging"
-	"github.com/monky/monky-deployd/internal/sample"
 )
 
 // applyServices is the size of the bundle of BenchmarkApply50.
@@ -50,7 +51,9 @@ func newApplier(tb testing.TB, n int) *applier {
 // publish makes the next serial desired (untimed: it is tenancy's work).
 func (p *applier) publish() {
 	p.serial++
-	p.data = sample.Services(envID, p.serial, p.n).Tar(true)
+	spec := faketenancy.SampleServices(envID, p.serial, p.n)
+	spec.Gzip = true
+	p.data = deploydtest.MakeBundle(p.tb, spec).Data
 	p.sha, _ = p.x.stack.PublishBundle(envID, p.data)
 	p.rec.take()
 }

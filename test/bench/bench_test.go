@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 func TestSplit(t *testing.T) {
@@ -71,7 +71,7 @@ func TestSplit(t *testing.T) {
 // BenchmarkIdleTickInProcess repeats.
 func TestIdleTickInProcess(t *testing.T) {
 	x := newBox(t)
-	x.stack.SetDesired(envID, deploydtest.Desired{Action: "none"})
+	x.stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	a := x.agent(t, nil, 0)
 	before := x.checkins()
 	out, err := a.Tick(context.Background())

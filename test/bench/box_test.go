@@ -16,6 +16,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/logging"
 )
@@ -38,7 +39,7 @@ func newBox(tb testing.TB) *box {
 	tb.Helper()
 	x := &box{dir: tb.TempDir()}
 	// Every apply of BenchmarkApply50 takes a lease: no budget to run out of.
-	x.stack = deploydtest.NewStack(tb, &deploydtest.StackOptions{LeaseBudget: 1 << 30})
+	x.stack = deploydtest.NewStack(tb, &fakestack.Options{LeaseBudget: 1 << 30})
 	x.docker = fakedockertest.Install(tb, nil)
 	cfg := fmt.Sprintf(`env_id: %s
 deploy_dir: %s

@@ -22,9 +22,10 @@
 //     benchmark process: `run` without the process start.
 //   - BenchmarkIdleTickInProcess calls Agent.Tick (action none) in the benchmark
 //     process, against one POST with a keep-alive client as floor.
-//   - BenchmarkApply50 applies a new serial of a 50-service bundle (internal/sample)
-//     per iteration with the fake docker, and reports the split of the tick taken from
-//     the agent's own log lines. Its floor is the work no apply can skip:
+//   - BenchmarkApply50 applies a new serial of a 50-service bundle
+//     (faketenancy.SampleServices) per iteration with the fake docker, and reports
+//     the split of the tick taken from the agent's own log lines. Its floor is the
+//     work no apply can skip:
 //     bundle.Verify and bundle.Extract of the same bundle, then one `docker compose up`
 //     and one `docker compose ps` of the fake docker.
 //

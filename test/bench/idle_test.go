@@ -16,7 +16,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/compose"
-	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/logging"
 )
 
@@ -24,7 +24,7 @@ import (
 func idleBox(b *testing.B) *box {
 	b.Helper()
 	x := newBox(b)
-	x.stack.SetDesired(envID, deploydtest.Desired{Action: "none"})
+	x.stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	return x
 }
 

@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
@@ -197,7 +199,7 @@ func newBox(t testing.TB, be backend, o boxOpts) *box {
 	if o.keepReleases == 0 {
 		o.keepReleases = 3
 	}
-	b := &box{t: t, be: be, env: o.env, dir: t.TempDir(), stack: deploydtest.NewStack(t, &deploydtest.StackOptions{LeaseBudget: o.leaseBudget})}
+	b := &box{t: t, be: be, env: o.env, dir: t.TempDir(), stack: deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: o.leaseBudget})}
 	b.project = "monky-e2e-" + randomHex(4)
 	docker := "docker"
 	if !be.engine {
@@ -258,14 +260,14 @@ type release struct {
 func (b *box) publish(r release) string {
 	b.t.Helper()
 	b.serial++
-	spec := deploydtest.BundleSpec{
+	spec := faketenancy.BundleSpec{
 		EnvID:  b.env,
 		Serial: b.serial,
 		Files:  map[string]string{"compose.yaml": strings.ReplaceAll(r.compose, "{{image}}", b.image())},
 		Vars:   r.vars,
 	}
 	if r.secret {
-		spec.Secrets = map[string]deploydtest.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}
+		spec.Secrets = map[string]faketenancy.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}
 	}
 	bn := deploydtest.MakeBundle(b.t, spec)
 	sha, _ := b.stack.PublishBundle(b.env, bn.Data)
@@ -358,7 +360,7 @@ func (b *box) status() string {
 }
 
 // lastReport is the newest report the fake tenancy received.
-func (b *box) lastReport() deploydtest.Report {
+func (b *box) lastReport() faketenancy.Report {
 	b.t.Helper()
 	reps := b.stack.Reports(b.env)
 	require.NotEmpty(b.t, reps, "no report arrived")
@@ -390,7 +392,7 @@ func (b *box) releases() []string {
 }
 
 // serviceStates maps each service of the last report to "state/health".
-func serviceStates(r deploydtest.Report) map[string]string {
+func serviceStates(r faketenancy.Report) map[string]string {
 	m := map[string]string{}
 	for _, s := range r.Services {
 		m[s.Name] = s.State + "/" + s.Health

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
@@ -110,7 +110,7 @@ func applyThenIdle(t *testing.T, be backend) {
 
 	// Idle: tenancy answers none; nothing runs, nothing is leased, nothing changes.
 	before := b.runID()
-	b.stack.SetDesired(b.env, deploydtest.Desired{Action: "none"})
+	b.stack.SetDesired(b.env, faketenancy.Desired{Action: "none"})
 	start := time.Now()
 	require.Equal(t, 0, b.tick())
 	t.Logf("idle tick as a process: %s", time.Since(start).Round(time.Millisecond))
@@ -321,7 +321,7 @@ volumes:
 	if be.engine {
 		require.Len(t, b.volumes(), 1)
 	}
-	b.stack.SetDesired(b.env, deploydtest.Desired{Action: "down", Purge: true})
+	b.stack.SetDesired(b.env, faketenancy.Desired{Action: "down", Purge: true})
 	require.Equal(t, 0, b.tick())
 	assert.Equal(t, "down", b.lastReport().Result)
 	assert.Empty(t, b.live())

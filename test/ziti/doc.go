@@ -3,7 +3,7 @@
 // Its tests start `ziti edge quickstart` (a controller and an edge router in one
 // process) on free loopback ports in a temporary home, create and enroll an identity for
 // the tenancy host and one for each box, create the tenancy service with its Bind and
-// Dial service policies, host the fake tenancy (internal/fakes/faketenancy) on the
+// Dial service policies, host the fake tenancy (deployd/deploydtest/faketenancy) on the
 // service through the SDK's Listen with TLS for tenancy.monky.internal on top, and then
 // run the real agent binary (cmd/monky-deployd, built by the test) with
 // `transport: sdk` against it. The fake OpenBao stays on plain loopback HTTP and the

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
-	"github.com/monky/monky-deployd/internal/sample"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 // plantedSecret is the OpenBao value of DB_PASSWORD; it must reach the release's .env
@@ -50,7 +50,9 @@ func TestAgentOverMesh(t *testing.T) {
 	})
 
 	t.Run("apply with secrets", func(t *testing.T) {
-		sha, serial, err := w.ten.PublishBundle(envID, sample.App(envID, 1).Tar(true))
+		app := faketenancy.SampleApp(envID, 1)
+		app.Gzip = true
+		sha, serial, err := w.ten.PublishBundle(envID, deploydtest.MakeBundle(t, app).Data)
 		require.NoError(t, err)
 		r := b.run(t, nil, "run", "--config", good)
 		require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)

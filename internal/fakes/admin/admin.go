@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 // maxBundle bounds an uploaded bundle.

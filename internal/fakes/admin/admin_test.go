@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/admin"
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 )
 
 func setup(t *testing.T) (*httptest.Server, *faketenancy.Server, *fakebao.Server) {

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 func newFake(t *testing.T, opts faketenancy.Options) (*faketenancy.Server, *faketenancy.MemoryAuthority) {
@@ -30,7 +30,7 @@ func target(s *faketenancy.Server, auth *faketenancy.MemoryAuthority) deploydtes
 			require.NoError(t, err)
 			return sha, serial
 		},
-		SetDesired: func(_ testing.TB, env string, d deploydtest.Desired) { s.SetDesired(env, d) },
+		SetDesired: func(_ testing.TB, env string, d faketenancy.Desired) { s.SetDesired(env, d) },
 	}
 }
 

@@ -17,8 +17,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/monky/monky-deployd/deployd/bundle"
 )
 
 // Authority judges bearers and mints deploy grants. The fake OpenBao implements it.
@@ -190,17 +188,29 @@ type Server struct {
 }
 
 // New starts a Server on 127.0.0.1:0. It panics when opts.Authority is nil or the
-// loopback listener cannot be opened, like net/http/httptest.
+// loopback listener cannot be opened, like net/http/httptest; Start returns the
+// listener's error instead.
 func New(opts Options) *Server {
+	s, err := Start(opts)
+	if err != nil {
+		panic(err.Error())
+	}
+	return s
+}
+
+// Start starts a Server on 127.0.0.1:0; stop it with Close. It panics when
+// opts.Authority is nil (a programming error) and fails when the loopback listener
+// cannot be opened.
+func Start(opts Options) (*Server, error) {
 	s := NewUnstarted(opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		panic(fmt.Sprintf("faketenancy: listen on loopback: %v", err))
+		return nil, fmt.Errorf("faketenancy: listen on loopback: %w", err)
 	}
 	s.ln = ln
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
-	return s
+	return s, nil
 }
 
 // NewUnstarted returns a Server that does not listen: serve Handler yourself.
@@ -270,12 +280,14 @@ func (s *Server) Close() {
 }
 
 // PublishBundle stores a bundle (tar or tar.gz) for envID. It returns the bundle sha
-// (SPEC §7) and the new serial, the env's last + 1, and makes the desired state apply it.
+// (computed by SHA, the fake's own code) and the new serial, the env's last + 1, and
+// makes the desired state apply it. It fails when SHA does, or when the same bundle is
+// already published for another environment.
 func (s *Server) PublishBundle(envID string, data []byte) (sha string, serial int64, err error) {
 	if envID == "" {
 		return "", 0, errors.New("faketenancy: publish: env_id is required")
 	}
-	sha, err = bundle.SHA(context.Background(), bytes.NewReader(data), bundle.Limits{})
+	sha, err = SHA(bytes.NewReader(data))
 	if err != nil {
 		return "", 0, fmt.Errorf("faketenancy: publish for %s: %w", envID, err)
 	}

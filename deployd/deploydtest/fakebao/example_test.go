@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 )
 
 // A test seeds a secret with the root token through the real vault/api client, logs

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 )
 
 // clock is an injectable clock.

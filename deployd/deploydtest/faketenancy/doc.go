@@ -1,8 +1,14 @@
-// Package faketenancy is a fake of monky-tenancy's agent API (SPEC §5) served over real
-// HTTP on 127.0.0.1. It declares its own wire structs rather than reusing
-// deployd/tenancy's, so that tests run the client against an independent witness of
-// the contract; the conformance suite in deployd/deploydtest holds it to that contract.
-// PublishBundle computes the bundle sha with deployd/bundle's SHA (SPEC §7), so a
+// Package faketenancy is a fake of monky-tenancy's agent API (docs/PROTOCOL.md) served
+// over real HTTP on 127.0.0.1, and the bundles tenancy publishes (docs/BUNDLE.md). It
+// declares its own wire structs rather than reusing deployd/tenancy's, and hashes
+// bundles with its own code (SHA) rather than deployd/bundle's, so that tests run the
+// agent against an independent witness of the contract; the conformance suite in
+// deployd/deploydtest holds it to that contract. It does not import "testing": a
+// program may start it (see Start, and deployd/deploydtest/fakestack for both fakes
+// wired together).
+//
+// BuildBundle builds a bundle from a BundleSpec (SampleApp and SampleServices are
+// ready-made specs) with its sha. PublishBundle hashes what it is given with SHA, so a
 // stream that is not a complete tar (or tar.gz) cannot be published, while a hostile
 // but well-formed bundle can, for the agent's refusal tests.
 //

@@ -112,8 +112,19 @@ type kvVersion struct {
 }
 
 // New starts a Server listening on 127.0.0.1:0 (plain HTTP). It panics if it cannot
-// listen, as httptest.NewServer does. Stop it with Close.
+// listen, as httptest.NewServer does; Start returns the error instead. Stop it with
+// Close.
 func New(opts Options) *Server {
+	s, err := Start(opts)
+	if err != nil {
+		panic(err.Error())
+	}
+	return s
+}
+
+// Start starts a Server listening on 127.0.0.1:0 (plain HTTP); stop it with Close. It
+// fails when the loopback listener cannot be opened.
+func Start(opts Options) (*Server, error) {
 	if opts.AuthMount == "" {
 		opts.AuthMount = DefaultAuthMount
 	}
@@ -147,13 +158,13 @@ func New(opts Options) *Server {
 	s.handler = http.HandlerFunc(s.serve)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		panic(fmt.Sprintf("fakebao: listen on 127.0.0.1:0: %v", err))
+		return nil, fmt.Errorf("fakebao: listen on 127.0.0.1:0: %w", err)
 	}
 	s.ln = ln
 	s.url = "http://" + ln.Addr().String()
 	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
-	return s
+	return s, nil
 }
 
 // URL returns the server's base URL, e.g. "http://127.0.0.1:41234".

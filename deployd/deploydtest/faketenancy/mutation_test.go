@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 const mutationEnv = "FAKETENANCY_CONFORMANCE_MUTATION"
@@ -66,7 +66,7 @@ func TestBrokenTarget(t *testing.T) {
 	tg := target(s, auth)
 	tg.BaseURL = srv.URL
 	if mutation == "desired_ignored" {
-		tg.SetDesired = func(testing.TB, string, deploydtest.Desired) {}
+		tg.SetDesired = func(testing.TB, string, faketenancy.Desired) {}
 	}
 	deploydtest.Conformance(t, tg)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
-	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 // reply is what post keeps of a response once its body is read and closed.
@@ -55,7 +55,7 @@ func TestLeaseBudgetRollingWindow(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	s, auth := newFake(t, faketenancy.Options{LeaseBudget: 2, LeaseWindow: time.Hour, Now: clk.now})
 	tok := auth.Token("env-dev-01")
-	sha, _, err := s.PublishBundle("env-dev-01", deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"}).Data)
+	sha, _, err := s.PublishBundle("env-dev-01", deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"}).Data)
 	require.NoError(t, err)
 	lease := func() reply {
 		resp, _ := post(t, s.URL(), tok, "/v1/agent/lease", map[string]string{"env_id": "env-dev-01", "sha": sha})
@@ -97,9 +97,9 @@ func TestPublishBundle(t *testing.T) {
 		data    []byte
 		wantErr string
 	}{
-		{"empty_env", "", deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"}).Data, "env_id is required"},
+		{"empty_env", "", deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"}).Data, "env_id is required"},
 		{"not_a_tar", "env-dev-01", []byte("hello"), "env-dev-01"},
-		{"truncated", "env-dev-01", deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"}).Data[:700], "env-dev-01"},
+		{"truncated", "env-dev-01", deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"}).Data[:700], "env-dev-01"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestPublishBundle(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
 	}
-	b := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01"})
+	b := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"})
 	sha, serial, err := s.PublishBundle("env-dev-01", b.Data)
 	require.NoError(t, err)
 	assert.Equal(t, b.SHA, sha)
@@ -119,7 +119,7 @@ func TestPublishBundle(t *testing.T) {
 	_, _, err = s.PublishBundle("env-dev-02", b.Data)
 	require.ErrorContains(t, err, "already published for env-dev-01")
 
-	gz := deploydtest.MakeBundle(t, deploydtest.BundleSpec{EnvID: "env-dev-01", Gzip: true})
+	gz := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01", Gzip: true})
 	gzSHA, serial, err := s.PublishBundle("env-dev-01", gz.Data)
 	require.NoError(t, err)
 	assert.Equal(t, sha, gzSHA, "compression does not change the sha")

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 )
 
 // kinds maps the keys of a JSON object to the JSON kind of each value: "null",

@@ -1,19 +1,16 @@
-package deploydtest
+package faketenancy
 
 import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
-	"testing"
 	"time"
 )
 
-// DefaultCompose is the compose file MakeBundle uses when BundleSpec.Files is empty.
+// DefaultCompose is the compose file BuildBundle uses when BundleSpec.Files is empty.
 const DefaultCompose = "services:\n  app:\n    image: registry.monky.internal/app:1\n"
 
 // SecretRef names a secret of a bundle manifest: a path under the environment's root
@@ -25,7 +22,7 @@ type SecretRef struct {
 	Key string `json:"key"`
 }
 
-// BundleSpec describes a bundle for MakeBundle. Zero values are documented defaults.
+// BundleSpec describes a bundle for BuildBundle. Zero values are documented defaults.
 type BundleSpec struct {
 	// EnvID is manifest.env_id (required).
 	EnvID string
@@ -46,12 +43,12 @@ type BundleSpec struct {
 	Gzip bool
 }
 
-// Bundle is a bundle built by MakeBundle.
+// Bundle is a bundle built by BuildBundle.
 type Bundle struct {
 	// Data is the tar (or tar.gz) as tenancy serves it.
 	Data []byte
-	// SHA is the bundle sha (SPEC §7), computed from the file contents, independently
-	// of the tar.
+	// SHA is the bundle sha (docs/BUNDLE.md), computed from the file contents,
+	// independently of the tar.
 	SHA string
 	// Manifest is the manifest.json written into the tar.
 	Manifest []byte
@@ -68,27 +65,20 @@ type manifest struct {
 	MinFreeMB    int64                `json:"min_free_mb,omitempty"`
 }
 
-// MakeBundle builds a bundle (SPEC §7): manifest.json listing every file, then the
-// files, in a tar with fixed metadata so that the same spec gives the same bytes.
-func MakeBundle(tb testing.TB, spec BundleSpec) Bundle {
-	tb.Helper()
-	b, err := buildBundle(spec)
-	if err != nil {
-		tb.Fatalf("deploydtest: MakeBundle: %v", err)
-	}
-	return b
-}
-
-func buildBundle(spec BundleSpec) (Bundle, error) {
+// BuildBundle builds a bundle as docs/BUNDLE.md describes it: manifest.json listing
+// every file, and the files, in a tar with fixed metadata (sorted entries, their
+// directories, one mtime) so that the same spec gives the same bytes. It fails when
+// EnvID is empty or Files holds manifest.json.
+func BuildBundle(spec BundleSpec) (Bundle, error) {
 	if spec.EnvID == "" {
-		return Bundle{}, fmt.Errorf("BundleSpec.EnvID is required")
+		return Bundle{}, fmt.Errorf("faketenancy: BuildBundle: BundleSpec.EnvID is required")
 	}
 	files := spec.Files
 	if len(files) == 0 {
 		files = map[string]string{"compose.yaml": DefaultCompose}
 	}
 	if _, ok := files["manifest.json"]; ok {
-		return Bundle{}, fmt.Errorf("BundleSpec.Files must not hold manifest.json")
+		return Bundle{}, fmt.Errorf("faketenancy: BuildBundle: BundleSpec.Files must not hold manifest.json")
 	}
 	m := manifest{
 		Schema: 1, EnvID: spec.EnvID, Serial: spec.Serial, ComposeFiles: spec.ComposeFiles,
@@ -133,7 +123,6 @@ func buildBundle(spec BundleSpec) (Bundle, error) {
 	}
 	mtime := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	dirs := map[string]bool{}
-	listing := sha256.New()
 	for _, p := range names {
 		for i := range len(p) {
 			if p[i] == '/' && !dirs[p[:i]] {
@@ -150,8 +139,6 @@ func buildBundle(spec BundleSpec) (Bundle, error) {
 		if _, err := tw.Write(c); err != nil {
 			return Bundle{}, err
 		}
-		sum := sha256.Sum256(c)
-		fmt.Fprintf(listing, "%s  %s\n", hex.EncodeToString(sum[:]), p)
 	}
 	if err := tw.Close(); err != nil {
 		return Bundle{}, err
@@ -161,5 +148,5 @@ func buildBundle(spec BundleSpec) (Bundle, error) {
 			return Bundle{}, err
 		}
 	}
-	return Bundle{Data: buf.Bytes(), SHA: hex.EncodeToString(listing.Sum(nil)), Manifest: mdata}, nil
+	return Bundle{Data: buf.Bytes(), SHA: listingSHA(sums(all)), Manifest: mdata}, nil
 }
