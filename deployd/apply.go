@@ -18,6 +18,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/composecheck"
@@ -670,7 +671,7 @@ func (a *Agent) prune(live, prev string) {
 	}
 	var rels []rel
 	for _, e := range entries {
-		if !e.IsDir() || !isSHA(e.Name()) || e.Name() == live || e.Name() == prev {
+		if !e.IsDir() || !ids.ValidSHA(e.Name()) || e.Name() == live || e.Name() == prev {
 			continue
 		}
 		info, err := e.Info()

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // DefaultConfigPath is where the agent reads its config unless told otherwise.
@@ -206,7 +208,7 @@ func (c Config) CurrentLink() string { return filepath.Join(c.DeployDir, "curren
 // Tier returns the tier of the environment, "prod" for env-prod-03, or "" when EnvID is
 // not a valid env_id.
 func (c Config) Tier() string {
-	if !envIDRE.MatchString(c.EnvID) {
+	if !ids.ValidEnvID(c.EnvID) {
 		return ""
 	}
 	s := strings.TrimPrefix(c.EnvID, "env-")
@@ -466,7 +468,6 @@ func nodeKind(n *yaml.Node) string {
 }
 
 var (
-	envIDRE       = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
 	projectRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	serviceNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 	mountRE       = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$`)
@@ -482,8 +483,8 @@ func (c *Config) validate(file string, lines map[string]int) error {
 	v := &cfgValidator{file: file, lines: lines}
 	if c.EnvID == "" {
 		v.fail("env_id", "required")
-	} else if !envIDRE.MatchString(c.EnvID) {
-		v.fail("env_id", "%q does not match %s", c.EnvID, envIDRE)
+	} else if !ids.ValidEnvID(c.EnvID) {
+		v.fail("env_id", "%q does not match %s", c.EnvID, ids.EnvIDPattern)
 	}
 	v.absPath("deploy_dir", c.DeployDir, true)
 	v.absPath("state_dir", c.StateDir, true)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
@@ -124,7 +125,7 @@ func (a *Agent) repair(st *State) {
 	entries, err := os.ReadDir(rel)
 	if err == nil {
 		for _, e := range entries {
-			if sha, ok := strings.CutSuffix(e.Name(), ".old"); ok && strings.HasPrefix(sha, ".") && isSHA(sha[1:]) {
+			if sha, ok := strings.CutSuffix(e.Name(), ".old"); ok && strings.HasPrefix(sha, ".") && ids.ValidSHA(sha[1:]) {
 				sha = sha[1:]
 				// A restage interrupted between its two renames: the kept copy goes back.
 				p, final := filepath.Join(rel, e.Name()), filepath.Join(rel, sha)
@@ -175,25 +176,13 @@ func (a *Agent) liveSHA() string {
 		return ""
 	}
 	sha := filepath.Base(target)
-	if !isSHA(sha) {
+	if !ids.ValidSHA(sha) {
 		return ""
 	}
 	if _, err := os.Stat(filepath.Join(a.cfg.ReleasesDir(), sha)); err != nil {
 		return ""
 	}
 	return sha
-}
-
-func isSHA(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // ensureToken makes sure a usable OpenBao token is stored: bootstrap from the grant

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // File and directory modes of an extracted release. Modes in the tar are ignored:
@@ -37,7 +39,7 @@ const (
 // directory, never the live release). wantSHA is required.
 func Extract(ctx context.Context, r io.Reader, dir string, wantSHA string, lim Limits) error {
 	want := strings.ToLower(wantSHA)
-	if !shaRE.MatchString(want) {
+	if !ids.ValidSHA(want) {
 		return fmt.Errorf("%w: Extract needs the expected sha (64 hex digits)", ErrInvalidArgument)
 	}
 	if err := checkEmptyDir(dir); err != nil {

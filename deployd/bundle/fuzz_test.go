@@ -7,10 +7,17 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/ids"
 )
+
+// envIDRE checks accepted env_ids with the documented pattern, not with the validator
+// the code under test uses.
+var envIDRE = regexp.MustCompile(ids.EnvIDPattern)
 
 // fuzzLimits keep each fuzz input cheap and let the fuzzer reach every limit.
 var fuzzLimits = Limits{MaxEntries: 64, MaxFileSize: 1 << 20, MaxTotalSize: 2 << 20,

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // ManifestName is the path of the manifest inside a bundle.
@@ -51,9 +52,6 @@ type SecretRef struct {
 	// Key is the field of the secret's data.
 	Key string `json:"key"`
 }
-
-// envIDRE is the shape of an env_id (SPEC §4).
-var envIDRE = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
 
 // manifestFields are the exact keys of a manifest, and whether each is required.
 var manifestFields = map[string]bool{
@@ -95,8 +93,8 @@ func (m *Manifest) check(rs *refusals) {
 	if m.Schema != SchemaVersion {
 		bad("schema is %d, only %d is known", m.Schema, SchemaVersion)
 	}
-	if !envIDRE.MatchString(m.EnvID) {
-		bad("env_id %q does not match ^env-[a-z0-9]+-[0-9]{2}$", m.EnvID)
+	if !ids.ValidEnvID(m.EnvID) {
+		bad("env_id %q does not match %s", m.EnvID, ids.EnvIDPattern)
 	}
 	if m.Serial < 1 {
 		bad("serial is %d, must be at least 1", m.Serial)

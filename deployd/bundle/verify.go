@@ -8,10 +8,10 @@ import (
 	"io"
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/composecheck"
 )
 
@@ -68,8 +68,6 @@ type Result struct {
 	Warnings []string `json:"warnings"`
 }
 
-var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // Verify reads the bundle stream r once (a tar, or a gzip-compressed tar: detected by
 // its magic bytes) and runs every check of SPEC §7 that does not need OpenBao:
 // format and limits, paths, manifest, the sha, env, serial, disk, compose validity,
@@ -88,7 +86,7 @@ func Verify(ctx context.Context, r io.Reader, exp Expect) (*Result, error) {
 		return nil, fmt.Errorf("%w: Expect.EnvID is empty", ErrInvalidArgument)
 	}
 	want := strings.ToLower(exp.SHA)
-	if want != "" && !shaRE.MatchString(want) {
+	if want != "" && !ids.ValidSHA(want) {
 		return nil, fmt.Errorf("%w: Expect.SHA is not 64 hex digits", ErrInvalidArgument)
 	}
 	v := &verifier{lim: exp.Limits.withDefaults(), buf: map[string][]byte{}, dropped: map[string]bool{}}

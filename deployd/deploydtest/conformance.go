@@ -8,7 +8,6 @@ import (
 	"math"
 	"mime"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 )
 
@@ -170,8 +170,6 @@ func boolean(t *testing.T, m map[string]any, field string) bool {
 	return b
 }
 
-var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 func (c *conformance) checkinBody(env string) map[string]any {
 	return map[string]any{
 		"env_id": env, "agent_version": "0.0.0-conformance", "current_sha": "", "current_serial": 0,
@@ -259,7 +257,8 @@ func (c *conformance) checkin(t *testing.T) {
 		assert.Equal(t, b2.SHA, m["sha"], "the newest publish is desired")
 		assert.Greater(t, integer(t, m, "serial"), s1)
 		assert.Equal(t, s2, integer(t, m, "serial"))
-		require.Regexp(t, hex64, m["sha"])
+		sha, _ := m["sha"].(string)
+		require.True(t, ids.ValidSHA(sha), "sha %v is 64 lowercase hex digits", m["sha"])
 	})
 	t.Run("apply_retry_rollback", func(t *testing.T) {
 		b, s := c.publish(t, c.EnvA, 3)

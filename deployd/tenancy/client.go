@@ -10,11 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
 
@@ -282,8 +282,6 @@ type reportBody struct {
 	DurationMS int64          `json:"duration_ms"`
 }
 
-var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // Checkin posts the check-in (the heartbeat) and returns tenancy's instruction.
 func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) {
 	if req.EnvID == "" {
@@ -310,7 +308,7 @@ func (c *Client) Lease(ctx context.Context, envID, sha string) (Lease, error) {
 	if envID == "" {
 		return Lease{}, fmt.Errorf("tenancy: lease: env_id is required: %w", ErrInvalidArgument)
 	}
-	if !shaRE.MatchString(sha) {
+	if !ids.ValidSHA(sha) {
 		return Lease{}, fmt.Errorf("tenancy: lease: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
 	}
 	var l Lease
@@ -348,7 +346,7 @@ func (c *Client) Report(ctx context.Context, r Report) error {
 // (w then holds a prefix that the caller must discard).
 func (c *Client) Bundle(ctx context.Context, sha string, w io.Writer) (int64, error) {
 	const op = "bundle"
-	if !shaRE.MatchString(sha) {
+	if !ids.ValidSHA(sha) {
 		return 0, fmt.Errorf("tenancy: bundle: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.bundleTimeout)

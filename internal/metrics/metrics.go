@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
@@ -74,24 +75,22 @@ type Snapshot struct {
 }
 
 var (
-	envIDPattern   = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
 	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~-]{0,63}$`)
 	codePattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
-	shaPattern     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	restorePattern = regexp.MustCompile(`^(restored-healthy|restored-unhealthy|restore-failed|none)$`)
 )
 
 func (s Snapshot) validate() error {
 	switch {
-	case s.EnvID != "" && !envIDPattern.MatchString(s.EnvID):
-		return &FieldError{Field: "EnvID", Reason: "must match ^env-[a-z0-9]+-[0-9]{2}$ or be empty"}
+	case s.EnvID != "" && !ids.ValidEnvID(s.EnvID):
+		return &FieldError{Field: "EnvID", Reason: "must match " + ids.EnvIDPattern + " or be empty"}
 	case s.Version != "" && !versionPattern.MatchString(s.Version):
 		return &FieldError{Field: "Version", Reason: "must be a version string of [0-9A-Za-z.+~-] or empty"}
 	case s.LastResult != "" && s.LastResult != "applied" && s.LastResult != "failed" && s.LastResult != "down":
 		return &FieldError{Field: "LastResult", Reason: `must be "applied", "failed", "down" or empty`}
 	case s.LastCode != "" && !codePattern.MatchString(s.LastCode):
 		return &FieldError{Field: "LastCode", Reason: "must be a stable code of [A-Z0-9_] or empty"}
-	case s.LiveSHA != "" && !shaPattern.MatchString(s.LiveSHA):
+	case s.LiveSHA != "" && !ids.ValidSHA(s.LiveSHA):
 		return &FieldError{Field: "LiveSHA", Reason: "must be 64 lowercase hex digits or empty"}
 	case s.LiveSerial < 0:
 		return &FieldError{Field: "LiveSerial", Reason: "must not be negative"}

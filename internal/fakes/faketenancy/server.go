@@ -12,13 +12,13 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // Authority judges bearers and mints deploy grants. The fake OpenBao implements it.
@@ -451,8 +451,6 @@ func (s *Server) forced(w http.ResponseWriter, rec *Request, status int, retryAf
 	writeError(w, rec, status, code, "forced by the fake's faults")
 }
 
-var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
 	var req CheckinRequest
 	if !decodeBody(w, r, rec, &req) {
@@ -503,7 +501,7 @@ type checkinResponse struct {
 
 func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
 	sha := r.PathValue("sha")
-	if !shaRE.MatchString(sha) {
+	if !ids.ValidSHA(sha) {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "the sha is not 64 lowercase hex")
 		return
 	}
@@ -548,7 +546,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 	if !decodeBody(w, r, rec, &req) {
 		return
 	}
-	if req.EnvID == "" || !shaRE.MatchString(req.SHA) {
+	if req.EnvID == "" || !ids.ValidSHA(req.SHA) {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id and a 64 lowercase hex sha are required")
 		return
 	}
