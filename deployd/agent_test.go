@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
@@ -113,57 +114,57 @@ func TestProdNeverPurges(t *testing.T) {
 func TestRefusalsCostNoLease(t *testing.T) {
 	tests := []struct {
 		name   string
-		code   string
+		code   codes.Code
 		bundle func(b *box) []byte
 		setup  func(b *box)
 	}{
-		{name: "env mismatch", code: "ENV_MISMATCH", bundle: func(b *box) []byte {
+		{name: "env mismatch", code: codes.EnvMismatch, bundle: func(b *box) []byte {
 			return sample.App("env-dev-02", 1).Tar(true)
 		}},
-		{name: "unresolved var", code: "UNRESOLVED_VARS", bundle: func(b *box) []byte {
+		{name: "unresolved var", code: codes.UnresolvedVars, bundle: func(b *box) []byte {
 			bn := sample.App(b.env, 1)
 			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx:${NGINX_TAG}\n")
 			return bn.Tar(true)
 		}},
-		{name: "compose invalid", code: "COMPOSE_INVALID", bundle: func(b *box) []byte {
+		{name: "compose invalid", code: codes.ComposeInvalid, bundle: func(b *box) []byte {
 			bn := sample.App(b.env, 1)
 			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: [nginx\n")
 			return bn.Tar(true)
 		}},
-		{name: "privileged", code: "PRIVILEGED", bundle: func(b *box) []byte {
+		{name: "privileged", code: codes.Privileged, bundle: func(b *box) []byte {
 			bn := sample.App(b.env, 1)
 			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx\n    privileged: true\n")
 			return bn.Tar(true)
 		}},
-		{name: "docker socket", code: "PRIVILEGED", bundle: func(b *box) []byte {
+		{name: "docker socket", code: codes.Privileged, bundle: func(b *box) []byte {
 			bn := sample.App(b.env, 1)
 			bn.Files["compose.yaml"] = []byte("services:\n  web:\n    image: nginx\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n")
 			return bn.Tar(true)
 		}},
-		{name: "secret path", code: "SECRET_PATH", bundle: func(b *box) []byte {
+		{name: "secret path", code: codes.SecretPath, bundle: func(b *box) []byte {
 			bn := sample.App(b.env, 1)
 			bn.Manifest.Secrets["DB_PASSWORD"] = sample.SecretRef{Path: "../env-dev-02/db", Key: "password"}
 			return bn.Tar(true)
 		}},
-		{name: "disk low", code: "DISK_LOW", bundle: func(b *box) []byte {
+		{name: "disk low", code: codes.DiskLow, bundle: func(b *box) []byte {
 			bn := sample.App(b.env, 1)
 			bn.Manifest.MinFreeMB = 1 << 40
 			return bn.Tar(true)
 		}},
-		{name: "symlink", code: "MANIFEST_PATHS", bundle: func(b *box) []byte {
+		{name: "symlink", code: codes.ManifestPaths, bundle: func(b *box) []byte {
 			m := map[string]any{"schema": 1, "env_id": b.env, "serial": 1, "compose_files": []string{"compose.yaml"},
 				"files": []string{"compose.yaml", "link"}, "vars": map[string]string{}, "secrets": map[string]any{}}
 			return rawTar(t, m,
 				entry{hdr: tar.Header{Name: "compose.yaml", Typeflag: tar.TypeReg, Mode: 0o644}, body: "services:\n  web:\n    image: nginx\n"},
 				entry{hdr: tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "/etc/shadow"}})
 		}},
-		{name: "truncated tar", code: "BUNDLE_MALFORMED", bundle: func(b *box) []byte {
+		{name: "truncated tar", code: codes.BundleMalformed, bundle: func(b *box) []byte {
 			return sample.App(b.env, 1).Tar(false)
 		}, setup: func(b *box) {
 			whole := sample.App(b.env, 1).Tar(false)
 			serveBundle(b, whole[:len(whole)/2])
 		}},
-		{name: "sha mismatch", code: "SHA_MISMATCH", bundle: func(b *box) []byte {
+		{name: "sha mismatch", code: codes.SHAMismatch, bundle: func(b *box) []byte {
 			return sample.App(b.env, 1).Tar(true)
 		}, setup: func(b *box) {
 			serveBundle(b, sample.App(b.env, 99).Tar(false))
@@ -189,7 +190,7 @@ func TestRefusalsCostNoLease(t *testing.T) {
 			assert.False(t, out.Leased)
 			rep := b.lastReport()
 			assert.Equal(t, "failed", rep.Result)
-			assert.Equal(t, tc.code, rep.Code)
+			assert.Equal(t, string(tc.code), rep.Code)
 			assert.Equal(t, sha, rep.SHA)
 			assert.Contains(t, rep.Detail, tc.code)
 			assert.Zero(t, b.calls("/v1/agent/lease"), "a refused bundle costs no lease")
@@ -227,7 +228,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "PRIVILEGED", out.Code)
+	assert.Equal(t, codes.Privileged, out.Code)
 	assert.Equal(t, downloads, b.calls("/v1/agent/bundles/"), "no new download for a failed sha")
 	assert.Zero(t, b.calls("/v1/agent/lease"))
 	assert.Equal(t, "PRIVILEGED", b.lastReport().Code)
@@ -235,7 +236,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	b.setDesired(deploydtest.Desired{Action: "apply", SHA: sha, Retry: true})
 	out, code = b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "PRIVILEGED", out.Code)
+	assert.Equal(t, codes.Privileged, out.Code)
 	assert.Equal(t, downloads+1, b.calls("/v1/agent/bundles/"), "retry downloads and verifies again")
 }
 
@@ -249,7 +250,7 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 	older := b.publish(sample.App(b.env, 3))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "ROLLBACK", out.Code)
+	assert.Equal(t, codes.Rollback, out.Code)
 	assert.Equal(t, 1, b.calls("/v1/agent/lease"))
 
 	b.setDesired(deploydtest.Desired{Action: "apply", SHA: older, Rollback: true, Retry: true})
@@ -304,7 +305,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 	}}})
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "UNHEALTHY", out.Code)
+	assert.Equal(t, codes.Unhealthy, out.Code)
 	assert.Equal(t, deployd.RestoreHealthy, out.Restore)
 	assert.Equal(t, good, b.live(), "current points back at the previous release")
 	rep := b.lastReport()
@@ -343,7 +344,7 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	b.publish(sample.App(b.env, 2))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "UNHEALTHY", out.Code, "the code is the failed apply's")
+	assert.Equal(t, codes.Unhealthy, out.Code, "the code is the failed apply's")
 	assert.Equal(t, deployd.RestoreUnhealthy, out.Restore)
 	assert.Contains(t, b.lastReport().Detail, "restore: restored-unhealthy "+good[:12]+" (")
 	st := b.state()
@@ -363,7 +364,7 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 	b.publish(sample.App(b.env, 1))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "APPLY_FAILED", out.Code)
+	assert.Equal(t, codes.ApplyFailed, out.Code)
 	assert.Equal(t, "", b.live())
 	assert.Len(t, b.dockerCalls("down"), 1)
 	assert.Contains(t, b.lastReport().Tail, "pull access denied")
@@ -404,8 +405,8 @@ func TestExitCodes(t *testing.T) {
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Equal(t, "", out.Result, "a rate-limited lease reports nothing")
-		assert.Equal(t, "RATE_LIMITED", b.state().LastTemporary)
-		assert.Equal(t, "", b.state().LastCode, "a temporary condition does not replace the reported code")
+		assert.Equal(t, codes.RateLimited, b.state().LastTemporary)
+		assert.Empty(t, b.state().LastCode, "a temporary condition does not replace the reported code")
 		assert.NotContains(t, b.state().Failed, "a rate limit is not a failure of the sha")
 	})
 	t.Run("sealed OpenBao is 75", func(t *testing.T) {
@@ -417,7 +418,7 @@ func TestExitCodes(t *testing.T) {
 		b.publish(sample.App(b.env, 1))
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Equal(t, "UNAVAILABLE", out.Code)
+		assert.Equal(t, codes.Unavailable, out.Code)
 		b.stack.Bao.SetSealed(false)
 		b.setDesired(deploydtest.Desired{Action: "apply", SHA: out.SHA})
 		out, code = b.tick()
@@ -485,7 +486,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 			b.publish(sample.App(b.env, 1))
 			out, code := b.tick()
 			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, "LEASE_SHAPE", out.Code)
+			assert.Equal(t, codes.LeaseShape, out.Code)
 			assert.Equal(t, "LEASE_SHAPE", b.lastReport().Code)
 			assert.Equal(t, 1, b.baoCalls("/login"), "only the bootstrap login: nothing to unwrap, no AppRole")
 			assert.Equal(t, "", b.live())
@@ -509,7 +510,7 @@ func TestSupersededGrant(t *testing.T) {
 	b.publish(sample.App(b.env, 1))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "UNAUTHENTICATED", out.Code)
+	assert.Equal(t, codes.Unauthenticated, out.Code)
 	assert.True(t, out.Leased)
 	assert.Equal(t, "", b.live())
 }
@@ -607,7 +608,7 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 	b.publish(bn)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "DISK_LOW", out.Code)
+	assert.Equal(t, codes.DiskLow, out.Code)
 	assert.Empty(t, b.state().Failed, "DISK_LOW is not remembered against the sha")
 	downloads := b.calls("/v1/agent/bundles/")
 	_, code = b.tick()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
@@ -77,7 +78,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	}
 	// A ROLLBACK refusal was about a missing rollback flag, not about the sha: an
 	// explicit rollback verifies it again (a refusal costs no lease).
-	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == string(bundle.CodeRollback)
+	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback
 	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry && !explicitRollback {
 		log.Warn("this sha already failed on this box; re-reporting the failure without a new lease. Publish a fixed bundle or check in with retry to try again",
 			"code", f.Code)
@@ -93,20 +94,20 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		log.Warn("the live release never came up healthy (interrupted apply); running compose up again without a new lease")
 		m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), inst.SHA))
 		if err != nil {
-			return a.fail(ctx, st, out, &Error{Op: "resume", Code: CodeApplyFailed, Err: err}, "", started)
+			return a.fail(ctx, st, out, &Error{Op: "resume", Code: codes.ApplyFailed, Err: err}, "", started)
 		}
 		a.learnReleaseSecrets(inst.SHA, m)
 		return a.up(ctx, st, out, inst.SHA, m, nil, started)
 	}
 
 	if err := mkdirMode(a.cfg.ReleasesDir(), 0o755); err != nil {
-		return out, &Error{Op: "releases directory", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "releases directory", Code: codes.StateUnavailable, Err: err}
 	}
 	// Download into a hidden file beside the releases: streamed, capped, removed after.
 	dl := filepath.Join(a.cfg.ReleasesDir(), "."+inst.SHA+".bundle")
 	f, err := os.OpenFile(dl, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
-		return out, &Error{Op: "download", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "download", Code: codes.StateUnavailable, Err: err}
 	}
 	defer func() {
 		// A leftover download is also removed by the next tick's repair.
@@ -119,7 +120,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	if err != nil {
 		if errors.Is(err, tenancy.ErrBundleTooLarge) {
 			return a.refuse(ctx, st, out, &bundle.RefusedError{SHA: inst.SHA, Refusals: []bundle.Refusal{{
-				Code: bundle.CodeBundleMalformed, Detail: "the bundle download passed the size cap"}}}, started)
+				Code: codes.BundleMalformed, Detail: "the bundle download passed the size cap"}}}, started)
 		}
 		return out, a.tenancyFailure(st, "bundle download", err)
 	}
@@ -128,10 +129,10 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	// Every check before the lease.
 	free, ferr := fsutil.FreeMB(a.cfg.DeployDir)
 	if ferr != nil {
-		return out, &Error{Op: "free space", Code: CodeStateUnavailable, Err: ferr}
+		return out, &Error{Op: "free space", Code: codes.StateUnavailable, Err: ferr}
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		return out, &Error{Op: "verify", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "verify", Code: codes.StateUnavailable, Err: err}
 	}
 	res, err := bundle.Verify(ctx, f, bundle.Expect{
 		EnvID:           a.cfg.EnvID,
@@ -150,7 +151,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 		if stopped := a.stopped(ctx, out, err); stopped != nil {
 			return out, stopped
 		}
-		return out, &Error{Op: "verify", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "verify", Code: codes.StateUnavailable, Err: err}
 	}
 	log.Info("bundle verified", "files", res.Files, "bytes", res.Size, "services", strings.Join(res.Services, ","))
 
@@ -159,7 +160,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	if a.baoDown {
 		if err := a.baoReachable(ctx); err != nil {
 			log.Warn("OpenBao still unreachable or sealed; not asking for a lease, exiting 75, the next tick retries", "err", err)
-			return out, &Error{Op: "OpenBao before the lease", Code: CodeUnavailable, Err: err}
+			return out, &Error{Op: "OpenBao before the lease", Code: codes.Unavailable, Err: err}
 		}
 	}
 
@@ -168,7 +169,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	if err != nil {
 		if errors.Is(err, tenancy.ErrLeaseShape) {
 			log.Error("tenancy answered a lease of AppRole or wrapped shape; there is no such path in this agent (MONKY-ADR-0028). Fix tenancy's lease issuer", "err", err)
-			return a.fail(ctx, st, out, &Error{Op: "lease", Code: "LEASE_SHAPE", Err: err}, "", started)
+			return a.fail(ctx, st, out, &Error{Op: "lease", Code: codes.LeaseShape, Err: err}, "", started)
 		}
 		return out, a.tenancyFailure(st, "lease", err)
 	}
@@ -178,7 +179,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	if err != nil {
 		if bao.IsTemporary(err) {
 			log.Warn("OpenBao unreachable or sealed at login; exiting 75, the next tick retries", "err", err)
-			return out, &Error{Op: "login", Code: CodeUnavailable, Err: err}
+			return out, &Error{Op: "login", Code: codes.Unavailable, Err: err}
 		}
 		return a.fail(ctx, st, out, &Error{Op: "login", Code: CodeOf(err), Err: err}, "", started)
 	}
@@ -194,7 +195,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	if err != nil {
 		if bao.IsTemporary(err) {
 			log.Warn("OpenBao unreachable or sealed while reading secrets; exiting 75, the next tick retries", "err", err)
-			return out, &Error{Op: "read secrets", Code: CodeUnavailable, Err: err}
+			return out, &Error{Op: "read secrets", Code: codes.Unavailable, Err: err}
 		}
 		return a.fail(ctx, st, out, &Error{Op: "read secrets", Code: CodeOf(err), Err: err}, "", started)
 	}
@@ -207,7 +208,7 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 	// Promote: `current` swapped atomically.
 	prev := st.LiveSHA
 	if err := fsutil.SwapSymlink(filepath.Join("releases", inst.SHA), a.cfg.CurrentLink()); err != nil {
-		return a.fail(ctx, st, out, &Error{Op: "promote", Code: CodeApplyFailed, Err: err}, "", started)
+		return a.fail(ctx, st, out, &Error{Op: "promote", Code: codes.ApplyFailed, Err: err}, "", started)
 	}
 	now := a.now()
 	_ = os.Chtimes(filepath.Join(a.cfg.ReleasesDir(), inst.SHA), now, now)
@@ -241,15 +242,15 @@ func (a *Agent) baoReachable(ctx context.Context) error {
 func (a *Agent) up(ctx context.Context, st *State, out Outcome, sha string, m bundle.Manifest, services []string, started time.Time) (Outcome, error) {
 	cc, err := a.composeFor(sha, m.ComposeFiles)
 	if err != nil {
-		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose", Code: CodeApplyFailed, Err: err}, "", started)
+		return a.failAfterPromote(ctx, st, out, &Error{Op: "compose", Code: codes.ApplyFailed, Err: err}, "", started)
 	}
 	upOut, err := cc.Up(ctx)
 	if err != nil {
-		return a.failAfterPromote(ctx, st, out, &Error{Op: "apply", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
+		return a.failAfterPromote(ctx, st, out, &Error{Op: "apply", Code: codes.ApplyFailed, Err: err}, upOut.String(), started)
 	}
 	if services == nil {
 		if services, err = a.services(ctx, sha, m); err != nil {
-			return a.failAfterPromote(ctx, st, out, &Error{Op: "compose services", Code: CodeApplyFailed, Err: err}, upOut.String(), started)
+			return a.failAfterPromote(ctx, st, out, &Error{Op: "compose services", Code: codes.ApplyFailed, Err: err}, upOut.String(), started)
 		}
 	}
 	states, err := cc.WaitHealthy(ctx, compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout), Poll: a.opts.HealthPoll})
@@ -393,7 +394,7 @@ func (a *Agent) refuse(ctx context.Context, st *State, out Outcome, r *bundle.Re
 // not of the bundle.
 func onlyDiskLow(r *bundle.RefusedError) bool {
 	for _, rf := range r.Refusals {
-		if rf.Code != bundle.CodeDiskLow {
+		if rf.Code != codes.DiskLow {
 			return false
 		}
 	}
@@ -424,7 +425,7 @@ func (a *Agent) stopped(ctx context.Context, out Outcome, cause error) error {
 	}
 	a.log.Warn("the tick was stopped mid-way; leaving the release where it is, the next tick resumes",
 		"sha", short(out.SHA), "err", cause)
-	return &Error{Op: "tick stopped", Code: CodeInterrupted, Err: errors.Join(ctx.Err(), cause)}
+	return &Error{Op: "tick stopped", Code: codes.Interrupted, Err: errors.Join(ctx.Err(), cause)}
 }
 
 // fail records a failed sha and reports it.
@@ -478,7 +479,7 @@ func (a *Agent) finishTail(ctx context.Context, st *State, out Outcome, result t
 		}
 		a.log.Warn("could not send the report; the next check-in carries the last result", "result", result, "code", out.Code, "err", err)
 		if cause == nil && tenancy.IsTemporary(err) {
-			cause = &Error{Op: "report", Code: CodeUnavailable, Err: err}
+			cause = &Error{Op: "report", Code: codes.Unavailable, Err: err}
 		}
 	}
 	return out, cause
@@ -491,14 +492,14 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 	final := filepath.Join(a.cfg.ReleasesDir(), sha)
 	_ = os.RemoveAll(tmp)
 	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
 	// The final mode whatever the umask: container users read the release.
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
 	if err := bundle.Extract(ctx, f, tmp, sha, bundle.Limits{}); err != nil {
 		_ = os.RemoveAll(tmp)
@@ -515,15 +516,15 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 	data, err := bundle.RenderEnv(env)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
-		return &Error{Op: "render .env", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "render .env", Code: codes.ApplyFailed, Err: err}
 	}
 	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, ".env"), data, 0o600); err != nil {
 		_ = os.RemoveAll(tmp)
-		return &Error{Op: "write .env", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "write .env", Code: codes.ApplyFailed, Err: err}
 	}
 	if err := fsutil.SyncDir(tmp); err != nil {
 		_ = os.RemoveAll(tmp)
-		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
 	// A release of the same sha (a retry, or a rollback to a kept release) is
 	// replaced whole: its .env may hold older secrets.
@@ -532,7 +533,7 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 	if _, err := os.Stat(final); err == nil {
 		if err := os.Rename(final, old); err != nil {
 			_ = os.RemoveAll(tmp)
-			return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+			return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 		}
 		moved = true
 	}
@@ -544,7 +545,7 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 				a.log.Error("could not put a kept release back after a failed restage; the next tick's repair moves it back", "path", old, "err", rerr)
 			}
 		}
-		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
 	if moved {
 		if err := os.RemoveAll(old); err != nil {
@@ -552,7 +553,7 @@ func (a *Agent) stage(ctx context.Context, f *os.File, sha string, m bundle.Mani
 		}
 	}
 	if err := fsutil.SyncDir(a.cfg.ReleasesDir()); err != nil {
-		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
 	return nil
 }
@@ -570,7 +571,7 @@ func (a *Agent) down(ctx context.Context, st *State, inst tenancy.Instruction, o
 	if sha := st.LiveSHA; sha != "" {
 		m, err := readManifest(filepath.Join(a.cfg.ReleasesDir(), sha))
 		if err != nil {
-			return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "down", Code: CodeApplyFailed, Err: err}, nil, started)
+			return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "down", Code: codes.ApplyFailed, Err: err}, nil, started)
 		}
 		a.learnReleaseSecrets(sha, m)
 		cc, err := a.composeFor(sha, m.ComposeFiles)
@@ -578,16 +579,16 @@ func (a *Agent) down(ctx context.Context, st *State, inst tenancy.Instruction, o
 			var dout compose.Output
 			dout, err = cc.Down(ctx, purge)
 			if err != nil {
-				return a.finishTail(ctx, st, out, tenancy.ResultFailed, &Error{Op: "compose down", Code: CodeApplyFailed, Err: err}, nil, dout.String(), started)
+				return a.finishTail(ctx, st, out, tenancy.ResultFailed, &Error{Op: "compose down", Code: codes.ApplyFailed, Err: err}, nil, dout.String(), started)
 			}
 		}
 		if err != nil {
-			return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "compose down", Code: CodeApplyFailed, Err: err}, nil, started)
+			return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "compose down", Code: codes.ApplyFailed, Err: err}, nil, started)
 		}
 		a.log.Info("took the environment down", "sha", short(sha), "volumes_removed", purge)
 	}
 	if err := os.Remove(a.cfg.CurrentLink()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "down", Code: CodeApplyFailed, Err: err}, nil, started)
+		return a.finish(ctx, st, out, tenancy.ResultFailed, &Error{Op: "down", Code: codes.ApplyFailed, Err: err}, nil, started)
 	}
 	_ = fsutil.SyncDir(existingParent(a.cfg.DeployDir))
 	if st.LiveSHA != "" {

@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
 
@@ -54,8 +55,8 @@ func (e *ConfigError) Error() string {
 	return loc + ": " + e.Msg
 }
 
-// Code returns "CONFIG_INVALID".
-func (e *ConfigError) Code() string { return "CONFIG_INVALID" }
+// Code returns codes.ConfigInvalid.
+func (e *ConfigError) Code() codes.Code { return codes.ConfigInvalid }
 
 // Unwrap returns the underlying error, if any.
 func (e *ConfigError) Unwrap() error { return e.Err }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
@@ -25,7 +26,7 @@ type Outcome struct {
 	// Result is what was reported ("applied", "failed", "down"), or "" when nothing was.
 	Result string `json:"result,omitempty"`
 	// Code is the stable code of a failure or refusal.
-	Code string `json:"code,omitempty"`
+	Code codes.Code `json:"code,omitempty"`
 	// Detail names what failed (files, variables, services), never a value.
 	Detail string `json:"detail,omitempty"`
 	// SHA and Serial identify the bundle the tick worked on.
@@ -48,16 +49,16 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	start := a.now()
 	var out Outcome
 	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
-		return out, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())
 	if errors.Is(err, fsutil.ErrLocked) {
 		a.log.Warn("another monky-deployd run holds the lock; this run exits 75 and the next tick tries again",
 			"lock", a.cfg.LockPath())
-		return out, &Error{Op: "run lock", Code: CodeLocked, Err: ErrLocked}
+		return out, &Error{Op: "run lock", Code: codes.Locked, Err: ErrLocked}
 	}
 	if err != nil {
-		return out, &Error{Op: "run lock", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
 	}
 	defer func() { _ = lock.Unlock() }()
 
@@ -66,7 +67,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		if l.EnvID == a.cfg.EnvID {
 			a.log.Error("AGENT_ENV_MISMATCH latched: tenancy says this box's token belongs to another environment; not contacting the network. Fix env_id in the config or bootstrap with a fresh grant for this env",
 				"latched_at", l.At, "message", l.Message)
-			return out, &Error{Op: "env mismatch latch", Code: CodeEnvMismatch, Err: ErrEnvMismatch}
+			return out, &Error{Op: "env mismatch latch", Code: codes.AgentEnvMismatch, Err: ErrEnvMismatch}
 		}
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		st.EnvMismatch = nil
@@ -87,7 +88,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	if serr := a.saveState(&st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {
-			err = &Error{Op: "save state", Code: CodeStateUnavailable, Err: serr}
+			err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 		}
 	}
 	return out, err
@@ -114,7 +115,7 @@ func (a *Agent) tick(ctx context.Context, st *State) (Outcome, error) {
 	case tenancy.ActionApply:
 		return a.apply(ctx, st, inst, out)
 	default:
-		return out, &Error{Op: "check-in", Code: CodeUnavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
+		return out, &Error{Op: "check-in", Code: codes.Unavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
 	}
 }
 
@@ -190,7 +191,7 @@ func (a *Agent) liveSHA() string {
 func (a *Agent) ensureToken(ctx context.Context, st *State) error {
 	tok, err := a.readToken()
 	if err != nil {
-		return &Error{Op: "token", Code: CodeStateUnavailable, Err: err}
+		return &Error{Op: "token", Code: codes.StateUnavailable, Err: err}
 	}
 	if tok.IsZero() {
 		return a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
@@ -209,7 +210,7 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) error {
 			a.log.Warn("the stored OpenBao token is no longer valid; bootstrapping from the grant file", "grant", a.cfg.BootstrapGrant)
 			return a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
 		}
-		return &Error{Op: "token lookup", Code: CodeUnauthenticated, Err: fmt.Errorf(
+		return &Error{Op: "token lookup", Code: codes.Unauthenticated, Err: fmt.Errorf(
 			"the stored OpenBao token is invalid or expired: place a fresh bootstrap grant at %s and run `monky-deployd bootstrap`: %w",
 			a.cfg.BootstrapGrant, err)}
 	default:
@@ -235,14 +236,14 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 		grantPath = a.cfg.BootstrapGrant
 	}
 	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
-		return Outcome{}, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
+		return Outcome{}, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())
 	if errors.Is(err, fsutil.ErrLocked) {
-		return Outcome{}, &Error{Op: "run lock", Code: CodeLocked, Err: ErrLocked}
+		return Outcome{}, &Error{Op: "run lock", Code: codes.Locked, Err: ErrLocked}
 	}
 	if err != nil {
-		return Outcome{}, &Error{Op: "run lock", Code: CodeStateUnavailable, Err: err}
+		return Outcome{}, &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
 	}
 	defer func() { _ = lock.Unlock() }()
 	st := a.loadState()
@@ -258,7 +259,7 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 	}
 	st.LastTick = a.now()
 	if serr := a.saveState(&st); serr != nil && err == nil {
-		err = &Error{Op: "save state", Code: CodeStateUnavailable, Err: serr}
+		err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 	}
 	return out, err
 }
@@ -268,17 +269,17 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 	if errors.Is(err, fs.ErrNotExist) {
 		a.log.Error("no OpenBao token and no bootstrap grant: ask monky-tenancy for a bootstrap grant, place it at the grant path (mode 0600) and run `monky-deployd bootstrap`",
 			"token_file", a.cfg.TokenPath(), "grant", path)
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
+		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(
 			"%w: no token at %s and no grant at %s; ask monky-tenancy for a bootstrap grant and place it there (mode 0600)",
 			ErrNoCredentials, a.cfg.TokenPath(), path)}
 	}
 	if err != nil {
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
+		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
 	}
 	raw := string(trimSpace(data))
 	a.red.Add(raw)
 	if raw == "" {
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
+		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(
 			"%w: the grant file %s is empty; place a fresh bootstrap grant there", ErrNoCredentials, path)}
 	}
 	info, err := a.bao.Login(ctx, secret.New(raw))
@@ -306,7 +307,7 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 func (a *Agent) replaceToken(ctx context.Context, info bao.TokenInfo) error {
 	old, _ := a.readToken()
 	if err := a.writeToken(info.Token); err != nil {
-		return &Error{Op: "store token", Code: CodeStateUnavailable, Err: err}
+		return &Error{Op: "store token", Code: codes.StateUnavailable, Err: err}
 	}
 	if !old.IsZero() && old.Reveal() != info.Token.Reveal() {
 		if err := a.bao.RevokeSelf(ctx, old); err != nil && !errors.Is(err, bao.ErrUnauthenticated) {
@@ -343,18 +344,18 @@ func (a *Agent) tenancyFailure(st *State, op string, err error) error {
 	switch {
 	case errors.Is(err, tenancy.ErrEnvMismatch):
 		st.EnvMismatch = &Latch{EnvID: a.cfg.EnvID, At: a.now(), Message: a.red.Redact(err.Error())}
-		st.LastCode = CodeEnvMismatch
+		st.LastCode = codes.AgentEnvMismatch
 		a.log.Error("tenancy answered AGENT_ENV_MISMATCH: this box's token belongs to another environment. Latched: later runs exit 78 without the network until env_id changes or you bootstrap with a grant for "+a.cfg.EnvID,
 			"op", op, "err", err)
-		return &Error{Op: op, Code: CodeEnvMismatch, Err: err}
+		return &Error{Op: op, Code: codes.AgentEnvMismatch, Err: err}
 	case errors.Is(err, tenancy.ErrUnauthenticated):
 		a.log.Error("tenancy rejected the OpenBao token; place a fresh bootstrap grant and run `monky-deployd bootstrap`",
 			"op", op, "grant", a.cfg.BootstrapGrant, "err", err)
-		return &Error{Op: op, Code: CodeUnauthenticated, Err: err}
+		return &Error{Op: op, Code: codes.Unauthenticated, Err: err}
 	case tenancy.IsTemporary(err):
-		code := CodeUnavailable
+		code := codes.Unavailable
 		if errors.Is(err, tenancy.ErrRateLimited) {
-			code = CodeRateLimited
+			code = codes.RateLimited
 		}
 		a.log.Warn("tenancy unavailable; exiting 75, the next tick retries", "op", op, "code", code, "err", err)
 		return &Error{Op: op, Code: code, Err: err}

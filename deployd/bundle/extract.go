@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
 
@@ -60,7 +61,7 @@ func Extract(ctx context.Context, r io.Reader, dir string, wantSHA string, lim L
 	}
 	got := listingSHA(res.files)
 	if got != want {
-		return &RefusedError{SHA: got, Refusals: []Refusal{{CodeSHAMismatch,
+		return &RefusedError{SHA: got, Refusals: []Refusal{{codes.SHAMismatch,
 			fmt.Sprintf("the extracted bundle's sha is %s, expected %s", got, want)}}}
 	}
 	return x.syncDirs()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
 
@@ -152,7 +153,7 @@ func FuzzSHA(f *testing.F) {
 				t.Fatalf("refused with sha %q and %v", sha, re.Refusals)
 			}
 			for _, r := range re.Refusals {
-				if r.Code != CodeBundleMalformed || r.Detail == "" {
+				if r.Code != codes.BundleMalformed || r.Detail == "" {
 					t.Fatalf("SHA refuses only with BUNDLE_MALFORMED: %+v", r)
 				}
 			}

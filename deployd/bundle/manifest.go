@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
 
@@ -68,17 +69,17 @@ func decodeManifest(data []byte) (Manifest, []Refusal) {
 	var rs refusals
 	var m Manifest
 	if err := checkJSONKeys(data); err != nil {
-		rs.add(CodeBundleMalformed, "%s: %v", ManifestName, err)
+		rs.add(codes.BundleMalformed, "%s: %v", ManifestName, err)
 		return m, rs.result()
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		rs.add(CodeBundleMalformed, "%s: %s", ManifestName, describeJSONError(err))
+		rs.add(codes.BundleMalformed, "%s: %s", ManifestName, describeJSONError(err))
 		return m, rs.result()
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		rs.add(CodeBundleMalformed, "%s: data after the JSON object", ManifestName)
+		rs.add(codes.BundleMalformed, "%s: data after the JSON object", ManifestName)
 		return m, rs.result()
 	}
 	m.check(&rs)
@@ -88,7 +89,7 @@ func decodeManifest(data []byte) (Manifest, []Refusal) {
 // check adds the refusals of a decoded manifest on its own.
 func (m *Manifest) check(rs *refusals) {
 	bad := func(format string, args ...any) {
-		rs.add(CodeBundleMalformed, ManifestName+": "+format, args...)
+		rs.add(codes.BundleMalformed, ManifestName+": "+format, args...)
 	}
 	if m.Schema != SchemaVersion {
 		bad("schema is %d, only %d is known", m.Schema, SchemaVersion)
@@ -109,13 +110,13 @@ func (m *Manifest) check(rs *refusals) {
 	for _, f := range m.Files {
 		switch why := checkPath(f); {
 		case why != "":
-			rs.add(CodeManifestPaths, "files: %q: %s", f, why)
+			rs.add(codes.ManifestPaths, "files: %q: %s", f, why)
 		case f == ManifestName:
-			rs.add(CodeManifestPaths, "files: lists %s, which is never listed", ManifestName)
+			rs.add(codes.ManifestPaths, "files: lists %s, which is never listed", ManifestName)
 		case f == EnvFileName || strings.HasPrefix(f, EnvFileName+"/"):
-			rs.add(CodeManifestPaths, "files: %q: %s", f, reservedEnvFile)
+			rs.add(codes.ManifestPaths, "files: %q: %s", f, reservedEnvFile)
 		case files[f]:
-			rs.add(CodeManifestPaths, "files: %q is listed twice", f)
+			rs.add(codes.ManifestPaths, "files: %q is listed twice", f)
 		}
 		files[f] = true
 	}
@@ -123,11 +124,11 @@ func (m *Manifest) check(rs *refusals) {
 	for _, f := range m.ComposeFiles {
 		switch why := checkPath(f); {
 		case why != "":
-			rs.add(CodeManifestPaths, "compose_files: %q: %s", f, why)
+			rs.add(codes.ManifestPaths, "compose_files: %q: %s", f, why)
 		case seen[f]:
-			rs.add(CodeManifestPaths, "compose_files: %q is listed twice", f)
+			rs.add(codes.ManifestPaths, "compose_files: %q is listed twice", f)
 		case !files[f]:
-			rs.add(CodeManifestPaths, "compose_files: %q is not in files", f)
+			rs.add(codes.ManifestPaths, "compose_files: %q is not in files", f)
 		}
 		seen[f] = true
 	}
@@ -145,7 +146,7 @@ func (m *Manifest) check(rs *refusals) {
 			bad("secrets: %q %s", name, why)
 		}
 		if why := checkSecretPath(ref.Path); why != "" {
-			rs.add(CodeSecretPath, "secrets: %s: %q: %s", name, ref.Path, why)
+			rs.add(codes.SecretPath, "secrets: %s: %q: %s", name, ref.Path, why)
 		}
 		switch {
 		case ref.Key == "":

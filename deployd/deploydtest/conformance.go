@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fakes/faketenancy"
 )
@@ -219,7 +220,7 @@ func (c *conformance) unauthenticated(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				r := c.do(t, call.method, call.path, bearer, call.body)
 				require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
-				assert.Equal(t, "UNAUTHENTICATED", errorCode(t, r))
+				assert.Equal(t, string(codes.Unauthenticated), errorCode(t, r))
 				if bearer != "" {
 					assert.NotContains(t, string(r.body), bearer, "an error body must not echo the bearer")
 				}
@@ -348,7 +349,7 @@ func (c *conformance) report(t *testing.T) {
 			body := c.reportBody(c.EnvA, sha, 7)
 			body["result"] = result
 			if result == "failed" {
-				body["code"], body["detail"], body["tail"] = "UNHEALTHY", "service app is unhealthy", "app  | boom\n"
+				body["code"], body["detail"], body["tail"] = codes.Unhealthy, "service app is unhealthy", "app  | boom\n"
 			}
 			r := c.do(t, http.MethodPost, "/v1/agent/report", tok, body)
 			require.Equal(t, http.StatusNoContent, r.status, "result %s: %s", result, r.body)
@@ -381,7 +382,7 @@ func (c *conformance) envMismatch(t *testing.T) {
 		t.Run(call.name, func(t *testing.T) {
 			r := c.do(t, http.MethodPost, call.path, tokA, call.body)
 			require.Contains(t, []int{http.StatusConflict, http.StatusForbidden}, r.status, "%s", r.body)
-			assert.Equal(t, "AGENT_ENV_MISMATCH", errorCode(t, r))
+			assert.Equal(t, string(codes.AgentEnvMismatch), errorCode(t, r))
 		})
 	}
 }
@@ -396,7 +397,7 @@ func (c *conformance) leaseBudget(t *testing.T) {
 	}
 	r := c.do(t, http.MethodPost, "/v1/agent/lease", tok, body)
 	require.Equal(t, http.StatusTooManyRequests, r.status, "lease %d is past the budget", c.LeaseBudget+1)
-	assert.Equal(t, "RATE_LIMITED", errorCode(t, r))
+	assert.Equal(t, string(codes.RateLimited), errorCode(t, r))
 	ra := r.header.Get("Retry-After")
 	require.NotEmpty(t, ra, "429 carries Retry-After")
 	secs, err := strconv.ParseInt(ra, 10, 64)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
@@ -188,7 +189,7 @@ type Checkin struct {
 	// LastResult is the result of the last report, "" before the first one.
 	LastResult Result
 	// LastCode is the code of the last report, "" if it had none.
-	LastCode string
+	LastCode codes.Code
 	// Host describes the box.
 	Host Host
 }
@@ -244,7 +245,7 @@ type Report struct {
 	// Result is applied, failed or down.
 	Result Result
 	// Code is the refusal or failure code, "" on success.
-	Code string
+	Code codes.Code
 	// Detail names files, variables and services, never a value.
 	Detail string
 	// Tail is the redacted end of compose's output.
@@ -256,13 +257,13 @@ type Report struct {
 }
 
 type checkinBody struct {
-	EnvID         string `json:"env_id"`
-	AgentVersion  string `json:"agent_version"`
-	CurrentSHA    string `json:"current_sha"`
-	CurrentSerial int64  `json:"current_serial"`
-	LastResult    Result `json:"last_result"`
-	LastCode      string `json:"last_code"`
-	Host          Host   `json:"host"`
+	EnvID         string     `json:"env_id"`
+	AgentVersion  string     `json:"agent_version"`
+	CurrentSHA    string     `json:"current_sha"`
+	CurrentSerial int64      `json:"current_serial"`
+	LastResult    Result     `json:"last_result"`
+	LastCode      codes.Code `json:"last_code"`
+	Host          Host       `json:"host"`
 }
 
 type leaseBody struct {
@@ -275,7 +276,7 @@ type reportBody struct {
 	SHA        string         `json:"sha"`
 	Serial     int64          `json:"serial"`
 	Result     Result         `json:"result"`
-	Code       string         `json:"code"`
+	Code       codes.Code     `json:"code"`
 	Detail     string         `json:"detail"`
 	Tail       string         `json:"tail"`
 	Services   []ServiceState `json:"services"`
@@ -516,7 +517,7 @@ func (c *Client) statusError(op string, resp *http.Response, tok string) error {
 	switch s := resp.StatusCode; {
 	case s == http.StatusUnauthorized:
 		e.Kind = ErrUnauthenticated
-	case s == http.StatusConflict, s == http.StatusForbidden && e.ServerCode == CodeEnvMismatch:
+	case s == http.StatusConflict, s == http.StatusForbidden && codes.Code(e.ServerCode) == codes.AgentEnvMismatch:
 		e.Kind = ErrEnvMismatch
 	case s == http.StatusTooManyRequests:
 		e.Kind = ErrRateLimited

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
 
@@ -421,7 +422,7 @@ func (s *Server) wrap(call string, h handlerFunc) http.HandlerFunc {
 			envID, ok = s.opts.Authority.TokenEnv(bearer)
 		}
 		if !ok {
-			writeError(w, rec, http.StatusUnauthorized, "UNAUTHENTICATED", "the bearer is not a live token")
+			writeError(w, rec, http.StatusUnauthorized, string(codes.Unauthenticated), "the bearer is not a live token")
 			return
 		}
 		rec.EnvID = envID
@@ -434,16 +435,16 @@ func (s *Server) forced(w http.ResponseWriter, rec *Request, status int, retryAf
 	code := "FAULT"
 	switch {
 	case status == http.StatusUnauthorized:
-		code = "UNAUTHENTICATED"
+		code = string(codes.Unauthenticated)
 	case status == http.StatusConflict, status == http.StatusForbidden:
-		code = "AGENT_ENV_MISMATCH"
+		code = string(codes.AgentEnvMismatch)
 	case status == http.StatusTooManyRequests:
-		code = "RATE_LIMITED"
+		code = string(codes.RateLimited)
 		if retryAfter <= 0 {
 			retryAfter = 30 * time.Second
 		}
 	case status >= 500:
-		code = "UNAVAILABLE"
+		code = string(codes.Unavailable)
 	}
 	if retryAfter > 0 && (status == http.StatusTooManyRequests || status >= 500) {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
@@ -461,7 +462,7 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		return
 	}
 	if req.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the check-in names %s", tokenEnv, req.EnvID))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the check-in names %s", tokenEnv, req.EnvID))
 		return
 	}
 	switch req.LastResult {
@@ -514,7 +515,7 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Reque
 		return
 	}
 	if b.envID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
 		return
 	}
 	ct := "application/x-tar"
@@ -551,7 +552,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 		return
 	}
 	if req.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the lease names %s", tokenEnv, req.EnvID))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the lease names %s", tokenEnv, req.EnvID))
 		return
 	}
 	now := s.opts.Now()
@@ -578,7 +579,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 		s.mu.Unlock()
 		secs := max(int64(math.Ceil(retry.Seconds())), 1)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		writeError(w, rec, http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("the lease budget of %s (%d per %s) is spent", tokenEnv, budget, s.opts.LeaseWindow))
+		writeError(w, rec, http.StatusTooManyRequests, string(codes.RateLimited), fmt.Sprintf("the lease budget of %s (%d per %s) is spent", tokenEnv, budget, s.opts.LeaseWindow))
 		return
 	}
 	shape := s.faults.LeaseShape
@@ -614,7 +615,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Reque
 		return
 	}
 	if rep.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the report names %s", tokenEnv, rep.EnvID))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the report names %s", tokenEnv, rep.EnvID))
 		return
 	}
 	switch rep.Result {
