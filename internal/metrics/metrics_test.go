@@ -142,20 +142,20 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 			},
 		},
 		{
-			name: "failed apply, restored and healthy",
-			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-healthy", ExitCode: 1},
+			name:   "failed apply, restored and healthy",
+			snap:   metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-healthy", ExitCode: 1},
 			values: map[string]float64{"monky_deployd_last_restore": 0},
 			labels: map[string]map[string]string{"monky_deployd_last_restore": {"result": "restored-healthy"}},
 		},
 		{
-			name: "failed apply, the restored release unhealthy: degraded",
-			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-unhealthy", ExitCode: 1},
+			name:   "failed apply, the restored release unhealthy: degraded",
+			snap:   metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-unhealthy", ExitCode: 1},
 			values: map[string]float64{"monky_deployd_last_restore": 1},
 			labels: map[string]map[string]string{"monky_deployd_last_restore": {"result": "restored-unhealthy"}},
 		},
 		{
-			name: "failed apply, restore failed: degraded",
-			snap: metrics.Snapshot{LastRestore: "restore-failed"},
+			name:   "failed apply, restore failed: degraded",
+			snap:   metrics.Snapshot{LastRestore: "restore-failed"},
 			values: map[string]float64{"monky_deployd_last_restore": 1},
 		},
 		{
