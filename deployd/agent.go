@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/release"
@@ -105,7 +106,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 			Logger:  a.log,
 		})
 		if err != nil {
-			return nil, &Error{Op: "tenancy transport", Code: CodeConfigInvalid, Err: err}
+			return nil, &Error{Op: "tenancy transport", Code: codes.ConfigInvalid, Err: err}
 		}
 		httpc = tc.HTTP
 		a.closers = append(a.closers, tc.Close)
@@ -123,7 +124,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 	})
 	if err != nil {
 		_ = a.Close() // the construction error is the one worth returning
-		return nil, &Error{Op: "tenancy client", Code: CodeConfigInvalid, Err: err}
+		return nil, &Error{Op: "tenancy client", Code: codes.ConfigInvalid, Err: err}
 	}
 	a.tenancy = tcl
 	bcl, err := bao.New(bao.Config{
@@ -140,7 +141,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 	})
 	if err != nil {
 		_ = a.Close() // the construction error is the one worth returning
-		return nil, &Error{Op: "OpenBao client", Code: CodeConfigInvalid, Err: err}
+		return nil, &Error{Op: "OpenBao client", Code: codes.ConfigInvalid, Err: err}
 	}
 	a.bao = bcl
 	return a, nil
@@ -165,7 +166,7 @@ func (a *Agent) bearer(context.Context) (secret.Value, error) {
 		return secret.Value{}, err
 	}
 	if tok.IsZero() {
-		return secret.Value{}, &Error{Op: "tenancy bearer", Code: CodeUnauthenticated,
+		return secret.Value{}, &Error{Op: "tenancy bearer", Code: codes.Unauthenticated,
 			Err: fmt.Errorf("%w: no token at %s", ErrNoCredentials, a.cfg.TokenPath())}
 	}
 	return tok, nil

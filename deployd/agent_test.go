@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
@@ -113,7 +114,7 @@ func TestProdNeverPurges(t *testing.T) {
 func TestRefusalsCostNoLease(t *testing.T) {
 	tests := []struct {
 		name   string
-		code   string
+		code   codes.Code
 		bundle func(b *box) []byte
 		setup  func(b *box)
 	}{
@@ -150,7 +151,7 @@ func TestRefusalsCostNoLease(t *testing.T) {
 			bn.MinFreeMB = 1 << 40
 			return tarball(b.t, bn, true)
 		}},
-		{name: "symlink", code: "MANIFEST_PATHS", bundle: func(b *box) []byte {
+		{name: "symlink", code: codes.ManifestPaths, bundle: func(b *box) []byte {
 			m := map[string]any{"schema": 1, "env_id": b.env, "serial": 1, "compose_files": []string{"compose.yaml"},
 				"files": []string{"compose.yaml", "link"}, "vars": map[string]string{}, "secrets": map[string]any{}}
 			return rawTar(t, m,
@@ -189,7 +190,7 @@ func TestRefusalsCostNoLease(t *testing.T) {
 			assert.False(t, out.Leased)
 			rep := b.lastReport()
 			assert.Equal(t, "failed", rep.Result)
-			assert.Equal(t, tc.code, rep.Code)
+			assert.Equal(t, string(tc.code), rep.Code)
 			assert.Equal(t, sha, rep.SHA)
 			assert.Contains(t, rep.Detail, tc.code)
 			assert.Zero(t, b.calls("/v1/agent/lease"), "a refused bundle costs no lease")
@@ -227,7 +228,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "PRIVILEGED", out.Code)
+	assert.Equal(t, codes.Privileged, out.Code)
 	assert.Equal(t, downloads, b.calls("/v1/agent/bundles/"), "no new download for a failed sha")
 	assert.Zero(t, b.calls("/v1/agent/lease"))
 	assert.Equal(t, "PRIVILEGED", b.lastReport().Code)
@@ -235,7 +236,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	b.setDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
 	out, code = b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "PRIVILEGED", out.Code)
+	assert.Equal(t, codes.Privileged, out.Code)
 	assert.Equal(t, downloads+1, b.calls("/v1/agent/bundles/"), "retry downloads and verifies again")
 }
 
@@ -249,7 +250,7 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 	older := b.publish(faketenancy.SampleApp(b.env, 3))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "ROLLBACK", out.Code)
+	assert.Equal(t, codes.Rollback, out.Code)
 	assert.Equal(t, 1, b.calls("/v1/agent/lease"))
 
 	b.setDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true, Retry: true})
@@ -304,7 +305,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 	}}})
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "UNHEALTHY", out.Code)
+	assert.Equal(t, codes.Unhealthy, out.Code)
 	assert.Equal(t, deployd.RestoreHealthy, out.Restore)
 	assert.Equal(t, good, b.live(), "current points back at the previous release")
 	rep := b.lastReport()
@@ -343,7 +344,7 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	b.publish(faketenancy.SampleApp(b.env, 2))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "UNHEALTHY", out.Code, "the code is the failed apply's")
+	assert.Equal(t, codes.Unhealthy, out.Code, "the code is the failed apply's")
 	assert.Equal(t, deployd.RestoreUnhealthy, out.Restore)
 	assert.Contains(t, b.lastReport().Detail, "restore: restored-unhealthy "+good[:12]+" (")
 	st := b.state()
@@ -363,7 +364,7 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 	b.publish(faketenancy.SampleApp(b.env, 1))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "APPLY_FAILED", out.Code)
+	assert.Equal(t, codes.ApplyFailed, out.Code)
 	assert.Equal(t, "", b.live())
 	assert.Len(t, b.dockerCalls("down"), 1)
 	assert.Contains(t, b.lastReport().Tail, "pull access denied")
@@ -404,8 +405,8 @@ func TestExitCodes(t *testing.T) {
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Equal(t, "", out.Result, "a rate-limited lease reports nothing")
-		assert.Equal(t, "RATE_LIMITED", b.state().LastTemporary)
-		assert.Equal(t, "", b.state().LastCode, "a temporary condition does not replace the reported code")
+		assert.Equal(t, codes.RateLimited, b.state().LastTemporary)
+		assert.Empty(t, b.state().LastCode, "a temporary condition does not replace the reported code")
 		assert.NotContains(t, b.state().Failed, "a rate limit is not a failure of the sha")
 	})
 	t.Run("sealed OpenBao is 75", func(t *testing.T) {
@@ -417,7 +418,7 @@ func TestExitCodes(t *testing.T) {
 		b.publish(faketenancy.SampleApp(b.env, 1))
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Equal(t, "UNAVAILABLE", out.Code)
+		assert.Equal(t, codes.Unavailable, out.Code)
 		b.stack.Bao.SetSealed(false)
 		b.setDesired(faketenancy.Desired{Action: "apply", SHA: out.SHA})
 		out, code = b.tick()
@@ -485,7 +486,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 			b.publish(faketenancy.SampleApp(b.env, 1))
 			out, code := b.tick()
 			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, "LEASE_SHAPE", out.Code)
+			assert.Equal(t, codes.LeaseShape, out.Code)
 			assert.Equal(t, "LEASE_SHAPE", b.lastReport().Code)
 			assert.Equal(t, 1, b.baoCalls("/login"), "only the bootstrap login: nothing to unwrap, no AppRole")
 			assert.Equal(t, "", b.live())
@@ -509,7 +510,7 @@ func TestSupersededGrant(t *testing.T) {
 	b.publish(faketenancy.SampleApp(b.env, 1))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "UNAUTHENTICATED", out.Code)
+	assert.Equal(t, codes.Unauthenticated, out.Code)
 	assert.True(t, out.Leased)
 	assert.Equal(t, "", b.live())
 }
@@ -607,7 +608,7 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 	b.publish(bn)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "DISK_LOW", out.Code)
+	assert.Equal(t, codes.DiskLow, out.Code)
 	assert.Empty(t, b.state().Failed, "DISK_LOW is not remembered against the sha")
 	downloads := b.calls("/v1/agent/bundles/")
 	_, code = b.tick()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
@@ -68,7 +69,7 @@ func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, er
 	}
 	// A ROLLBACK refusal was about a missing rollback flag, not about the sha: an
 	// explicit rollback verifies it again (a refusal costs no lease).
-	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == string(bundle.CodeRollback)
+	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback
 	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry && !explicitRollback {
 		t.log.Warn("this sha already failed on this box; re-reporting the failure without a new lease. Publish a fixed bundle or check in with retry to try again",
 			"code", f.Code)
@@ -84,7 +85,7 @@ func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, er
 	t.log.Warn("the live release never came up healthy (interrupted apply); running compose up again without a new lease")
 	rel, err := t.a.store.Read(ctx, inst.SHA, t.a.expect())
 	if err != nil {
-		return true, &Error{Op: "resume", Code: CodeApplyFailed, Err: err}
+		return true, &Error{Op: "resume", Code: codes.ApplyFailed, Err: err}
 	}
 	t.a.learnReleaseSecrets(inst.SHA, rel.Manifest)
 	t.promoted = true
@@ -106,14 +107,14 @@ func (d download) close() {
 func (t *tick) download(ctx context.Context, sha string) (download, error) {
 	f, remove, err := t.a.store.Download(sha)
 	if err != nil {
-		return download{}, &Error{Op: "download", Code: CodeStateUnavailable, Err: err}
+		return download{}, &Error{Op: "download", Code: codes.StateUnavailable, Err: err}
 	}
 	d := download{File: f, remove: remove}
 	n, err := t.a.tenancy.Bundle(ctx, sha, f)
 	if errors.Is(err, tenancy.ErrBundleTooLarge) {
 		d.close()
 		return download{}, t.refused(&bundle.RefusedError{SHA: sha, Refusals: []bundle.Refusal{{
-			Code: bundle.CodeBundleMalformed, Detail: "the bundle download passed the size cap"}}})
+			Code: codes.BundleMalformed, Detail: "the bundle download passed the size cap"}}})
 	}
 	if err != nil {
 		d.close()
@@ -127,10 +128,10 @@ func (t *tick) download(ctx context.Context, sha string) (download, error) {
 func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction) (*bundle.Result, error) {
 	free, err := fsutil.FreeMB(t.a.cfg.DeployDir)
 	if err != nil {
-		return nil, &Error{Op: "free space", Code: CodeStateUnavailable, Err: err}
+		return nil, &Error{Op: "free space", Code: codes.StateUnavailable, Err: err}
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		return nil, &Error{Op: "verify", Code: CodeStateUnavailable, Err: err}
+		return nil, &Error{Op: "verify", Code: codes.StateUnavailable, Err: err}
 	}
 	exp := t.a.expect()
 	exp.EnvID, exp.SHA, exp.LiveSerial, exp.Rollback = t.a.cfg.EnvID, inst.SHA, t.st.LiveSerial, inst.Rollback
@@ -141,7 +142,7 @@ func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction)
 	case errors.As(err, &refused):
 		return nil, t.refused(refused)
 	case err != nil:
-		return nil, &Error{Op: "verify", Code: CodeStateUnavailable, Err: err}
+		return nil, &Error{Op: "verify", Code: codes.StateUnavailable, Err: err}
 	}
 	t.log.Info("bundle verified", "files", res.Files, "bytes", res.Size, "services", strings.Join(res.Services, ","))
 	return res, nil
@@ -177,7 +178,7 @@ func (t *tick) baoReady(ctx context.Context) error {
 	}
 	if _, err := t.a.bao.LookupSelf(ctx, tok); err != nil && bao.IsTemporary(err) {
 		t.log.Warn("OpenBao still unreachable or sealed; not asking for a lease, exiting 75, the next tick retries", "err", err)
-		return &Error{Op: "OpenBao before the lease", Code: CodeUnavailable, Err: err}
+		return &Error{Op: "OpenBao before the lease", Code: codes.Unavailable, Err: err}
 	}
 	t.baoDown = false
 	return nil
@@ -189,7 +190,7 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	lease, err := t.a.tenancy.Lease(ctx, t.a.cfg.EnvID, sha)
 	if errors.Is(err, tenancy.ErrLeaseShape) {
 		t.log.Error("tenancy answered a lease of AppRole or wrapped shape; there is no such path in this agent (MONKY-ADR-0028). Fix tenancy's lease issuer", "err", err)
-		return secret.Value{}, &Error{Op: "lease", Code: CodeLeaseShape, Err: err}
+		return secret.Value{}, &Error{Op: "lease", Code: codes.LeaseShape, Err: err}
 	}
 	if err != nil {
 		return secret.Value{}, t.tenancyFailure("lease", err)
@@ -200,7 +201,7 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	if err != nil {
 		if bao.IsTemporary(err) {
 			t.log.Warn("OpenBao unreachable or sealed at login; exiting 75, the next tick retries", "err", err)
-			return secret.Value{}, &Error{Op: "login", Code: CodeUnavailable, Err: err}
+			return secret.Value{}, &Error{Op: "login", Code: codes.Unavailable, Err: err}
 		}
 		return secret.Value{}, &Error{Op: "login", Code: CodeOf(err), Err: err}
 	}
@@ -221,7 +222,7 @@ func (t *tick) secrets(ctx context.Context, token secret.Value, m bundle.Manifes
 	if err != nil {
 		if bao.IsTemporary(err) {
 			t.log.Warn("OpenBao unreachable or sealed while reading secrets; exiting 75, the next tick retries", "err", err)
-			return nil, &Error{Op: "read secrets", Code: CodeUnavailable, Err: err}
+			return nil, &Error{Op: "read secrets", Code: codes.Unavailable, Err: err}
 		}
 		return nil, &Error{Op: "read secrets", Code: CodeOf(err), Err: err}
 	}
@@ -241,10 +242,10 @@ func (t *tick) stage(ctx context.Context, f *os.File, sha string, m bundle.Manif
 	env["COMPOSE_PROJECT_NAME"] = t.a.cfg.Compose.Project
 	data, err := bundle.RenderEnv(env)
 	if err != nil {
-		return &Error{Op: "render .env", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "render .env", Code: codes.ApplyFailed, Err: err}
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		return &Error{Op: "stage", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
 	if err := t.a.store.Stage(ctx, f, sha, data); err != nil {
 		code := CodeOf(err) // a refusal of Extract keeps its code
@@ -257,7 +258,7 @@ func (t *tick) stage(ctx context.Context, f *os.File, sha string, m bundle.Manif
 func (t *tick) promote(sha string, serial int64) error {
 	live, err := t.a.store.Promote(t.st.live(), sha, serial, t.a.now())
 	if err != nil {
-		return &Error{Op: "promote", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "promote", Code: codes.ApplyFailed, Err: err}
 	}
 	t.st.setLive(live)
 	t.promoted = true
@@ -273,12 +274,12 @@ func (t *tick) promote(sha string, serial int64) error {
 func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services []string) error {
 	cc, err := t.a.composeFor(sha, m.ComposeFiles)
 	if err != nil {
-		return &Error{Op: "compose", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "compose", Code: codes.ApplyFailed, Err: err}
 	}
 	upOut, err := cc.Up(ctx)
 	t.tail = upOut.String()
 	if err != nil {
-		return &Error{Op: "apply", Code: CodeApplyFailed, Err: err}
+		return &Error{Op: "apply", Code: codes.ApplyFailed, Err: err}
 	}
 	states, err := cc.WaitHealthy(ctx, t.a.waitOptions(services))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
@@ -47,18 +48,18 @@ func (a *Agent) tenancyFailure(st *State, op string, err error) error {
 	switch {
 	case errors.Is(err, tenancy.ErrEnvMismatch):
 		st.EnvMismatch = &Latch{EnvID: a.cfg.EnvID, At: a.now(), Message: a.red.Redact(err.Error())}
-		st.LastCode = CodeEnvMismatch
+		st.LastCode = codes.AgentEnvMismatch
 		a.log.Error("tenancy answered AGENT_ENV_MISMATCH: this box's token belongs to another environment. Latched: later runs exit 78 without the network until env_id changes or you bootstrap with a grant for "+a.cfg.EnvID,
 			"op", op, "err", err)
-		return &Error{Op: op, Code: CodeEnvMismatch, Err: err}
+		return &Error{Op: op, Code: codes.AgentEnvMismatch, Err: err}
 	case errors.Is(err, tenancy.ErrUnauthenticated):
 		a.log.Error("tenancy rejected the OpenBao token; place a fresh bootstrap grant and run `monky-deployd bootstrap`",
 			"op", op, "grant", a.cfg.BootstrapGrant, "err", err)
-		return &Error{Op: op, Code: CodeUnauthenticated, Err: err}
+		return &Error{Op: op, Code: codes.Unauthenticated, Err: err}
 	case tenancy.IsTemporary(err):
-		code := CodeUnavailable
+		code := codes.Unavailable
 		if errors.Is(err, tenancy.ErrRateLimited) {
-			code = CodeRateLimited
+			code = codes.RateLimited
 		}
 		a.log.Warn("tenancy unavailable; exiting 75, the next tick retries", "op", op, "code", code, "err", err)
 		return &Error{Op: op, Code: code, Err: err}

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // DefaultConfigPath is where the agent reads its config unless told otherwise.
@@ -52,8 +55,8 @@ func (e *ConfigError) Error() string {
 	return loc + ": " + e.Msg
 }
 
-// Code returns "CONFIG_INVALID".
-func (e *ConfigError) Code() string { return "CONFIG_INVALID" }
+// Code returns codes.ConfigInvalid.
+func (e *ConfigError) Code() codes.Code { return codes.ConfigInvalid }
 
 // Unwrap returns the underlying error, if any.
 func (e *ConfigError) Unwrap() error { return e.Err }
@@ -206,7 +209,7 @@ func (c Config) CurrentLink() string { return filepath.Join(c.DeployDir, "curren
 // Tier returns the tier of the environment, "prod" for env-prod-03, or "" when EnvID is
 // not a valid env_id.
 func (c Config) Tier() string {
-	if !envIDRE.MatchString(c.EnvID) {
+	if !ids.ValidEnvID(c.EnvID) {
 		return ""
 	}
 	s := strings.TrimPrefix(c.EnvID, "env-")
@@ -466,7 +469,6 @@ func nodeKind(n *yaml.Node) string {
 }
 
 var (
-	envIDRE       = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
 	projectRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	serviceNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 	mountRE       = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$`)
@@ -482,8 +484,8 @@ func (c *Config) validate(file string, lines map[string]int) error {
 	v := &cfgValidator{file: file, lines: lines}
 	if c.EnvID == "" {
 		v.fail("env_id", "required")
-	} else if !envIDRE.MatchString(c.EnvID) {
-		v.fail("env_id", "%q does not match %s", c.EnvID, envIDRE)
+	} else if !ids.ValidEnvID(c.EnvID) {
+		v.fail("env_id", "%q does not match %s", c.EnvID, ids.EnvIDPattern)
 	}
 	v.absPath("deploy_dir", c.DeployDir, true)
 	v.absPath("state_dir", c.StateDir, true)

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 var updateConfigGoldens = flag.Bool("update-config", false, "rewrite testdata/config/*.golden.yaml")
@@ -207,7 +208,7 @@ func TestParseConfigBad(t *testing.T) {
 			require.ErrorIs(t, err, deployd.ErrConfigInvalid)
 			var ce *deployd.ConfigError
 			require.ErrorAs(t, err, &ce)
-			assert.Equal(t, "CONFIG_INVALID", ce.Code())
+			assert.Equal(t, codes.ConfigInvalid, ce.Code())
 			assert.Equal(t, "config.yaml", ce.File)
 			if strings.Contains(ce.Msg, "key \"") || strings.HasPrefix(ce.Msg, "unknown key") || strings.HasPrefix(ce.Msg, "duplicate key") {
 				assert.NotEmpty(t, ce.Key, "a message about a key has Key set")

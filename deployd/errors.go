@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
@@ -23,29 +24,12 @@ const (
 	ExitEnvMismatch = 78
 )
 
-// Codes of the agent itself, next to the bundle refusal codes and the codes of the
-// tenancy and OpenBao clients.
-const (
-	CodeApplyFailed      = "APPLY_FAILED"
-	CodeUnhealthy        = "UNHEALTHY"
-	CodeHealthTimeout    = "HEALTH_TIMEOUT"
-	CodeEnvMismatch      = "AGENT_ENV_MISMATCH"
-	CodeUnauthenticated  = "UNAUTHENTICATED"
-	CodeUnavailable      = "UNAVAILABLE"
-	CodeRateLimited      = "RATE_LIMITED"
-	CodeLocked           = "LOCKED"
-	CodeConfigInvalid    = "CONFIG_INVALID"
-	CodeStateUnavailable = "STATE_UNAVAILABLE"
-	CodeInterrupted      = "INTERRUPTED"
-	CodeLeaseShape       = "LEASE_SHAPE"
-)
-
 var (
 	// ErrLocked: another run holds the lock; the tick exits 75 at once.
 	ErrLocked = errors.New("another monky-deployd run holds the lock")
 	// ErrEnvMismatch: tenancy answered AGENT_ENV_MISMATCH, now or at an earlier run
 	// (the latch). The tick exits 78 and is never retried.
-	ErrEnvMismatch = errors.New("AGENT_ENV_MISMATCH")
+	ErrEnvMismatch = errors.New(string(codes.AgentEnvMismatch))
 	// ErrNoCredentials: no OpenBao token and no bootstrap grant.
 	ErrNoCredentials = errors.New("no OpenBao token and no bootstrap grant")
 )
@@ -53,7 +37,7 @@ var (
 // Error is a tick failure with its stable code. Op says what the agent was doing.
 type Error struct {
 	Op   string
-	Code string
+	Code codes.Code
 	Err  error
 }
 
@@ -68,12 +52,12 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-type coder interface{ Code() string }
+type coder interface{ Code() codes.Code }
 
 // CodeOf returns the stable code carried by err: a bundle refusal code, a code of the
 // tenancy or OpenBao client, or one of the agent's own. It is "" for nil and
-// "APPLY_FAILED" for an error with no code.
-func CodeOf(err error) string {
+// codes.ApplyFailed for an error with no code.
+func CodeOf(err error) codes.Code {
 	if err == nil {
 		return ""
 	}
@@ -87,7 +71,7 @@ func CodeOf(err error) string {
 			return code
 		}
 	}
-	return CodeApplyFailed
+	return codes.ApplyFailed
 }
 
 // ExitCode maps the error of a tick onto the exit code contract: nil is 0, an env

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 )
@@ -55,7 +56,7 @@ func (t *tick) report(ctx context.Context, result tenancy.Result, cause error, s
 		}
 		t.log.Warn("could not send the report; the next check-in carries the last result", "result", result, "code", out.Code, "err", err)
 		if cause == nil && tenancy.IsTemporary(err) {
-			cause = &Error{Op: "report", Code: CodeUnavailable, Err: err}
+			cause = &Error{Op: "report", Code: codes.Unavailable, Err: err}
 		}
 	}
 	return cause

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
@@ -31,7 +32,7 @@ func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	for range 3 {
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Equal(t, "UNAVAILABLE", out.Code)
+		assert.Equal(t, codes.Unavailable, out.Code)
 		assert.False(t, out.Leased)
 	}
 	assert.Equal(t, 0, b.calls("/v1/agent/lease"), "no lease while OpenBao is sealed")
@@ -82,7 +83,7 @@ func TestReportDetailIsBounded(t *testing.T) {
 	b.publish(bn)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
-	require.Equal(t, "UNRESOLVED_VARS", out.Code)
+	require.Equal(t, codes.UnresolvedVars, out.Code)
 	rep := b.lastReport()
 	assert.LessOrEqual(t, len(rep.Detail), 4<<10, "the report's detail is bounded")
 	assert.True(t, utf8.ValidString(rep.Detail))
@@ -190,7 +191,7 @@ func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	older := b.publish(faketenancy.SampleApp(b.env, 3))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
-	require.Equal(t, "ROLLBACK", out.Code)
+	require.Equal(t, codes.Rollback, out.Code)
 
 	b.setDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true})
 	out, code = b.tick()
@@ -206,6 +207,6 @@ func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	b.setDesired(faketenancy.Desired{Action: "apply", SHA: newer})
 	out, code = b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "ROLLBACK", out.Code)
+	assert.Equal(t, codes.Rollback, out.Code)
 	assert.Equal(t, downloads, b.calls("/v1/agent/bundles/"), "a remembered failure is re-reported without a download")
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
@@ -42,14 +43,14 @@ type State struct {
 	LastAction string `json:"last_action,omitempty"`
 	// LastResult, LastCode, LastDetail and LastSHA describe the last outcome reported;
 	// the check-in carries LastResult and LastCode as a pair.
-	LastResult string `json:"last_result,omitempty"`
-	LastCode   string `json:"last_code,omitempty"`
-	LastDetail string `json:"last_detail,omitempty"`
-	LastSHA    string `json:"last_sha,omitempty"`
+	LastResult string     `json:"last_result,omitempty"`
+	LastCode   codes.Code `json:"last_code,omitempty"`
+	LastDetail string     `json:"last_detail,omitempty"`
+	LastSHA    string     `json:"last_sha,omitempty"`
 	// LastTemporary is the code of a temporary condition that ended the last tick
 	// (UNAVAILABLE, RATE_LIMITED, …), "" when the last tick ended otherwise. It is
 	// shown by status and never replaces the reported LastCode.
-	LastTemporary string `json:"last_temporary,omitempty"`
+	LastTemporary codes.Code `json:"last_temporary,omitempty"`
 	// LastTick is when the last tick ended, and LastExit its exit code.
 	LastTick time.Time `json:"last_tick,omitzero"`
 	LastExit int       `json:"last_exit"`
@@ -74,10 +75,10 @@ type State struct {
 
 // Failure is the memory of a sha that failed on this box.
 type Failure struct {
-	Serial int64     `json:"serial"`
-	Code   string    `json:"code"`
-	Detail string    `json:"detail,omitempty"`
-	At     time.Time `json:"at"`
+	Serial int64      `json:"serial"`
+	Code   codes.Code `json:"code"`
+	Detail string     `json:"detail,omitempty"`
+	At     time.Time  `json:"at"`
 }
 
 // Latch records an AGENT_ENV_MISMATCH answer from tenancy.

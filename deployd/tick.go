@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
@@ -20,7 +21,7 @@ type Outcome struct {
 	// Result is what was reported ("applied", "failed", "down"), or "" when nothing was.
 	Result string `json:"result,omitempty"`
 	// Code is the stable code of a failure or refusal.
-	Code string `json:"code,omitempty"`
+	Code codes.Code `json:"code,omitempty"`
 	// Detail names what failed (files, variables, services), never a value.
 	Detail string `json:"detail,omitempty"`
 	// SHA and Serial identify the bundle the tick worked on.
@@ -62,16 +63,16 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	start := a.now()
 	var out Outcome
 	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
-		return out, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())
 	if errors.Is(err, fsutil.ErrLocked) {
 		a.log.Warn("another monky-deployd run holds the lock; this run exits 75 and the next tick tries again",
 			"lock", a.cfg.LockPath())
-		return out, &Error{Op: "run lock", Code: CodeLocked, Err: ErrLocked}
+		return out, &Error{Op: "run lock", Code: codes.Locked, Err: ErrLocked}
 	}
 	if err != nil {
-		return out, &Error{Op: "run lock", Code: CodeStateUnavailable, Err: err}
+		return out, &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
 	}
 	defer func() { _ = lock.Unlock() }()
 
@@ -80,7 +81,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		if l.EnvID == a.cfg.EnvID {
 			a.log.Error("AGENT_ENV_MISMATCH latched: tenancy says this box's token belongs to another environment; not contacting the network. Fix env_id in the config or bootstrap with a fresh grant for this env",
 				"latched_at", l.At, "message", l.Message)
-			return out, &Error{Op: "env mismatch latch", Code: CodeEnvMismatch, Err: ErrEnvMismatch}
+			return out, &Error{Op: "env mismatch latch", Code: codes.AgentEnvMismatch, Err: ErrEnvMismatch}
 		}
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		st.EnvMismatch = nil
@@ -103,7 +104,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	if serr := a.saveState(&st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {
-			err = &Error{Op: "save state", Code: CodeStateUnavailable, Err: serr}
+			err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 		}
 	}
 	return out, err
@@ -130,7 +131,7 @@ func (t *tick) run(ctx context.Context) error {
 	case tenancy.ActionApply:
 		return t.end(ctx, t.apply(ctx, inst))
 	default:
-		return &Error{Op: "check-in", Code: CodeUnavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
+		return &Error{Op: "check-in", Code: codes.Unavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
 	}
 }
 
@@ -158,10 +159,10 @@ func (t *tick) dispose(err error) disposition {
 	case errors.As(err, &again):
 		// A failure remembered before: told again as it was, nothing else.
 		return disposition{report: true}
-	case IsTemporary(err), code == CodeEnvMismatch, code == CodeStateUnavailable, code == CodeInterrupted:
+	case IsTemporary(err), code == codes.AgentEnvMismatch, code == codes.StateUnavailable, code == codes.Interrupted:
 		// Retried at the next tick (or latched): nothing to tell, nothing to remember.
 		return disposition{}
-	case code == CodeLeaseShape:
+	case code == codes.LeaseShape:
 		// A misconfigured lease issuer or OpenBao role: the sha cannot succeed as is.
 		return disposition{report: true, remember: true}
 	case errors.As(err, &call):
@@ -216,7 +217,7 @@ func (t *tick) stopped(ctx context.Context, cause error) error {
 	}
 	t.log.Warn("the tick was stopped mid-way; leaving the release where it is, the next tick resumes",
 		"sha", short(t.out.SHA), "err", cause)
-	return &Error{Op: "tick stopped", Code: CodeInterrupted, Err: errors.Join(ctx.Err(), cause)}
+	return &Error{Op: "tick stopped", Code: codes.Interrupted, Err: errors.Join(ctx.Err(), cause)}
 }
 
 // repeatedError is a sha that failed before on this box, told again without a lease.
@@ -230,13 +231,13 @@ func (e *repeatedError) Error() string {
 }
 
 // Code is the code of the remembered failure.
-func (e *repeatedError) Code() string { return e.f.Code }
+func (e *repeatedError) Code() codes.Code { return e.f.Code }
 
 // onlyDiskLow reports whether every refusal of r is DISK_LOW: a refusal of the box,
 // not of the bundle.
 func onlyDiskLow(r *bundle.RefusedError) bool {
 	for _, rf := range r.Refusals {
-		if rf.Code != bundle.CodeDiskLow {
+		if rf.Code != codes.DiskLow {
 			return false
 		}
 	}

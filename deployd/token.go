@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
@@ -26,7 +27,7 @@ func (t *tick) ensureToken(ctx context.Context) error {
 func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err error) {
 	tok, err := a.readToken()
 	if err != nil {
-		return false, &Error{Op: "token", Code: CodeStateUnavailable, Err: err}
+		return false, &Error{Op: "token", Code: codes.StateUnavailable, Err: err}
 	}
 	if tok.IsZero() {
 		return false, a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
@@ -44,7 +45,7 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 			a.log.Warn("the stored OpenBao token is no longer valid; bootstrapping from the grant file", "grant", a.cfg.BootstrapGrant)
 			return false, a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
 		}
-		return false, &Error{Op: "token lookup", Code: CodeUnauthenticated, Err: fmt.Errorf(
+		return false, &Error{Op: "token lookup", Code: codes.Unauthenticated, Err: fmt.Errorf(
 			"the stored OpenBao token is invalid or expired: place a fresh bootstrap grant at %s and run `monky-deployd bootstrap`: %w",
 			a.cfg.BootstrapGrant, err)}
 	default:
@@ -70,14 +71,14 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 		grantPath = a.cfg.BootstrapGrant
 	}
 	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
-		return Outcome{}, &Error{Op: "state directory", Code: CodeStateUnavailable, Err: err}
+		return Outcome{}, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())
 	if errors.Is(err, fsutil.ErrLocked) {
-		return Outcome{}, &Error{Op: "run lock", Code: CodeLocked, Err: ErrLocked}
+		return Outcome{}, &Error{Op: "run lock", Code: codes.Locked, Err: ErrLocked}
 	}
 	if err != nil {
-		return Outcome{}, &Error{Op: "run lock", Code: CodeStateUnavailable, Err: err}
+		return Outcome{}, &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
 	}
 	defer func() { _ = lock.Unlock() }()
 	st := a.loadState()
@@ -93,7 +94,7 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 	}
 	st.LastTick = a.now()
 	if serr := a.saveState(&st); serr != nil && err == nil {
-		err = &Error{Op: "save state", Code: CodeStateUnavailable, Err: serr}
+		err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 	}
 	return out, err
 }
@@ -103,17 +104,17 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 	if errors.Is(err, fs.ErrNotExist) {
 		a.log.Error("no OpenBao token and no bootstrap grant: ask monky-tenancy for a bootstrap grant, place it at the grant path (mode 0600) and run `monky-deployd bootstrap`",
 			"token_file", a.cfg.TokenPath(), "grant", path)
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
+		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(
 			"%w: no token at %s and no grant at %s; ask monky-tenancy for a bootstrap grant and place it there (mode 0600)",
 			ErrNoCredentials, a.cfg.TokenPath(), path)}
 	}
 	if err != nil {
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
+		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
 	}
 	raw := string(trimSpace(data))
 	a.red.Add(raw)
 	if raw == "" {
-		return &Error{Op: "bootstrap", Code: CodeUnauthenticated, Err: fmt.Errorf(
+		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(
 			"%w: the grant file %s is empty; place a fresh bootstrap grant there", ErrNoCredentials, path)}
 	}
 	info, err := a.bao.Login(ctx, secret.New(raw))
@@ -141,7 +142,7 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 func (a *Agent) replaceToken(ctx context.Context, info bao.TokenInfo) error {
 	old, _ := a.readToken()
 	if err := a.writeToken(info.Token); err != nil {
-		return &Error{Op: "store token", Code: CodeStateUnavailable, Err: err}
+		return &Error{Op: "store token", Code: codes.StateUnavailable, Err: err}
 	}
 	if !old.IsZero() && old.Reveal() != info.Token.Reveal() {
 		if err := a.bao.RevokeSelf(ctx, old); err != nil && !errors.Is(err, bao.ErrUnauthenticated) {

@@ -1,51 +1,44 @@
 package packaging_test
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
-// codeDecl finds the stable codes declared in Go source: `CodeX = "X"`, `CodeX Code =
-// "X"` and the OpenBao client's `&kind{"X", …}`.
-var codeDecl = regexp.MustCompile(`(?m)(?:\bCode\w*(?: Code)? *= *"([A-Z][A-Z0-9_]*)"|&kind\{"([A-Z][A-Z0-9_]*)")`)
+// codeRow finds the code of a table row: "| `CODE` | …".
+var codeRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")
+
+// tableCodes returns the codes of the table rows of a doc, in order.
+func tableCodes(t *testing.T, doc string) []codes.Code {
+	var out []codes.Code
+	for _, m := range codeRow.FindAllStringSubmatch(readRepoFile(t, doc), -1) {
+		out = append(out, codes.Code(m[1]))
+	}
+	return out
+}
 
 // TestOperationsNamesEveryCode checks that every stable code the agent can log, report
-// or show in status has a row in docs/OPERATIONS.md, which tells the operator what to do.
+// or show in status (deployd/codes) has a row in docs/OPERATIONS.md, which tells the
+// operator what to do, and that the doc names no code the agent does not have. Both
+// follow the order of codes.All.
 func TestOperationsNamesEveryCode(t *testing.T) {
-	ops := readRepoFile(t, "docs/OPERATIONS.md")
-	rows := map[string]bool{}
-	rowCode := regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")
-	for _, m := range rowCode.FindAllStringSubmatch(ops, -1) {
-		rows[m[1]] = true
-	}
-	dirs := []string{"deployd", "deployd/bao", "deployd/bundle", "deployd/tenancy", "deployd/compose",
-		"internal/transport", "internal/composecheck"}
-	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(repoRoot, dir, "*.go"))
-		require.NoError(t, err)
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			require.NoError(t, err)
-			for _, m := range codeDecl.FindAllStringSubmatch(string(b), -1) {
-				code := m[1] + m[2]
-				// bao's CONFIG is a code of the package alone: the agent reports a bad
-				// OpenBao client config as CONFIG_INVALID (docs/PROTOCOL.md).
-				if dir == "deployd/bao" && code == "CONFIG" {
-					continue
-				}
-				assert.True(t, rows[code], "%s declares code %s; docs/OPERATIONS.md has no table row for it", f, code)
-			}
-		}
-	}
+	// CONFIG is a code of the OpenBao client alone: the agent reports a bad OpenBao
+	// client config as CONFIG_INVALID. docs/PROTOCOL.md names it.
+	want := slices.DeleteFunc(codes.All(), func(c codes.Code) bool { return c == codes.Config })
+	assert.Equal(t, want, tableCodes(t, "docs/OPERATIONS.md"), "the code tables of docs/OPERATIONS.md")
+	assert.Contains(t, tableCodes(t, "docs/PROTOCOL.md"), codes.Config, "docs/PROTOCOL.md has no table row for %s", codes.Config)
+}
+
+// TestBundleDocNamesEveryRefusal checks that the refusal table of docs/BUNDLE.md lists
+// exactly the refusal codes, in the order of codes.Refusals.
+func TestBundleDocNamesEveryRefusal(t *testing.T) {
+	assert.Equal(t, codes.Refusals(), tableCodes(t, "docs/BUNDLE.md"))
 }
 
 // TestOperationsMetrics checks that docs/OPERATIONS.md lists exactly the metrics that

@@ -348,7 +348,7 @@ func writeStatus(w *strings.Builder, v statusView) {
 	}
 	p("last check-in", timeOrNever(st.LastCheckin))
 	if st.LastResult != "" || st.LastCode != "" {
-		p("last result", strings.TrimSpace(st.LastResult+" "+st.LastCode))
+		p("last result", strings.TrimSpace(st.LastResult+" "+string(st.LastCode)))
 	}
 	if st.LastDetail != "" {
 		p("last detail", st.LastDetail)
@@ -358,7 +358,7 @@ func writeStatus(w *strings.Builder, v statusView) {
 	}
 	p("last run", fmt.Sprintf("%s (exit %d)", timeOrNever(st.LastTick), st.LastExit))
 	if st.LastTemporary != "" {
-		p("temporary", st.LastTemporary+": the last run ended on it; the next tick retries")
+		p("temporary", string(st.LastTemporary)+": the last run ended on it; the next tick retries")
 	}
 	p("token", v.Token)
 	if !st.TokenExpires.IsZero() {

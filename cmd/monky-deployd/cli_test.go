@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
@@ -347,7 +348,7 @@ func TestStatus(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
 		require.NotNil(t, v.State.EnvMismatch)
 		assert.Equal(t, "env-dev-01", v.State.EnvMismatch.EnvID)
-		assert.Equal(t, "AGENT_ENV_MISMATCH", v.State.LastCode)
+		assert.Equal(t, codes.AgentEnvMismatch, v.State.LastCode)
 	})
 
 	t.Run("corrupt state", func(t *testing.T) {

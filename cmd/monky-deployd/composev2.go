@@ -8,12 +8,8 @@ import (
 	"strings"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 )
-
-// codeComposeMissing is logged when `run` finds no docker compose v2 plugin: the
-// package depends on the engine only, because Debian 12 has no compose v2 package
-// (docs/OPERATIONS.md, "Docker compose v2").
-const codeComposeMissing = "COMPOSE_MISSING"
 
 // systemPluginDirs are the directories where the docker CLI looks for its plugins on
 // Linux after $DOCKER_CONFIG/cli-plugins (docker/cli, cli-plugins/manager). A variable
@@ -76,7 +72,7 @@ func (c *cli) checkCompose(cfg deployd.Config) int {
 		c.log.Error("docker compose v2 is not installed: install docker-compose-plugin (Docker's apt repository), "+
 			"docker-compose-v2 (Ubuntu) or docker-compose 2.x (Debian 13); Debian 12's docker-compose 1.29 is not compose v2. "+
 			"See 'Docker compose v2' in /usr/share/doc/monky-deployd/OPERATIONS.md",
-			"code", codeComposeMissing, "err", err, "exit", deployd.ExitFailed)
+			"code", codes.ComposeMissing, "err", err, "exit", deployd.ExitFailed)
 		return deployd.ExitFailed
 	}
 	return 0

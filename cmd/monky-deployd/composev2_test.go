@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
@@ -79,7 +80,7 @@ func TestRunWithoutComposeV2(t *testing.T) {
 		r := runMain(t, env, args...)
 		assert.Equal(t, deployd.ExitFailed, r.code, args)
 		assert.Contains(t, r.stderr, "<3>", "an error in the journal")
-		assert.Contains(t, r.stderr, "code="+codeComposeMissing)
+		assert.Contains(t, r.stderr, "code="+string(codes.ComposeMissing))
 		assert.Contains(t, r.stderr, "docker-compose-plugin")
 		assert.Contains(t, r.stderr, filepath.Join(dockerConfig, "cli-plugins"), "the message names where it looked")
 	}
@@ -90,7 +91,7 @@ func TestRunWithoutComposeV2(t *testing.T) {
 	plugin(t, filepath.Join(dockerConfig, "cli-plugins"), 0o755)
 	r := runMain(t, env, "run", "--config", b.cfgPath)
 	assert.Equal(t, deployd.ExitOK, r.code, r.stderr)
-	assert.NotContains(t, r.stderr, codeComposeMissing)
+	assert.NotContains(t, r.stderr, string(codes.ComposeMissing))
 	assert.NotEmpty(t, b.ten.Requests())
 
 	// A custom compose.docker is taken as is.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
 
@@ -113,7 +114,7 @@ func New(cfg Config) (*Client, error) {
 	if c.secrets == nil {
 		c.secrets = discardRegistry{}
 	}
-	if !envIDPattern.MatchString(cfg.EnvID) {
+	if !ids.ValidEnvID(cfg.EnvID) {
 		return fail(fmt.Sprintf("env_id %q does not match env-<tier>-<nn>", cfg.EnvID))
 	}
 	if err := checkMount("bao.auth_mount", c.authMount); err != nil {

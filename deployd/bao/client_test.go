@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
@@ -194,7 +195,7 @@ func TestLoginRejected(t *testing.T) {
 			require.ErrorIs(t, err, bao.ErrUnauthenticated)
 			var be *bao.Error
 			require.ErrorAs(t, err, &be)
-			assert.Equal(t, "UNAUTHENTICATED", be.Code())
+			assert.Equal(t, codes.Unauthenticated, be.Code())
 			assert.Equal(t, "login", be.Op)
 			assert.Contains(t, err.Error(), tc.detail)
 			if len(tc.grant) > 8 {
@@ -220,7 +221,7 @@ func TestLoginShapes(t *testing.T) {
 			require.ErrorIs(t, err, bao.ErrLeaseShape)
 			var be *bao.Error
 			require.ErrorAs(t, err, &be)
-			assert.Equal(t, "LEASE_SHAPE", be.Code())
+			assert.Equal(t, codes.LeaseShape, be.Code())
 			assert.Equal(t, http.StatusOK, be.Status)
 		})
 	}
@@ -268,23 +269,23 @@ func TestRead(t *testing.T) {
 		name   string
 		refs   map[string]bao.Ref
 		kind   error
-		code   string
+		code   codes.Code
 		detail []string
 	}{
-		{"missing path", map[string]bao.Ref{"X": {Path: "nope", Key: "k"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+		{"missing path", map[string]bao.Ref{"X": {Path: "nope", Key: "k"}}, bao.ErrSecretMissing, codes.SecretMissing,
 			[]string{"variable X", "secret/data/envs/env-dev-01/nope", "does not exist"}},
-		{"missing key", map[string]bao.Ref{"X": {Path: "db", Key: "nokey"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+		{"missing key", map[string]bao.Ref{"X": {Path: "db", Key: "nokey"}}, bao.ErrSecretMissing, codes.SecretMissing,
 			[]string{"variable X", `no key "nokey"`}},
-		{"deleted version", map[string]bao.Ref{"X": {Path: "gone", Key: "k"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+		{"deleted version", map[string]bao.Ref{"X": {Path: "gone", Key: "k"}}, bao.ErrSecretMissing, codes.SecretMissing,
 			[]string{"was deleted"}},
-		{"destroyed version", map[string]bao.Ref{"X": {Path: "burnt", Key: "k"}}, bao.ErrSecretMissing, "SECRET_MISSING",
+		{"destroyed version", map[string]bao.Ref{"X": {Path: "burnt", Key: "k"}}, bao.ErrSecretMissing, codes.SecretMissing,
 			[]string{"was destroyed"}},
 		{"all missing are named", map[string]bao.Ref{"B": {Path: "db", Key: "x"}, "A": {Path: "nope", Key: "k"}, "OK": {Path: "db", Key: "user"}},
-			bao.ErrSecretMissing, "SECRET_MISSING", []string{"variable A", "variable B"}},
-		{"traversal", map[string]bao.Ref{"X": {Path: "../env-dev-02/db", Key: "password"}}, bao.ErrSecretPath, "SECRET_PATH",
+			bao.ErrSecretMissing, codes.SecretMissing, []string{"variable A", "variable B"}},
+		{"traversal", map[string]bao.Ref{"X": {Path: "../env-dev-02/db", Key: "password"}}, bao.ErrSecretPath, codes.SecretPath,
 			[]string{"variable X", `".." segment`}},
-		{"absolute", map[string]bao.Ref{"X": {Path: "/db", Key: "password"}}, bao.ErrSecretPath, "SECRET_PATH", []string{"starts with /"}},
-		{"no key", map[string]bao.Ref{"X": {Path: "db"}}, bao.ErrSecretPath, "SECRET_PATH", []string{"names no key"}},
+		{"absolute", map[string]bao.Ref{"X": {Path: "/db", Key: "password"}}, bao.ErrSecretPath, codes.SecretPath, []string{"starts with /"}},
+		{"no key", map[string]bao.Ref{"X": {Path: "db"}}, bao.ErrSecretPath, codes.SecretPath, []string{"names no key"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -318,7 +319,7 @@ func TestRead(t *testing.T) {
 		require.ErrorIs(t, err, bao.ErrSecretDenied)
 		var be *bao.Error
 		require.ErrorAs(t, err, &be)
-		assert.Equal(t, "SECRET_DENIED", be.Code())
+		assert.Equal(t, codes.SecretDenied, be.Code())
 		assert.Equal(t, http.StatusForbidden, be.Status)
 		assert.Equal(t, "P", be.Var)
 		assert.Equal(t, "secret/data/envs/env-dev-02/db", be.Path)
@@ -356,7 +357,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 			assert.Contains(t, err.Error(), "OpenBao is sealed")
 			var be *bao.Error
 			require.ErrorAs(t, err, &be)
-			assert.Equal(t, "UNAVAILABLE", be.Code())
+			assert.Equal(t, codes.Unavailable, be.Code())
 			assert.Equal(t, http.StatusServiceUnavailable, be.Status)
 		})
 	}
@@ -725,9 +726,9 @@ func TestSecretPath(t *testing.T) {
 			require.ErrorIs(t, err, bao.ErrSecretPath)
 			assert.Empty(t, got)
 			assert.Contains(t, err.Error(), tc.detail)
-			var coded interface{ Code() string }
+			var coded interface{ Code() codes.Code }
 			require.ErrorAs(t, err, &coded)
-			assert.Equal(t, "SECRET_PATH", coded.Code())
+			assert.Equal(t, codes.SecretPath, coded.Code())
 		})
 	}
 }
@@ -741,16 +742,16 @@ func TestErrorShape(t *testing.T) {
 	assert.ErrorIs(t, e, cause)
 	assert.NotErrorIs(t, e, bao.ErrSecretDenied)
 	wrapped := fmt.Errorf("tick: %w", e)
-	var coded interface{ Code() string }
+	var coded interface{ Code() codes.Code }
 	require.ErrorAs(t, wrapped, &coded)
-	assert.Equal(t, "SECRET_MISSING", coded.Code())
+	assert.Equal(t, codes.SecretMissing, coded.Code())
 	for _, k := range []struct {
 		err  error
-		code string
+		code codes.Code
 	}{
-		{bao.ErrUnauthenticated, "UNAUTHENTICATED"}, {bao.ErrSecretDenied, "SECRET_DENIED"},
-		{bao.ErrSecretMissing, "SECRET_MISSING"}, {bao.ErrLeaseShape, "LEASE_SHAPE"},
-		{bao.ErrSecretPath, "SECRET_PATH"}, {bao.ErrUnavailable, "UNAVAILABLE"}, {bao.ErrConfig, "CONFIG"},
+		{bao.ErrUnauthenticated, codes.Unauthenticated}, {bao.ErrSecretDenied, codes.SecretDenied},
+		{bao.ErrSecretMissing, codes.SecretMissing}, {bao.ErrLeaseShape, codes.LeaseShape},
+		{bao.ErrSecretPath, codes.SecretPath}, {bao.ErrUnavailable, codes.Unavailable}, {bao.ErrConfig, codes.Config},
 	} {
 		require.ErrorAs(t, k.err, &coded)
 		assert.Equal(t, k.code, coded.Code())

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
 
@@ -88,7 +89,7 @@ func TestDecodeAuthFixtures(t *testing.T) {
 			}
 			require.NotNil(t, e)
 			assert.ErrorIs(t, e, tc.wantKind)
-			assert.Equal(t, "LEASE_SHAPE", e.Code())
+			assert.Equal(t, codes.LeaseShape, e.Code())
 			assert.Contains(t, e.Error(), tc.detail)
 			if tc.token != "" {
 				assert.NotContains(t, e.Error(), tc.token)

@@ -7,16 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
-
-// envIDPattern is the form of an env id (SPEC §4).
-var envIDPattern = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
 
 // Ref is a secret reference relative to the env's root, as a bundle manifest names
 // it: {Path: "db", Key: "password"} reads key "password" of
@@ -35,7 +32,7 @@ type Ref struct {
 // "%?#" — anything that could leave the env's root once OpenBao or a proxy cleans or
 // unescapes it.
 func SecretPath(kvMount, envID, path string) (string, error) {
-	if !envIDPattern.MatchString(envID) {
+	if !ids.ValidEnvID(envID) {
 		return "", &Error{Op: "secret-path", Kind: ErrSecretPath,
 			Detail: fmt.Sprintf("env_id %q does not match env-<tier>-<nn>", envID)}
 	}

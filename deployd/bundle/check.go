@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"slices"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // checkManifest runs the checks that need the manifest and the complete list of the
@@ -12,7 +14,7 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	rs := &sr.rs
 	if !v.manifestSeen {
 		if !slices.ContainsFunc(sr.files, func(f fileSum) bool { return f.path == ManifestName }) {
-			rs.add(CodeBundleMalformed, "no %s in the bundle", ManifestName)
+			rs.add(codes.BundleMalformed, "no %s in the bundle", ManifestName)
 		}
 		return
 	}
@@ -25,10 +27,10 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 		return
 	}
 	if m.EnvID != exp.EnvID {
-		rs.add(CodeEnvMismatch, "%s: env_id is %s, this box is %s", ManifestName, m.EnvID, exp.EnvID)
+		rs.add(codes.EnvMismatch, "%s: env_id is %s, this box is %s", ManifestName, m.EnvID, exp.EnvID)
 	}
 	if exp.LiveSerial > 0 && m.Serial < exp.LiveSerial && !exp.Rollback {
-		rs.add(CodeRollback, "%s: serial %d is lower than the live release's %d and the check-in did not ask for a rollback",
+		rs.add(codes.Rollback, "%s: serial %d is lower than the live release's %d and the check-in did not ask for a rollback",
 			ManifestName, m.Serial, exp.LiveSerial)
 	}
 	if d := exp.Disk; d != nil {
@@ -36,7 +38,7 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 		twice := (2*res.Size + mib - 1) / mib
 		need := max(d.MinFreeMB, m.MinFreeMB, twice)
 		if d.FreeMB < need {
-			rs.add(CodeDiskLow, "%d MiB free under deploy_dir, the release needs %d MiB (max of the box's min_free_mb %d, the manifest's min_free_mb %d, twice the unpacked size %d)",
+			rs.add(codes.DiskLow, "%d MiB free under deploy_dir, the release needs %d MiB (max of the box's min_free_mb %d, the manifest's min_free_mb %d, twice the unpacked size %d)",
 				d.FreeMB, need, d.MinFreeMB, m.MinFreeMB, twice)
 		}
 	}
@@ -53,12 +55,12 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	for _, f := range m.Files {
 		listed[f] = true
 		if checkPath(f) == "" && f != ManifestName && !inTar[f] {
-			rs.add(CodeManifestPaths, "files: %q is listed but not in the bundle", f)
+			rs.add(codes.ManifestPaths, "files: %q is listed but not in the bundle", f)
 		}
 	}
 	for _, f := range slices.Sorted(maps.Keys(inTar)) {
 		if !listed[f] {
-			rs.add(CodeManifestPaths, "%q is in the bundle but not in files", f)
+			rs.add(codes.ManifestPaths, "%q is in the bundle but not in files", f)
 		}
 	}
 
@@ -79,9 +81,9 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 			}
 		}
 		if size > v.lim.MaxComposeFileSize {
-			rs.add(CodeBundleMalformed, "compose file %q is %d bytes, over the limit of %d (MaxComposeFileSize)", f, size, v.lim.MaxComposeFileSize)
+			rs.add(codes.BundleMalformed, "compose file %q is %d bytes, over the limit of %d (MaxComposeFileSize)", f, size, v.lim.MaxComposeFileSize)
 		} else {
-			rs.add(CodeBundleMalformed, "compose file %q was not kept for the compose checks: the buffer budget (MaxBufferSize %d) ran out before %s was read; put %s first in the tar",
+			rs.add(codes.BundleMalformed, "compose file %q was not kept for the compose checks: the buffer budget (MaxBufferSize %d) ran out before %s was read; put %s first in the tar",
 				f, v.lim.MaxBufferSize, ManifestName, ManifestName)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/composecheck"
 )
 
@@ -34,10 +35,10 @@ func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp
 
 // findingCode maps a composecheck finding code to a refusal code. A code this
 // package does not know is reported as COMPOSE_INVALID rather than dropped.
-func findingCode(c string) Code {
-	switch Code(c) {
-	case CodeComposeInvalid, CodeUnresolvedVars, CodePrivileged, CodeManifestPaths:
-		return Code(c)
+func findingCode(c codes.Code) codes.Code {
+	switch c {
+	case codes.ComposeInvalid, codes.UnresolvedVars, codes.Privileged, codes.ManifestPaths:
+		return c
 	}
-	return CodeComposeInvalid
+	return codes.ComposeInvalid
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // composeBundle is the good bundle with compose.yaml replaced by content and,
@@ -25,17 +27,17 @@ func composeBundle(content string, extra ...ent) func(tb testing.TB) []byte {
 
 func composeCases() []refusalCase {
 	return []refusalCase{
-		{name: "compose not YAML", data: composeBundle("services: [\n"), codes: []Code{CodeComposeInvalid}, detail: "compose.yaml"},
-		{name: "compose schema violation", data: composeBundle("services:\n  app:\n    image: x\n    restart: 12\n    ports: {a: b}\n"), codes: []Code{CodeComposeInvalid}},
-		{name: "unresolved variable", data: composeBundle("services:\n  app:\n    image: x:${TAG}\n"), codes: []Code{CodeUnresolvedVars}, detail: "TAG"},
-		{name: "privileged", data: composeBundle("services:\n  app:\n    image: x\n    privileged: true\n"), codes: []Code{CodePrivileged}, detail: "app"},
-		{name: "docker socket", data: composeBundle("services:\n  app:\n    image: x\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"), codes: []Code{CodePrivileged}, detail: "app"},
-		{name: "host network", data: composeBundle("services:\n  app:\n    image: x\n    network_mode: host\n"), codes: []Code{CodePrivileged}, detail: "app"},
+		{name: "compose not YAML", data: composeBundle("services: [\n"), codes: []codes.Code{codes.ComposeInvalid}, detail: "compose.yaml"},
+		{name: "compose schema violation", data: composeBundle("services:\n  app:\n    image: x\n    restart: 12\n    ports: {a: b}\n"), codes: []codes.Code{codes.ComposeInvalid}},
+		{name: "unresolved variable", data: composeBundle("services:\n  app:\n    image: x:${TAG}\n"), codes: []codes.Code{codes.UnresolvedVars}, detail: "TAG"},
+		{name: "privileged", data: composeBundle("services:\n  app:\n    image: x\n    privileged: true\n"), codes: []codes.Code{codes.Privileged}, detail: "app"},
+		{name: "docker socket", data: composeBundle("services:\n  app:\n    image: x\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"), codes: []codes.Code{codes.Privileged}, detail: "app"},
+		{name: "host network", data: composeBundle("services:\n  app:\n    image: x\n    network_mode: host\n"), codes: []codes.Code{codes.Privileged}, detail: "app"},
 		{name: "build context holding the .env of a bundle with secrets", data: composeBundle("services:\n  app:\n    build: .\n"),
-			codes: []Code{CodePrivileged}, detail: "service app: build.context . sends the release's .env"},
+			codes: []codes.Code{codes.Privileged}, detail: "service app: build.context . sends the release's .env"},
 		{name: "build context whose .dockerignore lets .env through", data: composeBundle("services:\n  app:\n    build: .\n", file(".dockerignore", "*\n!.env\n")),
-			codes: []Code{CodePrivileged}, detail: ".dockerignore does not exclude it"},
-		{name: "env_file outside the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: ../../etc/environment\n"), codes: []Code{CodeManifestPaths}, detail: "env_file"},
+			codes: []codes.Code{codes.Privileged}, detail: ".dockerignore does not exclude it"},
+		{name: "env_file outside the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: ../../etc/environment\n"), codes: []codes.Code{codes.ManifestPaths}, detail: "env_file"},
 	}
 }
 
@@ -44,7 +46,7 @@ func TestVerifyCompose(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), expect())
 			require.ErrorIs(t, err, ErrRefused)
-			assert.Equal(t, tt.codes, codes(res.Refusals), "refusals: %v", res.Refusals)
+			assert.Equal(t, tt.codes, refusalCodes(res.Refusals), "refusals: %v", res.Refusals)
 			if tt.detail != "" {
 				assert.Contains(t, fmt.Sprint(res.Refusals), tt.detail)
 			}
@@ -92,10 +94,10 @@ func TestVerifyComposeAccepts(t *testing.T) {
 }
 
 func TestFindingCode(t *testing.T) {
-	for _, c := range []Code{CodeComposeInvalid, CodeUnresolvedVars, CodePrivileged, CodeManifestPaths} {
-		assert.Equal(t, c, findingCode(string(c)))
+	for _, c := range []codes.Code{codes.ComposeInvalid, codes.UnresolvedVars, codes.Privileged, codes.ManifestPaths} {
+		assert.Equal(t, c, findingCode(c))
 	}
-	assert.Equal(t, CodeComposeInvalid, findingCode("SOMETHING_NEW"))
+	assert.Equal(t, codes.ComposeInvalid, findingCode("SOMETHING_NEW"))
 }
 
 // Compose's own warnings come back in Result.Warnings, naming the bundle's file; they

@@ -5,9 +5,10 @@
 // Verify runs every check that can be made before a deploy lease: format and size
 // limits, safe paths, the manifest, the bundle sha, the env, the serial, free disk
 // space, compose validity, unresolved variables and privileges. It returns every
-// refusal at once, each with a stable Code and a detail that names files,
-// variables, services and paths, never a value. The renderer's CI and the agent run
-// the same function on the same bytes.
+// refusal at once, each with a stable code (one of codes.Refusals, from the leaf
+// package deployd/codes) and a detail that names files, variables, services and
+// paths, never a value. The renderer's CI and the agent run the same function on the
+// same bytes.
 //
 // SHA computes the bundle sha alone, Extract unpacks a verified bundle safely into
 // a staging directory (recomputing the sha as it writes) and RenderEnv writes the
@@ -36,6 +37,7 @@
 //   - Secret paths are an allow-list (see SecretRef) and never name another env.
 //   - Extract ignores modes in the tar: files 0644, directories 0755.
 //
-// The package depends on the standard library and compose-go only; a test keeps
+// The package depends on the standard library, compose-go and the leaf packages
+// deployd/codes and deployd/ids only; a test keeps
 // OpenZiti, vault/api and testing out of its dependencies.
 package bundle

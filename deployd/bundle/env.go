@@ -3,6 +3,7 @@ package bundle
 import (
 	"fmt"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/envfile"
 )
 
@@ -28,7 +29,7 @@ func checkVarsRenderable(vars map[string]string, rs *refusals) {
 	for name, v := range vars {
 		if envNameRE.MatchString(name) {
 			if _, err := envfile.Render(map[string]string{name: v}); err != nil {
-				rs.add(CodeBundleMalformed, "%s: vars: %q: the value cannot be written to .env", ManifestName, name)
+				rs.add(codes.BundleMalformed, "%s: vars: %q: the value cannot be written to .env", ManifestName, name)
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // The release's root .env is the agent's: a bundle may carry neither a file nor a
@@ -19,6 +21,6 @@ func TestVerifyRefusesEnvDirectoryByImplication(t *testing.T) {
 	require.ErrorIs(t, err, ErrRefused)
 	var re *RefusedError
 	require.ErrorAs(t, err, &re)
-	assert.Contains(t, codes(re.Refusals), CodeManifestPaths)
+	assert.Contains(t, refusalCodes(re.Refusals), codes.ManifestPaths)
 	assert.Contains(t, re.Error(), "reserved")
 }

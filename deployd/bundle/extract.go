@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // File and directory modes of an extracted release. Modes in the tar are ignored:
@@ -37,7 +40,7 @@ const (
 // directory, never the live release). wantSHA is required.
 func Extract(ctx context.Context, r io.Reader, dir string, wantSHA string, lim Limits) error {
 	want := strings.ToLower(wantSHA)
-	if !shaRE.MatchString(want) {
+	if !ids.ValidSHA(want) {
 		return fmt.Errorf("%w: Extract needs the expected sha (64 hex digits)", ErrInvalidArgument)
 	}
 	if err := checkEmptyDir(dir); err != nil {
@@ -58,7 +61,7 @@ func Extract(ctx context.Context, r io.Reader, dir string, wantSHA string, lim L
 	}
 	got := listingSHA(res.files)
 	if got != want {
-		return &RefusedError{SHA: got, Refusals: []Refusal{{CodeSHAMismatch,
+		return &RefusedError{SHA: got, Refusals: []Refusal{{codes.SHAMismatch,
 			fmt.Sprintf("the extracted bundle's sha is %s, expected %s", got, want)}}}
 	}
 	return x.syncDirs()

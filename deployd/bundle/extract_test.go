@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 func TestExtract(t *testing.T) {
@@ -79,19 +81,19 @@ func TestExtractRefuses(t *testing.T) {
 		name string
 		data []byte
 		sha  string
-		code Code
+		code codes.Code
 	}{
-		{"sha mismatch", goodTar(t), strings.Repeat("a", 64), CodeSHAMismatch},
-		{"dot-dot", tarOf(t, file("../escape", "x")), sha, CodeManifestPaths},
-		{"absolute", tarOf(t, file("/tmp/escape", "x")), sha, CodeManifestPaths},
-		{"symlink then file through it", tarOf(t, ent{name: "l", typ: tar.TypeSymlink, link: "/tmp"}, file("l/escape", "x")), sha, CodeManifestPaths},
-		{"hardlink", tarOf(t, ent{name: "h", typ: tar.TypeLink, link: "/etc/passwd"}), sha, CodeManifestPaths},
-		{"fifo", tarOf(t, ent{name: "f", typ: tar.TypeFifo}), sha, CodeManifestPaths},
-		{".env", tarOf(t, file(".env", "A=1\n")), sha, CodeManifestPaths},
-		{"duplicate", tarOf(t, file("a", "1"), file("a", "2")), sha, CodeBundleMalformed},
-		{"file then directory inside it", tarOf(t, file("a", "1"), file("a/b", "2")), sha, CodeManifestPaths},
-		{"truncated", goodTar(t)[:700], sha, CodeBundleMalformed},
-		{"not a tar", []byte("plain text, not a tar at all, long enough to fill a header block? no."), sha, CodeBundleMalformed},
+		{"sha mismatch", goodTar(t), strings.Repeat("a", 64), codes.SHAMismatch},
+		{"dot-dot", tarOf(t, file("../escape", "x")), sha, codes.ManifestPaths},
+		{"absolute", tarOf(t, file("/tmp/escape", "x")), sha, codes.ManifestPaths},
+		{"symlink then file through it", tarOf(t, ent{name: "l", typ: tar.TypeSymlink, link: "/tmp"}, file("l/escape", "x")), sha, codes.ManifestPaths},
+		{"hardlink", tarOf(t, ent{name: "h", typ: tar.TypeLink, link: "/etc/passwd"}), sha, codes.ManifestPaths},
+		{"fifo", tarOf(t, ent{name: "f", typ: tar.TypeFifo}), sha, codes.ManifestPaths},
+		{".env", tarOf(t, file(".env", "A=1\n")), sha, codes.ManifestPaths},
+		{"duplicate", tarOf(t, file("a", "1"), file("a", "2")), sha, codes.BundleMalformed},
+		{"file then directory inside it", tarOf(t, file("a", "1"), file("a/b", "2")), sha, codes.ManifestPaths},
+		{"truncated", goodTar(t)[:700], sha, codes.BundleMalformed},
+		{"not a tar", []byte("plain text, not a tar at all, long enough to fill a header block? no."), sha, codes.BundleMalformed},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			parent := t.TempDir()
@@ -101,7 +103,7 @@ func TestExtractRefuses(t *testing.T) {
 			require.ErrorIs(t, err, ErrRefused)
 			var re *RefusedError
 			require.ErrorAs(t, err, &re)
-			assert.Equal(t, []Code{tt.code}, codes(re.Refusals), "%v", re.Refusals)
+			assert.Equal(t, []codes.Code{tt.code}, refusalCodes(re.Refusals), "%v", re.Refusals)
 			// Nothing was written next to the staging directory.
 			names, err := os.ReadDir(parent)
 			require.NoError(t, err)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 var update = flag.Bool("update", false, "regenerate the fixtures and golden files in testdata/")
@@ -229,7 +231,7 @@ func TestGzipBomb(t *testing.T) {
 			elapsed := time.Since(start)
 			runtime.ReadMemStats(&after)
 			require.ErrorIs(t, err, ErrRefused)
-			assert.Equal(t, []Code{CodeBundleMalformed}, codes(res.Refusals))
+			assert.Equal(t, []codes.Code{codes.BundleMalformed}, refusalCodes(res.Refusals))
 			assert.Contains(t, res.Refusals[0].Detail, tt.detail)
 			assert.Less(t, elapsed, 2*time.Second)
 			assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(24<<20), "allocated far less than the bomb's size")

@@ -7,10 +7,18 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 )
+
+// envIDRE checks accepted env_ids with the documented pattern, not with the validator
+// the code under test uses.
+var envIDRE = regexp.MustCompile(ids.EnvIDPattern)
 
 // fuzzLimits keep each fuzz input cheap and let the fuzzer reach every limit.
 var fuzzLimits = Limits{MaxEntries: 64, MaxFileSize: 1 << 20, MaxTotalSize: 2 << 20,
@@ -145,7 +153,7 @@ func FuzzSHA(f *testing.F) {
 				t.Fatalf("refused with sha %q and %v", sha, re.Refusals)
 			}
 			for _, r := range re.Refusals {
-				if r.Code != CodeBundleMalformed || r.Detail == "" {
+				if r.Code != codes.BundleMalformed || r.Detail == "" {
 					t.Fatalf("SHA refuses only with BUNDLE_MALFORMED: %+v", r)
 				}
 			}

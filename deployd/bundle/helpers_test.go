@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // ent is one tar entry of a test bundle.
@@ -117,9 +119,9 @@ func goodTar(tb testing.TB) []byte { return tarOf(tb, goodEnts(tb)...) }
 
 func expect() Expect { return Expect{EnvID: testEnv} }
 
-// codes returns the codes of rs, in order.
-func codes(rs []Refusal) []Code {
-	out := make([]Code, 0, len(rs))
+// refusalCodes returns the codes of rs, in order.
+func refusalCodes(rs []Refusal) []codes.Code {
+	out := make([]codes.Code, 0, len(rs))
 	for _, r := range rs {
 		out = append(out, r.Code)
 	}

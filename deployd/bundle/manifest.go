@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // ManifestName is the path of the manifest inside a bundle.
@@ -52,9 +54,6 @@ type SecretRef struct {
 	Key string `json:"key"`
 }
 
-// envIDRE is the shape of an env_id (SPEC §4).
-var envIDRE = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
-
 // manifestFields are the exact keys of a manifest, and whether each is required.
 var manifestFields = map[string]bool{
 	"schema": true, "env_id": true, "serial": true, "compose_files": true, "files": true,
@@ -70,17 +69,17 @@ func decodeManifest(data []byte) (Manifest, []Refusal) {
 	var rs refusals
 	var m Manifest
 	if err := checkJSONKeys(data); err != nil {
-		rs.add(CodeBundleMalformed, "%s: %v", ManifestName, err)
+		rs.add(codes.BundleMalformed, "%s: %v", ManifestName, err)
 		return m, rs.result()
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		rs.add(CodeBundleMalformed, "%s: %s", ManifestName, describeJSONError(err))
+		rs.add(codes.BundleMalformed, "%s: %s", ManifestName, describeJSONError(err))
 		return m, rs.result()
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		rs.add(CodeBundleMalformed, "%s: data after the JSON object", ManifestName)
+		rs.add(codes.BundleMalformed, "%s: data after the JSON object", ManifestName)
 		return m, rs.result()
 	}
 	m.check(&rs)
@@ -90,13 +89,13 @@ func decodeManifest(data []byte) (Manifest, []Refusal) {
 // check adds the refusals of a decoded manifest on its own.
 func (m *Manifest) check(rs *refusals) {
 	bad := func(format string, args ...any) {
-		rs.add(CodeBundleMalformed, ManifestName+": "+format, args...)
+		rs.add(codes.BundleMalformed, ManifestName+": "+format, args...)
 	}
 	if m.Schema != SchemaVersion {
 		bad("schema is %d, only %d is known", m.Schema, SchemaVersion)
 	}
-	if !envIDRE.MatchString(m.EnvID) {
-		bad("env_id %q does not match ^env-[a-z0-9]+-[0-9]{2}$", m.EnvID)
+	if !ids.ValidEnvID(m.EnvID) {
+		bad("env_id %q does not match %s", m.EnvID, ids.EnvIDPattern)
 	}
 	if m.Serial < 1 {
 		bad("serial is %d, must be at least 1", m.Serial)
@@ -111,13 +110,13 @@ func (m *Manifest) check(rs *refusals) {
 	for _, f := range m.Files {
 		switch why := checkPath(f); {
 		case why != "":
-			rs.add(CodeManifestPaths, "files: %q: %s", f, why)
+			rs.add(codes.ManifestPaths, "files: %q: %s", f, why)
 		case f == ManifestName:
-			rs.add(CodeManifestPaths, "files: lists %s, which is never listed", ManifestName)
+			rs.add(codes.ManifestPaths, "files: lists %s, which is never listed", ManifestName)
 		case f == EnvFileName || strings.HasPrefix(f, EnvFileName+"/"):
-			rs.add(CodeManifestPaths, "files: %q: %s", f, reservedEnvFile)
+			rs.add(codes.ManifestPaths, "files: %q: %s", f, reservedEnvFile)
 		case files[f]:
-			rs.add(CodeManifestPaths, "files: %q is listed twice", f)
+			rs.add(codes.ManifestPaths, "files: %q is listed twice", f)
 		}
 		files[f] = true
 	}
@@ -125,11 +124,11 @@ func (m *Manifest) check(rs *refusals) {
 	for _, f := range m.ComposeFiles {
 		switch why := checkPath(f); {
 		case why != "":
-			rs.add(CodeManifestPaths, "compose_files: %q: %s", f, why)
+			rs.add(codes.ManifestPaths, "compose_files: %q: %s", f, why)
 		case seen[f]:
-			rs.add(CodeManifestPaths, "compose_files: %q is listed twice", f)
+			rs.add(codes.ManifestPaths, "compose_files: %q is listed twice", f)
 		case !files[f]:
-			rs.add(CodeManifestPaths, "compose_files: %q is not in files", f)
+			rs.add(codes.ManifestPaths, "compose_files: %q is not in files", f)
 		}
 		seen[f] = true
 	}
@@ -147,7 +146,7 @@ func (m *Manifest) check(rs *refusals) {
 			bad("secrets: %q %s", name, why)
 		}
 		if why := checkSecretPath(ref.Path); why != "" {
-			rs.add(CodeSecretPath, "secrets: %s: %q: %s", name, ref.Path, why)
+			rs.add(codes.SecretPath, "secrets: %s: %q: %s", name, ref.Path, why)
 		}
 		switch {
 		case ref.Key == "":

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // TestReadStaged: a release that Extract staged is read back as Verify saw it: the
@@ -38,7 +40,7 @@ func TestReadStagedSaysWhatIsWrong(t *testing.T) {
 	_, err = ReadStaged(context.Background(), dir, Expect{})
 	var refused *RefusedError
 	require.ErrorAs(t, err, &refused, "a bad manifest is refused as Verify would")
-	assert.Equal(t, string(CodeBundleMalformed), refused.Code())
+	assert.Equal(t, codes.BundleMalformed, refused.Code())
 
 	m := goodManifest()
 	b := manifestEnt(t, m).body

@@ -13,6 +13,8 @@ import (
 	"hash"
 	"io"
 	"strings"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // copyBufSize is the size of the copy buffer: large enough that the tar reader and
@@ -162,7 +164,7 @@ func scan(ctx context.Context, r io.Reader, lim Limits, opts scanOpts) (*scanRes
 	return s.res, nil
 }
 
-func fatal(c Code, format string, args ...any) error {
+func fatal(c codes.Code, format string, args ...any) error {
 	return &fatalError{Refusal{Code: c, Detail: fmt.Sprintf(format, args...)}}
 }
 
@@ -182,23 +184,23 @@ func (s *scanner) classify(err error, where string) error {
 	case s.src.err != nil:
 		return fmt.Errorf("bundle: reading the stream: %w", s.src.err)
 	case errors.Is(err, errStreamCap):
-		return fatal(CodeBundleMalformed, "%s: the stream passes %d bytes of tar data for the configured limits (MaxTotalSize %d, MaxEntries %d, MaxHeaderSize %d)",
+		return fatal(codes.BundleMalformed, "%s: the stream passes %d bytes of tar data for the configured limits (MaxTotalSize %d, MaxEntries %d, MaxHeaderSize %d)",
 			where, s.cr.cap, s.lim.MaxTotalSize, s.lim.MaxEntries, s.lim.MaxHeaderSize)
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return fatal(CodeBundleMalformed, "%s: the stream is truncated", where)
+		return fatal(codes.BundleMalformed, "%s: the stream is truncated", where)
 	case errors.Is(err, gzip.ErrChecksum):
-		return fatal(CodeBundleMalformed, "%s: gzip checksum mismatch (corrupt or truncated)", where)
+		return fatal(codes.BundleMalformed, "%s: gzip checksum mismatch (corrupt or truncated)", where)
 	case errors.Is(err, gzip.ErrHeader), errors.As(err, &ce):
-		return fatal(CodeBundleMalformed, "%s: corrupt gzip data", where)
+		return fatal(codes.BundleMalformed, "%s: corrupt gzip data", where)
 	case errors.Is(err, tar.ErrHeader):
 		if s.res.entries == 0 {
-			return fatal(CodeBundleMalformed, "not a tar archive (invalid tar header at the start)")
+			return fatal(codes.BundleMalformed, "not a tar archive (invalid tar header at the start)")
 		}
-		return fatal(CodeBundleMalformed, "%s: invalid tar header", where)
+		return fatal(codes.BundleMalformed, "%s: invalid tar header", where)
 	case errors.Is(err, tar.ErrFieldTooLong), errors.Is(err, tar.ErrWriteTooLong):
-		return fatal(CodeBundleMalformed, "%s: invalid tar header", where)
+		return fatal(codes.BundleMalformed, "%s: invalid tar header", where)
 	}
-	return fatal(CodeBundleMalformed, "%s: unreadable tar stream", where)
+	return fatal(codes.BundleMalformed, "%s: unreadable tar stream", where)
 }
 
 func (s *scanner) open() (io.Reader, error) {
@@ -211,7 +213,7 @@ func (s *scanner) open() (io.Reader, error) {
 		if err := s.ctx.Err(); err != nil {
 			return nil, err
 		}
-		return nil, fatal(CodeBundleMalformed, "the stream is empty")
+		return nil, fatal(codes.BundleMalformed, "the stream is empty")
 	}
 	switch {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
@@ -221,11 +223,11 @@ func (s *scanner) open() (io.Reader, error) {
 		}
 		return gz, nil
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		return nil, fatal(CodeBundleMalformed, "zstd compression is not supported: send a plain or gzip-compressed tar")
+		return nil, fatal(codes.BundleMalformed, "zstd compression is not supported: send a plain or gzip-compressed tar")
 	case bytes.HasPrefix(magic, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
-		return nil, fatal(CodeBundleMalformed, "xz compression is not supported: send a plain or gzip-compressed tar")
+		return nil, fatal(codes.BundleMalformed, "xz compression is not supported: send a plain or gzip-compressed tar")
 	case bytes.HasPrefix(magic, []byte("BZh")):
-		return nil, fatal(CodeBundleMalformed, "bzip2 compression is not supported: send a plain or gzip-compressed tar")
+		return nil, fatal(codes.BundleMalformed, "bzip2 compression is not supported: send a plain or gzip-compressed tar")
 	}
 	return br, nil
 }
@@ -235,9 +237,9 @@ func (s *scanner) classifyGzipOpen(err error) error {
 		return fmt.Errorf("bundle: reading the stream: %w", s.src.err)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fatal(CodeBundleMalformed, "gzip header: the stream is truncated")
+		return fatal(codes.BundleMalformed, "gzip header: the stream is truncated")
 	}
-	return fatal(CodeBundleMalformed, "gzip header is invalid")
+	return fatal(codes.BundleMalformed, "gzip header is invalid")
 }
 
 func (s *scanner) run() error {
@@ -265,21 +267,21 @@ func (s *scanner) run() error {
 		}
 		if err != nil && !errors.Is(err, tar.ErrInsecurePath) {
 			if last == nil && errors.Is(err, io.ErrUnexpectedEOF) && s.ctx.Err() == nil && s.src.err == nil {
-				return fatal(CodeBundleMalformed, "not a tar archive (shorter than one 512-byte block)")
+				return fatal(codes.BundleMalformed, "not a tar archive (shorter than one 512-byte block)")
 			}
 			return s.classify(err, after())
 		}
 		if hdr == nil {
 			// With GODEBUG=tarinsecurepath=0 the tar reader stops for good after a
 			// non-local name, which was refused already.
-			return fatal(CodeBundleMalformed, "%s: the tar reader stopped at a non-local path", after())
+			return fatal(codes.BundleMalformed, "%s: the tar reader stopped at a non-local path", after())
 		}
 		s.res.entries++
 		if s.res.entries > s.lim.MaxEntries {
-			return fatal(CodeBundleMalformed, "more than %d entries (MaxEntries)", s.lim.MaxEntries)
+			return fatal(codes.BundleMalformed, "more than %d entries (MaxEntries)", s.lim.MaxEntries)
 		}
 		if hb := s.cr.n - endOfLast; hb > s.lim.MaxHeaderSize+511 {
-			return fatal(CodeBundleMalformed, "entry %q: its tar headers take %d bytes, over the limit of %d (MaxHeaderSize)",
+			return fatal(codes.BundleMalformed, "entry %q: its tar headers take %d bytes, over the limit of %d (MaxHeaderSize)",
 				hdr.Name, hb, s.lim.MaxHeaderSize)
 		}
 		if err := s.entry(hdr, err != nil); err != nil {
@@ -298,7 +300,7 @@ func (s *scanner) run() error {
 	// A complete tar ends with two zero blocks after the padding of the last entry
 	// (less than one block). Without them the stream was cut at an entry boundary.
 	if s.cr.n-endOfLast < 1024 {
-		return fatal(CodeBundleMalformed, "%s: the stream is truncated (no end-of-archive marker)", after())
+		return fatal(codes.BundleMalformed, "%s: the stream is truncated (no end-of-archive marker)", after())
 	}
 	return s.drainTrailer()
 }
@@ -312,12 +314,12 @@ func (s *scanner) drainTrailer() error {
 		k, err := s.cr.Read(s.buf)
 		for _, b := range s.buf[:k] {
 			if b != 0 {
-				return fatal(CodeBundleMalformed, "data after the end of the archive")
+				return fatal(codes.BundleMalformed, "data after the end of the archive")
 			}
 		}
 		n += int64(k)
 		if n > maxTrailer {
-			return fatal(CodeBundleMalformed, "more than %d bytes of padding after the end of the archive", maxTrailer)
+			return fatal(codes.BundleMalformed, "more than %d bytes of padding after the end of the archive", maxTrailer)
 		}
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -373,14 +375,14 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 		// change how other tools read the archive, so it is refused.
 		for k := range hdr.PAXRecords {
 			if k != "comment" {
-				rs.add(CodeManifestPaths, "PAX global header carries %q; only comment is allowed", k)
+				rs.add(codes.ManifestPaths, "PAX global header carries %q; only comment is allowed", k)
 				break
 			}
 		}
 		return nil
 	case tar.TypeReg, tar.TypeGNUSparse, tar.TypeDir:
 	default:
-		rs.add(CodeManifestPaths, "entry %q is a %s; only regular files and directories are allowed",
+		rs.add(codes.ManifestPaths, "entry %q is a %s; only regular files and directories are allowed",
 			hdr.Name, typeName(hdr.Typeflag))
 		return nil
 	}
@@ -397,13 +399,13 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 		why = reservedEnvFile
 	}
 	if why != "" {
-		rs.add(CodeManifestPaths, "entry %q: %s", hdr.Name, why)
+		rs.add(codes.ManifestPaths, "entry %q: %s", hdr.Name, why)
 		if s.opts.strict {
 			return nil
 		}
 	}
 	if prevDir, dup := s.seen[name]; dup {
-		rs.add(CodeBundleMalformed, "entry %q appears twice", name)
+		rs.add(codes.BundleMalformed, "entry %q appears twice", name)
 		if !prevDir && !isDir {
 			s.res.ambiguous = true
 		}
@@ -413,7 +415,7 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 	}
 	if why == "" {
 		if c := s.conflict(name, isDir); c != "" {
-			rs.add(CodeManifestPaths, "%s", c)
+			rs.add(codes.ManifestPaths, "%s", c)
 			if s.opts.strict {
 				return nil
 			}
@@ -429,11 +431,11 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 	}
 	size := hdr.Size
 	if size > s.lim.MaxFileSize {
-		return fatal(CodeBundleMalformed, "entry %q is %d bytes, over the limit of %d (MaxFileSize)", name, size, s.lim.MaxFileSize)
+		return fatal(codes.BundleMalformed, "entry %q is %d bytes, over the limit of %d (MaxFileSize)", name, size, s.lim.MaxFileSize)
 	}
 	s.res.total += size
 	if s.res.total > s.lim.MaxTotalSize {
-		return fatal(CodeBundleMalformed, "entry %q brings the unpacked size to %d bytes, over the limit of %d (MaxTotalSize)",
+		return fatal(codes.BundleMalformed, "entry %q brings the unpacked size to %d bytes, over the limit of %d (MaxTotalSize)",
 			name, s.res.total, s.lim.MaxTotalSize)
 	}
 	if size > int64(len(s.buf)) && len(s.buf) < copyBufSize {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // SHA returns the bundle sha of the tar or gzip stream r (SPEC §7): the hex sha256
@@ -27,7 +29,7 @@ func SHA(ctx context.Context, r io.Reader, lim Limits) (string, error) {
 	if !res.complete || res.ambiguous {
 		var rs refusals
 		for _, r := range res.rs.list {
-			if r.Code == CodeBundleMalformed {
+			if r.Code == codes.BundleMalformed {
 				rs.list = append(rs.list, r)
 			}
 		}

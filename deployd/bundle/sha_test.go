@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // shaVectorFiles are the files of the sha test vector: names chosen so that
@@ -142,7 +144,7 @@ func TestSHARefusals(t *testing.T) {
 			require.ErrorIs(t, err, ErrRefused)
 			var re *RefusedError
 			require.ErrorAs(t, err, &re)
-			assert.Equal(t, []Code{CodeBundleMalformed}, codes(re.Refusals))
+			assert.Equal(t, []codes.Code{codes.BundleMalformed}, refusalCodes(re.Refusals))
 			assert.Empty(t, got)
 		})
 	}

@@ -8,10 +8,11 @@ import (
 	"io"
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/composecheck"
 )
 
@@ -68,8 +69,6 @@ type Result struct {
 	Warnings []string `json:"warnings"`
 }
 
-var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // Verify reads the bundle stream r once (a tar, or a gzip-compressed tar: detected by
 // its magic bytes) and runs every check of SPEC §7 that does not need OpenBao:
 // format and limits, paths, manifest, the sha, env, serial, disk, compose validity,
@@ -88,7 +87,7 @@ func Verify(ctx context.Context, r io.Reader, exp Expect) (*Result, error) {
 		return nil, fmt.Errorf("%w: Expect.EnvID is empty", ErrInvalidArgument)
 	}
 	want := strings.ToLower(exp.SHA)
-	if want != "" && !shaRE.MatchString(want) {
+	if want != "" && !ids.ValidSHA(want) {
 		return nil, fmt.Errorf("%w: Expect.SHA is not 64 hex digits", ErrInvalidArgument)
 	}
 	v := &verifier{lim: exp.Limits.withDefaults(), buf: map[string][]byte{}, dropped: map[string]bool{}}
@@ -102,7 +101,7 @@ func Verify(ctx context.Context, r io.Reader, exp Expect) (*Result, error) {
 		res.SHA = listingSHA(sr.files)
 	}
 	if want != "" && res.SHA != "" && res.SHA != want {
-		rs.add(CodeSHAMismatch, "the bundle's sha is %s, tenancy asked for %s", res.SHA, want)
+		rs.add(codes.SHAMismatch, "the bundle's sha is %s, tenancy asked for %s", res.SHA, want)
 	}
 	if sr.complete {
 		v.checkManifest(ctx, sr, exp, res)
@@ -133,7 +132,7 @@ func (v *verifier) file(name string, size int64, r io.Reader, h hash.Hash, cbuf 
 	if name == ManifestName {
 		v.manifestSeen = true
 		if size > v.lim.MaxManifestSize {
-			v.manifestRs = append(v.manifestRs, Refusal{CodeBundleMalformed,
+			v.manifestRs = append(v.manifestRs, Refusal{codes.BundleMalformed,
 				fmt.Sprintf("%s is %d bytes, over the limit of %d (MaxManifestSize)", ManifestName, size, v.lim.MaxManifestSize)})
 			_, err := io.CopyBuffer(h, r, cbuf)
 			return err
@@ -143,7 +142,7 @@ func (v *verifier) file(name string, size int64, r io.Reader, h hash.Hash, cbuf 
 			return err
 		}
 		v.decoded, v.manifestRs = decodeManifest(data)
-		if !slices.ContainsFunc(v.manifestRs, func(r Refusal) bool { return r.Code == CodeBundleMalformed }) {
+		if !slices.ContainsFunc(v.manifestRs, func(r Refusal) bool { return r.Code == codes.BundleMalformed }) {
 			v.manifest = &v.decoded
 			v.compose = map[string]bool{}
 			for _, f := range v.decoded.ComposeFiles {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 func withManifest(tb testing.TB, edit func(*Manifest), rest ...ent) []byte {
@@ -93,7 +95,7 @@ type refusalCase struct {
 	name   string
 	data   func(tb testing.TB) []byte
 	exp    func(*Expect)
-	codes  []Code
+	codes  []codes.Code
 	detail string // a substring of one of the details
 }
 
@@ -110,8 +112,8 @@ func refusalCases() []refusalCase {
 			return tarOf(tb, append([]ent{file(ManifestName, s)}, goodEnts(tb)[1:]...)...)
 		}
 	}
-	malformed := []Code{CodeBundleMalformed}
-	paths := []Code{CodeManifestPaths}
+	malformed := []codes.Code{codes.BundleMalformed}
+	paths := []codes.Code{codes.ManifestPaths}
 	return []refusalCase{
 		// BUNDLE_MALFORMED: the stream.
 		{name: "empty stream", data: func(testing.TB) []byte { return nil }, codes: malformed, detail: "empty"},
@@ -178,14 +180,14 @@ func refusalCases() []refusalCase {
 		{name: "global header with path", data: hostile(ent{name: "g", typ: tar.TypeXGlobalHeader, pax: map[string]string{"path": "evil"}}), codes: paths, detail: "PAX global header"},
 		{name: "file is also a directory", data: func(tb testing.TB) []byte {
 			return tarOf(tb, append(goodEnts(tb), file("config/app.toml/x", "x"))...)
-		}, codes: []Code{CodeManifestPaths, CodeManifestPaths}, detail: "which is a file"},
+		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "which is a file"},
 		{name: "directory is then a file", data: func(tb testing.TB) []byte {
 			ents := goodEnts(tb)
 			return tarOf(tb, ents[0], ents[1], ents[3], file("config", "x"))
-		}, codes: []Code{CodeManifestPaths, CodeManifestPaths}, detail: "earlier entries are inside it"},
+		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "earlier entries are inside it"},
 		{name: "bundled .env", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env") }, append(goodEnts(tb)[1:], file(".env", "COMPOSE_FILE=evil.yaml\n"))...)
-		}, codes: []Code{CodeManifestPaths, CodeManifestPaths}, detail: "writes the release's .env itself"},
+		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .env itself"},
 		{name: "nested .env is an ordinary file", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, "config/.env") }, append(goodEnts(tb)[1:], file("config/.env", "A=1\n"), file("x", ""))...)
 		}, codes: paths, detail: `"x" is in the bundle but not in files`},
@@ -196,24 +198,24 @@ func refusalCases() []refusalCase {
 		{name: "files lists a path twice", data: man(func(m *Manifest) { m.Files = append(m.Files, "compose.yaml") }), codes: paths, detail: "listed twice"},
 		{name: "files lists an unsafe path", data: man(func(m *Manifest) { m.Files = append(m.Files, "../etc/passwd") }), codes: paths, detail: `".." segment`},
 		// ENV_MISMATCH, SHA_MISMATCH, ROLLBACK, DISK_LOW.
-		{name: "env mismatch", data: good, exp: func(e *Expect) { e.EnvID = "env-dev-02" }, codes: []Code{CodeEnvMismatch}, detail: "env_id is env-dev-01, this box is env-dev-02"},
-		{name: "sha mismatch", data: good, exp: func(e *Expect) { e.SHA = strings.Repeat("0", 64) }, codes: []Code{CodeSHAMismatch}, detail: strings.Repeat("0", 64)},
-		{name: "rollback", data: good, exp: func(e *Expect) { e.LiveSerial = 18 }, codes: []Code{CodeRollback}, detail: "serial 17 is lower than the live release's 18"},
-		{name: "disk below twice the size", data: good, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 0} }, codes: []Code{CodeDiskLow}, detail: "needs 1 MiB"},
-		{name: "disk below the box's minimum", data: good, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 100, MinFreeMB: 1024} }, codes: []Code{CodeDiskLow}, detail: "needs 1024 MiB"},
-		{name: "disk below the manifest's minimum", data: man(func(m *Manifest) { m.MinFreeMB = 512 }), exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 100} }, codes: []Code{CodeDiskLow}, detail: "needs 512 MiB"},
+		{name: "env mismatch", data: good, exp: func(e *Expect) { e.EnvID = "env-dev-02" }, codes: []codes.Code{codes.EnvMismatch}, detail: "env_id is env-dev-01, this box is env-dev-02"},
+		{name: "sha mismatch", data: good, exp: func(e *Expect) { e.SHA = strings.Repeat("0", 64) }, codes: []codes.Code{codes.SHAMismatch}, detail: strings.Repeat("0", 64)},
+		{name: "rollback", data: good, exp: func(e *Expect) { e.LiveSerial = 18 }, codes: []codes.Code{codes.Rollback}, detail: "serial 17 is lower than the live release's 18"},
+		{name: "disk below twice the size", data: good, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 0} }, codes: []codes.Code{codes.DiskLow}, detail: "needs 1 MiB"},
+		{name: "disk below the box's minimum", data: good, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 100, MinFreeMB: 1024} }, codes: []codes.Code{codes.DiskLow}, detail: "needs 1024 MiB"},
+		{name: "disk below the manifest's minimum", data: man(func(m *Manifest) { m.MinFreeMB = 512 }), exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 100} }, codes: []codes.Code{codes.DiskLow}, detail: "needs 512 MiB"},
 		// SECRET_PATH.
-		{name: "secret path dot-dot", data: secretPath("../env-dev-02/db"), codes: []Code{CodeSecretPath}, detail: "DB_PASSWORD"},
-		{name: "secret path absolute", data: secretPath("/db"), codes: []Code{CodeSecretPath}, detail: "absolute"},
-		{name: "secret path empty", data: secretPath(""), codes: []Code{CodeSecretPath}, detail: "empty"},
-		{name: "secret path another env", data: secretPath("env-prod-01/db"), codes: []Code{CodeSecretPath}, detail: "another env"},
-		{name: "secret path envs", data: secretPath("envs/env-prod-01/db"), codes: []Code{CodeSecretPath}, detail: "another env"},
-		{name: "secret path empty segment", data: secretPath("a//db"), codes: []Code{CodeSecretPath}, detail: "empty segment"},
-		{name: "secret path dot", data: secretPath("./db"), codes: []Code{CodeSecretPath}, detail: `"." segment`},
-		{name: "secret path trailing slash", data: secretPath("db/"), codes: []Code{CodeSecretPath}, detail: "ends with /"},
-		{name: "secret path backslash", data: secretPath(`a\db`), codes: []Code{CodeSecretPath}, detail: "backslash"},
-		{name: "secret path percent", data: secretPath("%2e%2e/db"), codes: []Code{CodeSecretPath}, detail: "character outside"},
-		{name: "secret path control", data: secretPath("d\nb"), codes: []Code{CodeSecretPath}, detail: "character outside"},
+		{name: "secret path dot-dot", data: secretPath("../env-dev-02/db"), codes: []codes.Code{codes.SecretPath}, detail: "DB_PASSWORD"},
+		{name: "secret path absolute", data: secretPath("/db"), codes: []codes.Code{codes.SecretPath}, detail: "absolute"},
+		{name: "secret path empty", data: secretPath(""), codes: []codes.Code{codes.SecretPath}, detail: "empty"},
+		{name: "secret path another env", data: secretPath("env-prod-01/db"), codes: []codes.Code{codes.SecretPath}, detail: "another env"},
+		{name: "secret path envs", data: secretPath("envs/env-prod-01/db"), codes: []codes.Code{codes.SecretPath}, detail: "another env"},
+		{name: "secret path empty segment", data: secretPath("a//db"), codes: []codes.Code{codes.SecretPath}, detail: "empty segment"},
+		{name: "secret path dot", data: secretPath("./db"), codes: []codes.Code{codes.SecretPath}, detail: `"." segment`},
+		{name: "secret path trailing slash", data: secretPath("db/"), codes: []codes.Code{codes.SecretPath}, detail: "ends with /"},
+		{name: "secret path backslash", data: secretPath(`a\db`), codes: []codes.Code{codes.SecretPath}, detail: "backslash"},
+		{name: "secret path percent", data: secretPath("%2e%2e/db"), codes: []codes.Code{codes.SecretPath}, detail: "character outside"},
+		{name: "secret path control", data: secretPath("d\nb"), codes: []codes.Code{codes.SecretPath}, detail: "character outside"},
 		// Limits.
 		{name: "MaxEntries", data: good, exp: func(e *Expect) { e.Limits.MaxEntries = 2 }, codes: malformed, detail: "MaxEntries"},
 		{name: "MaxFileSize", data: good, exp: func(e *Expect) { e.Limits.MaxFileSize = 100 }, codes: malformed, detail: "MaxFileSize"},
@@ -234,7 +236,7 @@ func refusalCases() []refusalCase {
 			return tarOf(tb, append([]ent{manifestEnt(tb, m)}, append(goodEnts(tb)[1:],
 				ent{name: "evil", typ: tar.TypeSymlink, link: "/"}, file("stray", "x"))...)...)
 		}, exp: func(e *Expect) { e.EnvID = "env-dev-09"; e.LiveSerial = 20 },
-			codes: []Code{CodeEnvMismatch, CodeManifestPaths, CodeManifestPaths, CodeRollback, CodeSecretPath}},
+			codes: []codes.Code{codes.EnvMismatch, codes.ManifestPaths, codes.ManifestPaths, codes.Rollback, codes.SecretPath}},
 	}
 }
 
@@ -259,8 +261,8 @@ func TestVerifyRefusals(t *testing.T) {
 			require.NotNil(t, res)
 			assert.Equal(t, res.Refusals, re.Refusals)
 			assert.Equal(t, res.SHA, re.SHA)
-			assert.Equal(t, tt.codes, codes(re.Refusals), "refusals: %v", re.Refusals)
-			assert.Equal(t, string(re.Refusals[0].Code), re.Code())
+			assert.Equal(t, tt.codes, refusalCodes(re.Refusals), "refusals: %v", re.Refusals)
+			assert.Equal(t, re.Refusals[0].Code, re.Code())
 			if tt.detail != "" {
 				assert.Contains(t, fmt.Sprint(re.Refusals), tt.detail)
 			}
@@ -279,7 +281,7 @@ func details(rs []Refusal) []string {
 }
 
 func TestVerifyEveryCodeHasACase(t *testing.T) {
-	seen := map[Code]bool{}
+	seen := map[codes.Code]bool{}
 	for _, tt := range refusalCases() {
 		for _, c := range tt.codes {
 			seen[c] = true
@@ -290,7 +292,7 @@ func TestVerifyEveryCodeHasACase(t *testing.T) {
 			seen[c] = true
 		}
 	}
-	for _, c := range Codes() {
+	for _, c := range codes.Refusals() {
 		assert.True(t, seen[c], "no test case refuses with %s", c)
 	}
 }
@@ -381,20 +383,20 @@ func (c *cancelReader) Read(p []byte) (int, error) {
 }
 
 func TestRefusedErrorJSONAndText(t *testing.T) {
-	e := &RefusedError{SHA: "abc", Refusals: []Refusal{{CodeEnvMismatch, "env_id is a"}, {CodeRollback, "serial"}}}
+	e := &RefusedError{SHA: "abc", Refusals: []Refusal{{codes.EnvMismatch, "env_id is a"}, {codes.Rollback, "serial"}}}
 	assert.Equal(t, "bundle refused (sha abc): ENV_MISMATCH: env_id is a; ROLLBACK: serial", e.Error())
-	assert.Equal(t, "ENV_MISMATCH", e.Code())
-	assert.True(t, e.Has(CodeRollback))
-	assert.False(t, e.Has(CodeDiskLow))
+	assert.Equal(t, codes.EnvMismatch, e.Code())
+	assert.True(t, e.Has(codes.Rollback))
+	assert.False(t, e.Has(codes.DiskLow))
 	b, err := json.Marshal(e.Refusals)
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"code":"ENV_MISMATCH","detail":"env_id is a"},{"code":"ROLLBACK","detail":"serial"}]`, string(b))
 	wrapped := fmt.Errorf("tick: %w", e)
 	assert.ErrorIs(t, wrapped, ErrRefused)
-	var c interface{ Code() string }
+	var c interface{ Code() codes.Code }
 	require.ErrorAs(t, wrapped, &c)
-	assert.Equal(t, "ENV_MISMATCH", c.Code())
-	assert.Equal(t, "BUNDLE_MALFORMED", (&RefusedError{}).Code())
+	assert.Equal(t, codes.EnvMismatch, c.Code())
+	assert.Equal(t, codes.BundleMalformed, (&RefusedError{}).Code())
 }
 
 func TestRefusalsAreBounded(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
@@ -193,7 +194,7 @@ func TestUp(t *testing.T) {
 		assert.ErrorIs(t, err, ErrApplyFailed)
 		var e *Error
 		require.ErrorAs(t, err, &e)
-		assert.Equal(t, CodeApplyFailed, e.Code())
+		assert.Equal(t, codes.ApplyFailed, e.Code())
 		assert.Equal(t, 18, e.ExitCode)
 		assert.Equal(t, 18, out.ExitCode)
 		assert.Len(t, out.Tail, 4096)
@@ -363,19 +364,19 @@ func TestDockerVersion(t *testing.T) {
 func TestErrorCodes(t *testing.T) {
 	for _, tc := range []struct {
 		kind error
-		code string
+		code codes.Code
 	}{
-		{ErrApplyFailed, "APPLY_FAILED"},
-		{ErrCommandFailed, "APPLY_FAILED"},
-		{ErrUnhealthy, "UNHEALTHY"},
-		{ErrHealthTimeout, "HEALTH_TIMEOUT"},
+		{ErrApplyFailed, codes.ApplyFailed},
+		{ErrCommandFailed, codes.ApplyFailed},
+		{ErrUnhealthy, codes.Unhealthy},
+		{ErrHealthTimeout, codes.HealthTimeout},
 	} {
-		t.Run(tc.code, func(t *testing.T) {
+		t.Run(string(tc.code), func(t *testing.T) {
 			cause := errors.New("cause")
 			var err error = &Error{Op: "wait", Kind: tc.kind, Services: []string{"web"}, Err: cause}
 			assert.ErrorIs(t, err, tc.kind)
 			assert.ErrorIs(t, err, cause)
-			var coded interface{ Code() string }
+			var coded interface{ Code() codes.Code }
 			require.ErrorAs(t, err, &coded)
 			assert.Equal(t, tc.code, coded.Code())
 			assert.Contains(t, err.Error(), "web")

@@ -4,13 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-)
 
-// Codes carried by the errors of this package (SPEC §7, later-phase codes).
-const (
-	CodeApplyFailed   = "APPLY_FAILED"
-	CodeUnhealthy     = "UNHEALTHY"
-	CodeHealthTimeout = "HEALTH_TIMEOUT"
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 var (
@@ -63,14 +58,15 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is reports whether target is the sentinel of this error.
 func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
 
-// Code returns the stable code of the error: APPLY_FAILED, UNHEALTHY or HEALTH_TIMEOUT.
-func (e *Error) Code() string {
+// Code returns the stable code of the error: codes.ApplyFailed, codes.Unhealthy or
+// codes.HealthTimeout.
+func (e *Error) Code() codes.Code {
 	switch k := e.Kind; {
 	case errors.Is(k, ErrUnhealthy):
-		return CodeUnhealthy
+		return codes.Unhealthy
 	case errors.Is(k, ErrHealthTimeout):
-		return CodeHealthTimeout
+		return codes.HealthTimeout
 	default:
-		return CodeApplyFailed
+		return codes.ApplyFailed
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
@@ -216,10 +217,10 @@ func TestWaitHealthy(t *testing.T) {
 					assert.Equal(t, tc.wantDetail, e.Detail)
 				}
 				if errors.Is(tc.wantErr, ErrUnhealthy) {
-					assert.Equal(t, CodeUnhealthy, e.Code())
+					assert.Equal(t, codes.Unhealthy, e.Code())
 					assert.Less(t, elapsed, timeout/2, "unhealthy fails fast, long before the timeout")
 				} else {
-					assert.Equal(t, CodeHealthTimeout, e.Code())
+					assert.Equal(t, codes.HealthTimeout, e.Code())
 					assert.GreaterOrEqual(t, elapsed, timeout)
 				}
 				for _, s := range tc.wantServices {

@@ -8,7 +8,6 @@ import (
 	"math"
 	"mime"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // ConformanceTarget is a server under test by Conformance: the fake tenancy or the
@@ -167,8 +168,6 @@ func boolean(t *testing.T, m map[string]any, field string) bool {
 	return b
 }
 
-var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 func (c *conformance) checkinBody(env string) map[string]any {
 	return map[string]any{
 		"env_id": env, "agent_version": "0.0.0-conformance", "current_sha": "", "current_serial": 0,
@@ -218,7 +217,7 @@ func (c *conformance) unauthenticated(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				r := c.do(t, call.method, call.path, bearer, call.body)
 				require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
-				assert.Equal(t, "UNAUTHENTICATED", errorCode(t, r))
+				assert.Equal(t, string(codes.Unauthenticated), errorCode(t, r))
 				if bearer != "" {
 					assert.NotContains(t, string(r.body), bearer, "an error body must not echo the bearer")
 				}
@@ -256,7 +255,8 @@ func (c *conformance) checkin(t *testing.T) {
 		assert.Equal(t, b2.SHA, m["sha"], "the newest publish is desired")
 		assert.Greater(t, integer(t, m, "serial"), s1)
 		assert.Equal(t, s2, integer(t, m, "serial"))
-		require.Regexp(t, hex64, m["sha"])
+		sha, _ := m["sha"].(string)
+		require.True(t, ids.ValidSHA(sha), "sha %v is 64 lowercase hex digits", m["sha"])
 	})
 	t.Run("apply_retry_rollback", func(t *testing.T) {
 		b, s := c.publish(t, c.EnvA, 3)
@@ -346,7 +346,7 @@ func (c *conformance) report(t *testing.T) {
 			body := c.reportBody(c.EnvA, sha, 7)
 			body["result"] = result
 			if result == "failed" {
-				body["code"], body["detail"], body["tail"] = "UNHEALTHY", "service app is unhealthy", "app  | boom\n"
+				body["code"], body["detail"], body["tail"] = codes.Unhealthy, "service app is unhealthy", "app  | boom\n"
 			}
 			r := c.do(t, http.MethodPost, "/v1/agent/report", tok, body)
 			require.Equal(t, http.StatusNoContent, r.status, "result %s: %s", result, r.body)
@@ -379,7 +379,7 @@ func (c *conformance) envMismatch(t *testing.T) {
 		t.Run(call.name, func(t *testing.T) {
 			r := c.do(t, http.MethodPost, call.path, tokA, call.body)
 			require.Contains(t, []int{http.StatusConflict, http.StatusForbidden}, r.status, "%s", r.body)
-			assert.Equal(t, "AGENT_ENV_MISMATCH", errorCode(t, r))
+			assert.Equal(t, string(codes.AgentEnvMismatch), errorCode(t, r))
 		})
 	}
 }
@@ -394,7 +394,7 @@ func (c *conformance) leaseBudget(t *testing.T) {
 	}
 	r := c.do(t, http.MethodPost, "/v1/agent/lease", tok, body)
 	require.Equal(t, http.StatusTooManyRequests, r.status, "lease %d is past the budget", c.LeaseBudget+1)
-	assert.Equal(t, "RATE_LIMITED", errorCode(t, r))
+	assert.Equal(t, string(codes.RateLimited), errorCode(t, r))
 	ra := r.header.Get("Retry-After")
 	require.NotEmpty(t, ra, "429 carries Retry-After")
 	secs, err := strconv.ParseInt(ra, 10, 64)

@@ -10,11 +10,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
 
@@ -188,7 +189,7 @@ type Checkin struct {
 	// LastResult is the result of the last report, "" before the first one.
 	LastResult Result
 	// LastCode is the code of the last report, "" if it had none.
-	LastCode string
+	LastCode codes.Code
 	// Host describes the box.
 	Host Host
 }
@@ -244,7 +245,7 @@ type Report struct {
 	// Result is applied, failed or down.
 	Result Result
 	// Code is the refusal or failure code, "" on success.
-	Code string
+	Code codes.Code
 	// Detail names files, variables and services, never a value.
 	Detail string
 	// Tail is the redacted end of compose's output.
@@ -256,13 +257,13 @@ type Report struct {
 }
 
 type checkinBody struct {
-	EnvID         string `json:"env_id"`
-	AgentVersion  string `json:"agent_version"`
-	CurrentSHA    string `json:"current_sha"`
-	CurrentSerial int64  `json:"current_serial"`
-	LastResult    Result `json:"last_result"`
-	LastCode      string `json:"last_code"`
-	Host          Host   `json:"host"`
+	EnvID         string     `json:"env_id"`
+	AgentVersion  string     `json:"agent_version"`
+	CurrentSHA    string     `json:"current_sha"`
+	CurrentSerial int64      `json:"current_serial"`
+	LastResult    Result     `json:"last_result"`
+	LastCode      codes.Code `json:"last_code"`
+	Host          Host       `json:"host"`
 }
 
 type leaseBody struct {
@@ -275,14 +276,12 @@ type reportBody struct {
 	SHA        string         `json:"sha"`
 	Serial     int64          `json:"serial"`
 	Result     Result         `json:"result"`
-	Code       string         `json:"code"`
+	Code       codes.Code     `json:"code"`
 	Detail     string         `json:"detail"`
 	Tail       string         `json:"tail"`
 	Services   []ServiceState `json:"services"`
 	DurationMS int64          `json:"duration_ms"`
 }
-
-var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Checkin posts the check-in (the heartbeat) and returns tenancy's instruction.
 func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) {
@@ -310,7 +309,7 @@ func (c *Client) Lease(ctx context.Context, envID, sha string) (Lease, error) {
 	if envID == "" {
 		return Lease{}, fmt.Errorf("tenancy: lease: env_id is required: %w", ErrInvalidArgument)
 	}
-	if !shaRE.MatchString(sha) {
+	if !ids.ValidSHA(sha) {
 		return Lease{}, fmt.Errorf("tenancy: lease: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
 	}
 	var l Lease
@@ -348,7 +347,7 @@ func (c *Client) Report(ctx context.Context, r Report) error {
 // (w then holds a prefix that the caller must discard).
 func (c *Client) Bundle(ctx context.Context, sha string, w io.Writer) (int64, error) {
 	const op = "bundle"
-	if !shaRE.MatchString(sha) {
+	if !ids.ValidSHA(sha) {
 		return 0, fmt.Errorf("tenancy: bundle: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.bundleTimeout)
@@ -518,7 +517,7 @@ func (c *Client) statusError(op string, resp *http.Response, tok string) error {
 	switch s := resp.StatusCode; {
 	case s == http.StatusUnauthorized:
 		e.Kind = ErrUnauthenticated
-	case s == http.StatusConflict, s == http.StatusForbidden && e.ServerCode == CodeEnvMismatch:
+	case s == http.StatusConflict, s == http.StatusForbidden && codes.Code(e.ServerCode) == codes.AgentEnvMismatch:
 		e.Kind = ErrEnvMismatch
 	case s == http.StatusTooManyRequests:
 		e.Kind = ErrRateLimited

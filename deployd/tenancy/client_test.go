@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
@@ -165,7 +166,7 @@ func TestBundleErrors(t *testing.T) {
 		_, err := f.c.Bundle(t.Context(), b.SHA, &buf)
 		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
 		assert.Zero(t, buf.Len(), "an announced size over the cap is refused before reading")
-		assert.Equal(t, "BUNDLE_MALFORMED", codeOf(err))
+		assert.Equal(t, codes.BundleMalformed, codeOf(err))
 	})
 	t.Run("too_large_streamed", func(t *testing.T) {
 		const limit = 64 << 10
@@ -256,7 +257,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 			f.fake.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			_, err := f.c.Lease(t.Context(), env, b.SHA)
 			require.ErrorIs(t, err, tenancy.ErrLeaseShape)
-			assert.Equal(t, "LEASE_SHAPE", codeOf(err))
+			assert.Equal(t, codes.LeaseShape, codeOf(err))
 			assert.False(t, tenancy.IsTemporary(err))
 			assert.Contains(t, f.reg.vals, f.auth.LiveGrant(env), "the refused shape's secret is registered")
 			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
@@ -276,7 +277,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 		assert.Greater(t, d, 59*time.Minute)
 		assert.LessOrEqual(t, d, time.Hour)
 		assert.True(t, tenancy.IsTemporary(err))
-		assert.Equal(t, "RATE_LIMITED", codeOf(err))
+		assert.Equal(t, codes.RateLimited, codeOf(err))
 	})
 }
 
@@ -284,7 +285,7 @@ func TestReportAgainstFake(t *testing.T) {
 	f := newFixture(t, nil)
 	sha := strings.Repeat("c", 64)
 	err := f.c.Report(t.Context(), tenancy.Report{EnvID: env, SHA: sha, Serial: 4, Result: tenancy.ResultFailed,
-		Code: "UNHEALTHY", Detail: "service web is unhealthy", Tail: "web | crash\n",
+		Code: codes.Unhealthy, Detail: "service web is unhealthy", Tail: "web | crash\n",
 		Services: []tenancy.ServiceState{{Name: "web", State: "running", Health: "unhealthy"}}, Duration: 2500 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, f.c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultDown}))
@@ -347,8 +348,8 @@ func client(t *testing.T, base, token string, reg secret.Registry, mutate func(*
 	return c
 }
 
-func codeOf(err error) string {
-	var c interface{ Code() string }
+func codeOf(err error) codes.Code {
+	var c interface{ Code() codes.Code }
 	if errors.As(err, &c) {
 		return c.Code()
 	}
@@ -406,7 +407,7 @@ func TestStatusMapping(t *testing.T) {
 		body       string
 		retryAfter string
 		kind       error
-		code       string
+		code       codes.Code
 		temp       bool
 		wantAfter  time.Duration
 	}{

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // The kinds of failure of a tenancy call. An *APIError wraps exactly one of them.
@@ -35,14 +37,7 @@ var (
 	ErrInvalidArgument = errors.New("tenancy: invalid argument")
 )
 
-// The stable codes of the kinds, as the agent reports them.
 const (
-	CodeUnauthenticated  = "UNAUTHENTICATED"
-	CodeEnvMismatch      = "AGENT_ENV_MISMATCH"
-	CodeRateLimited      = "RATE_LIMITED"
-	CodeLeaseShape       = "LEASE_SHAPE"
-	CodeUnavailable      = "UNAVAILABLE"
-	CodeBundleMalformed  = "BUNDLE_MALFORMED"
 	maxMessageRunes      = 200
 	maxServerCodeLength  = 64
 	maskedInErrorMessage = "[REDACTED]"
@@ -101,21 +96,22 @@ func (e *APIError) Unwrap() error { return e.Err }
 // Is reports whether target is the kind of e.
 func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.Kind }
 
-// Code returns the stable code of the kind ("" for ErrProtocol, which has none).
-func (e *APIError) Code() string {
+// Code returns the stable code of the kind, as the agent reports it ("" for
+// ErrProtocol, which has none).
+func (e *APIError) Code() codes.Code {
 	switch k := e.Kind; {
 	case errors.Is(k, ErrUnauthenticated):
-		return CodeUnauthenticated
+		return codes.Unauthenticated
 	case errors.Is(k, ErrEnvMismatch):
-		return CodeEnvMismatch
+		return codes.AgentEnvMismatch
 	case errors.Is(k, ErrRateLimited):
-		return CodeRateLimited
+		return codes.RateLimited
 	case errors.Is(k, ErrLeaseShape):
-		return CodeLeaseShape
+		return codes.LeaseShape
 	case errors.Is(k, ErrUnavailable):
-		return CodeUnavailable
+		return codes.Unavailable
 	case errors.Is(k, ErrBundleTooLarge):
-		return CodeBundleMalformed
+		return codes.BundleMalformed
 	default:
 		return ""
 	}

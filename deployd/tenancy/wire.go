@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
 )
 
@@ -46,7 +47,7 @@ func decodeInstruction(data []byte) (Instruction, error) {
 	}
 	switch ins.Action {
 	case ActionApply:
-		if w.SHA == nil || !shaRE.MatchString(*w.SHA) {
+		if w.SHA == nil || !ids.ValidSHA(*w.SHA) {
 			return Instruction{}, protocolError("field sha must be 64 lowercase hex with action apply")
 		}
 		if w.Serial == nil || *w.Serial < 1 {

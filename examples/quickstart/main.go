@@ -70,7 +70,7 @@ func (w *walkthrough) say(format string, args ...any) {
 func (w *walkthrough) tick(ctx context.Context) (deployd.Outcome, error) {
 	out, err := w.agent.Tick(ctx)
 	fmt.Fprintf(w.out, "   -> action=%s result=%s code=%s leased=%t exit=%d (%s)\n",
-		orDash(out.Action), orDash(out.Result), orDash(out.Code), out.Leased, deployd.ExitCode(err), out.Duration.Round(time.Millisecond))
+		orDash(out.Action), orDash(out.Result), orDash(string(out.Code)), out.Leased, deployd.ExitCode(err), out.Duration.Round(time.Millisecond))
 	return out, err
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // A build context that holds the release root sends the rendered .env (every secret
@@ -101,7 +103,7 @@ func TestCheckBuildContextHoldsTheEnv(t *testing.T) {
 			}
 			r := Check(context.Background(), in)
 			for _, f := range r.Findings {
-				require.Equal(t, CodePrivileged, f.Code, "only PRIVILEGED findings expected: %v", r.Findings)
+				require.Equal(t, codes.Privileged, f.Code, "only PRIVILEGED findings expected: %v", r.Findings)
 			}
 			assert.Equal(t, tc.want, privilegedDetails(r))
 		})

@@ -11,19 +11,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
-)
 
-// Finding codes. They are the refusal codes of SPEC §7 that compose files can cause.
-const (
-	// CodeComposeInvalid: a compose file that compose-spec rejects, or that would make
-	// compose read files outside the bundle (include, extends.file).
-	CodeComposeInvalid = "COMPOSE_INVALID"
-	// CodeUnresolvedVars: a variable that neither vars, secrets nor a default provides.
-	CodeUnresolvedVars = "UNRESOLVED_VARS"
-	// CodePrivileged: a service that gets host privileges and is not allowed to.
-	CodePrivileged = "PRIVILEGED"
-	// CodeManifestPaths: a compose file, env_file or label_file that is not a bundle file.
-	CodeManifestPaths = "MANIFEST_PATHS"
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // ReleaseDir is the prefix of the fake absolute directory the compose files are loaded
@@ -68,9 +57,9 @@ type Input struct {
 
 // Finding is one reason to refuse the bundle.
 type Finding struct {
-	// Code is one of CodeComposeInvalid, CodeUnresolvedVars, CodePrivileged and
-	// CodeManifestPaths.
-	Code string
+	// Code is one of codes.ComposeInvalid, codes.UnresolvedVars, codes.Privileged and
+	// codes.ManifestPaths.
+	Code codes.Code
 	// Detail names files, variables, services, keys and container paths; never the
 	// value of a variable.
 	Detail string
@@ -127,7 +116,7 @@ func loadDir() string {
 // whether it is inside it.
 func (c *checker) inRelease(abs string) (string, bool) { return inDir(c.dir, abs) }
 
-func (c *checker) add(code, format string, args ...any) {
+func (c *checker) add(code codes.Code, format string, args ...any) {
 	c.findings = append(c.findings, Finding{Code: code, Detail: fmt.Sprintf(format, args...)})
 }
 
@@ -146,11 +135,11 @@ func Check(ctx context.Context, in Input) Result {
 	}
 	if err := ctx.Err(); err != nil {
 		// A check that did not run must not pass.
-		c.add(CodeComposeInvalid, "compose check did not run: %v", err)
+		c.add(codes.ComposeInvalid, "compose check did not run: %v", err)
 		return Result{Services: []string{}, Findings: c.findings}
 	}
 	if loader.NormalizeProjectName(c.in.ProjectName) != c.in.ProjectName {
-		c.add(CodeComposeInvalid, "project name %q is not a valid compose project name (lowercase letters, digits, - and _)", c.in.ProjectName)
+		c.add(codes.ComposeInvalid, "project name %q is not a valid compose project name (lowercase letters, digits, - and _)", c.in.ProjectName)
 		return Result{Services: []string{}, Findings: c.findings}
 	}
 	lookup := c.lookup()
@@ -159,13 +148,13 @@ func Check(ctx context.Context, in Input) Result {
 	loadable := true
 	var configFiles []types.ConfigFile
 	if len(in.ComposeFiles) == 0 {
-		c.add(CodeComposeInvalid, "manifest names no compose file")
+		c.add(codes.ComposeInvalid, "manifest names no compose file")
 		loadable = false
 	}
 	for _, name := range in.ComposeFiles {
 		content, ok := in.Files[name]
 		if !ok {
-			c.add(CodeManifestPaths, "compose file %s is listed in compose_files but not in the bundle", name)
+			c.add(codes.ManifestPaths, "compose file %s is listed in compose_files but not in the bundle", name)
 			loadable = false
 			continue
 		}
@@ -194,7 +183,7 @@ func Check(ctx context.Context, in Input) Result {
 			// The load failed even with placeholders; UNRESOLVED_VARS already says
 			// what to fix first.
 		case err != nil:
-			c.add(CodeComposeInvalid, "%s", describeLoadError(ctx, err, in.ComposeFiles))
+			c.add(codes.ComposeInvalid, "%s", describeLoadError(ctx, err, in.ComposeFiles))
 		default:
 			services = slices.Sorted(func(yield func(string) bool) {
 				for name := range project.Services {
@@ -336,7 +325,7 @@ func (c *checker) reportUnresolved() {
 				paths = paths[:maxPathsPerVariable]
 			}
 			why := strings.ReplaceAll(u.why, "NAME", name)
-			c.add(CodeUnresolvedVars, "%s: variable %s %s (at %s%s)", file, name, why, strings.Join(paths, ", "), more)
+			c.add(codes.UnresolvedVars, "%s: variable %s %s (at %s%s)", file, name, why, strings.Join(paths, ", "), more)
 		}
 	}
 }
@@ -347,7 +336,7 @@ func sortFindings(in []Finding) []Finding {
 	}
 	slices.SortFunc(in, func(a, b Finding) int {
 		if a.Code != b.Code {
-			return strings.Compare(a.Code, b.Code)
+			return strings.Compare(string(a.Code), string(b.Code))
 		}
 		return strings.Compare(a.Detail, b.Detail)
 	})

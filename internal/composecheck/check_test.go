@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -113,10 +115,10 @@ func TestCheckGolden(t *testing.T) {
 				assert.NotContains(t, f.Detail, plantedCPUs)
 				assert.NotContains(t, f.Detail, "hunter2")
 				assert.NotContains(t, f.Detail, secretPlaceholder)
-				assert.Contains(t, []string{CodeComposeInvalid, CodeUnresolvedVars, CodePrivileged, CodeManifestPaths}, f.Code)
+				assert.Contains(t, []codes.Code{codes.ComposeInvalid, codes.UnresolvedVars, codes.Privileged, codes.ManifestPaths}, f.Code)
 			}
 			assert.True(t, slices.IsSortedFunc(got.Findings, func(a, b Finding) int {
-				if c := strings.Compare(a.Code, b.Code); c != 0 {
+				if c := strings.Compare(string(a.Code), string(b.Code)); c != 0 {
 					return c
 				}
 				return strings.Compare(a.Detail, b.Detail)
@@ -147,7 +149,7 @@ func TestCheckIgnoresProcessEnvironment(t *testing.T) {
 	got := Check(context.Background(), in)
 	require.Len(t, got.Findings, 2)
 	for _, f := range got.Findings {
-		assert.Equal(t, CodeUnresolvedVars, f.Code)
+		assert.Equal(t, codes.UnresolvedVars, f.Code)
 	}
 	assert.False(t, got.OK())
 }
@@ -166,7 +168,7 @@ func TestCheckUnsetBindSourceNeverInsideRelease(t *testing.T) {
 				BundleFiles:  []string{"compose.yaml"},
 			})
 			require.False(t, got.OK())
-			assert.Contains(t, got.Findings, Finding{Code: CodeUnresolvedVars,
+			assert.Contains(t, got.Findings, Finding{Code: codes.UnresolvedVars,
 				Detail: "compose.yaml: variable UNSET is not provided by vars, secrets or a default (at services.a.volumes[0]" +
 					map[bool]string{true: ".source)", false: ")"}[strings.Contains(yaml, "source:")]})
 		})
@@ -183,7 +185,7 @@ func TestCheckSecretsAreSetAndNonEmpty(t *testing.T) {
 		SecretNames:  []string{"DB_PASSWORD"},
 	}
 	got := Check(context.Background(), in)
-	assert.Equal(t, []Finding{{Code: CodeUnresolvedVars,
+	assert.Equal(t, []Finding{{Code: codes.UnresolvedVars,
 		Detail: "compose.yaml: variable DB_USER is empty but ${DB_USER:?} requires a value (at services.a.environment.Q)"}}, got.Findings)
 	assert.Equal(t, []string{"a"}, got.Services)
 }
@@ -193,7 +195,7 @@ func TestCheckCancelledContext(t *testing.T) {
 	cancel()
 	in := checkCase{compose: []string{"good.yaml"}}.input(t)
 	got := Check(ctx, in)
-	assert.Equal(t, []Finding{{Code: CodeComposeInvalid, Detail: "compose check did not run: context canceled"}}, got.Findings)
+	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid, Detail: "compose check did not run: context canceled"}}, got.Findings)
 	assert.False(t, got.OK())
 }
 
@@ -283,7 +285,7 @@ func TestCheckInvalidProjectName(t *testing.T) {
 	in := checkCase{compose: []string{"good.yaml"}}.input(t)
 	in.ProjectName = "Monky Prod"
 	got := Check(context.Background(), in)
-	assert.Equal(t, []Finding{{Code: CodeComposeInvalid,
+	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid,
 		Detail: `project name "Monky Prod" is not a valid compose project name (lowercase letters, digits, - and _)`}}, got.Findings)
 	assert.Equal(t, []string{}, got.Services)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // checkOne runs Check on one compose file (compose.yaml) plus extra bundle files.
@@ -28,7 +30,7 @@ func checkOne(t *testing.T, compose string, extra map[string]string) Result {
 func privilegedDetails(r Result) []string {
 	var out []string
 	for _, f := range r.Findings {
-		if f.Code == CodePrivileged {
+		if f.Code == codes.Privileged {
 			out = append(out, f.Detail)
 		}
 	}

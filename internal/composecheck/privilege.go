@@ -11,6 +11,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // scanProject runs the privilege scan and the env_file/label_file checks on the loaded,
@@ -130,17 +132,17 @@ func (c *checker) checkFiles(where string, envFiles []types.EnvFile, labelFiles 
 		rel, ok := c.inRelease(ef.Path)
 		switch {
 		case !ok:
-			c.add(CodeManifestPaths, "%s: env_file[%d] is outside the release", where, i)
+			c.add(codes.ManifestPaths, "%s: env_file[%d] is outside the release", where, i)
 		case rel == renderedEnv:
 			// The agent's own rendered .env.
 		case !listed[rel]:
-			c.add(CodeManifestPaths, "%s: env_file %s is not a file of the bundle", where, rel)
+			c.add(codes.ManifestPaths, "%s: env_file %s is not a file of the bundle", where, rel)
 		default:
 			if content, ok := c.in.Files[rel]; ok && ef.Format == "" {
 				// Syntax only: every variable reads as set, so nothing is logged or required.
 				_, err := dotenv.UnmarshalBytesWithLookup(content, func(string) (string, bool) { return "x", true })
 				if err != nil {
-					c.add(CodeComposeInvalid, "%s: env_file %s is not a valid env file", where, rel)
+					c.add(codes.ComposeInvalid, "%s: env_file %s is not a valid env file", where, rel)
 				}
 			}
 		}
@@ -149,9 +151,9 @@ func (c *checker) checkFiles(where string, envFiles []types.EnvFile, labelFiles 
 		rel, ok := c.inRelease(lf)
 		switch {
 		case !ok:
-			c.add(CodeManifestPaths, "%s: label_file[%d] is outside the release", where, i)
+			c.add(codes.ManifestPaths, "%s: label_file[%d] is outside the release", where, i)
 		case !listed[rel]:
-			c.add(CodeManifestPaths, "%s: label_file %s is not a file of the bundle", where, rel)
+			c.add(codes.ManifestPaths, "%s: label_file %s is not a file of the bundle", where, rel)
 		}
 	}
 }
@@ -163,7 +165,7 @@ type scanner struct {
 }
 
 func (s *scanner) add(format string, args ...any) {
-	s.c.add(CodePrivileged, "%s: %s", s.where, fmt.Sprintf(format, args...))
+	s.c.add(codes.Privileged, "%s: %s", s.where, fmt.Sprintf(format, args...))
 }
 
 // fromSecret adds a finding when value holds a secret's placeholder: the value OpenBao

@@ -12,6 +12,8 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/template"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // scanRaw parses one compose file as YAML and walks every scalar value (keys are not
@@ -29,7 +31,7 @@ func (c *checker) scanRaw(file string, content []byte, lookup func(string) (stri
 			break
 		}
 		if err != nil {
-			c.add(CodeComposeInvalid, "%s: not valid YAML%s", file, yamlLine(err))
+			c.add(codes.ComposeInvalid, "%s: not valid YAML%s", file, yamlLine(err))
 			return false
 		}
 		docs = append(docs, &doc)
@@ -112,7 +114,7 @@ func (w *walker) structure(root *yaml.Node) {
 		}
 	}
 	if mapValue(root, "include") != nil {
-		w.checker.add(CodeComposeInvalid, "%s: include is not supported in a bundle: list every compose file in compose_files", w.file)
+		w.checker.add(codes.ComposeInvalid, "%s: include is not supported in a bundle: list every compose file in compose_files", w.file)
 		w.loadable = false
 	}
 	for _, section := range []string{"secrets", "configs"} {
@@ -142,7 +144,7 @@ func (w *walker) structure(root *yaml.Node) {
 			w.passThroughList(mapValue(services.Content[i+1], "environment"), at+".environment")
 			w.passThroughList(mapValue(mapValue(services.Content[i+1], "build"), "args"), at+".build.args")
 			if mapValue(mapValue(services.Content[i+1], "extends"), "file") != nil {
-				w.checker.add(CodeComposeInvalid, "%s: %s.%s.extends.file is not supported in a bundle: extend a service of the same file or list the file in compose_files", w.file, section, name)
+				w.checker.add(codes.ComposeInvalid, "%s: %s.%s.extends.file is not supported in a bundle: extend a service of the same file or list the file in compose_files", w.file, section, name)
 				w.loadable = false
 			}
 		}
@@ -222,7 +224,7 @@ func (w *walker) walk(n *yaml.Node, at string) {
 		found := map[string]string{}
 		w.resolver.unresolved = found
 		if _, err := w.resolver.substitute(n.Value); err != nil {
-			w.checker.add(CodeComposeInvalid, "%s: invalid interpolation syntax at %s (write a literal $ as $$)", w.file, orTop(at))
+			w.checker.add(codes.ComposeInvalid, "%s: invalid interpolation syntax at %s (write a literal $ as $$)", w.file, orTop(at))
 			w.loadable = false
 			return
 		}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
@@ -53,8 +55,8 @@ type Snapshot struct {
 	LastCheckin time.Time
 	// LastResult is the last reported result: "applied", "failed", "down" or "" (none yet).
 	LastResult string
-	// LastCode is the stable code of the last result (e.g. "UNHEALTHY"), "" for none.
-	LastCode string
+	// LastCode is the stable code of the last result (e.g. codes.Unhealthy), "" for none.
+	LastCode codes.Code
 	// TickDuration is how long the tick took.
 	TickDuration time.Duration
 	// LiveSHA is the bundle sha of the live release (64 lowercase hex), "" for none.
@@ -74,24 +76,22 @@ type Snapshot struct {
 }
 
 var (
-	envIDPattern   = regexp.MustCompile(`^env-[a-z0-9]+-[0-9]{2}$`)
 	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~-]{0,63}$`)
 	codePattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
-	shaPattern     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	restorePattern = regexp.MustCompile(`^(restored-healthy|restored-unhealthy|restore-failed|none)$`)
 )
 
 func (s Snapshot) validate() error {
 	switch {
-	case s.EnvID != "" && !envIDPattern.MatchString(s.EnvID):
-		return &FieldError{Field: "EnvID", Reason: "must match ^env-[a-z0-9]+-[0-9]{2}$ or be empty"}
+	case s.EnvID != "" && !ids.ValidEnvID(s.EnvID):
+		return &FieldError{Field: "EnvID", Reason: "must match " + ids.EnvIDPattern + " or be empty"}
 	case s.Version != "" && !versionPattern.MatchString(s.Version):
 		return &FieldError{Field: "Version", Reason: "must be a version string of [0-9A-Za-z.+~-] or empty"}
 	case s.LastResult != "" && s.LastResult != "applied" && s.LastResult != "failed" && s.LastResult != "down":
 		return &FieldError{Field: "LastResult", Reason: `must be "applied", "failed", "down" or empty`}
-	case s.LastCode != "" && !codePattern.MatchString(s.LastCode):
+	case s.LastCode != "" && !codePattern.MatchString(string(s.LastCode)):
 		return &FieldError{Field: "LastCode", Reason: "must be a stable code of [A-Z0-9_] or empty"}
-	case s.LiveSHA != "" && !shaPattern.MatchString(s.LiveSHA):
+	case s.LiveSHA != "" && !ids.ValidSHA(s.LiveSHA):
 		return &FieldError{Field: "LiveSHA", Reason: "must be 64 lowercase hex digits or empty"}
 	case s.LiveSerial < 0:
 		return &FieldError{Field: "LiveSerial", Reason: "must not be negative"}
@@ -126,7 +126,7 @@ func Format(s Snapshot) ([]byte, error) {
 	gauge("last_checkin_timestamp_seconds", "Unix time of the last successful check-in with monky-tenancy; 0 if never.",
 		"", unixSeconds(s.LastCheckin))
 	gauge("last_result", "Last reported result (applied, failed, down; empty before the first report) and its code; always 1.",
-		labelSet("result", s.LastResult, "code", s.LastCode), "1")
+		labelSet("result", s.LastResult, "code", string(s.LastCode)), "1")
 	gauge("tick_duration_seconds", "Duration of the last tick in seconds.",
 		"", seconds(s.TickDuration))
 	gauge("live_serial", "Serial of the live release; 0 if none.",

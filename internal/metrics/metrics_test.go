@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/metrics"
 )
 
@@ -305,7 +306,7 @@ func FuzzFormat(f *testing.F) {
 	f.Add("", "", "", "", "", int64(0), 75)
 	f.Add("env-dev-01\n", "0.1\"", "up", "x\\y", "zz", int64(-1), 300)
 	f.Fuzz(func(t *testing.T, envID, version, result, code, sha string, serial int64, exit int) {
-		s := metrics.Snapshot{EnvID: envID, Version: version, LastResult: result, LastCode: code, LiveSHA: sha, LiveSerial: serial, ExitCode: exit}
+		s := metrics.Snapshot{EnvID: envID, Version: version, LastResult: result, LastCode: codes.Code(code), LiveSHA: sha, LiveSerial: serial, ExitCode: exit}
 		data, err := metrics.Format(s)
 		if err != nil {
 			var fe *metrics.FieldError

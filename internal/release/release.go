@@ -30,6 +30,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/dotenv"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
@@ -71,7 +72,7 @@ func (s *Store) releases() string { return filepath.Join(s.deployDir, "releases"
 
 // Has reports whether the release sha is staged.
 func (s *Store) Has(sha string) bool {
-	if !IsSHA(sha) {
+	if !ids.ValidSHA(sha) {
 		return false
 	}
 	fi, err := os.Stat(s.Dir(sha))
@@ -95,7 +96,7 @@ func (s *Store) Current() string {
 // Download creates releases/.<sha>.bundle (0600) for the bundle's bytes. The caller
 // closes the file and calls the returned remove; Repair removes a leftover one.
 func (s *Store) Download(sha string) (f *os.File, remove func(), err error) {
-	if !IsSHA(sha) {
+	if !ids.ValidSHA(sha) {
 		return nil, nil, fmt.Errorf("release: %q is not a bundle sha", sha)
 	}
 	if err := mkdirMode(s.releases(), 0o755); err != nil {
@@ -118,7 +119,7 @@ func (s *Store) Download(sha string) (f *os.File, remove func(), err error) {
 // directory to releases/<sha>. A release of the same sha is replaced whole: its .env
 // may hold older secrets. On error nothing half-written is left in place.
 func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte) error {
-	if !IsSHA(sha) {
+	if !ids.ValidSHA(sha) {
 		return fmt.Errorf("release: %q is not a bundle sha", sha)
 	}
 	tmp := filepath.Join(s.releases(), "."+sha+".tmp")
@@ -284,7 +285,7 @@ func (s *Store) sweep() {
 			continue
 		}
 		p := filepath.Join(rel, name)
-		if sha, ok := strings.CutSuffix(name[1:], ".old"); ok && IsSHA(sha) {
+		if sha, ok := strings.CutSuffix(name[1:], ".old"); ok && ids.ValidSHA(sha) {
 			if _, err := os.Lstat(s.Dir(sha)); errors.Is(err, fs.ErrNotExist) {
 				if rerr := os.Rename(p, s.Dir(sha)); rerr == nil {
 					_ = fsutil.SyncDir(rel)
@@ -316,7 +317,7 @@ func (s *Store) Prune(cur Live, keep int) []string {
 	}
 	var rels []rel
 	for _, e := range entries {
-		if !e.IsDir() || !IsSHA(e.Name()) || e.Name() == cur.SHA || e.Name() == cur.Previous {
+		if !e.IsDir() || !ids.ValidSHA(e.Name()) || e.Name() == cur.SHA || e.Name() == cur.Previous {
 			continue
 		}
 		if info, err := e.Info(); err == nil {
@@ -394,19 +395,6 @@ func (s *Store) EnvValues(sha string, names []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// IsSHA reports whether s is a bundle sha: 64 lowercase hex digits.
-func IsSHA(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func short(sha string) string {

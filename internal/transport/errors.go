@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // The conditions of the package. An *Error carries exactly one of them as its Kind and
@@ -34,10 +36,6 @@ var (
 	// ErrClosed is a dial through a Client after Close.
 	ErrClosed = errors.New("transport: client closed")
 )
-
-// CodeUnavailable is the stable code of the ErrUnreachable family: the tenancy-phase
-// code UNAVAILABLE of SPEC §7.
-const CodeUnavailable = "UNAVAILABLE"
 
 // Error is the one error type of the package. Its text names the config key, the file
 // and the OpenZiti service concerned; it never carries key material, a token or the
@@ -112,11 +110,11 @@ func (e *Error) Is(target error) bool {
 	return target == ErrUnreachable && (e.Kind == ErrServiceNotFound || e.Kind == ErrController)
 }
 
-// Code returns CodeUnavailable for the ErrUnreachable family and "" (no stable code of
-// its own: a configuration error) otherwise.
-func (e *Error) Code() string {
+// Code returns codes.Unavailable (the tenancy-phase code) for the ErrUnreachable
+// family and "" (no stable code of its own: a configuration error) otherwise.
+func (e *Error) Code() codes.Code {
 	if e.Is(ErrUnreachable) {
-		return CodeUnavailable
+		return codes.Unavailable
 	}
 	return ""
 }

@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // get does a GET of url with c and returns the body.
@@ -228,7 +230,7 @@ func TestProxyTransport(t *testing.T) {
 		assert.Equal(t, "proxyconnect", op.Op)
 		var te *Error
 		require.ErrorAs(t, err, &te)
-		assert.Equal(t, CodeUnavailable, te.Code())
+		assert.Equal(t, codes.Unavailable, te.Code())
 		assert.True(t, te.Temporary())
 		assert.Contains(t, err.Error(), "502 Bad Gateway")
 		assert.Contains(t, err.Error(), tenancyName+":443")
@@ -482,7 +484,7 @@ func TestSDKTransport(t *testing.T) {
 				assert.NotErrorIs(t, err, ErrInvalidConfig)
 				var te *Error
 				require.ErrorAs(t, err, &te)
-				assert.Equal(t, CodeUnavailable, te.Code())
+				assert.Equal(t, codes.Unavailable, te.Code())
 				assert.True(t, te.Temporary())
 				assert.True(t, op.Temporary())
 				assert.Contains(t, err.Error(), `dial OpenZiti service "monky-tenancy"`)

@@ -12,11 +12,13 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
 )
 
 // Authority judges bearers and mints deploy grants. The fake OpenBao implements it.
@@ -433,7 +435,7 @@ func (s *Server) wrap(call string, h handlerFunc) http.HandlerFunc {
 			envID, ok = s.opts.Authority.TokenEnv(bearer)
 		}
 		if !ok {
-			writeError(w, rec, http.StatusUnauthorized, "UNAUTHENTICATED", "the bearer is not a live token")
+			writeError(w, rec, http.StatusUnauthorized, string(codes.Unauthenticated), "the bearer is not a live token")
 			return
 		}
 		rec.EnvID = envID
@@ -446,24 +448,22 @@ func (s *Server) forced(w http.ResponseWriter, rec *Request, status int, retryAf
 	code := "FAULT"
 	switch {
 	case status == http.StatusUnauthorized:
-		code = "UNAUTHENTICATED"
+		code = string(codes.Unauthenticated)
 	case status == http.StatusConflict, status == http.StatusForbidden:
-		code = "AGENT_ENV_MISMATCH"
+		code = string(codes.AgentEnvMismatch)
 	case status == http.StatusTooManyRequests:
-		code = "RATE_LIMITED"
+		code = string(codes.RateLimited)
 		if retryAfter <= 0 {
 			retryAfter = 30 * time.Second
 		}
 	case status >= 500:
-		code = "UNAVAILABLE"
+		code = string(codes.Unavailable)
 	}
 	if retryAfter > 0 && (status == http.StatusTooManyRequests || status >= 500) {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
 	}
 	writeError(w, rec, status, code, "forced by the fake's faults")
 }
-
-var shaRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
 	var req CheckinRequest
@@ -475,7 +475,7 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		return
 	}
 	if req.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the check-in names %s", tokenEnv, req.EnvID))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the check-in names %s", tokenEnv, req.EnvID))
 		return
 	}
 	switch req.LastResult {
@@ -515,7 +515,7 @@ type checkinResponse struct {
 
 func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
 	sha := r.PathValue("sha")
-	if !shaRE.MatchString(sha) {
+	if !ids.ValidSHA(sha) {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "the sha is not 64 lowercase hex")
 		return
 	}
@@ -528,7 +528,7 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Reque
 		return
 	}
 	if b.envID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
 		return
 	}
 	ct := "application/x-tar"
@@ -560,12 +560,12 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 	if !decodeBody(w, r, rec, &req) {
 		return
 	}
-	if req.EnvID == "" || !shaRE.MatchString(req.SHA) {
+	if req.EnvID == "" || !ids.ValidSHA(req.SHA) {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id and a 64 lowercase hex sha are required")
 		return
 	}
 	if req.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the lease names %s", tokenEnv, req.EnvID))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the lease names %s", tokenEnv, req.EnvID))
 		return
 	}
 	now := s.opts.Now()
@@ -592,7 +592,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 		s.mu.Unlock()
 		secs := max(int64(math.Ceil(retry.Seconds())), 1)
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		writeError(w, rec, http.StatusTooManyRequests, "RATE_LIMITED", fmt.Sprintf("the lease budget of %s (%d per %s) is spent", tokenEnv, budget, s.opts.LeaseWindow))
+		writeError(w, rec, http.StatusTooManyRequests, string(codes.RateLimited), fmt.Sprintf("the lease budget of %s (%d per %s) is spent", tokenEnv, budget, s.opts.LeaseWindow))
 		return
 	}
 	shape := s.faults.LeaseShape
@@ -628,7 +628,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Reque
 		return
 	}
 	if rep.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, "AGENT_ENV_MISMATCH", fmt.Sprintf("the token belongs to %s, the report names %s", tokenEnv, rep.EnvID))
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the report names %s", tokenEnv, rep.EnvID))
 		return
 	}
 	switch rep.Result {

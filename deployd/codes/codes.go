@@ -1,0 +1,126 @@
+// Package codes is the one vocabulary of stable codes of monky-deployd: the refusal
+// codes of a bundle, the codes of the later phases (lease, secrets, apply, health), of
+// the tenancy phase and of the box itself.
+//
+// A code is part of the wire contract: it appears in the reports tenancy receives, in
+// `monky-deployd verify --json`, in `state.json`, in `status`, in the metrics and in
+// the journal, always as the plain string of the constant, and it never changes
+// meaning. Every error type of the module that carries a code returns it from a
+// `Code() codes.Code` method; `deployd.CodeOf` finds it with errors.As.
+// docs/BUNDLE.md ("Refusal codes") and docs/OPERATIONS.md ("Codes and what to do next")
+// say when each fires and what to do about it.
+//
+// The package imports nothing but the standard library, so that every package of the
+// module, deployd/bundle first, can import it.
+package codes
+
+import "slices"
+
+// Code is a stable code. Its string is what the wire, the files and the logs carry.
+type Code string
+
+// The refusal codes of a bundle (docs/BUNDLE.md, "Refusal codes"). bundle.Verify
+// returns them before any lease is taken.
+const (
+	// BundleMalformed is a bundle that is not a tar or gzip stream, is truncated, has
+	// duplicate entries, no or an invalid manifest, an unknown schema, or passes a size
+	// limit. Tenancy also reports a bundle larger than the client's cap with it.
+	BundleMalformed Code = "BUNDLE_MALFORMED"
+	// SHAMismatch is a bundle whose computed sha differs from the one asked for.
+	SHAMismatch Code = "SHA_MISMATCH"
+	// EnvMismatch is a manifest whose env_id is not the box's.
+	EnvMismatch Code = "ENV_MISMATCH"
+	// ManifestPaths is an unsafe path, a non-regular entry, files not equal to the
+	// tar's files, or a compose, env or label file that is not a file of the bundle.
+	ManifestPaths Code = "MANIFEST_PATHS"
+	// ComposeInvalid is a compose file that compose-spec rejects, or that would make
+	// compose read files outside the bundle.
+	ComposeInvalid Code = "COMPOSE_INVALID"
+	// UnresolvedVars is a variable of the compose files that neither vars, secrets nor
+	// a default provides.
+	UnresolvedVars Code = "UNRESOLVED_VARS"
+	// SecretPath is a secret reference, mount or env id whose path would leave the
+	// env's root.
+	SecretPath Code = "SECRET_PATH"
+	// Privileged is a service that asks for host privileges the box does not allow it.
+	Privileged Code = "PRIVILEGED"
+	// Rollback is a manifest serial lower than the live release's, without an explicit
+	// rollback in the check-in.
+	Rollback Code = "ROLLBACK"
+	// DiskLow is free space under deploy_dir below what the release needs. Unlike the
+	// other refusals it is not remembered against the sha.
+	DiskLow Code = "DISK_LOW"
+)
+
+// The codes of the phases after the verification: lease, login, secrets, apply,
+// health, and the config.
+const (
+	// LeaseShape is a lease or login answer of the wrong shape (AppRole, response
+	// wrapping, a grant that is not a JWT, a limited-use token, …).
+	LeaseShape Code = "LEASE_SHAPE"
+	// SecretMissing is a referenced secret or key that does not exist, or whose latest
+	// version was deleted.
+	SecretMissing Code = "SECRET_MISSING"
+	// SecretDenied is a KV read that OpenBao refused (403).
+	SecretDenied Code = "SECRET_DENIED"
+	// ApplyFailed is staging, promote or `docker compose up` failing; it is also the
+	// code of an error that carries none.
+	ApplyFailed Code = "APPLY_FAILED"
+	// Unhealthy is a service that went unhealthy, exited non-zero or restart-looped.
+	Unhealthy Code = "UNHEALTHY"
+	// HealthTimeout is a release whose services were not all ready within the health
+	// timeout.
+	HealthTimeout Code = "HEALTH_TIMEOUT"
+	// ConfigInvalid is a config that does not parse or validate.
+	ConfigInvalid Code = "CONFIG_INVALID"
+	// Config is the OpenBao client's own code for a client configuration it cannot
+	// work with (docs/PROTOCOL.md); the agent reports it as ConfigInvalid.
+	Config Code = "CONFIG"
+)
+
+// The codes of the tenancy phase: the answers of tenancy and OpenBao.
+const (
+	// AgentEnvMismatch is tenancy saying the token is not for this env. The agent
+	// latches it and exits 78 without retrying.
+	AgentEnvMismatch Code = "AGENT_ENV_MISMATCH"
+	// RateLimited is the env's lease budget spent (429). Temporary.
+	RateLimited Code = "RATE_LIMITED"
+	// Unauthenticated is tenancy answering 401, or OpenBao refusing the token or grant.
+	Unauthenticated Code = "UNAUTHENTICATED"
+	// Unavailable is tenancy or OpenBao answering 5xx, sealed, timed out or
+	// unreachable. Temporary.
+	Unavailable Code = "UNAVAILABLE"
+)
+
+// The codes of the box itself: the journal's tick line and `status` carry them;
+// tenancy does not learn them from a report.
+const (
+	// Locked is another run holding state_dir/lock. Temporary.
+	Locked Code = "LOCKED"
+	// Interrupted is a tick stopped mid-way by a signal or a deadline. Temporary: the
+	// next tick resumes.
+	Interrupted Code = "INTERRUPTED"
+	// ComposeMissing is no docker compose v2 plugin where the docker CLI looks for it.
+	ComposeMissing Code = "COMPOSE_MISSING"
+	// StateUnavailable is the state dir, state.json, bao.token, the lock or the
+	// releases directory that cannot be read or written.
+	StateUnavailable Code = "STATE_UNAVAILABLE"
+)
+
+var (
+	refusals = []Code{
+		BundleMalformed, SHAMismatch, EnvMismatch, ManifestPaths, ComposeInvalid,
+		UnresolvedVars, SecretPath, Privileged, Rollback, DiskLow,
+	}
+	later   = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config}
+	tenancy = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable}
+	box     = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable}
+)
+
+// Refusals returns the refusal codes of a bundle, in the order of the table of
+// docs/BUNDLE.md.
+func Refusals() []Code { return slices.Clone(refusals) }
+
+// All returns every stable code: the refusals, then the later-phase, tenancy-phase and
+// box codes, in the order of docs/OPERATIONS.md.
+func All() []Code { return slices.Concat(refusals, later, tenancy, box) }

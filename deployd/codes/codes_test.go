@@ -1,0 +1,63 @@
+package codes_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+)
+
+// TestWireStrings pins the string of every code: they are the wire contract.
+func TestWireStrings(t *testing.T) {
+	want := map[codes.Code]string{
+		codes.BundleMalformed: "BUNDLE_MALFORMED", codes.SHAMismatch: "SHA_MISMATCH",
+		codes.EnvMismatch: "ENV_MISMATCH", codes.ManifestPaths: "MANIFEST_PATHS",
+		codes.ComposeInvalid: "COMPOSE_INVALID", codes.UnresolvedVars: "UNRESOLVED_VARS",
+		codes.SecretPath: "SECRET_PATH", codes.Privileged: "PRIVILEGED",
+		codes.Rollback: "ROLLBACK", codes.DiskLow: "DISK_LOW",
+		codes.LeaseShape: "LEASE_SHAPE", codes.SecretMissing: "SECRET_MISSING",
+		codes.SecretDenied: "SECRET_DENIED", codes.ApplyFailed: "APPLY_FAILED",
+		codes.Unhealthy: "UNHEALTHY", codes.HealthTimeout: "HEALTH_TIMEOUT",
+		codes.ConfigInvalid: "CONFIG_INVALID", codes.Config: "CONFIG",
+		codes.AgentEnvMismatch: "AGENT_ENV_MISMATCH", codes.RateLimited: "RATE_LIMITED",
+		codes.Unauthenticated: "UNAUTHENTICATED", codes.Unavailable: "UNAVAILABLE",
+		codes.Locked: "LOCKED", codes.Interrupted: "INTERRUPTED",
+		codes.ComposeMissing: "COMPOSE_MISSING", codes.StateUnavailable: "STATE_UNAVAILABLE",
+	}
+	all := codes.All()
+	assert.Len(t, all, len(want), "All lists every code once")
+	seen := map[codes.Code]bool{}
+	for _, c := range all {
+		assert.False(t, seen[c], "%s twice in All", c)
+		seen[c] = true
+		assert.Equal(t, want[c], string(c))
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	assert.Equal(t, []codes.Code{
+		codes.BundleMalformed, codes.SHAMismatch, codes.EnvMismatch, codes.ManifestPaths,
+		codes.ComposeInvalid, codes.UnresolvedVars, codes.SecretPath, codes.Privileged,
+		codes.Rollback, codes.DiskLow,
+	}, codes.Refusals())
+	assert.Equal(t, codes.Refusals(), codes.All()[:len(codes.Refusals())], "All starts with the refusals")
+	r := codes.Refusals()
+	r[0] = "CHANGED"
+	assert.Equal(t, codes.BundleMalformed, codes.Refusals()[0], "Refusals returns a copy")
+}
+
+// TestLeaf checks that the package imports nothing but the standard library, so that
+// every package of the module can import it.
+func TestLeaf(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool found to list the dependencies")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, []string{"github.com/monky/monky-deployd/deployd/codes"}, strings.Fields(string(out)))
+}
