@@ -60,7 +60,10 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	}
 	defer func() { _ = lock.Unlock() }()
 
-	st := a.loadState()
+	st, err := a.loadState()
+	if err != nil {
+		return out, err
+	}
 	if l := st.EnvMismatch; l != nil {
 		if l.EnvID == a.cfg.EnvID {
 			a.log.Error("AGENT_ENV_MISMATCH latched: tenancy says this box's token belongs to another environment; not contacting the network. Fix env_id in the config or bootstrap with a fresh grant for this env",
@@ -256,7 +259,10 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 		return Outcome{}, &Error{Op: "run lock", Code: CodeStateUnavailable, Err: err}
 	}
 	defer func() { _ = lock.Unlock() }()
-	st := a.loadState()
+	st, err := a.loadState()
+	if err != nil {
+		return Outcome{}, err
+	}
 	// A bootstrap that succeeds clears the latch (bootstrapFromGrant); a failed one
 	// leaves it, so that later runs still exit 78 without the network.
 	var out Outcome
