@@ -179,7 +179,10 @@ func (a *Agent) apply(ctx context.Context, st *State, inst tenancy.Instruction, 
 			log.Warn("OpenBao unreachable or sealed at login; exiting 75, the next tick retries", "err", err)
 			return out, &Error{Op: "login", Code: CodeUnavailable, Err: err}
 		}
-		return a.fail(ctx, st, out, &Error{Op: "login", Code: CodeOf(err), Err: err}, "", started)
+		// Reported failed, but not remembered: a refused login (most often a grant
+		// superseded by a newer lease, a race) says nothing of the bundle. The next
+		// tick leases again; the lease budget bounds how often.
+		return a.failWith(ctx, st, out, &Error{Op: "login", Code: CodeOf(err), Err: err}, "", started, false)
 	}
 	if err := a.replaceToken(ctx, info); err != nil {
 		return out, err
