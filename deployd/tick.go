@@ -27,7 +27,8 @@ type Outcome struct {
 	Code string `json:"code,omitempty"`
 	// Detail names what failed (files, variables, services), never a value.
 	Detail string `json:"detail,omitempty"`
-	// SHA and Serial identify the bundle the tick worked on.
+	// SHA and Serial identify the bundle the tick worked on; with down, the release
+	// taken down ("" and 0 when nothing was live), as the report says.
 	SHA    string `json:"sha,omitempty"`
 	Serial int64  `json:"serial,omitempty"`
 	// Restore is what became of the box after an apply that failed after promote
