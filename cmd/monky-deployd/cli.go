@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -373,7 +375,16 @@ func writeStatus(w *strings.Builder, v statusView) {
 	default:
 		p("latch", "none")
 	}
-	for sha, f := range st.Failed {
+	// Newest first, so that the failure an operator is looking for comes first; equal
+	// times by sha, so that two runs print the same.
+	shas := slices.SortedFunc(maps.Keys(st.Failed), func(x, y string) int {
+		if c := st.Failed[y].At.Compare(st.Failed[x].At); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	for _, sha := range shas {
+		f := st.Failed[sha]
 		p("failed sha", fmt.Sprintf("%s serial %d %s", sha, f.Serial, f.Code))
 	}
 }
