@@ -53,7 +53,6 @@ var dockerEnvNames = []string{
 // cli carries what the subcommands share: the environment and the streams.
 type cli struct {
 	env    map[string]string
-	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	red    *secret.Redactor
@@ -62,8 +61,8 @@ type cli struct {
 
 // Main runs the command line args with the environment env and returns the exit code.
 // It is the whole program, so that tests run it in-process.
-func Main(ctx context.Context, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{env: map[string]string{}, stdin: stdin, stdout: stdout, stderr: stderr, red: secret.NewRedactor()}
+func Main(ctx context.Context, args []string, env []string, stdout, stderr io.Writer) int {
+	c := &cli{env: map[string]string{}, stdout: stdout, stderr: stderr, red: secret.NewRedactor()}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			c.env[k] = v
