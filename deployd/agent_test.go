@@ -601,7 +601,7 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 // the operator has freed space — without a retry from tenancy, and without a lease
 // while refused.
 func TestDiskLowIsVerifiedAgain(t *testing.T) {
-	b := newBox(t, boxOptions{extraConfig: ""})
+	b := newBox(t, boxOptions{})
 	bn := sample.App(b.env, 1)
 	bn.Manifest.MinFreeMB = 1 << 40
 	b.publish(bn)
