@@ -26,8 +26,6 @@ import (
 // commit is set at build time with -ldflags "-X main.commit=…".
 var commit = "unknown"
 
-const defaultConfig = "/etc/monky-deployd/config.yaml"
-
 // exitUsage is the exit code of a usage error.
 const exitUsage = 2
 
@@ -132,7 +130,7 @@ func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, dep
 
 func (c *cli) run(ctx context.Context, args []string) int {
 	fs := c.flags("run")
-	configPath := fs.String("config", defaultConfig, "config file")
+	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	loop := fs.Bool("loop", false, "run ticks until stopped, for hosts without systemd")
 	interval := fs.Duration("interval", time.Minute, "with --loop: the pause between ticks when tenancy names none")
 	metricsFile := fs.String("metrics-file", "", "write Prometheus text-format metrics here after each tick (node_exporter textfile collector)")
@@ -198,7 +196,7 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 
 func (c *cli) bootstrap(ctx context.Context, args []string) int {
 	fs := c.flags("bootstrap")
-	configPath := fs.String("config", defaultConfig, "config file")
+	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	grant := fs.String("grant", "", "bootstrap grant file (default: the config's bootstrap_grant)")
 	if !parse(fs, args, 0) {
 		return exitUsage
@@ -227,7 +225,7 @@ type statusView struct {
 
 func (c *cli) status(args []string) int {
 	fs := c.flags("status")
-	configPath := fs.String("config", defaultConfig, "config file")
+	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if !parse(fs, args, 0) {
 		return exitUsage
