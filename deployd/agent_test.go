@@ -602,7 +602,7 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 // the operator has freed space — without a retry from tenancy, and without a lease
 // while refused.
 func TestDiskLowIsVerifiedAgain(t *testing.T) {
-	b := newBox(t, boxOptions{extraConfig: ""})
+	b := newBox(t, boxOptions{})
 	bn := faketenancy.SampleApp(b.env, 1)
 	bn.MinFreeMB = 1 << 40
 	b.publish(bn)

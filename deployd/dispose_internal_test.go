@@ -42,6 +42,7 @@ func TestDispose(t *testing.T) {
 		{"env mismatch", &Error{Op: "report", Code: codes.AgentEnvMismatch, Err: &tenancy.APIError{Op: "report", Kind: tenancy.ErrEnvMismatch}}, false, true, disposition{}, ExitEnvMismatch},
 		{"a lease of AppRole shape", &Error{Op: "lease", Code: codes.LeaseShape, Err: &tenancy.APIError{Op: "lease", Kind: tenancy.ErrLeaseShape}}, false, false, remember, ExitFailed},
 		{"OpenBao sealed", &Error{Op: "login", Code: codes.Unavailable, Err: &bao.Error{Op: "login", Kind: bao.ErrUnavailable}}, false, false, disposition{}, ExitTemporary},
+		{"OpenBao refused the lease's grant (superseded)", &Error{Op: "login", Code: codes.Unauthenticated, Err: &bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}}, false, false, report, ExitFailed},
 		{"a missing secret", &Error{Op: "read secrets", Code: codes.SecretMissing, Err: &bao.Error{Op: "read", Kind: bao.ErrSecretMissing}}, false, false, remember, ExitFailed},
 		{"the box's own disk", &Error{Op: "download", Code: codes.StateUnavailable, Err: errors.New("EIO")}, false, false, disposition{}, ExitFailed},
 		{"staging failed", &Error{Op: "stage", Code: codes.ApplyFailed, Err: errors.New("ENOSPC")}, false, false, remember, ExitFailed},

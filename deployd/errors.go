@@ -32,6 +32,13 @@ var (
 	ErrEnvMismatch = errors.New(string(codes.AgentEnvMismatch))
 	// ErrNoCredentials: no OpenBao token and no bootstrap grant.
 	ErrNoCredentials = errors.New("no OpenBao token and no bootstrap grant")
+	// ErrStateUnreadable: state.json exists but cannot be read (EACCES, EIO, a mount
+	// gone). The tick ends on a temporary STATE_UNAVAILABLE (exit 75) and leaves the
+	// file as it is, so that its latch and its memory of failed shas survive.
+	ErrStateUnreadable = errors.New("state file cannot be read")
+	// ErrStateCorrupt: state.json reads but does not parse. The tick moves it aside
+	// and rebuilds the state from the live release.
+	ErrStateCorrupt = errors.New("state file is corrupt")
 )
 
 // Error is a tick failure with its stable code. Op says what the agent was doing.
@@ -90,12 +97,13 @@ func ExitCode(err error) int {
 }
 
 // IsTemporary reports whether err is worth retrying at the next tick: the lock is
-// held, tenancy or OpenBao is unreachable, answers 5xx or 429, or OpenBao is sealed.
+// held, state.json cannot be read, tenancy or OpenBao is unreachable, answers 5xx or
+// 429, or OpenBao is sealed.
 func IsTemporary(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrLocked) || errors.Is(err, fsutil.ErrLocked) {
+	if errors.Is(err, ErrLocked) || errors.Is(err, fsutil.ErrLocked) || errors.Is(err, ErrStateUnreadable) {
 		return true
 	}
 	// A tick stopped by a signal or a caller's deadline is resumed by the next one.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,8 +24,9 @@ import (
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
-// box is one box under test: the fakes, the fake docker, a config in a temporary
-// directory and an in-process agent whose log goes to a buffer.
+// box is one box under test: the fakes, the fake docker, a config built from
+// DefaultConfig with its directories in a temporary directory, and an in-process agent
+// whose log goes to a buffer.
 type box struct {
 	t      *testing.T
 	env    string
@@ -43,11 +43,12 @@ type box struct {
 }
 
 type boxOptions struct {
-	env         string
-	script      *fakedockertest.Script
-	stack       *fakestack.Options
-	noGrant     bool
-	extraConfig string
+	env     string
+	script  *fakedockertest.Script
+	stack   *fakestack.Options
+	noGrant bool
+	// config, when set, changes the box's config before the agent is built.
+	config func(*deployd.Config)
 	// now is the clock of the agent (and, through stack, of the fakes).
 	now func() time.Time
 }
@@ -64,7 +65,7 @@ func newBox(t *testing.T, o boxOptions) *box {
 		o.script = &fakedockertest.Script{}
 	}
 	b.docker = fakedockertest.Install(t, o.script)
-	b.writeConfig(o.env, o.extraConfig)
+	b.writeConfig(o.env, o.config)
 	b.rt = &hookTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
 	b.now = o.now
 	b.newAgent()
@@ -75,30 +76,27 @@ func newBox(t *testing.T, o boxOptions) *box {
 	return b
 }
 
-func (b *box) writeConfig(env, extra string) {
+// writeConfig sets b.cfg: the defaults, the box's directories and fakes, and edit.
+func (b *box) writeConfig(env string, edit func(*deployd.Config)) {
 	b.t.Helper()
-	cfg := fmt.Sprintf(`env_id: %s
-deploy_dir: %s
-state_dir: %s
-bootstrap_grant: %s
-min_free_mb: 1
-tenancy:
-  transport: system
-  url: %s
-  timeout: 5s
-bao:
-  addr: %s
-compose:
-  project: monky
-  docker: %s
-  health_timeout: 3s
-  keep_releases: 2
-%s`, env, filepath.Join(b.dir, "srv"), filepath.Join(b.dir, "state"), filepath.Join(b.dir, "grant.jwt"),
-		b.stack.TenancyURL(), b.stack.BaoAddr(), b.docker.Path, extra)
-	path := filepath.Join(b.dir, "config.yaml")
-	require.NoError(b.t, os.WriteFile(path, []byte(cfg), 0o600))
-	c, err := deployd.LoadConfig(path)
-	require.NoError(b.t, err)
+	c := deployd.DefaultConfig()
+	c.EnvID = env
+	c.DeployDir = filepath.Join(b.dir, "srv")
+	c.StateDir = filepath.Join(b.dir, "state")
+	c.BootstrapGrant = filepath.Join(b.dir, "grant.jwt")
+	c.MinFreeMB = 1
+	c.Tenancy.Transport = "system"
+	c.Tenancy.URL = b.stack.TenancyURL()
+	c.Tenancy.Timeout = deployd.Duration(5 * time.Second)
+	c.Bao.Addr = b.stack.BaoAddr()
+	c.Compose.Project = "monky"
+	c.Compose.Docker = b.docker.Path
+	c.Compose.HealthTimeout = deployd.Duration(3 * time.Second)
+	c.Compose.KeepReleases = 2
+	if edit != nil {
+		edit(&c)
+	}
+	require.NoError(b.t, c.Validate())
 	b.cfg = c
 }
 

@@ -112,31 +112,54 @@ func (s *State) rememberFailure(sha string, f Failure) {
 }
 
 // ReadState reads the state file of cfg without taking the lock and without touching
-// the network. A missing file is an empty State.
+// the network. A missing file is an empty State. A file that cannot be read is an error
+// matching ErrStateUnreadable; a file that reads but does not parse is an error
+// matching ErrStateCorrupt.
 func ReadState(cfg Config) (State, error) {
 	data, err := os.ReadFile(cfg.StatePath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{Schema: stateSchema, EnvID: cfg.EnvID}, nil
 	}
 	if err != nil {
-		return State{}, fmt.Errorf("read state %s: %w", cfg.StatePath(), err)
+		return State{}, fmt.Errorf("read state %s: %w: %w", cfg.StatePath(), ErrStateUnreadable, err)
 	}
 	var st State
 	if err := json.Unmarshal(data, &st); err != nil {
-		return State{}, fmt.Errorf("state %s is corrupt (%w): the next run moves it aside and rebuilds it from the live release", cfg.StatePath(), err)
+		return State{}, &corruptError{path: cfg.StatePath(), err: err}
 	}
 	return st, nil
 }
 
-// loadState reads state.json; a corrupt file is moved aside (never a crash loop) and
-// the state is rebuilt from what is on disk.
-func (a *Agent) loadState() State {
+// corruptError is a state.json that reads but does not parse; it matches
+// ErrStateCorrupt.
+type corruptError struct {
+	path string
+	err  error
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("state %s is corrupt (%v): the next run moves it aside and rebuilds it from the live release", e.path, e.err)
+}
+
+func (e *corruptError) Unwrap() []error { return []error{ErrStateCorrupt, e.err} }
+
+// loadState reads state.json. A file that reads but does not parse is moved aside
+// (never a crash loop) and the state is rebuilt from what is on disk. A file that
+// cannot be read (EACCES, EIO, a mount gone) is left as it is and the tick ends on a
+// temporary STATE_UNAVAILABLE: moving it aside would lose the env-mismatch latch and
+// the memory of failed shas.
+func (a *Agent) loadState() (State, error) {
 	st, err := ReadState(a.cfg)
 	if err == nil {
 		if st.Schema == 0 {
 			st.Schema = stateSchema
 		}
-		return st
+		return st, nil
+	}
+	if !errors.Is(err, ErrStateCorrupt) {
+		a.log.Error("could not read the state file; leaving it as it is, exiting 75, the next tick tries again. Fix the file system",
+			"path", a.cfg.StatePath(), "err", err)
+		return State{}, &Error{Op: "read state", Code: codes.StateUnavailable, Err: err}
 	}
 	aside := fmt.Sprintf("%s.corrupt-%d", a.cfg.StatePath(), a.now().Unix())
 	if rerr := os.Rename(a.cfg.StatePath(), aside); rerr != nil {
@@ -146,7 +169,7 @@ func (a *Agent) loadState() State {
 		a.log.Error("state file was corrupt; moved it aside and rebuilt the state from the live release",
 			"path", a.cfg.StatePath(), "moved_to", aside, "err", err)
 	}
-	return State{Schema: stateSchema, EnvID: a.cfg.EnvID}
+	return State{Schema: stateSchema, EnvID: a.cfg.EnvID}, nil
 }
 
 // saveState writes state.json atomically with mode 0600, through the redactor.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
@@ -24,7 +25,8 @@ type Outcome struct {
 	Code codes.Code `json:"code,omitempty"`
 	// Detail names what failed (files, variables, services), never a value.
 	Detail string `json:"detail,omitempty"`
-	// SHA and Serial identify the bundle the tick worked on.
+	// SHA and Serial identify the bundle the tick worked on; with down, the release
+	// taken down ("" and 0 when nothing was live), as the report says.
 	SHA    string `json:"sha,omitempty"`
 	Serial int64  `json:"serial,omitempty"`
 	// Restore is what became of the box after an apply that failed after promote
@@ -76,7 +78,10 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	}
 	defer func() { _ = lock.Unlock() }()
 
-	st := a.loadState()
+	st, err := a.loadState()
+	if err != nil {
+		return out, err
+	}
 	if l := st.EnvMismatch; l != nil {
 		if l.EnvID == a.cfg.EnvID {
 			a.log.Error("AGENT_ENV_MISMATCH latched: tenancy says this box's token belongs to another environment; not contacting the network. Fix env_id in the config or bootstrap with a fresh grant for this env",
@@ -154,6 +159,7 @@ func (t *tick) dispose(err error) disposition {
 	var again *repeatedError
 	var refused *bundle.RefusedError
 	var call *tenancy.APIError
+	var login *bao.Error
 	code := CodeOf(err)
 	switch {
 	case errors.As(err, &again):
@@ -169,6 +175,11 @@ func (t *tick) dispose(err error) disposition {
 		// tenancy refused the call itself (unauthenticated, a broken answer): it would
 		// refuse the report too.
 		return disposition{}
+	case errors.As(err, &login) && login.Op == "login":
+		// OpenBao refused the lease's grant (most often superseded by a newer lease,
+		// a race): told, but it says nothing of the bundle; the next tick leases again,
+		// bounded by the lease budget.
+		return disposition{report: true}
 	case errors.As(err, &refused):
 		// DISK_LOW alone is a refusal of the box, not of the bundle: once space is
 		// freed the next tick verifies again (a refusal costs no lease).

@@ -81,7 +81,10 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 		return Outcome{}, &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
 	}
 	defer func() { _ = lock.Unlock() }()
-	st := a.loadState()
+	st, err := a.loadState()
+	if err != nil {
+		return Outcome{}, err
+	}
 	// A bootstrap that succeeds clears the latch (bootstrapFromGrant); a failed one
 	// leaves it, so that later runs still exit 78 without the network.
 	var out Outcome

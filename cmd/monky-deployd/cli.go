@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,8 +26,6 @@ import (
 // commit is set at build time with -ldflags "-X main.commit=…".
 var commit = "unknown"
 
-const defaultConfig = "/etc/monky-deployd/config.yaml"
-
 // exitUsage is the exit code of a usage error.
 const exitUsage = 2
 
@@ -39,29 +38,20 @@ const usage = `usage:
   monky-deployd version
 `
 
-// dockerEnvNames are the variables of the agent's own environment that docker compose
-// may see. Nothing else passes: compose interpolates from its environment, and what
-// the agent verified must be what compose runs. FAKE_DOCKER_* only matter to the
-// shipped fake docker.
-var dockerEnvNames = []string{
-	"PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
-	"DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "FAKE_DOCKER_LOG", "FAKE_DOCKER_SCRIPT", "FAKE_DOCKER_STATE",
-}
-
 // cli carries what the subcommands share: the environment and the streams.
 type cli struct {
-	env    map[string]string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
-	red    *secret.Redactor
-	log    *slog.Logger
+	environ []string
+	env     map[string]string
+	stdout  io.Writer
+	stderr  io.Writer
+	red     *secret.Redactor
+	log     *slog.Logger
 }
 
 // Main runs the command line args with the environment env and returns the exit code.
 // It is the whole program, so that tests run it in-process.
-func Main(ctx context.Context, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{env: map[string]string{}, stdin: stdin, stdout: stdout, stderr: stderr, red: secret.NewRedactor()}
+func Main(ctx context.Context, args []string, env []string, stdout, stderr io.Writer) int {
+	c := &cli{environ: env, env: map[string]string{}, stdout: stdout, stderr: stderr, red: secret.NewRedactor()}
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			c.env[k] = v
@@ -129,17 +119,8 @@ func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, dep
 		c.log.Error("the config is invalid; fix it and run again", "config", configPath, "err", err)
 		return nil, cfg, deployd.ExitFailed
 	}
-	dockerEnv := []string{}
-	for _, k := range dockerEnvNames {
-		if v, ok := c.env[k]; ok {
-			dockerEnv = append(dockerEnv, k+"="+v)
-		}
-	}
-	if _, ok := c.env["PATH"]; !ok {
-		dockerEnv = append(dockerEnv, deployd.DefaultDockerEnv()...)
-	}
 	host, _ := os.Hostname()
-	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: dockerEnv, Hostname: host})
+	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: deployd.DockerEnv(c.environ), Hostname: host})
 	if err != nil {
 		c.log.Error("could not start the agent", "config", configPath, "err", err)
 		return nil, cfg, deployd.ExitCode(err)
@@ -149,7 +130,7 @@ func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, dep
 
 func (c *cli) run(ctx context.Context, args []string) int {
 	fs := c.flags("run")
-	configPath := fs.String("config", defaultConfig, "config file")
+	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	loop := fs.Bool("loop", false, "run ticks until stopped, for hosts without systemd")
 	interval := fs.Duration("interval", time.Minute, "with --loop: the pause between ticks when tenancy names none")
 	metricsFile := fs.String("metrics-file", "", "write Prometheus text-format metrics here after each tick (node_exporter textfile collector)")
@@ -167,32 +148,10 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	if !*loop {
 		return c.tick(ctx, a, cfg, *metricsFile)
 	}
-	failures := 0
-	for {
-		code := c.tick(ctx, a, cfg, *metricsFile)
-		if code == deployd.ExitEnvMismatch {
-			c.log.Error("stopping the loop: AGENT_ENV_MISMATCH is never retried")
-			return code
-		}
-		wait := *interval
-		if st, err := deployd.ReadState(cfg); err == nil && st.NextCheckin > 0 {
-			wait = st.NextCheckin
-		}
-		if code == deployd.ExitTemporary {
-			failures++
-			wait = backoff(*interval, failures)
-		} else {
-			failures = 0
-		}
-		wait = jitter(wait)
-		c.log.Debug("next tick", "in", wait.Round(time.Millisecond))
-		select {
-		case <-ctx.Done():
-			c.log.Info("stopping the loop on a signal")
-			return 0
-		case <-time.After(wait):
-		}
-	}
+	return a.Loop(ctx, deployd.LoopOptions{
+		Interval: *interval,
+		Tick:     func(ctx context.Context) int { return c.tick(ctx, a, cfg, *metricsFile) },
+	})
 }
 
 // closeAgent releases the agent's transport; a failure only matters to the log.
@@ -200,28 +159,6 @@ func (c *cli) closeAgent(a *deployd.Agent) {
 	if err := a.Close(); err != nil {
 		c.log.Warn("could not close the tenancy transport", "err", err)
 	}
-}
-
-// backoff doubles the pause after each consecutive temporary failure, up to 15
-// minutes, so that 75 never becomes a busy loop.
-func backoff(base time.Duration, failures int) time.Duration {
-	d := base
-	for i := 1; i < failures && d < 15*time.Minute; i++ {
-		d *= 2
-	}
-	return min(d, 15*time.Minute)
-}
-
-// jitter spreads d by ±10% so a fleet of loops does not synchronise.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return time.Second
-	}
-	spread := int64(d) / 5
-	if spread <= 0 {
-		return d
-	}
-	return d - d/10 + time.Duration(rand.Int64N(spread))
 }
 
 func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, metricsFile string) int {
@@ -259,7 +196,7 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 
 func (c *cli) bootstrap(ctx context.Context, args []string) int {
 	fs := c.flags("bootstrap")
-	configPath := fs.String("config", defaultConfig, "config file")
+	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	grant := fs.String("grant", "", "bootstrap grant file (default: the config's bootstrap_grant)")
 	if !parse(fs, args, 0) {
 		return exitUsage
@@ -288,7 +225,7 @@ type statusView struct {
 
 func (c *cli) status(args []string) int {
 	fs := c.flags("status")
-	configPath := fs.String("config", defaultConfig, "config file")
+	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if !parse(fs, args, 0) {
 		return exitUsage
@@ -373,7 +310,16 @@ func writeStatus(w *strings.Builder, v statusView) {
 	default:
 		p("latch", "none")
 	}
-	for sha, f := range st.Failed {
+	// Newest first, so that the failure an operator is looking for comes first; equal
+	// times by sha, so that two runs print the same.
+	shas := slices.SortedFunc(maps.Keys(st.Failed), func(x, y string) int {
+		if c := st.Failed[y].At.Compare(st.Failed[x].At); c != 0 {
+			return c
+		}
+		return strings.Compare(x, y)
+	})
+	for _, sha := range shas {
+		f := st.Failed[sha]
 		p("failed sha", fmt.Sprintf("%s serial %d %s", sha, f.Serial, f.Code))
 	}
 }

@@ -44,7 +44,7 @@ func runMain(t *testing.T, env []string, args ...string) mainResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := Main(ctx, args, env, strings.NewReader(""), &stdout, &stderr)
+	code := Main(ctx, args, env, &stdout, &stderr)
 	return mainResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
@@ -511,7 +511,7 @@ func TestLogrusGoesThroughSlog(t *testing.T) {
 	require.NoError(t, os.MkdirAll(b2.cfg.StateDir, 0o700))
 	require.NoError(t, os.WriteFile(b2.cfg.TokenPath(), []byte("hvs.canary-token-for-logrus\n"), 0o600))
 	var stdout, stderr bytes.Buffer
-	code := Main(t.Context(), []string{"status", "--config", b2.cfgPath}, nil, nil, &stdout, &stderr)
+	code := Main(t.Context(), []string{"status", "--config", b2.cfgPath}, nil, &stdout, &stderr)
 	require.Equal(t, 0, code)
 	logrus.WithField("auth", "Bearer hvs.canary-token-for-logrus").Warn("a library echoed hvs.canary-token-for-logrus")
 	assert.Contains(t, stderr.String(), "level=WARN")
@@ -538,7 +538,7 @@ func TestOutputFailureIsExit1(t *testing.T) {
 	} {
 		t.Run(strings.Join(args[:1], " "), func(t *testing.T) {
 			var stderr bytes.Buffer
-			code := Main(t.Context(), args, b.procEnv(), nil, brokenPipe{}, &stderr)
+			code := Main(t.Context(), args, b.procEnv(), brokenPipe{}, &stderr)
 			assert.Equal(t, deployd.ExitFailed, code, "%v", args)
 			assert.Contains(t, stderr.String(), "could not write the output")
 			assert.Contains(t, stderr.String(), "broken pipe")

@@ -69,7 +69,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	require.NotEmpty(t, calls)
 	for _, c := range calls {
 		for _, name := range c.Env {
-			assert.Contains(t, dockerEnvNames, name, "docker %v received %s", c.Argv, name)
+			assert.Contains(t, deployd.DockerEnvNames(), name, "docker %v received %s", c.Argv, name)
 		}
 	}
 

@@ -14,8 +14,9 @@
 // not a bundle at all included (its --json is still {"sha":"","refusals":[…],"warnings":[]}); a
 // bundle file that cannot be opened is a usage error, 2. A result of verify, status or
 // version that cannot be written to stdout (a closed pipe) exits 1, never a silent 0.
-// run --loop ends with 0 on SIGTERM or SIGINT, with 78 on AGENT_ENV_MISMATCH; after a
-// 75 it waits --interval, doubled after each further 75 up to 15 minutes (±10% jitter).
+// run --loop (deployd.Agent.Loop) ends with 0 on SIGTERM or SIGINT, with 78 on
+// AGENT_ENV_MISMATCH; its first tick starts within a tenth of --interval, and after a 75
+// it waits --interval, doubled after each further 75 up to 15 minutes (±10% jitter).
 package main
 
 import (
@@ -27,7 +28,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
+	code := Main(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

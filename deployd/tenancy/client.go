@@ -239,7 +239,9 @@ type ServiceState struct {
 type Report struct {
 	// EnvID is the box's environment (required).
 	EnvID string
-	// SHA and Serial name the bundle the report is about ("" and 0 for a down).
+	// SHA and Serial name the bundle the report is about: the instruction's with apply;
+	// with down, the release that was live and was taken down ("" and 0 when nothing
+	// was live).
 	SHA    string
 	Serial int64
 	// Result is applied, failed or down.

@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
@@ -33,41 +36,45 @@ type box struct {
 	cfg     deployd.Config
 }
 
-// newBox starts the fakes, installs the fake docker, writes the config (transport
-// system, as on a box with a tunnel) and bootstraps the box in-process.
+// newBox starts the fakes, installs the fake docker, builds the config from
+// DefaultConfig (transport system, as on a box with a tunnel), writes it for the
+// binary and bootstraps the box in-process.
 func newBox(tb testing.TB) *box {
 	tb.Helper()
 	x := &box{dir: tb.TempDir()}
 	// Every apply of BenchmarkApply50 takes a lease: no budget to run out of.
 	x.stack = deploydtest.NewStack(tb, &fakestack.Options{LeaseBudget: 1 << 30})
 	x.docker = fakedockertest.Install(tb, nil)
-	cfg := fmt.Sprintf(`env_id: %s
-deploy_dir: %s
-state_dir: %s
-bootstrap_grant: %s
-min_free_mb: 1
-tenancy:
-  transport: system
-  url: %s
-  timeout: 10s
-bao:
-  addr: %s
-compose:
-  project: bench
-  docker: %s
-  health_timeout: 30s
-  keep_releases: 2
-`, envID, filepath.Join(x.dir, "srv"), filepath.Join(x.dir, "state"), filepath.Join(x.dir, "grant.jwt"),
-		x.stack.TenancyURL(), x.stack.BaoAddr(), x.docker.Path)
-	x.cfgPath = filepath.Join(x.dir, "config.yaml")
-	if err := os.WriteFile(x.cfgPath, []byte(cfg), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	c, err := deployd.LoadConfig(x.cfgPath)
-	if err != nil {
+	c := deployd.DefaultConfig()
+	c.EnvID = envID
+	c.DeployDir = filepath.Join(x.dir, "srv")
+	c.StateDir = filepath.Join(x.dir, "state")
+	c.BootstrapGrant = filepath.Join(x.dir, "grant.jwt")
+	c.MinFreeMB = 1
+	c.Tenancy.Transport = "system"
+	c.Tenancy.URL = x.stack.TenancyURL()
+	c.Tenancy.Timeout = deployd.Duration(10 * time.Second)
+	c.Bao.Addr = x.stack.BaoAddr()
+	c.Compose.Project = "bench"
+	c.Compose.Docker = x.docker.Path
+	c.Compose.HealthTimeout = deployd.Duration(30 * time.Second)
+	c.Compose.KeepReleases = 2
+	if err := c.Validate(); err != nil {
 		tb.Fatal(err)
 	}
 	x.cfg = c
+	// The binary and the cold in-process tick read the config from a file, as on a box.
+	x.cfgPath = filepath.Join(x.dir, "config.yaml")
+	data, err := yaml.Marshal(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(x.cfgPath, data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if back, err := deployd.LoadConfig(x.cfgPath); err != nil || !reflect.DeepEqual(back, c) {
+		tb.Fatalf("the written config does not read back as built: %v\n%s", err, data)
+	}
 	if err := os.WriteFile(c.BootstrapGrant, []byte(x.stack.Grant(envID)+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}

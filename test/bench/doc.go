@@ -44,5 +44,6 @@
 //     action and result, and the fake tenancy must have counted one check-in per run.
 //     A benchmark that measured failures would be worse than none.
 //   - Child processes get an explicit environment (the fake docker's PATH and
-//     FAKE_DOCKER_* only), as the agent gives compose.
+//     FAKE_DOCKER_* only); the agent passes compose only PATH and the docker CLI's
+//     variables, and the fake docker reads its paths from fake-docker.json.
 package bench

@@ -74,13 +74,17 @@ func newBox(tb testing.TB, baoAddr string) *box {
 	tb.Helper()
 	bin := buildBinaries(tb)
 	dir := tb.TempDir()
-	return &box{
+	b := &box{
 		dir: dir, bin: bin, baoAddr: baoAddr,
 		state:     filepath.Join(dir, "state"),
 		deploy:    filepath.Join(dir, "srv"),
 		grant:     filepath.Join(dir, "bootstrap.jwt"),
 		dockerLog: filepath.Join(dir, "docker.log"),
 	}
+	// The agent passes no FAKE_DOCKER_* to docker: the fake reads its record's path
+	// from fake-docker.json next to itself.
+	require.NoError(tb, fakedocker.Config{Log: b.dockerLog}.WriteFile(filepath.Join(bin, fakedocker.ConfigFile)))
+	return b
 }
 
 // sdkTenancy is the tenancy block of the sdk transport for identity and service.

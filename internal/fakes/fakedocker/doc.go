@@ -32,6 +32,19 @@
 // argv holds the arguments after the program name; env holds the sorted names of the
 // environment variables the program received, never their values.
 //
+// # Without the variables
+//
+// A program that runs docker with a clean environment (the agent binary gives docker
+// only the variables the docker CLI reads, deployd.DockerEnv) passes no FAKE_DOCKER_*.
+// cmd/fake-docker then reads ConfigFile, fake-docker.json in the directory of its
+// executable, and MainConfig takes the paths from it where the environment sets none:
+//
+//	{"log":"/tmp/t/docker.log","state":"/tmp/t/docker.state","script":"/tmp/t/script.json"}
+//
+// The script there is read only once the file exists. Put the program beside the file
+// as a copy or a hard link, never a symlink (os.Executable resolves it);
+// fakedockertest.Install does so for every Docker.
+//
 // The state file remembers whether the project is up, its services, how many ps calls
 // were made since the last up and how often each command was called. It is updated
 // under an exclusive flock of "<state>.lock" and replaced by atomic rename. With

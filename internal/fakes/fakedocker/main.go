@@ -1,6 +1,7 @@
 package fakedocker
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,24 +39,38 @@ type Call struct {
 // arguments or environment and never exits the process: it returns the exit code.
 // stdin is accepted for symmetry with a real program and is not read.
 func Main(args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return MainConfig(Config{}, args, env, stdin, stdout, stderr)
+}
+
+// MainConfig is Main with the paths of cfg (read from ConfigFile next to the program)
+// where env does not set FAKE_DOCKER_LOG, FAKE_DOCKER_STATE or FAKE_DOCKER_SCRIPT. The
+// record's env still holds the names of env only: what the program received.
+func MainConfig(cfg Config, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	_ = stdin
 	vars := envMap(env)
+	logPath := cmp.Or(vars[EnvLog], cfg.Log)
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = ""
 	}
-	if p := vars[EnvLog]; p != "" {
-		if err := appendCall(p, Call{Argv: args, Dir: dir, Env: envNames(env), Time: time.Now().UTC()}); err != nil {
-			fmt.Fprintf(stderr, "fake docker: recording the call in %s: %v\n", p, err)
+	if logPath != "" {
+		if err := appendCall(logPath, Call{Argv: args, Dir: dir, Env: envNames(env), Time: time.Now().UTC()}); err != nil {
+			fmt.Fprintf(stderr, "fake docker: recording the call in %s: %v\n", logPath, err)
 			return 1
 		}
 	}
-	r := &run{stdout: stdout, stderr: stderr, cwd: dir, statePath: vars[EnvState]}
-	if r.statePath == "" && vars[EnvLog] != "" {
-		r.statePath = vars[EnvLog] + ".state"
+	r := &run{stdout: stdout, stderr: stderr, cwd: dir, statePath: cmp.Or(vars[EnvState], cfg.State)}
+	if r.statePath == "" && logPath != "" {
+		r.statePath = logPath + ".state"
 	}
-	if p := vars[EnvScript]; p != "" {
-		s, err := ReadScript(p)
+	scriptPath := vars[EnvScript]
+	if scriptPath == "" && cfg.Script != "" {
+		if _, err := os.Stat(cfg.Script); err == nil {
+			scriptPath = cfg.Script
+		}
+	}
+	if scriptPath != "" {
+		s, err := ReadScript(scriptPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "fake docker: %v\n", err)
 			return 1

@@ -22,9 +22,10 @@ type Script = fakedocker.Script
 // Docker is one installed fake docker: a program shared by the test process, with a
 // record, a state and a script of its own.
 type Docker struct {
-	// Path is the docker program (a file named "docker").
+	// Path is the docker program (a file named "docker"), with its
+	// fakedocker.ConfigFile next to it.
 	Path string
-	// Dir is the directory holding Path: put it first on PATH.
+	// Dir is the directory holding Path, of this Docker only: put it first on PATH.
 	Dir string
 	// Log is the file that records every call (FAKE_DOCKER_LOG).
 	Log string
@@ -44,7 +45,10 @@ var (
 
 // Install builds the fake docker (once per test process), writes script (nil: every
 // command succeeds) into a fresh temporary directory of tb, and returns the Docker.
-// The environment a caller must give docker is Env.
+// The directory holds the program (a hard link to the shared build, or a copy) and,
+// next to it, its fakedocker.ConfigFile naming Log, State and the script file: a
+// program that gives docker only PATH (the agent binary, through deployd.DockerEnv)
+// still reaches this Docker. A caller that runs the program itself may give it Env.
 func Install(tb testing.TB, script *Script) *Docker {
 	tb.Helper()
 	buildOnce.Do(func() { buildDir, buildErr = build() })
@@ -52,20 +56,48 @@ func Install(tb testing.TB, script *Script) *Docker {
 		tb.Fatalf("fakedockertest: %v", buildErr)
 	}
 	dir := tb.TempDir()
+	bin := filepath.Join(dir, "bin")
 	d := &Docker{
-		Path:  filepath.Join(buildDir, "docker"),
-		Dir:   buildDir,
+		Path:  filepath.Join(bin, "docker"),
+		Dir:   bin,
 		Log:   filepath.Join(dir, "docker.log"),
 		State: filepath.Join(dir, "docker.state"),
 		tb:    tb,
 	}
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		tb.Fatalf("fakedockertest: %v", err)
+	}
+	if err := linkOrCopy(filepath.Join(buildDir, "docker"), d.Path); err != nil {
+		tb.Fatalf("fakedockertest: install the fake docker: %v", err)
+	}
+	cfg := fakedocker.Config{Log: d.Log, State: d.State, Script: d.scriptPath()}
+	if err := cfg.WriteFile(filepath.Join(bin, fakedocker.ConfigFile)); err != nil {
+		tb.Fatalf("fakedockertest: write %s: %v", fakedocker.ConfigFile, err)
+	}
 	if script != nil {
-		d.Script = filepath.Join(dir, "script.json")
+		d.Script = d.scriptPath()
 		if err := script.WriteFile(d.Script); err != nil {
 			tb.Fatalf("fakedockertest: write script: %v", err)
 		}
 	}
 	return d
+}
+
+// scriptPath is where the script of d is, once there is one.
+func (d *Docker) scriptPath() string { return filepath.Join(filepath.Dir(d.Log), "script.json") }
+
+// linkOrCopy puts the program src at dst: a hard link where the file system allows
+// it, a copy otherwise. Never a symlink: the program finds its config next to
+// os.Executable, which resolves symlinks.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
 }
 
 // SetScript replaces the script (nil: every command succeeds), for a test that changes
@@ -74,7 +106,7 @@ func (d *Docker) SetScript(script *Script) {
 	tb := d.tb
 	tb.Helper()
 	if d.Script == "" {
-		d.Script = filepath.Join(filepath.Dir(d.Log), "script.json")
+		d.Script = d.scriptPath()
 	}
 	if script == nil {
 		script = &Script{}
@@ -84,8 +116,10 @@ func (d *Docker) SetScript(script *Script) {
 	}
 }
 
-// Env returns the complete environment for the fake: PATH with Dir only, and the
-// FAKE_DOCKER_* variables, followed by extra ("K=V").
+// Env returns the complete environment for the fake when the caller runs it itself:
+// PATH with Dir only, and the FAKE_DOCKER_* variables, followed by extra ("K=V"). The
+// agent binary passes docker no FAKE_DOCKER_* variable; the fake then reads the same
+// paths from its fakedocker.ConfigFile.
 func (d *Docker) Env(extra ...string) []string {
 	env := []string{
 		"PATH=" + d.Dir,

@@ -1,6 +1,7 @@
 package fakedockertest
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -38,10 +39,40 @@ func TestInstall(t *testing.T) {
 	assert.Equal(t, 2, d.Status().Calls["version"])
 
 	again := Install(t, nil)
-	assert.Equal(t, d.Path, again.Path, "built once per test process")
+	built, err := os.Stat(filepath.Join(buildDir, "docker"))
+	require.NoError(t, err)
+	for _, p := range []string{d.Path, again.Path} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.True(t, os.SameFile(built, fi), "built once per test process: %s is a link to the one build", p)
+	}
+	assert.NotEqual(t, d.Dir, again.Dir, "each Install has its own program directory")
 	assert.NotEqual(t, d.Log, again.Log, "each Install has its own record")
 	assert.Empty(t, again.Script)
 	assert.Empty(t, again.Calls())
+}
+
+// TestInstallWithoutTheVariables: a program that gives the fake docker only PATH (the
+// agent binary does) still reaches the Docker's record, state and script, through the
+// fakedocker.ConfigFile next to the program; the record names only what it received.
+func TestInstallWithoutTheVariables(t *testing.T) {
+	d := Install(t, nil)
+	run := func(args ...string) string {
+		cmd := exec.Command("docker", args...)
+		cmd.Env = []string{"PATH=" + d.Dir}
+		cmd.Path = d.Path
+		cmd.Dir = t.TempDir()
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		return string(out)
+	}
+	run("version")
+	d.SetScript(&Script{ServerVersion: "27.0.0"}) // a script put in place later is read
+	assert.Equal(t, "27.0.0\n", run("version", "--format", "{{.Server.Version}}"))
+	calls := d.Calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, []string{"PATH"}, calls[0].Env)
+	assert.Equal(t, 2, d.Status().Calls["version"])
 }
 
 // TestBinaryLinksNoTesting: the fake docker program never links the testing package.

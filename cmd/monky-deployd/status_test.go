@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/monky/monky-deployd/deployd"
+)
+
+// TestStatusListsFailedSHAsNewestFirst: status prints the failed shas newest first
+// (by the time they failed; equal times by sha), never in map order.
+func TestStatusListsFailedSHAsNewestFirst(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	st := deployd.State{Failed: map[string]deployd.Failure{}}
+	var want []string
+	for i := range 8 {
+		sha := strings.Repeat(fmt.Sprintf("%x", 15-i), 64)
+		// i 6 and 7 failed at the same time: by sha, "8…" before "9…".
+		when := at.Add(-time.Duration(min(i, 6)) * time.Minute)
+		st.Failed[sha] = deployd.Failure{Serial: int64(i + 1), Code: "PRIVILEGED", At: when}
+		want = append(want, fmt.Sprintf("failed sha:    %s serial %d PRIVILEGED", sha, i+1))
+	}
+	want[6], want[7] = want[7], want[6]
+	for range 5 { // map order differs between runs
+		var b strings.Builder
+		writeStatus(&b, statusView{EnvID: "env-dev-01", State: st})
+		var got []string
+		for _, line := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(line, "failed sha:") {
+				got = append(got, line)
+			}
+		}
+		assert.Equal(t, want, got)
+	}
+}

@@ -1,0 +1,123 @@
+package deployd_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+)
+
+// loopRun drives Agent.Loop with a scripted tick and records every pause instead of
+// sleeping. codes are the exit codes of the ticks; after the last one the context ends.
+type loopRun struct {
+	pauses []time.Duration
+	ticks  int
+}
+
+func runLoop(t *testing.T, b *box, interval time.Duration, rnd func(int64) int64, codes ...int) (*loopRun, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := &loopRun{}
+	done := make(chan time.Time)
+	close(done)
+	code := b.agent.Loop(ctx, deployd.LoopOptions{
+		Interval: interval,
+		Rand:     rnd,
+		Tick: func(context.Context) int {
+			c := codes[r.ticks]
+			r.ticks++
+			if r.ticks == len(codes) {
+				cancel()
+			}
+			return c
+		},
+		After: func(d time.Duration) <-chan time.Time {
+			r.pauses = append(r.pauses, d)
+			if ctx.Err() != nil {
+				return nil // the loop must see ctx end, not a pause
+			}
+			return done
+		},
+	})
+	return r, code
+}
+
+func low(int64) int64    { return 0 }
+func high(n int64) int64 { return n - 1 }
+
+// TestLoopFirstTickIsJittered: the first tick waits a random part of a tenth of the
+// interval, never the full interval and never a fixed 0 for every box.
+func TestLoopFirstTickIsJittered(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	r, code := runLoop(t, b, time.Minute, high, 0)
+	assert.Equal(t, 0, code)
+	require.NotEmpty(t, r.pauses)
+	assert.Equal(t, 6*time.Second-1, r.pauses[0], "at most a tenth of the interval")
+	r, _ = runLoop(t, b, time.Minute, low, 0)
+	assert.Equal(t, time.Duration(0), r.pauses[0])
+	r, _ = runLoop(t, b, time.Minute, func(n int64) int64 { return n / 2 }, 0)
+	assert.Equal(t, 3*time.Second, r.pauses[0], "the pause comes from Rand")
+}
+
+// TestLoopBacksOff: after consecutive 75s the pause doubles from the interval up to 15
+// minutes (each ±10%); a success goes back to the interval.
+func TestLoopBacksOff(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	const m = time.Minute
+	codes := []int{75, 75, 75, 75, 75, 75, 0, 75, 1}
+	r, code := runLoop(t, b, m, low, codes...)
+	assert.Equal(t, 0, code, "the loop ends with 0 when its context ends")
+	assert.Equal(t, len(codes), r.ticks)
+	// The pause before the first tick, then one after each tick; the lowest jitter is -10%.
+	want := []time.Duration{0, m, 2 * m, 4 * m, 8 * m, 15 * m, 15 * m, m, m, m}
+	for i := range want[1:] {
+		want[i+1] -= want[i+1] / 10
+	}
+	assert.Equal(t, want, r.pauses)
+
+	r, _ = runLoop(t, b, m, high, 75, 75)
+	assert.Equal(t, []time.Duration{6*time.Second - 1, m + m/10 - 1, 2*m + 2*m/10 - 1}, r.pauses, "the highest jitter is under +10%")
+}
+
+// TestLoopWaitsWhatTenancyAsked: after a tick the pause is State.NextCheckin when set.
+func TestLoopWaitsWhatTenancyAsked(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.cfg.StatePath(), fmt.Appendf(nil, `{"schema":1,"env_id":%q,"next_checkin_ns":%d}`, b.env, 5*time.Second), 0o600))
+	r, _ := runLoop(t, b, time.Minute, low, 0, 75)
+	assert.Equal(t, []time.Duration{0, 4500 * time.Millisecond, 54 * time.Second}, r.pauses, "a 75 backs off from the interval, not from tenancy's")
+}
+
+// TestLoopStopsOnEnvMismatch: 78 ends the loop at once, with 78.
+func TestLoopStopsOnEnvMismatch(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	r, code := runLoop(t, b, time.Minute, low, 0, 78, 0)
+	assert.Equal(t, deployd.ExitEnvMismatch, code)
+	assert.Equal(t, 2, r.ticks)
+	assert.Contains(t, b.logs.String(), "AGENT_ENV_MISMATCH is never retried")
+}
+
+// TestLoopRunsRealTicks: without a Tick, the loop runs Agent.Tick.
+func TestLoopRunsRealTicks(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	after := func(time.Duration) <-chan time.Time {
+		if b.calls("/v1/agent/checkin") >= 2 {
+			cancel()
+		}
+		ch := make(chan time.Time, 1)
+		ch <- time.Time{}
+		return ch
+	}
+	code := b.agent.Loop(ctx, deployd.LoopOptions{Interval: time.Minute, After: after})
+	assert.Equal(t, 0, code)
+	assert.GreaterOrEqual(t, b.calls("/v1/agent/checkin"), 2)
+}
