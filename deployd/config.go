@@ -69,7 +69,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Config is the agent's configuration (SPEC §3 and §4). Build it with LoadConfig or
+// Config is the agent's configuration (docs/OPERATIONS.md, "What is on a box" and "The config"). Build it with LoadConfig or
 // ParseConfig, which start from DefaultConfig and validate; a Config built in code should
 // start from DefaultConfig too and be checked with Validate. The zero Config is not valid.
 type Config struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
-// Exit codes: the contract with the systemd timer and with `run --loop` (SPEC §9).
+// Exit codes: the contract with the systemd timer and with `run --loop` (docs/OPERATIONS.md, "Exit codes").
 const (
 	// ExitOK: applied, nothing to do, or down.
 	ExitOK = 0

@@ -78,7 +78,7 @@ func TestKitConfigsParse(t *testing.T) {
 }
 
 // TestKitConfigsAreStrict makes sure the parser the samples are checked with is strict:
-// a key outside SPEC section 4 added to a kit config is refused, naming the key.
+// a key outside the config keys of docs/OPERATIONS.md added to a kit config is refused, naming the key.
 func TestKitConfigsAreStrict(t *testing.T) {
 	data, err := os.ReadFile("testdata/config.install.yaml")
 	require.NoError(t, err)

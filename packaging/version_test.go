@@ -52,7 +52,7 @@ func TestVersionPatterns(t *testing.T) {
 	}
 }
 
-// TestOneVersion checks that the version places agree (SPEC section 12): a release
+// TestOneVersion checks that the version places agree (docs/OPERATIONS.md, "Releasing"): a release
 // bumps all of them together (docs/OPERATIONS.md, "Releasing").
 func TestOneVersion(t *testing.T) {
 	read := func(path string) string {

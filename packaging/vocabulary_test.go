@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestVocabulary checks the hard rule of SPEC §1 across the docs, the packaging and the
+// TestVocabulary checks the vocabulary rule (docs/ARCHITECTURE.md, "Vocabulary") across the docs, the packaging and the
 // agent's code (comments, identifiers, log messages): never the word "tenant", whose
 // one exception, monky-tenancy, is another word. Test files are left to their packages.
 func TestVocabulary(t *testing.T) {
@@ -32,7 +32,7 @@ func TestVocabulary(t *testing.T) {
 		require.NoError(t, err)
 		for i, line := range strings.Split(string(b), "\n") {
 			if tenant.MatchString(line) {
-				t.Errorf("%s:%d: the word \"tenant\" (SPEC §1): %s", path, i+1, strings.TrimSpace(line))
+				t.Errorf("%s:%d: the word \"tenant\" (the vocabulary rule): %s", path, i+1, strings.TrimSpace(line))
 			}
 		}
 		return nil

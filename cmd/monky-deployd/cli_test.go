@@ -241,7 +241,7 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// fixtureSHA recomputes a fixture's bundle sha with the formula of SPEC §7, as
+// fixtureSHA recomputes a fixture's bundle sha with the formula of docs/BUNDLE.md, as
 // `sha256sum` would, independently of the bundle package.
 func fixtureSHA(t *testing.T, name string) string {
 	t.Helper()

@@ -86,7 +86,7 @@ func bundleFiles(t *testing.T, bn faketenancy.BundleSpec) map[string][]byte {
 	}
 }
 
-// checkInvariant asserts what a crash may leave (SPEC §8): `current` absent, or
+// checkInvariant asserts what a crash may leave (docs/ARCHITECTURE.md, "The tick as a sequence"): `current` absent, or
 // pointing at the old or the new release, and that release complete: every file of
 // its bundle with the right content, and its .env (0600) with the secret.
 func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {

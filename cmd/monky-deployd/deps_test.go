@@ -10,7 +10,7 @@ import (
 )
 
 // forbiddenDeps are packages the agent binary must never link: test code and fakes
-// (SPEC §2). A prefix ending in "/" forbids the whole tree.
+// (docs/ARCHITECTURE.md). A prefix ending in "/" forbids the whole tree.
 var forbiddenDeps = []string{
 	"testing",
 	"testing/",

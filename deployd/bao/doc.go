@@ -1,6 +1,6 @@
 // Package bao is monky-deployd's OpenBao client: JWT login with a deploy grant,
 // token lookup-self, renew-self and revoke-self, and KV v2 reads pinned to the box's
-// env (SPEC §6). docs/PROTOCOL.md ("OpenBao: how the agent uses it") describes the
+// env (docs/PROTOCOL.md). docs/PROTOCOL.md ("OpenBao: how the agent uses it") describes the
 // wire exchange and the server side configuration.
 //
 // # Decisions

@@ -37,7 +37,7 @@ type TokenInfo struct {
 }
 
 // NeedsRenew reports whether the token should be renewed at now: it is renewable and
-// its remaining TTL is below a third of its creation TTL (SPEC §6).
+// its remaining TTL is below a third of its creation TTL (docs/PROTOCOL.md).
 func (t TokenInfo) NeedsRenew(now time.Time) bool {
 	if !t.Renewable || t.CreationTTL <= 0 {
 		return false
@@ -66,7 +66,7 @@ type loginWire struct {
 	Auth     *authWire           `json:"auth"`
 }
 
-// appRoleKeys are the fields that betray an AppRole login (SPEC §5: refused loudly).
+// appRoleKeys are the fields that betray an AppRole login (refused loudly: docs/PROTOCOL.md).
 var appRoleKeys = []string{"role_id", "secret_id", "role_name", "secret_id_accessor"}
 
 // decodeAuth decodes a login or renew-self body into a TokenInfo, registering every

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// forbiddenDeps may never be linked by importers of this package (SPEC §2): the
+// forbiddenDeps may never be linked by importers of this package (docs/ARCHITECTURE.md): the
 // renderer's CI imports it and must not pull the agent's heavy or test-only code.
 var forbiddenDeps = []string{
 	"github.com/openziti/",

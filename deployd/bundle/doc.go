@@ -1,5 +1,5 @@
 // Package bundle reads and checks monky-deployd bundles: a tar, optionally
-// gzip-compressed, holding manifest.json and the files it lists (SPEC §7;
+// gzip-compressed, holding manifest.json and the files it lists (docs/BUNDLE.md,
 // docs/BUNDLE.md describes the format for renderer authors).
 //
 // Verify runs every check that can be made before a deploy lease: format and size

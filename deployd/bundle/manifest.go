@@ -22,7 +22,7 @@ const ManifestName = "manifest.json"
 // SchemaVersion is the only manifest schema this package reads.
 const SchemaVersion = 1
 
-// Manifest is manifest.json (SPEC §7). Verify decodes it strictly: unknown or
+// Manifest is manifest.json (docs/BUNDLE.md). Verify decodes it strictly: unknown or
 // duplicate fields, fields spelled in another case, trailing data and wrong types
 // are all BUNDLE_MALFORMED naming the field.
 type Manifest struct {

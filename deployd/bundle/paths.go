@@ -50,7 +50,7 @@ const EnvFileName = ".env"
 
 const reservedEnvFile = "path is reserved: the agent writes the release's .env itself"
 
-// envNameRE is the shape of a variable name in vars and secrets (SPEC §7).
+// envNameRE is the shape of a variable name in vars and secrets (docs/BUNDLE.md).
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reservedEnvPrefixes are variable name prefixes a bundle may not set: compose and

@@ -11,7 +11,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 )
 
-// SHA returns the bundle sha of the tar or gzip stream r (SPEC §7): the hex sha256
+// SHA returns the bundle sha of the tar or gzip stream r (docs/BUNDLE.md): the hex sha256
 // of the listing "<hex sha256 of content>  <path>\n" of every regular file,
 // manifest.json included, sorted by path bytewise. Tar metadata, entry order and
 // compression do not change it; a leading "./" on entry names is not part of the

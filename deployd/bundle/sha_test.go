@@ -42,7 +42,7 @@ func TestSHAKnownVector(t *testing.T) {
 	assert.Equal(t, strings.TrimSpace(string(want)), got)
 }
 
-// TestSHAMatchesCoreutils runs the coreutils pipeline of SPEC §7 on an unpacked
+// TestSHAMatchesCoreutils runs the coreutils pipeline of docs/BUNDLE.md on an unpacked
 // directory and compares.
 func TestSHAMatchesCoreutils(t *testing.T) {
 	for _, tool := range []string{"find", "sort", "xargs", "sha256sum", "sh"} {

@@ -49,7 +49,7 @@ type Disk struct {
 // Result is what Verify found. For a refused bundle it holds what could be
 // computed; SHA is "" when the stream was too broken to compute it.
 type Result struct {
-	// SHA is the bundle sha (SPEC §7).
+	// SHA is the bundle sha (docs/BUNDLE.md).
 	SHA string `json:"sha"`
 	// Manifest is the decoded manifest (zero when there was none or it was not JSON).
 	Manifest Manifest `json:"manifest"`
@@ -70,7 +70,7 @@ type Result struct {
 }
 
 // Verify reads the bundle stream r once (a tar, or a gzip-compressed tar: detected by
-// its magic bytes) and runs every check of SPEC §7 that does not need OpenBao:
+// its magic bytes) and runs every check of docs/BUNDLE.md that does not need OpenBao:
 // format and limits, paths, manifest, the sha, env, serial, disk, compose validity,
 // unresolved variables and privileges.
 //

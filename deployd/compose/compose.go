@@ -42,7 +42,7 @@ type Config struct {
 	// compose finds compose.yaml in Dir by itself.
 	Files []string
 	// Env is the complete environment of docker ("K=V"). The process environment is
-	// never inherited (SPEC §14: compose interpolates from it); an empty Env runs
+	// never inherited (compose interpolates from it: docs/ARCHITECTURE.md); an empty Env runs
 	// docker with no environment at all, and then "docker" cannot be looked up.
 	Env []string
 	// Logger receives what happened; nil discards.
@@ -78,7 +78,7 @@ type Output struct {
 // String returns the tail as text.
 func (o Output) String() string { return string(o.Tail) }
 
-// ServiceState is what a report carries about one service (SPEC §5).
+// ServiceState is what a report carries about one service (docs/PROTOCOL.md).
 type ServiceState struct {
 	// Name is the compose service name.
 	Name string `json:"name"`

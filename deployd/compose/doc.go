@@ -3,7 +3,7 @@
 //
 // A Client runs the docker program as a subprocess with exactly the environment of
 // Config.Env. The process environment is never inherited, because compose
-// interpolates variables from it (SPEC §14): what the agent verified is what compose
+// interpolates variables from it (docs/ARCHITECTURE.md): what the agent verified is what compose
 // runs. The docker program itself is looked up in the PATH of Config.Env, never the
 // agent's, and only in absolute PATH entries. Every call names the project
 // (--project-name), its directory (--project-directory, also the working directory)

@@ -46,7 +46,7 @@ type ConformanceTarget struct {
 	AuthMount, Role string
 }
 
-// Conformance checks target against the agent API contract (SPEC §5,
+// Conformance checks target against the agent API contract (docs/PROTOCOL.md,
 // docs/PROTOCOL.md): statuses, JSON shapes, error bodies, authentication, environment
 // pinning and the lease budget. It speaks raw HTTP, so it depends on no client.
 func Conformance(t *testing.T, target ConformanceTarget) {
@@ -191,7 +191,7 @@ func (c *conformance) publish(t *testing.T, env string, serial int64) (faketenan
 		"config/app.toml": "serial = " + strconv.FormatInt(serial, 10) + "\n" + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n",
 	}})
 	sha, got := c.Publish(t, env, b.Data)
-	require.Equal(t, b.SHA, sha, "Publish must answer the bundle sha of SPEC §7")
+	require.Equal(t, b.SHA, sha, "Publish must answer the bundle sha of docs/BUNDLE.md")
 	require.GreaterOrEqual(t, got, int64(1), "serial")
 	return b, got
 }

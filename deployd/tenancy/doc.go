@@ -1,5 +1,5 @@
 // Package tenancy is the client of the four agent calls of monky-tenancy: check-in,
-// bundle download, deploy lease and report (SPEC §5, docs/PROTOCOL.md).
+// bundle download, deploy lease and report (docs/PROTOCOL.md).
 //
 // A Client is built from a Config. The transport (OpenZiti SDK, local proxy or the
 // system network) is the caller's *http.Client; this package only speaks the protocol.

@@ -1,4 +1,4 @@
-// Package composecheck is the compose-aware part of bundle verification (SPEC §7): it
+// Package composecheck is the compose-aware part of bundle verification (docs/BUNDLE.md): it
 // loads a bundle's compose files from memory with compose-go v2, as `docker compose`
 // would in the release directory, and reports COMPOSE_INVALID, UNRESOLVED_VARS,
 // PRIVILEGED and MANIFEST_PATHS findings, plus the list of services.
@@ -12,7 +12,7 @@
 //
 // # Unresolved variables
 //
-// compose-go substitutes "" for an unset ${X} and only logs a warning (SPEC §14), so
+// compose-go substitutes "" for an unset ${X} and only logs a warning (docs/ARCHITECTURE.md), so
 // the load is never trusted to fail. Every scalar value of every compose file (the
 // positions compose interpolates: image, environment, command, labels, volumes in both
 // syntaxes, ports, x- extensions, ...; map keys are not interpolated) is evaluated by a

@@ -2,7 +2,7 @@
 // file writes, the run lock, the atomic swap of the current-release symlink and the
 // free-space probe.
 //
-// Every file the agent writes goes through WriteFileAtomic or WriteAtomic (SPEC §3): the
+// Every file the agent writes goes through WriteFileAtomic or WriteAtomic (docs/ARCHITECTURE.md): the
 // content is written to a temporary file in the same directory, created exclusively
 // (O_EXCL) with its final mode from the start and chmod-ed after the create so that the
 // process umask cannot widen or narrow it, then fsync-ed, renamed over the destination

@@ -39,7 +39,7 @@ const (
 	maxCAFileSize = 4 << 20
 )
 
-// Config is the tenancy block of the agent's config (SPEC §4) as this package needs it.
+// Config is the tenancy block of the agent's config (docs/OPERATIONS.md, "The config") as this package needs it.
 // The zero value of Timeout means DefaultTimeout and a nil Logger discards.
 type Config struct {
 	// Transport is "sdk", "proxy" or "system" (tenancy.transport).

@@ -1,5 +1,5 @@
 // Package transport builds the *http.Client through which the agent calls
-// monky-tenancy (SPEC §4, §5): over the embedded OpenZiti SDK ("sdk"), through the local
+// monky-tenancy (docs/TRANSPORTS.md): over the embedded OpenZiti SDK ("sdk"), through the local
 // tunneler's HTTP proxy ("proxy") or directly over the host's network ("system").
 // docs/TRANSPORTS.md says when to choose which.
 //
@@ -7,7 +7,7 @@
 //
 //   - sdk: an http.Transport built here (never the SDK's NewHttpClient or
 //     NewZitiTransport, which share one connection between concurrent requests and
-//     mishandle TLS, SPEC §14) whose DialContext ignores the network address and dials
+//     mishandle TLS: docs/TRANSPORTS.md) whose DialContext ignores the network address and dials
 //     Config.Service through a Dialer, by default a *ZitiDialer over a ziti.Context.
 //     The blocking Dial runs in a goroutine so that the dial's context, Config.Timeout
 //     and Client.Close interrupt it; a connection that arrives late is closed. (A

@@ -1,5 +1,5 @@
 // Package fakebao is a fake OpenBao for tests: a real HTTP server on 127.0.0.1 that
-// answers the calls the on-box agent makes with OpenBao's shapes of record (SPEC §6),
+// answers the calls the on-box agent makes with OpenBao's shapes of record (docs/PROTOCOL.md),
 // and enforces the same env pinning as the production see-env policy.
 //
 // What it serves:

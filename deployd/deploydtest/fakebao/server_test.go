@@ -370,7 +370,7 @@ func TestKVThroughVaultAPI(t *testing.T) {
 	t.Run("deleted: vault/api returns no error and nil data", func(t *testing.T) {
 		require.NoError(t, admin.Delete(ctx, "envs/env-dev-01/db"))
 		got, err := kv.Get(ctx, "envs/env-dev-01/db")
-		require.NoError(t, err, "the trap of SPEC §14")
+		require.NoError(t, err, "the VAULT_* trap (docs/PROTOCOL.md)")
 		assert.Nil(t, got.Data)
 		assert.False(t, got.VersionMetadata.DeletionTime.IsZero())
 		status, body := raw(t, http.MethodGet, s.URL()+"/v1/secret/data/envs/env-dev-01/db", tok, "")

@@ -17,7 +17,7 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], http.DefaultTransport, os.Stderr))
 }
 
-// checkin is a body of the size and shape of the agent's check-in (SPEC §5).
+// checkin is a body of the size and shape of the agent's check-in (docs/PROTOCOL.md).
 type checkin struct {
 	EnvID         string `json:"env_id"`
 	AgentVersion  string `json:"agent_version"`
