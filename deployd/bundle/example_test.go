@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
 )
@@ -84,4 +85,32 @@ func ExampleRenderEnv() {
 	// Output:
 	// GREETING='hello world'
 	// LOG_LEVEL='info'
+}
+
+func ExampleReadStaged() {
+	ctx := context.Background()
+	res, err := bundle.Verify(ctx, tiny("env-dev-01"), bundle.Expect{EnvID: "env-dev-01"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	dir, err := os.MkdirTemp("", "release-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := bundle.Extract(ctx, tiny("env-dev-01"), dir, res.SHA, bundle.Limits{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Later, without the bundle: what does the staged release run?
+	staged, err := bundle.ReadStaged(ctx, dir, bundle.Expect{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("serial:", staged.Manifest.Serial, "services:", staged.Services)
+	// Output:
+	// serial: 3 services: [web]
 }

@@ -37,6 +37,26 @@ func ExampleParsePS() {
 	// 0 containers
 }
 
+func ExampleParseInspect() {
+	// What docker inspect prints of an unhealthy container (abridged).
+	out := []byte(`[{"Id":"76023d868850","Name":"/monky-web-1",
+	  "Config":{"Labels":{"com.docker.compose.service":"web"}},
+	  "State":{"Status":"running","ExitCode":0,"Health":{"Status":"unhealthy","FailingStreak":3,
+	    "Log":[{"Start":"2026-12-01T10:00:00Z","End":"2026-12-01T10:00:01Z","ExitCode":1,"Output":"db: connection refused\n"}]}},
+	  "RestartCount":0}]`)
+	ins, err := compose.ParseInspect(out)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, c := range ins {
+		last := c.HealthLog[len(c.HealthLog)-1]
+		fmt.Printf("%s (%s): %s, %s, last check exit %d: %q\n", c.Service, c.Name, c.State, c.Health, last.ExitCode, last.Output)
+	}
+	// Output:
+	// web (monky-web-1): running, unhealthy, last check exit 1: "db: connection refused\n"
+}
+
 // ExampleClient_WaitHealthy runs compose up and waits for health. The docker here is
 // the fake docker (this test binary, linked as "docker"); on a box it is the real one.
 func ExampleClient_WaitHealthy() {
