@@ -174,6 +174,9 @@ func value(raw json.RawMessage) (string, bool) {
 	return "", false
 }
 
+// readOp is the Op of the errors of Read.
+const readOp = "read"
+
 // Read reads the secrets refs names, by variable name, with token: one GET per
 // distinct path, each pinned to the Client's env (SecretPath). Every value is
 // registered with Config.Secrets as soon as it is decoded. A reference that leaves
@@ -182,94 +185,20 @@ func value(raw json.RawMessage) (string, bool) {
 // key is ErrSecretMissing, and every missing variable is reported (errors.Join, in
 // variable order). Errors name variables, paths and keys, never values.
 func (c *Client) Read(ctx context.Context, token secret.Value, refs map[string]Ref) (map[string]secret.Value, error) {
-	const op = "read"
 	c.secrets.Add(token.Reveal())
-	names := make([]string, 0, len(refs))
-	for name := range refs {
-		names = append(names, name)
+	paths, byPath, err := c.groupByPath(refs)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
-
-	byPath := map[string][]string{} // api path → variables
-	var paths []string
-	for _, name := range names {
-		ref := refs[name]
-		p, err := SecretPath(c.kvMount, c.envID, ref.Path)
-		if err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				e.Op, e.Var = op, name
-			}
-			return nil, err
-		}
-		if ref.Key == "" {
-			return nil, &Error{Op: op, Kind: ErrSecretPath, Var: name, Path: p, Detail: "the secret reference names no key"}
-		}
-		if _, ok := byPath[p]; !ok {
-			paths = append(paths, p)
-		}
-		byPath[p] = append(byPath[p], name)
-	}
-
 	out := make(map[string]secret.Value, len(refs))
 	var missing []error
 	for _, p := range paths {
 		vars := byPath[p]
-		r, err := c.call(ctx, op, http.MethodGet, p, token, nil)
+		d, status, err := c.readPath(ctx, token, p, vars)
 		if err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				e.Var = strings.Join(vars, ",")
-			}
 			return nil, err
 		}
-		var d kvData
-		switch r.status {
-		case http.StatusOK, http.StatusNotFound:
-			var derr error
-			d, derr = decodeKV(r.body)
-			if derr != nil {
-				return nil, &Error{Op: op, Kind: ErrUnavailable, Var: strings.Join(vars, ","), Path: p,
-					Status: r.status, Detail: derr.Error()}
-			}
-			if r.status == http.StatusNotFound && d.absent == "" {
-				d = kvData{absent: "the secret does not exist"}
-			}
-		default:
-			e := statusError(op, p, r, ErrSecretDenied, token.Reveal())
-			e.Var = strings.Join(vars, ",")
-			if errors.Is(e.Kind, ErrSecretDenied) {
-				e.Detail = "the token's policy does not allow reading this path"
-			}
-			return nil, e
-		}
-		// Register every value of the secret first: the whole data was decoded.
-		for _, raw := range d.data {
-			if s, ok := value(raw); ok {
-				c.secrets.Add(s)
-			}
-		}
-		for _, name := range vars {
-			key := refs[name].Key
-			if d.absent != "" {
-				missing = append(missing, &Error{Op: op, Kind: ErrSecretMissing, Var: name, Path: p, Status: r.status,
-					Detail: d.absent})
-				continue
-			}
-			raw, ok := d.data[key]
-			if !ok {
-				missing = append(missing, &Error{Op: op, Kind: ErrSecretMissing, Var: name, Path: p, Status: r.status,
-					Detail: fmt.Sprintf("the secret has no key %q", printable(key))})
-				continue
-			}
-			s, ok := value(raw)
-			if !ok {
-				missing = append(missing, &Error{Op: op, Kind: ErrSecretMissing, Var: name, Path: p, Status: r.status,
-					Detail: fmt.Sprintf("key %q is not a string, number or boolean", printable(key))})
-				continue
-			}
-			out[name] = secret.New(s)
-		}
+		missing = append(missing, pick(refs, vars, d, p, status, out)...)
 	}
 	switch len(missing) {
 	case 0:
@@ -278,4 +207,98 @@ func (c *Client) Read(ctx context.Context, token secret.Value, refs map[string]R
 		return nil, missing[0]
 	}
 	return nil, errors.Join(missing...)
+}
+
+// groupByPath checks every reference and groups the variables by API path, so that
+// each secret is read once; paths keeps the order of the sorted variable names.
+func (c *Client) groupByPath(refs map[string]Ref) (paths []string, byPath map[string][]string, err error) {
+	names := make([]string, 0, len(refs))
+	for name := range refs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	byPath = map[string][]string{}
+	for _, name := range names {
+		ref := refs[name]
+		p, err := SecretPath(c.kvMount, c.envID, ref.Path)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Op, e.Var = readOp, name
+			}
+			return nil, nil, err
+		}
+		if ref.Key == "" {
+			return nil, nil, &Error{Op: readOp, Kind: ErrSecretPath, Var: name, Path: p, Detail: "the secret reference names no key"}
+		}
+		if _, ok := byPath[p]; !ok {
+			paths = append(paths, p)
+		}
+		byPath[p] = append(byPath[p], name)
+	}
+	return paths, byPath, nil
+}
+
+// readPath reads one KV v2 secret and registers every value in it with the redactor.
+// A missing or deleted secret is a kvData with absent set, not an error.
+func (c *Client) readPath(ctx context.Context, token secret.Value, p string, vars []string) (kvData, int, error) {
+	r, err := c.call(ctx, readOp, http.MethodGet, p, token, nil)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Var = strings.Join(vars, ",")
+		}
+		return kvData{}, 0, err
+	}
+	if r.status != http.StatusOK && r.status != http.StatusNotFound {
+		e := statusError(readOp, p, r, ErrSecretDenied, token.Reveal())
+		e.Var = strings.Join(vars, ",")
+		if errors.Is(e.Kind, ErrSecretDenied) {
+			e.Detail = "the token's policy does not allow reading this path"
+		}
+		return kvData{}, r.status, e
+	}
+	d, derr := decodeKV(r.body)
+	if derr != nil {
+		return kvData{}, r.status, &Error{Op: readOp, Kind: ErrUnavailable, Var: strings.Join(vars, ","), Path: p,
+			Status: r.status, Detail: derr.Error()}
+	}
+	if r.status == http.StatusNotFound && d.absent == "" {
+		d = kvData{absent: "the secret does not exist"}
+	}
+	// Register every value of the secret first: the whole data was decoded.
+	for _, raw := range d.data {
+		if s, ok := value(raw); ok {
+			c.secrets.Add(s)
+		}
+	}
+	return d, r.status, nil
+}
+
+// pick takes each variable's key out of a secret into out, and returns a
+// SECRET_MISSING error for every variable it cannot satisfy.
+func pick(refs map[string]Ref, vars []string, d kvData, p string, status int, out map[string]secret.Value) []error {
+	var missing []error
+	miss := func(name, detail string) {
+		missing = append(missing, &Error{Op: readOp, Kind: ErrSecretMissing, Var: name, Path: p, Status: status, Detail: detail})
+	}
+	for _, name := range vars {
+		key := refs[name].Key
+		if d.absent != "" {
+			miss(name, d.absent)
+			continue
+		}
+		raw, ok := d.data[key]
+		if !ok {
+			miss(name, fmt.Sprintf("the secret has no key %q", printable(key)))
+			continue
+		}
+		s, ok := value(raw)
+		if !ok {
+			miss(name, fmt.Sprintf("key %q is not a string, number or boolean", printable(key)))
+			continue
+		}
+		out[name] = secret.New(s)
+	}
+	return missing
 }
