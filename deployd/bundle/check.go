@@ -26,6 +26,24 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	if m == nil {
 		return
 	}
+	checkBox(m, exp, res.Size, rs)
+	checkVarsRenderable(m.Vars, rs)
+	inTar := checkFilesListed(m, sr.files, rs)
+	if !v.composeKept(m, sr.files, inTar, rs) {
+		return
+	}
+	services, crs, warnings := checkCompose(ctx, m, v.buf, exp)
+	for _, r := range crs {
+		rs.add(r.Code, "%s", r.Detail)
+	}
+	res.Services = services
+	if warnings != nil {
+		res.Warnings = warnings
+	}
+}
+
+// checkBox checks the manifest against the box: its env, the live serial, free space.
+func checkBox(m *Manifest, exp Expect, size int64, rs *refusals) {
 	if m.EnvID != exp.EnvID {
 		rs.add(codes.EnvMismatch, "%s: env_id is %s, this box is %s", ManifestName, m.EnvID, exp.EnvID)
 	}
@@ -35,18 +53,20 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	}
 	if d := exp.Disk; d != nil {
 		const mib = 1 << 20
-		twice := (2*res.Size + mib - 1) / mib
+		twice := (2*size + mib - 1) / mib
 		need := max(d.MinFreeMB, m.MinFreeMB, twice)
 		if d.FreeMB < need {
 			rs.add(codes.DiskLow, "%d MiB free under deploy_dir, the release needs %d MiB (max of the box's min_free_mb %d, the manifest's min_free_mb %d, twice the unpacked size %d)",
 				d.FreeMB, need, d.MinFreeMB, m.MinFreeMB, twice)
 		}
 	}
-	checkVarsRenderable(m.Vars, rs)
+}
 
-	// files must equal the tar's regular files minus manifest.json, exactly.
-	inTar := make(map[string]bool, len(sr.files))
-	for _, f := range sr.files {
+// checkFilesListed checks that files equals the tar's regular files minus
+// manifest.json, exactly, and returns the set of the tar's (safe) files.
+func checkFilesListed(m *Manifest, files []fileSum, rs *refusals) map[string]bool {
+	inTar := make(map[string]bool, len(files))
+	for _, f := range files {
 		if f.path != ManifestName && checkPath(f.path) == "" {
 			inTar[f.path] = true
 		}
@@ -63,8 +83,12 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 			rs.add(codes.ManifestPaths, "%q is in the bundle but not in files", f)
 		}
 	}
+	return inTar
+}
 
-	// Every compose file must have been kept for the compose checks.
+// composeKept reports whether every compose file is in the tar and was kept in
+// memory for the compose checks, refusing one that was not kept.
+func (v *verifier) composeKept(m *Manifest, files []fileSum, inTar map[string]bool, rs *refusals) bool {
 	ok := true
 	for _, f := range m.ComposeFiles {
 		if _, kept := v.buf[f]; kept || !inTar[f] {
@@ -75,7 +99,7 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 		}
 		ok = false
 		size := int64(0)
-		for _, sf := range sr.files {
+		for _, sf := range files {
 			if sf.path == f {
 				size = sf.size
 			}
@@ -87,17 +111,7 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 				f, v.lim.MaxBufferSize, ManifestName, ManifestName)
 		}
 	}
-	if !ok {
-		return
-	}
-	services, crs, warnings := checkCompose(ctx, m, v.buf, exp)
-	for _, r := range crs {
-		rs.add(r.Code, "%s", r.Detail)
-	}
-	res.Services = services
-	if warnings != nil {
-		res.Warnings = warnings
-	}
+	return ok
 }
 
 // composeProject is the compose project name used when Expect.ProjectName is "".
