@@ -368,6 +368,32 @@ func normalise(name string, dir bool) (string, bool) {
 // entry handles one tar entry. It returns nil after recording a refusal, or a
 // fatal/plain error.
 func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
+	if !s.allowedType(hdr) {
+		return nil
+	}
+	isDir := hdr.Typeflag == tar.TypeDir
+	name, root := normalise(hdr.Name, isDir)
+	if root {
+		return nil
+	}
+	why, skip := s.checkEntryPath(hdr.Name, name, isDir, insecure)
+	if skip {
+		return nil
+	}
+	s.seen[name] = isDir
+	if isDir {
+		if why == "" && s.opts.dir != nil {
+			return s.opts.dir(name)
+		}
+		s.res.dirs = append(s.res.dirs, name)
+		return nil
+	}
+	return s.regular(name, hdr.Size, why == "")
+}
+
+// allowedType refuses an entry that is neither a regular file nor a directory, and
+// a PAX global header that carries more than a comment.
+func (s *scanner) allowedType(hdr *tar.Header) bool {
 	rs := &s.res.rs
 	switch hdr.Typeflag {
 	case tar.TypeXGlobalHeader:
@@ -379,19 +405,22 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 				break
 			}
 		}
-		return nil
+		return false
 	case tar.TypeReg, tar.TypeGNUSparse, tar.TypeDir:
+		return true
 	default:
 		rs.add(codes.ManifestPaths, "entry %q is a %s; only regular files and directories are allowed",
 			hdr.Name, typeName(hdr.Typeflag))
-		return nil
+		return false
 	}
-	isDir := hdr.Typeflag == tar.TypeDir
-	name, root := normalise(hdr.Name, isDir)
-	if root {
-		return nil
-	}
-	why := checkPath(name)
+}
+
+// checkEntryPath refuses an unsafe or reserved path, a duplicate and a file/directory
+// conflict. why is the path's problem ("" for a safe one); skip is true when a strict
+// scan stops looking at the entry.
+func (s *scanner) checkEntryPath(raw, name string, isDir, insecure bool) (why string, skip bool) {
+	rs := &s.res.rs
+	why = checkPath(name)
 	if why == "" && insecure {
 		why = "path is not local"
 	}
@@ -399,9 +428,9 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 		why = reservedEnvFile
 	}
 	if why != "" {
-		rs.add(codes.ManifestPaths, "entry %q: %s", hdr.Name, why)
+		rs.add(codes.ManifestPaths, "entry %q: %s", raw, why)
 		if s.opts.strict {
-			return nil
+			return why, true
 		}
 	}
 	if prevDir, dup := s.seen[name]; dup {
@@ -410,26 +439,23 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 			s.res.ambiguous = true
 		}
 		if s.opts.strict {
-			return nil
+			return why, true
 		}
 	}
 	if why == "" {
 		if c := s.conflict(name, isDir); c != "" {
 			rs.add(codes.ManifestPaths, "%s", c)
 			if s.opts.strict {
-				return nil
+				return why, true
 			}
 		}
 	}
-	s.seen[name] = isDir
-	if isDir {
-		if why == "" && s.opts.dir != nil {
-			return s.opts.dir(name)
-		}
-		s.res.dirs = append(s.res.dirs, name)
-		return nil
-	}
-	size := hdr.Size
+	return why, false
+}
+
+// regular hashes a regular file's content (passing it to opts.file when its path is
+// safe), within the size limits.
+func (s *scanner) regular(name string, size int64, safe bool) error {
 	if size > s.lim.MaxFileSize {
 		return fatal(codes.BundleMalformed, "entry %q is %d bytes, over the limit of %d (MaxFileSize)", name, size, s.lim.MaxFileSize)
 	}
@@ -442,7 +468,7 @@ func (s *scanner) entry(hdr *tar.Header, insecure bool) error {
 		s.buf = make([]byte, copyBufSize)
 	}
 	s.h.Reset()
-	if why == "" && s.opts.file != nil {
+	if safe && s.opts.file != nil {
 		if err := s.opts.file(name, size, s.tr, s.h, s.buf); err != nil {
 			return err
 		}
