@@ -41,8 +41,14 @@ func (c *Config) validate(file string, lines map[string]int) error {
 	if c.MinFreeMB < 0 {
 		v.fail("min_free_mb", "must not be negative, got %d", c.MinFreeMB)
 	}
+	v.tenancy(c.Tenancy)
+	v.bao(c.Bao)
+	v.compose(c.Compose)
+	return errors.Join(v.errs...)
+}
 
-	t := c.Tenancy
+// tenancy checks the tenancy block.
+func (v *cfgValidator) tenancy(t TenancyConfig) {
 	switch t.Transport {
 	case "sdk":
 		if t.Service == "" {
@@ -71,8 +77,10 @@ func (c *Config) validate(file string, lines map[string]int) error {
 		v.fail("tenancy.server_name", "want a host name, got %q", t.ServerName)
 	}
 	v.positive("tenancy.timeout", t.Timeout)
+}
 
-	b := c.Bao
+// bao checks the bao block.
+func (v *cfgValidator) bao(b BaoConfig) {
 	if b.Addr == "" {
 		v.fail("bao.addr", "required")
 	} else {
@@ -87,8 +95,10 @@ func (c *Config) validate(file string, lines map[string]int) error {
 	v.mount("bao.kv_mount", b.KVMount, true)
 	v.mount("bao.namespace", b.Namespace, false)
 	v.absPath("bao.ca_file", b.CAFile, false)
+}
 
-	k := c.Compose
+// compose checks the compose block.
+func (v *cfgValidator) compose(k ComposeConfig) {
 	if !projectRE.MatchString(k.Project) {
 		v.fail("compose.project", "%q is not a compose project name (%s)", k.Project, projectRE)
 	}
@@ -112,7 +122,6 @@ func (c *Config) validate(file string, lines map[string]int) error {
 		}
 		seen[s] = true
 	}
-	return errors.Join(v.errs...)
 }
 
 // cfgValidator collects validation errors with their lines.
