@@ -89,62 +89,79 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 		a.opts.Hostname = "unknown"
 	}
 
-	httpc := opts.TenancyHTTP
+	if err := a.connectTenancy(ctx); err != nil {
+		_ = a.Close() // the construction error is the one worth returning
+		return nil, err
+	}
+	if err := a.connectBao(); err != nil {
+		_ = a.Close() // the construction error is the one worth returning
+		return nil, err
+	}
+	return a, nil
+}
+
+// connectTenancy builds the tenancy transport (unless Options.TenancyHTTP is set) and
+// client. It opens no connection.
+func (a *Agent) connectTenancy(ctx context.Context) error {
+	httpc := a.opts.TenancyHTTP
 	if httpc == nil {
 		tc, err := transport.New(ctx, transport.Config{
-			Transport:  cfg.Tenancy.Transport,
-			URL:        cfg.Tenancy.URL,
-			Service:    cfg.Tenancy.Service,
-			Identity:   cfg.Tenancy.Identity,
-			Proxy:      cfg.Tenancy.Proxy,
-			CAFile:     cfg.Tenancy.CAFile,
-			ServerName: cfg.Tenancy.ServerName,
+			Transport:  a.cfg.Tenancy.Transport,
+			URL:        a.cfg.Tenancy.URL,
+			Service:    a.cfg.Tenancy.Service,
+			Identity:   a.cfg.Tenancy.Identity,
+			Proxy:      a.cfg.Tenancy.Proxy,
+			CAFile:     a.cfg.Tenancy.CAFile,
+			ServerName: a.cfg.Tenancy.ServerName,
 			// Shorter than the call's deadline, so that a dial that hangs (a frozen
 			// controller) ends with the transport's error, which names the service
 			// and the controller, rather than the call's bare deadline.
-			Timeout: time.Duration(cfg.Tenancy.Timeout) * 4 / 5,
+			Timeout: time.Duration(a.cfg.Tenancy.Timeout) * 4 / 5,
 			Logger:  a.log,
 		})
 		if err != nil {
-			return nil, &Error{Op: "tenancy transport", Code: codes.ConfigInvalid, Err: err}
+			return &Error{Op: "tenancy transport", Code: codes.ConfigInvalid, Err: err}
 		}
 		httpc = tc.HTTP
 		a.closers = append(a.closers, tc.Close)
 	}
 	tcl, err := tenancy.New(tenancy.Config{
-		BaseURL:    cfg.Tenancy.URL,
+		BaseURL:    a.cfg.Tenancy.URL,
 		HTTPClient: httpc,
 		Token:      a.bearer,
 		UserAgent:  "monky-deployd/" + Version,
-		Timeout:    time.Duration(cfg.Tenancy.Timeout),
-		AuthMount:  cfg.Bao.AuthMount,
-		Role:       cfg.Bao.Role,
+		Timeout:    time.Duration(a.cfg.Tenancy.Timeout),
+		AuthMount:  a.cfg.Bao.AuthMount,
+		Role:       a.cfg.Bao.Role,
 		Secrets:    a.red,
 		Logger:     a.log,
 	})
 	if err != nil {
-		_ = a.Close() // the construction error is the one worth returning
-		return nil, &Error{Op: "tenancy client", Code: codes.ConfigInvalid, Err: err}
+		return &Error{Op: "tenancy client", Code: codes.ConfigInvalid, Err: err}
 	}
 	a.tenancy = tcl
+	return nil
+}
+
+// connectBao builds the OpenBao client.
+func (a *Agent) connectBao() error {
 	bcl, err := bao.New(bao.Config{
-		Addr:       cfg.Bao.Addr,
-		AuthMount:  cfg.Bao.AuthMount,
-		Role:       cfg.Bao.Role,
-		KVMount:    cfg.Bao.KVMount,
-		Namespace:  cfg.Bao.Namespace,
-		CAFile:     cfg.Bao.CAFile,
-		EnvID:      cfg.EnvID,
-		HTTPClient: opts.BaoHTTP,
+		Addr:       a.cfg.Bao.Addr,
+		AuthMount:  a.cfg.Bao.AuthMount,
+		Role:       a.cfg.Bao.Role,
+		KVMount:    a.cfg.Bao.KVMount,
+		Namespace:  a.cfg.Bao.Namespace,
+		CAFile:     a.cfg.Bao.CAFile,
+		EnvID:      a.cfg.EnvID,
+		HTTPClient: a.opts.BaoHTTP,
 		Logger:     a.log,
 		Secrets:    a.red,
 	})
 	if err != nil {
-		_ = a.Close() // the construction error is the one worth returning
-		return nil, &Error{Op: "OpenBao client", Code: codes.ConfigInvalid, Err: err}
+		return &Error{Op: "OpenBao client", Code: codes.ConfigInvalid, Err: err}
 	}
 	a.bao = bcl
-	return a, nil
+	return nil
 }
 
 // Close releases the transport (and the OpenZiti context of the sdk transport).
