@@ -80,6 +80,23 @@ func BuildBundle(spec BundleSpec) (Bundle, error) {
 	if _, ok := files["manifest.json"]; ok {
 		return Bundle{}, fmt.Errorf("faketenancy: BuildBundle: BundleSpec.Files must not hold manifest.json")
 	}
+	mdata, err := json.MarshalIndent(manifestOf(spec, files), "", "  ")
+	if err != nil {
+		return Bundle{}, err
+	}
+	all := map[string][]byte{"manifest.json": mdata}
+	for p, c := range files {
+		all[p] = []byte(c)
+	}
+	data, err := writeTar(all, spec.Gzip)
+	if err != nil {
+		return Bundle{}, err
+	}
+	return Bundle{Data: data, SHA: listingSHA(sums(all)), Manifest: mdata}, nil
+}
+
+// manifestOf is the manifest of spec with its defaults, listing files.
+func manifestOf(spec BundleSpec, files map[string]string) manifest {
 	m := manifest{
 		Schema: 1, EnvID: spec.EnvID, Serial: spec.Serial, ComposeFiles: spec.ComposeFiles,
 		Vars: spec.Vars, Secrets: spec.Secrets, MinFreeMB: spec.MinFreeMB,
@@ -100,24 +117,21 @@ func BuildBundle(spec BundleSpec) (Bundle, error) {
 		m.Files = append(m.Files, p)
 	}
 	sort.Strings(m.Files)
-	mdata, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return Bundle{}, err
-	}
-	all := map[string][]byte{"manifest.json": mdata}
-	for p, c := range files {
-		all[p] = []byte(c)
-	}
+	return m
+}
+
+// writeTar writes all as a tar (gzip-compressed when gz) with fixed metadata and the
+// entries sorted by path, each parent directory before its files.
+func writeTar(all map[string][]byte, gz bool) ([]byte, error) {
 	names := make([]string, 0, len(all))
 	for p := range all {
 		names = append(names, p)
 	}
 	sort.Strings(names)
-
 	var buf bytes.Buffer
 	var zw *gzip.Writer
 	tw := tar.NewWriter(&buf)
-	if spec.Gzip {
+	if gz {
 		zw = gzip.NewWriter(&buf)
 		tw = tar.NewWriter(zw)
 	}
@@ -128,25 +142,25 @@ func BuildBundle(spec BundleSpec) (Bundle, error) {
 			if p[i] == '/' && !dirs[p[:i]] {
 				dirs[p[:i]] = true
 				if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p[:i] + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
-					return Bundle{}, err
+					return nil, err
 				}
 			}
 		}
 		c := all[p]
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: 0o644, Size: int64(len(c)), ModTime: mtime, Format: tar.FormatPAX}); err != nil {
-			return Bundle{}, err
+			return nil, err
 		}
 		if _, err := tw.Write(c); err != nil {
-			return Bundle{}, err
+			return nil, err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return Bundle{}, err
+		return nil, err
 	}
 	if zw != nil {
 		if err := zw.Close(); err != nil {
-			return Bundle{}, err
+			return nil, err
 		}
 	}
-	return Bundle{Data: buf.Bytes(), SHA: listingSHA(sums(all)), Manifest: mdata}, nil
+	return buf.Bytes(), nil
 }
