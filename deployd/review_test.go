@@ -24,25 +24,25 @@ import (
 // login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
 func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.setDesired(faketenancy.Desired{Action: "none"})
+	b.SetDesired(faketenancy.Desired{Action: "none"})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	b.stack.Bao.SetSealed(true)
-	b.publish(faketenancy.SampleApp(b.env, 1))
+	b.Stack.Bao.SetSealed(true)
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	for range 3 {
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Equal(t, codes.Unavailable, out.Code)
 		assert.False(t, out.Leased)
 	}
-	assert.Equal(t, 0, b.calls("/v1/agent/lease"), "no lease while OpenBao is sealed")
-	assert.Empty(t, b.state().Failed, "a sealed OpenBao is not a failure of the sha")
+	assert.Equal(t, 0, b.TenancyCalls("/v1/agent/lease"), "no lease while OpenBao is sealed")
+	assert.Empty(t, b.State().Failed, "a sealed OpenBao is not a failure of the sha")
 
-	b.stack.Bao.SetSealed(false)
+	b.Stack.Bao.SetSealed(false)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "applied", out.Result)
-	assert.Equal(t, 1, b.calls("/v1/agent/lease"))
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
 }
 
 // TestFailedBootstrapKeepsTheLatch: only a bootstrap that succeeds clears the
@@ -51,43 +51,43 @@ func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	// The box holds a token of another env.
-	require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.stack.Token("env-dev-02")), 0o600))
-	require.NoError(t, os.Remove(b.cfg.BootstrapGrant))
+	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.Stack.Token("env-dev-02")), 0o600))
+	require.NoError(t, os.Remove(b.Cfg.BootstrapGrant))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitEnvMismatch, code)
-	require.NotNil(t, b.state().EnvMismatch)
+	require.NotNil(t, b.State().EnvMismatch)
 
 	// No grant: the bootstrap fails, and the latch stays.
 	_, err := b.agent.Bootstrap(t.Context(), "")
 	require.Error(t, err)
-	assert.NotNil(t, b.state().EnvMismatch, "a failed bootstrap must not clear the latch")
-	before, beforeBao := len(b.stack.Requests()), len(b.stack.BaoRequests())
+	assert.NotNil(t, b.State().EnvMismatch, "a failed bootstrap must not clear the latch")
+	before, beforeBao := len(b.Stack.Requests()), len(b.Stack.BaoRequests())
 	_, code = b.tick()
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	assert.Len(t, b.stack.Requests(), before, "a latched run touches no network")
-	assert.Len(t, b.stack.BaoRequests(), beforeBao)
+	assert.Len(t, b.Stack.Requests(), before, "a latched run touches no network")
+	assert.Len(t, b.Stack.BaoRequests(), beforeBao)
 }
 
 // TestReportDetailIsBounded: the report's detail (and the state's copy of it) is
 // bounded like the tail, and stays valid UTF-8 where it is cut.
 func TestReportDetailIsBounded(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	bn := faketenancy.SampleApp(b.env, 1)
+	bn := faketenancy.SampleApp(b.Env, 1)
 	var c strings.Builder
 	c.WriteString("services:\n  web:\n    image: nginx:1.27\n    environment:\n")
 	for i := range 400 {
 		fmt.Fprintf(&c, "      V%03d: ${UNSET_VARIABLE_WITH_A_LONG_NAME_%03d}\n", i, i)
 	}
 	bn.Files["compose.yaml"] = c.String()
-	b.publish(bn)
+	b.Publish(bn)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
 	require.Equal(t, codes.UnresolvedVars, out.Code)
-	rep := b.lastReport()
+	rep := b.LastReport()
 	assert.LessOrEqual(t, len(rep.Detail), 4<<10, "the report's detail is bounded")
 	assert.True(t, utf8.ValidString(rep.Detail))
-	st := b.state()
+	st := b.State()
 	assert.LessOrEqual(t, len(st.LastDetail), 4<<10)
 	for _, f := range st.Failed {
 		assert.LessOrEqual(t, len(f.Detail), 4<<10)
@@ -100,30 +100,30 @@ func TestReportDetailIsBounded(t *testing.T) {
 func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
-	sha := b.publish(faketenancy.SampleApp(b.env, 1))
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 
 	// What a kill between promote and health leaves: the live release unconfirmed.
-	st := b.state()
+	st := b.State()
 	st.Confirmed = false
 	data, err := json.Marshal(st)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(b.cfg.StatePath(), data, 0o600))
+	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
 	b.newAgent() // a new process: its redactor knows nothing yet
-	b.docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
 	}})
-	leases := b.calls("/v1/agent/lease")
+	leases := b.TenancyCalls("/v1/agent/lease")
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, sha, out.SHA)
-	assert.Equal(t, leases, b.calls("/v1/agent/lease"), "a resume takes no lease")
-	rep := b.lastReport()
+	assert.Equal(t, leases, b.TenancyCalls("/v1/agent/lease"), "a resume takes no lease")
+	rep := b.LastReport()
 	require.Equal(t, "APPLY_FAILED", rep.Code)
 	require.Contains(t, rep.Tail, "Error: invalid value")
 	assert.NotContains(t, rep.Tail, value)
-	assert.NotContains(t, b.logs.String(), value)
+	assert.NotContains(t, b.Logs.String(), value)
 }
 
 // TestDownRedactsTheReleaseSecrets: a down runs in a process that read no secret; a
@@ -132,21 +132,21 @@ func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
-	b.publish(faketenancy.SampleApp(b.env, 1))
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.newAgent()
-	b.docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
 		"down": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
 	}})
-	b.setDesired(faketenancy.Desired{Action: "down"})
+	b.SetDesired(faketenancy.Desired{Action: "down"})
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, "failed", out.Result)
-	rep := b.lastReport()
+	rep := b.LastReport()
 	require.Contains(t, rep.Tail, "Error: invalid value")
 	assert.NotContains(t, rep.Tail, value)
-	assert.NotContains(t, b.logs.String(), value)
+	assert.NotContains(t, b.Logs.String(), value)
 }
 
 // TestRepairKeepsAReleaseCaughtMidRestage: restaging a kept release moves the old copy
@@ -155,20 +155,20 @@ func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 // restore target): the next tick's repair puts it back.
 func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.publish(faketenancy.SampleApp(b.env, 1))
+	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	b.publish(faketenancy.SampleApp(b.env, 2))
+	b.Publish(faketenancy.SampleApp(b.Env, 2))
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	require.Equal(t, first, b.state().PreviousSHA)
+	require.Equal(t, first, b.State().PreviousSHA)
 
 	// The crash: the kept release was moved aside, the new copy not yet in place.
-	rel := b.cfg.ReleasesDir()
+	rel := b.Cfg.ReleasesDir()
 	require.NoError(t, os.Rename(filepath.Join(rel, first), filepath.Join(rel, "."+first+".old")))
 	require.NoError(t, os.MkdirAll(filepath.Join(rel, "."+first+".tmp"), 0o755))
 
-	b.setDesired(faketenancy.Desired{Action: "none"})
+	b.SetDesired(faketenancy.Desired{Action: "none"})
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	_, err := os.Stat(filepath.Join(rel, first, "manifest.json"))
@@ -185,28 +185,28 @@ func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 // rollback"); the refusal was about the missing flag, not about the sha.
 func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.publish(faketenancy.SampleApp(b.env, 5))
+	b.Publish(faketenancy.SampleApp(b.Env, 5))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	older := b.publish(faketenancy.SampleApp(b.env, 3))
+	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
 	require.Equal(t, codes.Rollback, out.Code)
 
-	b.setDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true})
+	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true})
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, out.Code)
 	assert.Equal(t, "applied", out.Result)
-	assert.Equal(t, older, b.live())
+	assert.Equal(t, older, b.Live())
 
 	// Without the flag, another refused sha stays remembered (no retry, no download).
-	newer := b.publish(faketenancy.SampleApp(b.env, 2))
+	newer := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
-	downloads := b.calls("/v1/agent/bundles/")
-	b.setDesired(faketenancy.Desired{Action: "apply", SHA: newer})
+	downloads := b.TenancyCalls("/v1/agent/bundles/")
+	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: newer})
 	out, code = b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, codes.Rollback, out.Code)
-	assert.Equal(t, downloads, b.calls("/v1/agent/bundles/"), "a remembered failure is re-reported without a download")
+	assert.Equal(t, downloads, b.TenancyCalls("/v1/agent/bundles/"), "a remembered failure is re-reported without a download")
 }
