@@ -55,7 +55,7 @@ func (b *box) newAgent() {
 	if b.agent != nil {
 		_ = b.agent.Close()
 	}
-	b.agent = b.NewAgent(deployd.Options{TenancyHTTP: &http.Client{Transport: b.rt}, Now: b.now})
+	b.agent = b.NewAgent(deployd.Options{TenancyHTTP: &http.Client{Transport: b.rt}, HealthPoll: 10 * time.Millisecond, Now: b.now})
 }
 
 func (b *box) tick() (deployd.Outcome, int) {

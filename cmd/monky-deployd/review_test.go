@@ -16,19 +16,19 @@ import (
 // tell the operator that runs exit 78.
 func TestStatusLatchOfAnotherEnv(t *testing.T) {
 	b := newBox(t, boxOpts{noGrant: true})
-	require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
 	res := b.tick()
-	require.Equal(t, deployd.ExitEnvMismatch, res.code, res.stderr)
+	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 
-	data, err := os.ReadFile(b.cfgPath)
+	data, err := os.ReadFile(b.CfgPath)
 	require.NoError(t, err)
 	fixed := strings.Replace(string(data), "env_id: env-dev-01", "env_id: env-dev-02", 1)
 	require.NotEqual(t, string(data), fixed)
-	require.NoError(t, os.WriteFile(b.cfgPath, []byte(fixed), 0o600))
+	require.NoError(t, os.WriteFile(b.CfgPath, []byte(fixed), 0o600))
 
-	r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
-	require.Equal(t, 0, r.code, r.stderr)
-	assert.NotContains(t, r.stdout, "runs exit 78")
-	assert.Regexp(t, `(?m)^latch:\s+none \(the AGENT_ENV_MISMATCH latch of env-dev-01 clears at the next run: env_id changed\)$`, r.stdout)
+	r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	assert.NotContains(t, r.Stdout, "runs exit 78")
+	assert.Regexp(t, `(?m)^latch:\s+none \(the AGENT_ENV_MISMATCH latch of env-dev-01 clears at the next run: env_id changed\)$`, r.Stdout)
 }

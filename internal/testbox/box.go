@@ -1,6 +1,7 @@
 package testbox
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -158,10 +159,13 @@ func (b *Box) writeConfig(p string, c deployd.Config) {
 	if err := c.Validate(); err != nil {
 		b.T.Fatalf("testbox: the box's config: %v", err)
 	}
-	data, err := yaml.Marshal(c)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
 		b.T.Fatalf("testbox: %v", err)
 	}
+	data := buf.Bytes()
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		b.T.Fatalf("testbox: %v", err)
 	}
@@ -285,7 +289,7 @@ func (b *Box) State() deployd.State {
 
 // NewAgent builds an in-process agent over the box's config, closed by tb.Cleanup.
 // Unset fields of o: Logger writes JSON at debug level to Logs, DockerEnv is the fake
-// docker's, Hostname is "box-under-test", HealthPoll is 10ms.
+// docker's, Hostname is "box-under-test".
 func (b *Box) NewAgent(o deployd.Options) *deployd.Agent {
 	b.T.Helper()
 	if o.Logger == nil {
@@ -296,9 +300,6 @@ func (b *Box) NewAgent(o deployd.Options) *deployd.Agent {
 	}
 	if o.Hostname == "" {
 		o.Hostname = "box-under-test"
-	}
-	if o.HealthPoll == 0 {
-		o.HealthPoll = 10 * time.Millisecond
 	}
 	a, err := deployd.New(context.Background(), b.Cfg, o)
 	if err != nil {
@@ -320,13 +321,13 @@ func (b *Box) Tick(a *deployd.Agent) (deployd.Outcome, int) {
 	return out, code
 }
 
-// ProcEnv is the process environment of the agent binary: PATH (the fake docker's
-// directory first), HOME (the box's directory), the fake docker's FAKE_DOCKER_*
-// variables, then extra ("K=V").
+// ProcEnv is the process environment of the agent binary, then extra ("K=V"). With
+// the fake docker: PATH (the fake's directory first) and the fake's FAKE_DOCKER_*
+// variables; with the real one: the system's PATH and HOME (the box's directory).
 func (b *Box) ProcEnv(extra ...string) []string {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + b.Dir}
 	if b.Docker != nil {
-		env = []string{"PATH=" + b.Docker.Dir + ":/usr/bin:/bin", "HOME=" + b.Dir,
+		env = []string{"PATH=" + b.Docker.Dir + ":/usr/bin:/bin",
 			fakedocker.EnvLog + "=" + b.Docker.Log,
 			fakedocker.EnvState + "=" + b.Docker.State,
 			fakedocker.EnvScript + "=" + b.Docker.Script}

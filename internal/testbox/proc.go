@@ -62,6 +62,9 @@ func Start(tb testing.TB, bin, dir string, env []string, args ...string) *Proc {
 	return p
 }
 
+// Output is what the run printed so far: its stdout, then its stderr.
+func (p *Proc) Output() string { return p.Stdout.String() + p.Stderr.String() }
+
 // Done is closed when the run has ended.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
