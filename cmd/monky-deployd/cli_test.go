@@ -376,10 +376,10 @@ func TestRunBadConfig(t *testing.T) {
 	// The config as an operator writes it: the line numbers below are its own.
 	c := b.Cfg
 	good := fmt.Sprintf(`env_id: %s
+min_free_mb: 1
 deploy_dir: %s
 state_dir: %s
 bootstrap_grant: %s
-min_free_mb: 1
 tenancy:
   transport: system
   url: %s

@@ -15,6 +15,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
@@ -220,20 +221,19 @@ func (b *Box) Leases() int { return len(b.Stack.Leases(b.Env)) }
 
 // TenancyCalls counts the requests to the fake tenancy whose path starts with prefix.
 func (b *Box) TenancyCalls(prefix string) int {
-	n := 0
-	for _, r := range b.Stack.Requests() {
-		if strings.HasPrefix(r.Path, prefix) {
-			n++
-		}
-	}
-	return n
+	return count(b.Stack.Requests(), func(r faketenancy.Request) bool { return strings.HasPrefix(r.Path, prefix) })
 }
 
 // BaoCalls counts the requests to the fake OpenBao whose path contains part.
 func (b *Box) BaoCalls(part string) int {
+	return count(b.Stack.BaoRequests(), func(r fakebao.Request) bool { return strings.Contains(r.Path, part) })
+}
+
+// count counts the elements of s that match.
+func count[T any](s []T, match func(T) bool) int {
 	n := 0
-	for _, r := range b.Stack.BaoRequests() {
-		if strings.Contains(r.Path, part) {
+	for _, v := range s {
+		if match(v) {
 			n++
 		}
 	}
