@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,11 +20,7 @@ func TestStatusLatchOfAnotherEnv(t *testing.T) {
 	res := b.tick()
 	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 
-	data, err := os.ReadFile(b.CfgPath)
-	require.NoError(t, err)
-	fixed := strings.Replace(string(data), "env_id: env-dev-01", "env_id: env-dev-02", 1)
-	require.NotEqual(t, string(data), fixed)
-	require.NoError(t, os.WriteFile(b.CfgPath, []byte(fixed), 0o600))
+	b.Configure(func(c *deployd.Config) { c.EnvID = "env-dev-02" })
 
 	r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
 	require.Equal(t, 0, r.Code, r.Stderr)
