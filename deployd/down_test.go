@@ -15,15 +15,15 @@ import (
 // was live.
 func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	sha := b.publish(faketenancy.SampleApp(b.env, 3))
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 3))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	require.Equal(t, sha, b.live())
+	require.Equal(t, sha, b.Live())
 
-	b.setDesired(faketenancy.Desired{Action: "down"})
+	b.SetDesired(faketenancy.Desired{Action: "down"})
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	rep := b.lastReport()
+	rep := b.LastReport()
 	assert.Equal(t, "down", rep.Result)
 	assert.Equal(t, sha, rep.SHA)
 	assert.Equal(t, int64(3), rep.Serial)
@@ -33,7 +33,7 @@ func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 	// Down again: nothing is live, the report names no release.
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	rep = b.lastReport()
+	rep = b.LastReport()
 	assert.Equal(t, "down", rep.Result)
 	assert.Equal(t, "", rep.SHA)
 	assert.Zero(t, rep.Serial)

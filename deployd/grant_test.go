@@ -18,26 +18,26 @@ import (
 // applies it without a retry from tenancy.
 func TestSupersededGrantIsNotRemembered(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.setDesired(faketenancy.Desired{Action: "none"})
+	b.SetDesired(faketenancy.Desired{Action: "none"})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" {
-			b.stack.Grant(b.env) // someone else got a newer grant
+			b.Stack.Grant(b.Env) // someone else got a newer grant
 		}
 		return resp
 	})
-	sha := b.publish(faketenancy.SampleApp(b.env, 1))
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
 	require.Equal(t, codes.Unauthenticated, out.Code)
-	assert.Equal(t, "failed", b.lastReport().Result)
-	assert.NotContains(t, b.state().Failed, sha, "a refused login is not a fault of the bundle")
+	assert.Equal(t, "failed", b.LastReport().Result)
+	assert.NotContains(t, b.State().Failed, sha, "a refused login is not a fault of the bundle")
 
 	b.rt.set(nil)
 	out, code = b.tick()
 	assert.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "applied", out.Result)
 	assert.True(t, out.Leased, "a new lease, without a retry from tenancy")
-	assert.Equal(t, sha, b.live())
+	assert.Equal(t, sha, b.Live())
 }

@@ -89,8 +89,8 @@ func TestLoopBacksOff(t *testing.T) {
 // TestLoopWaitsWhatTenancyAsked: after a tick the pause is State.NextCheckin when set.
 func TestLoopWaitsWhatTenancyAsked(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b.cfg.StatePath(), fmt.Appendf(nil, `{"schema":1,"env_id":%q,"next_checkin_ns":%d}`, b.env, 5*time.Second), 0o600))
+	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), fmt.Appendf(nil, `{"schema":1,"env_id":%q,"next_checkin_ns":%d}`, b.Env, 5*time.Second), 0o600))
 	r, _ := runLoop(t, b, time.Minute, low, 0, 75)
 	assert.Equal(t, []time.Duration{0, 4500 * time.Millisecond, 54 * time.Second}, r.pauses, "a 75 backs off from the interval, not from tenancy's")
 }
@@ -101,7 +101,7 @@ func TestLoopStopsOnEnvMismatch(t *testing.T) {
 	r, code := runLoop(t, b, time.Minute, low, 0, 78, 0)
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
 	assert.Equal(t, 2, r.ticks)
-	assert.Contains(t, b.logs.String(), "AGENT_ENV_MISMATCH is never retried")
+	assert.Contains(t, b.Logs.String(), "AGENT_ENV_MISMATCH is never retried")
 }
 
 // TestLoopRunsRealTicks: without a Tick, the loop runs Agent.Tick.
@@ -110,7 +110,7 @@ func TestLoopRunsRealTicks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	after := func(time.Duration) <-chan time.Time {
-		if b.calls("/v1/agent/checkin") >= 2 {
+		if b.TenancyCalls("/v1/agent/checkin") >= 2 {
 			cancel()
 		}
 		ch := make(chan time.Time, 1)
@@ -119,5 +119,5 @@ func TestLoopRunsRealTicks(t *testing.T) {
 	}
 	code := b.agent.Loop(ctx, deployd.LoopOptions{Interval: time.Minute, After: after})
 	assert.Equal(t, 0, code)
-	assert.GreaterOrEqual(t, b.calls("/v1/agent/checkin"), 2)
+	assert.GreaterOrEqual(t, b.TenancyCalls("/v1/agent/checkin"), 2)
 }

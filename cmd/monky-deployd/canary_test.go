@@ -86,7 +86,7 @@ func needles(v string) []string {
 func TestSecretCanary(t *testing.T) {
 	b := newBox(t, boxOpts{record: true})
 	for _, c := range canaries {
-		b.bao.PutSecret(b.env, c.path, map[string]string{c.key: c.value})
+		b.Stack.Bao.PutSecret(b.Env, c.path, map[string]string{c.key: c.value})
 	}
 	echo := canaries["ECHOED"].value
 	multi := canaries["API_KEY"].value
@@ -94,81 +94,81 @@ func TestSecretCanary(t *testing.T) {
 	run := func(want int, args ...string) {
 		t.Helper()
 		res := b.run(args, "MONKY_DEPLOYD_DEBUG=1") // the most verbose the agent gets
-		require.Equal(t, want, res.code, "%v\n%s", args, res.stderr)
-		outputs = append(outputs, res.stdout, res.stderr)
+		require.Equal(t, want, res.Code, "%v\n%s", args, res.Stderr)
+		outputs = append(outputs, res.Stdout, res.Stderr)
 	}
 	tick := func(want int) {
 		t.Helper()
-		run(want, "run", "--config", b.cfgPath, "--metrics-file", filepath.Join(b.cfg.StateDir, "agent.prom"))
+		run(want, "run", "--config", b.CfgPath, "--metrics-file", filepath.Join(b.Cfg.StateDir, "agent.prom"))
 	}
 
 	// 1. apply, with compose up echoing a secret on stderr.
-	b.docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "warning: variable ECHOED=" + echo + " looks like a password\n"},
 	}})
-	good := b.publish(canaryBundle(b.env, 1))
+	good := b.Publish(canaryBundle(b.Env, 1))
 	tick(0)
-	require.Equal(t, good, b.live())
+	require.Equal(t, good, b.Live())
 
 	// 2. an unhealthy apply that restores: the failing service's logs echo secrets.
-	b.docker.SetScript(&fakedockertest.Script{
+	b.Docker.SetScript(&fakedockertest.Script{
 		Commands: map[string]fakedocker.Command{"up": {Stderr: "up: using " + echo + "\n"}},
 		Services: map[string]fakedocker.Service{"web": {
 			States: []fakedocker.State{{Health: "unhealthy"}},
 			Logs:   "boot\nconnecting with " + canaries["DB_PASSWORD"].value + "\nkey " + multi + "\nfatal: " + echo + " refused\n",
 		}},
 	})
-	b.publish(canaryBundle(b.env, 2))
+	b.Publish(canaryBundle(b.Env, 2))
 	tick(deployd.ExitFailed)
-	require.Equal(t, good, b.live(), "restored")
-	rep := b.lastReport()
+	require.Equal(t, good, b.Live(), "restored")
+	rep := b.LastReport()
 	require.Equal(t, "UNHEALTHY", rep.Code)
 	require.Contains(t, rep.Tail, "fatal:", "the tail carries the logs (redacted)")
 
 	// 3. compose up fails once, printing a secret: restore again.
 	// fail_times counts every up call the fake has seen: fail the next one only.
-	b.docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
-		"up": {Stderr: "Error: invalid value " + echo + " for ECHOED\n", Exit: 1, FailTimes: b.docker.Status().Calls["up"] + 1},
+	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+		"up": {Stderr: "Error: invalid value " + echo + " for ECHOED\n", Exit: 1, FailTimes: b.Docker.Status().Calls["up"] + 1},
 	}})
-	b.publish(canaryBundle(b.env, 3))
+	b.Publish(canaryBundle(b.Env, 3))
 	tick(deployd.ExitFailed)
-	require.Equal(t, "APPLY_FAILED", b.lastReport().Code)
-	require.Contains(t, b.lastReport().Tail, "Error: invalid value")
-	require.Equal(t, good, b.live())
+	require.Equal(t, "APPLY_FAILED", b.LastReport().Code)
+	require.Contains(t, b.LastReport().Tail, "Error: invalid value")
+	require.Equal(t, good, b.Live())
 
 	// 4. a refusal.
-	bad := canaryBundle(b.env, 4)
+	bad := canaryBundle(b.Env, 4)
 	bad.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n    environment:\n      X: ${DB_PASSWORD}\n"
 	delete(bad.Files, "config/app.toml")
-	b.publish(bad)
+	b.Publish(bad)
 	tick(deployd.ExitFailed)
-	require.Equal(t, "PRIVILEGED", b.lastReport().Code)
+	require.Equal(t, "PRIVILEGED", b.LastReport().Code)
 
 	// 5. a leaky tenancy that quotes the bearer in its errors.
-	b.ten.SetFaults(faketenancy.Faults{EchoBearer: true, Status: map[string]int{"checkin": 503}})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{EchoBearer: true, Status: map[string]int{"checkin": 503}})
 	tick(deployd.ExitTemporary)
-	b.ten.SetFaults(faketenancy.Faults{})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 
 	// 6. a leaky tenancy that latches AGENT_ENV_MISMATCH with the bearer in its message;
 	// status shows the latch; a fresh grant clears it.
-	b.ten.SetFaults(faketenancy.Faults{EchoBearer: true, Status: map[string]int{"checkin": 409}})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{EchoBearer: true, Status: map[string]int{"checkin": 409}})
 	tick(deployd.ExitEnvMismatch)
-	b.ten.SetFaults(faketenancy.Faults{})
-	require.NotNil(t, b.state().EnvMismatch)
-	require.NotEmpty(t, b.state().EnvMismatch.Message)
-	run(0, "status", "--config", b.cfgPath)
-	run(0, "status", "--config", b.cfgPath, "--json")
-	b.placeGrant()
-	run(0, "bootstrap", "--config", b.cfgPath)
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
+	require.NotNil(t, b.State().EnvMismatch)
+	require.NotEmpty(t, b.State().EnvMismatch.Message)
+	run(0, "status", "--config", b.CfgPath)
+	run(0, "status", "--config", b.CfgPath, "--json")
+	b.PlaceGrant()
+	run(0, "bootstrap", "--config", b.CfgPath)
 
 	// 7. down.
-	b.setDesired(faketenancy.Desired{Action: "down"})
+	b.SetDesired(faketenancy.Desired{Action: "down"})
 	tick(0)
-	require.Equal(t, "down", b.lastReport().Result)
+	require.Equal(t, "down", b.LastReport().Result)
 
 	// 8. status, both ways.
-	run(0, "status", "--config", b.cfgPath)
-	run(0, "status", "--config", b.cfgPath, "--json")
+	run(0, "status", "--config", b.CfgPath)
+	run(0, "status", "--config", b.CfgPath, "--json")
 
 	// What must never leak.
 	type planted struct{ what, value string }
@@ -176,7 +176,7 @@ func TestSecretCanary(t *testing.T) {
 	for name, c := range canaries {
 		secrets = append(secrets, planted{"secret " + name, c.value})
 	}
-	for i, g := range b.grants {
+	for i, g := range b.Grants {
 		creds = append(creds, planted{"bootstrap grant " + strconv.Itoa(i), g})
 	}
 	wire := b.rec.credentials()
@@ -185,7 +185,7 @@ func TestSecretCanary(t *testing.T) {
 	}
 	// The run saw at least: 1 bootstrap login, 3 leases and their logins.
 	require.GreaterOrEqual(t, len(wire), 7, "the recorder must have seen the tokens and grants")
-	tok, err := os.ReadFile(b.cfg.TokenPath())
+	tok, err := os.ReadFile(b.Cfg.TokenPath())
 	require.NoError(t, err)
 	require.Contains(t, wire, strings.TrimSpace(string(tok)), "the live token was seen on the wire")
 	// Tenancy's echo of the bearer did reach the agent.
@@ -212,14 +212,14 @@ func TestSecretCanary(t *testing.T) {
 	for i, o := range outputs {
 		assertClean("output "+strconv.Itoa(i), o, all)
 	}
-	reports := b.ten.Reports(b.env)
+	reports := b.Stack.Tenancy.Reports(b.Env)
 	require.Len(t, reports, 5, "applied, failed ×3, down")
 	for i, r := range reports {
 		data, err := json.Marshal(r)
 		require.NoError(t, err)
 		assertClean("report "+strconv.Itoa(i)+" ("+r.Result+" "+r.Code+")", string(data), all)
 	}
-	for i, c := range b.ten.Checkins(b.env) {
+	for i, c := range b.Stack.Tenancy.Checkins(b.Env) {
 		data, err := json.Marshal(c)
 		require.NoError(t, err)
 		assertClean("check-in "+strconv.Itoa(i), string(data), all)
@@ -227,7 +227,7 @@ func TestSecretCanary(t *testing.T) {
 	// Every file under the state directory; bao.token holds the live token by design,
 	// and nothing else.
 	files := 0
-	require.NoError(t, filepath.WalkDir(b.cfg.StateDir, func(p string, d fs.DirEntry, err error) error {
+	require.NoError(t, filepath.WalkDir(b.Cfg.StateDir, func(p string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
 		if d.IsDir() {
 			return nil
@@ -235,7 +235,7 @@ func TestSecretCanary(t *testing.T) {
 		files++
 		data, err := os.ReadFile(p)
 		require.NoError(t, err)
-		if p == b.cfg.TokenPath() {
+		if p == b.Cfg.TokenPath() {
 			assertClean(p, string(data), secrets)
 			assert.Equal(t, strings.TrimSpace(string(data)), strings.TrimSpace(string(tok)))
 			return nil
@@ -247,7 +247,7 @@ func TestSecretCanary(t *testing.T) {
 	// Every file of the deploy directory: the .env (0600) is the one place the secret
 	// values are, and it holds no token or grant.
 	envFiles := 0
-	require.NoError(t, filepath.WalkDir(b.cfg.DeployDir, func(p string, d fs.DirEntry, err error) error {
+	require.NoError(t, filepath.WalkDir(b.Cfg.DeployDir, func(p string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
 		if d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
 			return nil
@@ -272,7 +272,7 @@ func TestSecretCanary(t *testing.T) {
 	}))
 	require.Positive(t, envFiles)
 	// The fake docker's own record (argv and the names of the environment).
-	for _, f := range []string{b.docker.Log, b.docker.State} {
+	for _, f := range []string{b.Docker.Log, b.Docker.State} {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
 		assertClean(f, string(data), all)

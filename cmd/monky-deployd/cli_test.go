@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -28,15 +29,13 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the fixture bundles and golden files under testdata/")
 
 // mainResult is one in-process run of Main.
-type mainResult struct {
-	code           int
-	stdout, stderr string
-}
+type mainResult = testbox.Result
 
 // runMain runs Main in-process with env as the whole environment.
 func runMain(t *testing.T, env []string, args ...string) mainResult {
@@ -45,26 +44,26 @@ func runMain(t *testing.T, env []string, args ...string) mainResult {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := Main(ctx, args, env, &stdout, &stderr)
-	return mainResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	return mainResult{Code: code, Stdout: stdout.String(), Stderr: stderr.String()}
 }
 
 // fixture bundles under testdata/bundles, rewritten with -update.
 var fixtures = map[string]func(testing.TB) []byte{
 	// good: the sample application, gzip-compressed.
-	"good.tar.gz": func(t testing.TB) []byte { return tarball(t, faketenancy.SampleApp("env-dev-01", 7), true) },
+	"good.tar.gz": func(t testing.TB) []byte { return testbox.Tarball(t, faketenancy.SampleApp("env-dev-01", 7), true) },
 	// refused: privileged, the docker socket and an unset variable at once.
 	"refused.tar": func(t testing.TB) []byte {
 		bn := faketenancy.SampleApp("env-dev-01", 7)
 		bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx:${NGINX_TAG}\n    privileged: true\n" +
 			"    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"
 		delete(bn.Files, "config/app.toml")
-		return tarball(t, bn, false)
+		return testbox.Tarball(t, bn, false)
 	},
 	// obsolete-version: accepted, but compose-go warns through logrus about `version`.
 	"obsolete-version.tar": func(t testing.TB) []byte {
 		bn := faketenancy.SampleApp("env-dev-01", 7)
 		bn.Files["compose.yaml"] = "version: \"3.8\"\n" + bn.Files["compose.yaml"]
-		return tarball(t, bn, false)
+		return testbox.Tarball(t, bn, false)
 	},
 	// not-a-bundle: text, not a tar.
 	"not-a-bundle.txt": func(testing.TB) []byte { return []byte("this is not a bundle\n") },
@@ -97,18 +96,18 @@ func golden(t *testing.T, name, got string) {
 
 func TestVersion(t *testing.T) {
 	r := runMain(t, nil, "version")
-	require.Equal(t, 0, r.code)
-	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit unknown)\n", r.stdout)
-	assert.Empty(t, r.stderr)
+	require.Equal(t, 0, r.Code)
+	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit unknown)\n", r.Stdout)
+	assert.Empty(t, r.Stderr)
 
 	// The shipped build links the commit.
 	b := newBox(t, boxOpts{})
 	res := b.run([]string{"version"})
-	require.Equal(t, 0, res.code)
-	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit "+testCommit+")\n", res.stdout)
+	require.Equal(t, 0, res.Code)
+	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit "+testCommit+")\n", res.Stdout)
 	res = b.run([]string{"--version"})
-	assert.Equal(t, 0, res.code)
-	assert.Contains(t, res.stdout, testCommit)
+	assert.Equal(t, 0, res.Code)
+	assert.Contains(t, res.Stdout, testCommit)
 }
 
 func TestUsageErrorsExit2(t *testing.T) {
@@ -133,15 +132,15 @@ func TestUsageErrorsExit2(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runMain(t, nil, tc.args...)
-			assert.Equal(t, exitUsage, r.code)
-			assert.Contains(t, r.stderr, tc.want)
-			assert.Empty(t, r.stdout)
+			assert.Equal(t, exitUsage, r.Code)
+			assert.Contains(t, r.Stderr, tc.want)
+			assert.Empty(t, r.Stdout)
 		})
 	}
 	t.Run("help is not an error", func(t *testing.T) {
 		r := runMain(t, nil, "help")
-		assert.Equal(t, 0, r.code)
-		assert.Equal(t, usage, r.stdout)
+		assert.Equal(t, 0, r.Code)
+		assert.Equal(t, usage, r.Stdout)
 	})
 }
 
@@ -192,22 +191,22 @@ func TestVerify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runMain(t, nil, append(append([]string{"verify"}, tc.args...), fixture(t, tc.bundle))...)
-			assert.Equal(t, tc.code, r.code, "stderr: %s", r.stderr)
-			if tc.logs && r.stderr != "" {
-				assert.Regexp(t, "^[^\n]*level=WARN msg=\"compose.yaml: the attribute `version` is obsolete[^\n]*\n$", r.stderr)
+			assert.Equal(t, tc.code, r.Code, "stderr: %s", r.Stderr)
+			if tc.logs && r.Stderr != "" {
+				assert.Regexp(t, "^[^\n]*level=WARN msg=\"compose.yaml: the attribute `version` is obsolete[^\n]*\n$", r.Stderr)
 			} else {
-				assert.Empty(t, r.stderr)
+				assert.Empty(t, r.Stderr)
 			}
 			if tc.golden != "" {
-				golden(t, tc.golden, r.stdout)
+				golden(t, tc.golden, r.Stdout)
 			}
 			if tc.lines != nil {
-				assert.Equal(t, strings.Join(tc.lines, "\n")+"\n", r.stdout)
+				assert.Equal(t, strings.Join(tc.lines, "\n")+"\n", r.Stdout)
 			}
 			if slices.Contains(tc.args, "--json") {
 				// Exactly {"sha":"…","refusals":[{"code":"…","detail":"…"}],"warnings":["…"]}:
 				// no other key, refusals and warnings lists (empty when none), never null.
-				dec := json.NewDecoder(strings.NewReader(r.stdout))
+				dec := json.NewDecoder(strings.NewReader(r.Stdout))
 				dec.DisallowUnknownFields()
 				var v struct {
 					SHA      *string `json:"sha"`
@@ -217,7 +216,7 @@ func TestVerify(t *testing.T) {
 					} `json:"refusals"`
 					Warnings *[]string `json:"warnings"`
 				}
-				require.NoError(t, dec.Decode(&v), "verify --json must print exactly sha, refusals and warnings: %s", r.stdout)
+				require.NoError(t, dec.Decode(&v), "verify --json must print exactly sha, refusals and warnings: %s", r.Stdout)
 				require.NotNil(t, v.SHA)
 				require.NotNil(t, v.Refusals, "refusals must be a list, not null or absent")
 				require.NotNil(t, v.Warnings, "warnings must be a list, not null or absent")
@@ -232,7 +231,7 @@ func TestVerify(t *testing.T) {
 					codes = append(codes, *rf.Code)
 				}
 				assert.Equal(t, tc.refusals, codes)
-				assert.Equal(t, strings.Count(r.stdout, "\n"), 1, "one line of JSON")
+				assert.Equal(t, strings.Count(r.Stdout, "\n"), 1, "one line of JSON")
 				if tc.bundle != "not-a-bundle.txt" {
 					assert.Equal(t, fixtureSHA(t, tc.bundle), *v.SHA)
 				}
@@ -281,43 +280,43 @@ func fixtureSHA(t *testing.T, name string) string {
 func TestStatus(t *testing.T) {
 	t.Run("missing state", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
-		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
-		require.Equal(t, 0, r.code, r.stderr)
-		golden(t, "status-missing.txt", r.stdout)
-		r = runMain(t, b.procEnv(), "status", "--config", b.cfgPath, "--json")
-		require.Equal(t, 0, r.code, r.stderr)
+		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
+		require.Equal(t, 0, r.Code, r.Stderr)
+		golden(t, "status-missing.txt", r.Stdout)
+		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
+		require.Equal(t, 0, r.Code, r.Stderr)
 		var v map[string]any
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
 		assert.Equal(t, "env-dev-01", v["env_id"])
 		assert.Equal(t, deployd.Version, v["agent_version"])
 		assert.Equal(t, "missing", v["token"])
-		assert.Empty(t, b.ten.Requests())
-		assert.Empty(t, b.bao.Requests())
+		assert.Empty(t, b.Stack.Tenancy.Requests())
+		assert.Empty(t, b.Stack.Bao.Requests())
 	})
 
 	t.Run("after a run", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
-		sha := b.publish(faketenancy.SampleApp(b.env, 4))
+		sha := b.Publish(faketenancy.SampleApp(b.Env, 4))
 		res := b.tick()
-		require.Equal(t, 0, res.code, res.stderr)
-		tenancyBefore, baoBefore := len(b.ten.Requests()), len(b.bao.Requests())
+		require.Equal(t, 0, res.Code, res.Stderr)
+		tenancyBefore, baoBefore := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests())
 		// No network: the fakes are gone.
-		b.ten.Close()
-		b.bao.Close()
-		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
-		require.Equal(t, 0, r.code, r.stderr)
-		assert.Regexp(t, `(?m)^live:\s+`+sha+` \(serial 4, healthy confirmed: true\)$`, r.stdout)
-		assert.Regexp(t, `(?m)^last check-in:\s+20\d\d-`, r.stdout)
-		assert.Regexp(t, `(?m)^last result:\s+applied$`, r.stdout)
-		assert.Regexp(t, `(?m)^last run:\s+20\d\d-.* \(exit 0\)$`, r.stdout)
-		assert.Regexp(t, `(?m)^token:\s+present$`, r.stdout)
-		assert.Regexp(t, `(?m)^token expires:\s+20\d\d-`, r.stdout)
-		assert.Regexp(t, `(?m)^latch:\s+none$`, r.stdout)
+		b.Stack.Tenancy.Close()
+		b.Stack.Bao.Close()
+		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
+		require.Equal(t, 0, r.Code, r.Stderr)
+		assert.Regexp(t, `(?m)^live:\s+`+sha+` \(serial 4, healthy confirmed: true\)$`, r.Stdout)
+		assert.Regexp(t, `(?m)^last check-in:\s+20\d\d-`, r.Stdout)
+		assert.Regexp(t, `(?m)^last result:\s+applied$`, r.Stdout)
+		assert.Regexp(t, `(?m)^last run:\s+20\d\d-.* \(exit 0\)$`, r.Stdout)
+		assert.Regexp(t, `(?m)^token:\s+present$`, r.Stdout)
+		assert.Regexp(t, `(?m)^token expires:\s+20\d\d-`, r.Stdout)
+		assert.Regexp(t, `(?m)^latch:\s+none$`, r.Stdout)
 
-		r = runMain(t, b.procEnv(), "status", "--config", b.cfgPath, "--json")
-		require.Equal(t, 0, r.code, r.stderr)
+		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
+		require.Equal(t, 0, r.Code, r.Stderr)
 		var v statusView
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
 		assert.Equal(t, sha, v.State.LiveSHA)
 		assert.Equal(t, int64(4), v.State.LiveSerial)
 		assert.True(t, v.State.Confirmed)
@@ -325,27 +324,27 @@ func TestStatus(t *testing.T) {
 		assert.Equal(t, "present", v.Token)
 		assert.False(t, v.State.TokenExpires.IsZero())
 		assert.Nil(t, v.State.EnvMismatch)
-		assert.Len(t, b.ten.Requests(), tenancyBefore)
-		assert.Len(t, b.bao.Requests(), baoBefore)
-		tok, err := os.ReadFile(b.cfg.TokenPath())
+		assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore)
+		assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
+		tok, err := os.ReadFile(b.Cfg.TokenPath())
 		require.NoError(t, err)
-		assert.NotContains(t, r.stdout, strings.TrimSpace(string(tok)))
+		assert.NotContains(t, r.Stdout, strings.TrimSpace(string(tok)))
 	})
 
 	t.Run("latched", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
 		res := b.tick()
-		require.Equal(t, deployd.ExitEnvMismatch, res.code, res.stderr)
-		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
-		require.Equal(t, 0, r.code)
-		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.stdout)
-		assert.Regexp(t, `(?m)^live:\s+none$`, r.stdout)
-		r = runMain(t, b.procEnv(), "status", "--config", b.cfgPath, "--json")
-		require.Equal(t, 0, r.code)
+		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
+		require.Equal(t, 0, r.Code)
+		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.Stdout)
+		assert.Regexp(t, `(?m)^live:\s+none$`, r.Stdout)
+		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
+		require.Equal(t, 0, r.Code)
 		var v statusView
-		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
 		require.NotNil(t, v.State.EnvMismatch)
 		assert.Equal(t, "env-dev-01", v.State.EnvMismatch.EnvID)
 		assert.Equal(t, codes.AgentEnvMismatch, v.State.LastCode)
@@ -353,20 +352,20 @@ func TestStatus(t *testing.T) {
 
 	t.Run("corrupt state", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
-		require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.cfg.StatePath(), []byte("{not json"), 0o600))
-		r := runMain(t, b.procEnv(), "status", "--config", b.cfgPath)
-		assert.Equal(t, 1, r.code)
-		assert.Contains(t, r.stderr, "state.json is corrupt")
-		assert.Contains(t, r.stderr, "the next run moves it aside")
-		assert.Empty(t, r.stdout)
+		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+		require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{not json"), 0o600))
+		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
+		assert.Equal(t, 1, r.Code)
+		assert.Contains(t, r.Stderr, "state.json is corrupt")
+		assert.Contains(t, r.Stderr, "the next run moves it aside")
+		assert.Empty(t, r.Stdout)
 	})
 
 	t.Run("bad config", func(t *testing.T) {
 		r := runMain(t, nil, "status", "--config", filepath.Join(t.TempDir(), "nope.yaml"))
-		assert.Equal(t, 1, r.code)
-		assert.Contains(t, r.stderr, "nope.yaml")
-		assert.Empty(t, r.stdout)
+		assert.Equal(t, 1, r.Code)
+		assert.Contains(t, r.Stderr, "nope.yaml")
+		assert.Empty(t, r.Stdout)
 	})
 }
 
@@ -374,18 +373,35 @@ func TestStatus(t *testing.T) {
 // line), before any network.
 func TestRunBadConfig(t *testing.T) {
 	b := newBox(t, boxOpts{})
-	good, err := os.ReadFile(b.cfgPath)
-	require.NoError(t, err)
+	// The config as an operator writes it: the line numbers below are its own.
+	c := b.Cfg
+	good := fmt.Sprintf(`env_id: %s
+min_free_mb: 1
+deploy_dir: %s
+state_dir: %s
+bootstrap_grant: %s
+tenancy:
+  transport: system
+  url: %s
+  timeout: 5s
+bao:
+  addr: %s
+compose:
+  project: monky
+  docker: %s
+  health_timeout: 3s
+  keep_releases: 3
+`, c.EnvID, c.DeployDir, c.StateDir, c.BootstrapGrant, c.Tenancy.URL, c.Bao.Addr, c.Compose.Docker)
 	tests := []struct {
 		name   string
 		config string
 		want   []string
 	}{
-		{"unknown key", strings.Replace(string(good), "  timeout: 5s\n", "  timeout: 5s\n  proxxy: http://x\n", 1),
+		{"unknown key", strings.Replace(good, "  timeout: 5s\n", "  timeout: 5s\n  proxxy: http://x\n", 1),
 			[]string{`unknown key "tenancy.proxxy"`, "config.yaml:10"}},
-		{"bad env_id", strings.Replace(string(good), "env_id: env-dev-01", "env_id: production", 1),
+		{"bad env_id", strings.Replace(good, "env_id: env-dev-01", "env_id: production", 1),
 			[]string{"env_id"}},
-		{"bad duration", strings.Replace(string(good), "health_timeout: 3s", "health_timeout: 3", 1),
+		{"bad duration", strings.Replace(good, "health_timeout: 3s", "health_timeout: 3", 1),
 			[]string{"compose.health_timeout"}},
 		{"not a mapping", "- a\n- b\n", []string{"mapping"}},
 		{"empty", "", []string{"empty config"}},
@@ -396,22 +412,22 @@ func TestRunBadConfig(t *testing.T) {
 			require.NoError(t, os.WriteFile(p, []byte(tc.config), 0o600))
 			for _, cmd := range []string{"run", "bootstrap", "status"} {
 				r := runMain(t, b.procEnv(), cmd, "--config", p)
-				assert.Equal(t, deployd.ExitFailed, r.code, cmd)
-				assert.Contains(t, r.stderr, "the config is invalid", cmd)
+				assert.Equal(t, deployd.ExitFailed, r.Code, cmd)
+				assert.Contains(t, r.Stderr, "the config is invalid", cmd)
 				for _, w := range tc.want {
 					// slog's text handler escapes the quotes of the error text.
-					assert.Contains(t, strings.ReplaceAll(r.stderr, `\"`, `"`), w, cmd)
+					assert.Contains(t, strings.ReplaceAll(r.Stderr, `\"`, `"`), w, cmd)
 				}
-				assert.Empty(t, r.stdout)
+				assert.Empty(t, r.Stdout)
 			}
 		})
 	}
-	assert.Empty(t, b.ten.Requests(), "a bad config touches no network")
-	assert.Empty(t, b.bao.Requests())
+	assert.Empty(t, b.Stack.Tenancy.Requests(), "a bad config touches no network")
+	assert.Empty(t, b.Stack.Bao.Requests())
 	t.Run("missing file", func(t *testing.T) {
 		r := runMain(t, nil, "run", "--config", "/nonexistent/monky/config.yaml")
-		assert.Equal(t, 1, r.code)
-		assert.Contains(t, r.stderr, "/nonexistent/monky/config.yaml")
+		assert.Equal(t, 1, r.Code)
+		assert.Contains(t, r.Stderr, "/nonexistent/monky/config.yaml")
 	})
 }
 
@@ -430,7 +446,7 @@ func TestJournalStream(t *testing.T) {
 			if journal {
 				extra = append(extra, "JOURNAL_STREAM=8:123456")
 			}
-			b.publish(faketenancy.SampleApp(b.env, 1))
+			b.Publish(faketenancy.SampleApp(b.Env, 1))
 			check := func(stderr string) {
 				t.Helper()
 				lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
@@ -445,24 +461,24 @@ func TestJournalStream(t *testing.T) {
 				}
 			}
 			// In-process and through the real binary.
-			r := runMain(t, b.procEnv(extra...), "run", "--config", b.cfgPath, "--metrics-file", filepath.Join(b.dir, "metrics.prom"))
-			require.Equal(t, 0, r.code, r.stderr)
-			check(r.stderr)
-			assert.Contains(t, r.stderr, "tick done")
-			b.setDesired(faketenancy.Desired{Action: "down"})
-			res := b.run([]string{"run", "--config", b.cfgPath}, extra...)
-			require.Equal(t, 0, res.code, res.stderr)
-			check(res.stderr)
+			r := runMain(t, b.procEnv(extra...), "run", "--config", b.CfgPath, "--metrics-file", filepath.Join(b.Dir, "metrics.prom"))
+			require.Equal(t, 0, r.Code, r.Stderr)
+			check(r.Stderr)
+			assert.Contains(t, r.Stderr, "tick done")
+			b.SetDesired(faketenancy.Desired{Action: "down"})
+			res := b.run([]string{"run", "--config", b.CfgPath}, extra...)
+			require.Equal(t, 0, res.Code, res.Stderr)
+			check(res.Stderr)
 			if journal {
-				assert.Regexp(t, `(?m)^<6>level=INFO msg="tick done"`, res.stderr)
+				assert.Regexp(t, `(?m)^<6>level=INFO msg="tick done"`, res.Stderr)
 				// The debug lines too, at <7>, and a failure at <3>.
-				b.setDesired(faketenancy.Desired{Action: "none"})
-				res = b.run([]string{"run", "--config", b.cfgPath}, append(extra, "MONKY_DEPLOYD_DEBUG=1")...)
-				require.Equal(t, 0, res.code)
-				assert.Regexp(t, `(?m)^<7>level=DEBUG `, res.stderr)
-				check(res.stderr)
-				r := runMain(t, extra, "run", "--config", filepath.Join(b.dir, "missing.yaml"))
-				assert.Regexp(t, `^<3>level=ERROR msg="the config is invalid; fix it and run again"`, r.stderr)
+				b.SetDesired(faketenancy.Desired{Action: "none"})
+				res = b.run([]string{"run", "--config", b.CfgPath}, append(extra, "MONKY_DEPLOYD_DEBUG=1")...)
+				require.Equal(t, 0, res.Code)
+				assert.Regexp(t, `(?m)^<7>level=DEBUG `, res.Stderr)
+				check(res.Stderr)
+				r := runMain(t, extra, "run", "--config", filepath.Join(b.Dir, "missing.yaml"))
+				assert.Regexp(t, `^<3>level=ERROR msg="the config is invalid; fix it and run again"`, r.Stderr)
 			}
 		})
 	}
@@ -494,24 +510,24 @@ func TestLogrusGoesThroughSlog(t *testing.T) {
 	}
 	// In-process (compose-go may have warned already for compose.yaml in this process) …
 	r := runMain(t, nil, "verify", "--env", "env-dev-01", bundlePath)
-	require.Equal(t, 0, r.code, r.stderr)
-	check(r.stderr, false)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	check(r.Stderr, false)
 	// … and through the real binary, on a terminal and under systemd.
 	b := newBox(t, boxOpts{})
 	res := b.run([]string{"verify", "--env", "env-dev-01", bundlePath})
-	require.Equal(t, 0, res.code)
-	require.NotEmpty(t, res.stderr, "a fresh process logs compose-go's warning")
-	check(res.stderr, false)
+	require.Equal(t, 0, res.Code)
+	require.NotEmpty(t, res.Stderr, "a fresh process logs compose-go's warning")
+	check(res.Stderr, false)
 	res = b.run([]string{"verify", "--env", "env-dev-01", bundlePath}, "JOURNAL_STREAM=8:1")
-	require.Equal(t, 0, res.code)
-	check(res.stderr, true)
+	require.Equal(t, 0, res.Code)
+	check(res.Stderr, true)
 
 	// Whatever a library logs passes the redactor: a token status has read is masked.
 	b2 := newBox(t, boxOpts{})
-	require.NoError(t, os.MkdirAll(b2.cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b2.cfg.TokenPath(), []byte("hvs.canary-token-for-logrus\n"), 0o600))
+	require.NoError(t, os.MkdirAll(b2.Cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b2.Cfg.TokenPath(), []byte("hvs.canary-token-for-logrus\n"), 0o600))
 	var stdout, stderr bytes.Buffer
-	code := Main(t.Context(), []string{"status", "--config", b2.cfgPath}, nil, &stdout, &stderr)
+	code := Main(t.Context(), []string{"status", "--config", b2.CfgPath}, nil, &stdout, &stderr)
 	require.Equal(t, 0, code)
 	logrus.WithField("auth", "Bearer hvs.canary-token-for-logrus").Warn("a library echoed hvs.canary-token-for-logrus")
 	assert.Contains(t, stderr.String(), "level=WARN")
@@ -531,8 +547,8 @@ func TestOutputFailureIsExit1(t *testing.T) {
 	for _, args := range [][]string{
 		{"version"},
 		{"help"},
-		{"status", "--config", b.cfgPath},
-		{"status", "--config", b.cfgPath, "--json"},
+		{"status", "--config", b.CfgPath},
+		{"status", "--config", b.CfgPath, "--json"},
 		{"verify", "--env", "env-dev-01", fixture(t, "good.tar.gz")},
 		{"verify", "--env", "env-dev-01", "--json", fixture(t, "good.tar.gz")},
 	} {

@@ -24,6 +24,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // fastScript makes the one-shot migrate service exit 0 at once, so that the health
@@ -38,10 +39,10 @@ func fastScript(commands map[string]fakedocker.Command) *fakedockertest.Script {
 // setScript replaces the fake docker's script atomically: a docker call that starts
 // meanwhile reads the old script or the new one, never half of one.
 func (b *box) setScript(s *fakedockertest.Script) {
-	b.t.Helper()
-	tmp := b.docker.Script + ".new"
-	require.NoError(b.t, s.WriteFile(tmp))
-	require.NoError(b.t, os.Rename(tmp, b.docker.Script))
+	b.T.Helper()
+	tmp := b.Docker.Script + ".new"
+	require.NoError(b.T, s.WriteFile(tmp))
+	require.NoError(b.T, os.Rename(tmp, b.Docker.Script))
 }
 
 // crashBox is a box that serves an old release and has been asked for a new one.
@@ -54,14 +55,14 @@ type crashBox struct {
 func newCrashBox(t *testing.T) *crashBox {
 	t.Helper()
 	b := newBox(t, boxOpts{script: fastScript(nil)})
-	c := &crashBox{box: b, old: faketenancy.SampleApp(b.env, 1), new: faketenancy.SampleApp(b.env, 2)}
+	c := &crashBox{box: b, old: faketenancy.SampleApp(b.Env, 1), new: faketenancy.SampleApp(b.Env, 2)}
 	c.new.Files["config/app.toml"] = "listen = \":9090\"\n# the new release\n"
 	c.new.Files["config/extra.toml"] = "added = true\n"
-	c.oldSHA = b.publish(c.old)
+	c.oldSHA = b.Publish(c.old)
 	res := b.tick()
-	require.Equal(t, 0, res.code, res.stderr)
-	require.Equal(t, c.oldSHA, b.live())
-	c.newSHA = b.publish(c.new)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, c.oldSHA, b.Live())
+	c.newSHA = b.Publish(c.new)
 	return c
 }
 
@@ -69,7 +70,7 @@ func newCrashBox(t *testing.T) *crashBox {
 // included.
 func bundleFiles(t *testing.T, bn faketenancy.BundleSpec) map[string][]byte {
 	t.Helper()
-	tr := tar.NewReader(bytes.NewReader(tarball(t, bn, false)))
+	tr := tar.NewReader(bytes.NewReader(testbox.Tarball(t, bn, false)))
 	out := map[string][]byte{}
 	for {
 		h, err := tr.Next()
@@ -91,13 +92,13 @@ func bundleFiles(t *testing.T, bn faketenancy.BundleSpec) map[string][]byte {
 // its bundle with the right content, and its .env (0600) with the secret.
 func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
 	t.Helper()
-	info, err := os.Lstat(c.cfg.CurrentLink())
+	info, err := os.Lstat(c.Cfg.CurrentLink())
 	if errors.Is(err, fs.ErrNotExist) {
 		return ""
 	}
 	require.NoError(t, err, when)
 	require.True(t, info.Mode()&fs.ModeSymlink != 0, "%s: current is a symlink", when)
-	target, err := os.Readlink(c.cfg.CurrentLink())
+	target, err := os.Readlink(c.Cfg.CurrentLink())
 	require.NoError(t, err)
 	live = filepath.Base(target)
 	var bn faketenancy.BundleSpec
@@ -109,7 +110,7 @@ func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
 	default:
 		t.Fatalf("%s: current points at %q, neither the old nor the new release", when, target)
 	}
-	dir := filepath.Join(c.cfg.ReleasesDir(), live)
+	dir := filepath.Join(c.Cfg.ReleasesDir(), live)
 	want := bundleFiles(t, bn)
 	var got []string
 	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -144,15 +145,15 @@ func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
 // repair): no leftover of the killed run may be visible in releases/ then.
 func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	t.Helper()
-	leases := len(c.ten.Leases(c.env))
+	leases := len(c.Stack.Tenancy.Leases(c.Env))
 	c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: fakedocker.Duration(time.Second)}}))
 	c.expireDockerVersion(t)
-	versions, checkins := len(c.dockerCalls("version")), len(c.ten.Checkins(c.env))
-	p := c.start([]string{"run", "--config", c.cfgPath})
-	waitFor(t, 30*time.Second, "the next run's first docker call", func() bool { return len(c.dockerCalls("version")) > versions })
-	entries, err := os.ReadDir(c.cfg.ReleasesDir())
+	versions, checkins := len(c.DockerCalls("version")), len(c.Stack.Tenancy.Checkins(c.Env))
+	p := c.start([]string{"run", "--config", c.CfgPath})
+	testbox.WaitFor(t, 30*time.Second, "the next run's first docker call", func() bool { return len(c.DockerCalls("version")) > versions })
+	entries, err := os.ReadDir(c.Cfg.ReleasesDir())
 	require.NoError(t, err)
-	beforeCheckin := len(c.ten.Checkins(c.env)) == checkins
+	beforeCheckin := len(c.Stack.Tenancy.Checkins(c.Env)) == checkins
 	c.setScript(fastScript(nil))
 	for _, e := range entries {
 		name := e.Name()
@@ -163,24 +164,24 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 			assert.False(t, strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".old"), "leftover %s visible to the next run", name)
 		}
 	}
-	res := p.wait(t, 60*time.Second)
-	require.Equal(t, 0, res.code, "the next run converges:\n%s", res.stderr)
-	require.Equal(t, c.newSHA, c.live())
+	res := p.Wait(t, 60*time.Second)
+	require.Equal(t, 0, res.Code, "the next run converges:\n%s", res.Stderr)
+	require.Equal(t, c.newSHA, c.Live())
 	c.checkInvariant(t, "after the next run")
-	rep := c.lastReport()
+	rep := c.LastReport()
 	assert.Equal(t, "applied", rep.Result)
 	assert.Equal(t, c.newSHA, rep.SHA)
-	spent := len(c.ten.Leases(c.env)) - leases
+	spent := len(c.Stack.Tenancy.Leases(c.Env)) - leases
 	if liveAfterKill == c.newSHA {
 		assert.Zero(t, spent, "the new release was staged and promoted before the kill: resuming it costs no lease")
 	} else {
 		assert.Equal(t, 1, spent, "killed before promote: the next run takes one lease")
 	}
-	st := c.state()
+	st := c.State()
 	assert.Equal(t, c.newSHA, st.LiveSHA)
 	assert.True(t, st.Confirmed)
 	assert.Empty(t, st.Failed, "a kill is not a failure of the sha")
-	left, err := os.ReadDir(c.cfg.ReleasesDir())
+	left, err := os.ReadDir(c.Cfg.ReleasesDir())
 	require.NoError(t, err)
 	for _, e := range left {
 		assert.False(t, strings.HasPrefix(e.Name(), "."), "the converged run leaves no hidden entry (%s)", e.Name())
@@ -190,9 +191,9 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 // expireDockerVersion drops the docker version the state keeps for an hour, so that the
 // next run calls docker version right after its repair and before its check-in: the
 // tests use that call as a pause point.
-func (c *crashBox) expireDockerVersion(t *testing.T) {
+func (c *crashBox) expireDockerVersion(t testing.TB) {
 	t.Helper()
-	data, err := os.ReadFile(c.cfg.StatePath())
+	data, err := os.ReadFile(c.Cfg.StatePath())
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -203,7 +204,7 @@ func (c *crashBox) expireDockerVersion(t *testing.T) {
 	delete(st, "docker_version_at")
 	out, err := json.Marshal(st)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(c.cfg.StatePath(), out, 0o600))
+	require.NoError(t, os.WriteFile(c.Cfg.StatePath(), out, 0o600))
 }
 
 // crashPoint is a point of an apply at which the binary is stopped.
@@ -212,7 +213,7 @@ type crashPoint struct {
 	name string
 	// arm makes the run block at the kill point; reached reports that it is there.
 	arm     func(c *crashBox)
-	reached func(c *crashBox, p *proc) bool
+	reached func(c *crashBox, p *testbox.Proc) bool
 	// word, instead of reached: the kill point is a call of this docker command.
 	word string
 	// wantLive is the release current points at after the kill.
@@ -228,7 +229,7 @@ func crashPoints() []crashPoint {
 			name: "docker version at check-in",
 			arm: func(c *crashBox) {
 				c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: delay}}))
-				c.expireDockerVersion(c.t)
+				c.expireDockerVersion(c.T)
 			},
 			word:     "version",
 			wantLive: func(c *crashBox) string { return c.oldSHA },
@@ -236,17 +237,17 @@ func crashPoints() []crashPoint {
 		{
 			name: "download",
 			arm: func(c *crashBox) {
-				c.ten.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"bundle": time.Minute}})
+				c.Stack.Tenancy.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"bundle": time.Minute}})
 			},
-			reached: func(c *crashBox, _ *proc) bool {
-				return exists(filepath.Join(c.cfg.ReleasesDir(), "."+c.newSHA+".bundle"))
+			reached: func(c *crashBox, _ *testbox.Proc) bool {
+				return exists(filepath.Join(c.Cfg.ReleasesDir(), "."+c.newSHA+".bundle"))
 			},
 			wantLive: func(c *crashBox) string { return c.oldSHA },
 		},
 		{
 			name: "lease",
 			arm: func(c *crashBox) {
-				c.ten.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"lease": time.Minute}})
+				c.Stack.Tenancy.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"lease": time.Minute}})
 			},
 			reached:  logged("bundle verified"),
 			wantLive: func(c *crashBox) string { return c.oldSHA },
@@ -270,7 +271,7 @@ func crashPoints() []crashPoint {
 		{
 			name: "report",
 			arm: func(c *crashBox) {
-				c.ten.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"report": time.Minute}})
+				c.Stack.Tenancy.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"report": time.Minute}})
 			},
 			reached:  logged("applied: every service is running and healthy"),
 			wantLive: func(c *crashBox) string { return c.newSHA },
@@ -285,16 +286,16 @@ func (c *crashBox) stopAt(t *testing.T, cp crashPoint, sig syscall.Signal) resul
 	cp.arm(c)
 	reached := cp.reached
 	if cp.word != "" {
-		before := len(c.dockerCalls(cp.word))
-		reached = func(c *crashBox, _ *proc) bool { return len(c.dockerCalls(cp.word)) > before }
+		before := len(c.DockerCalls(cp.word))
+		reached = func(c *crashBox, _ *testbox.Proc) bool { return len(c.DockerCalls(cp.word)) > before }
 	}
-	p := c.start([]string{"run", "--config", c.cfgPath})
-	waitFor(t, 60*time.Second, cp.name, func() bool { return reached(c, p) })
+	p := c.start([]string{"run", "--config", c.CfgPath})
+	testbox.WaitFor(t, 60*time.Second, cp.name, func() bool { return reached(c, p) })
 	if sig == syscall.SIGKILL {
-		return p.kill(t)
+		return p.Kill()
 	}
-	require.NoError(t, syscall.Kill(-p.cmd.Process.Pid, sig))
-	return p.wait(t, 60*time.Second)
+	require.NoError(t, syscall.Kill(-p.Cmd.Process.Pid, sig))
+	return p.Wait(t, 60*time.Second)
 }
 
 // TestCrashAtEachStep kills the binary with SIGKILL at every docker call of an apply,
@@ -305,12 +306,12 @@ func TestCrashAtEachStep(t *testing.T) {
 		t.Run(cp.name, func(t *testing.T) {
 			c := newCrashBox(t)
 			res := c.stopAt(t, cp, syscall.SIGKILL)
-			require.Negative(t, res.code, "killed, not exited:\n%s", res.stderr)
-			c.ten.SetFaults(faketenancy.Faults{})
+			require.Negative(t, res.Code, "killed, not exited:\n%s", res.Stderr)
+			c.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 			live := c.checkInvariant(t, "after the kill at "+cp.name)
 			assert.Equal(t, cp.wantLive(c), live)
 			c.converge(t, live)
-			t.Logf("kill at %s: live %s after the kill, %d leases in all", cp.name, live[:12], len(c.ten.Leases(c.env)))
+			t.Logf("kill at %s: live %s after the kill, %d leases in all", cp.name, live[:12], len(c.Stack.Tenancy.Leases(c.Env)))
 		})
 	}
 }
@@ -324,12 +325,12 @@ func TestSignalDuringApply(t *testing.T) {
 	for _, cp := range crashPoints() {
 		t.Run(cp.name, func(t *testing.T) {
 			c := newCrashBox(t)
-			reports := len(c.ten.Reports(c.env))
+			reports := len(c.Stack.Tenancy.Reports(c.Env))
 			res := c.stopAt(t, cp, syscall.SIGTERM)
-			c.ten.SetFaults(faketenancy.Faults{})
-			assert.Contains(t, []int{0, 75}, res.code, "a stop is not a failure:\n%s", res.stderr)
-			assert.NotContains(t, c.state().Failed, c.newSHA, "a stop is not a failure of the sha")
-			for _, r := range c.ten.Reports(c.env)[reports:] {
+			c.Stack.Tenancy.SetFaults(faketenancy.Faults{})
+			assert.Contains(t, []int{0, 75}, res.Code, "a stop is not a failure:\n%s", res.Stderr)
+			assert.NotContains(t, c.State().Failed, c.newSHA, "a stop is not a failure of the sha")
+			for _, r := range c.Stack.Tenancy.Reports(c.Env)[reports:] {
 				assert.NotEqual(t, "failed", r.Result, "a stop reports no failure: %+v", r)
 			}
 			live := c.checkInvariant(t, "after SIGTERM at "+cp.name)
@@ -347,13 +348,13 @@ func TestCrashAtRandomPoints(t *testing.T) {
 	const anchor = "read the environment's secrets"
 	// How long a whole apply of the binary takes here, and its writing part.
 	c := newCrashBox(t)
-	p := c.start([]string{"run", "--config", c.cfgPath})
+	p := c.start([]string{"run", "--config", c.CfgPath})
 	start := time.Now()
-	waitTight(t, func() bool { return strings.Contains(p.stderr.String(), anchor) })
+	waitTight(t, func() bool { return strings.Contains(p.Stderr.String(), anchor) })
 	staging := time.Now()
-	res := p.wait(t, 60*time.Second)
+	res := p.Wait(t, 60*time.Second)
 	full, window := time.Since(start), time.Since(staging)
-	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, 0, res.Code, res.Stderr)
 	t.Logf("a whole apply takes %s, %s of it from %q on", full.Round(time.Millisecond), window.Round(time.Millisecond), anchor)
 
 	seeds := 16
@@ -375,15 +376,15 @@ func TestCrashAtRandomPoints(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			c := newCrashBox(t)
-			p := c.start([]string{"run", "--config", c.cfgPath})
+			p := c.start([]string{"run", "--config", c.CfgPath})
 			if fromStaging {
-				waitTight(t, func() bool { return strings.Contains(p.stderr.String(), anchor) })
+				waitTight(t, func() bool { return strings.Contains(p.Stderr.String(), anchor) })
 			}
 			time.Sleep(after)
-			res := p.kill(t)
+			res := p.Kill()
 			live := c.checkInvariant(t, "after a kill at "+name)
 			switch {
-			case res.code >= 0:
+			case res.Code >= 0:
 				outcomes["finished before the kill"]++
 			case live == c.newSHA:
 				outcomes["killed after promote"]++
@@ -408,8 +409,8 @@ func waitTight(t *testing.T, cond func() bool) {
 	}
 }
 
-func logged(msg string) func(c *crashBox, p *proc) bool {
-	return func(_ *crashBox, p *proc) bool { return strings.Contains(p.stderr.String(), msg) }
+func logged(msg string) func(c *crashBox, p *testbox.Proc) bool {
+	return func(_ *crashBox, p *testbox.Proc) bool { return strings.Contains(p.Stderr.String(), msg) }
 }
 
 func exists(p string) bool {
@@ -421,18 +422,18 @@ func exists(p string) bool {
 // (complete); the next run takes it down and reports down.
 func TestCrashDuringDown(t *testing.T) {
 	c := newCrashBox(t)
-	c.setDesired(faketenancy.Desired{Action: "down"})
+	c.SetDesired(faketenancy.Desired{Action: "down"})
 	c.setScript(fastScript(map[string]fakedocker.Command{"down": {Delay: fakedocker.Duration(30 * time.Second)}}))
-	p := c.start([]string{"run", "--config", c.cfgPath})
-	waitFor(t, 30*time.Second, "compose down", func() bool { return len(c.dockerCalls("down")) > 0 })
-	p.kill(t)
+	p := c.start([]string{"run", "--config", c.CfgPath})
+	testbox.WaitFor(t, 30*time.Second, "compose down", func() bool { return len(c.DockerCalls("down")) > 0 })
+	p.Kill()
 	assert.Equal(t, c.oldSHA, c.checkInvariant(t, "after a kill during down"))
 	c.setScript(fastScript(nil))
 	res := c.tick()
-	require.Equal(t, 0, res.code, res.stderr)
-	assert.Equal(t, "", c.live())
-	assert.Equal(t, "down", c.lastReport().Result)
-	assert.Len(t, c.dockerCalls("down"), 2)
-	assert.False(t, c.docker.Status().Up)
-	assert.Empty(t, c.state().LiveSHA)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Equal(t, "", c.Live())
+	assert.Equal(t, "down", c.LastReport().Result)
+	assert.Len(t, c.DockerCalls("down"), 2)
+	assert.False(t, c.Docker.Status().Up)
+	assert.Empty(t, c.State().LiveSHA)
 }

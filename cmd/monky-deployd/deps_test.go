@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/monky/monky-deployd/internal/testbox"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,6 +20,7 @@ var forbiddenDeps = []string{
 	"github.com/monky/monky-deployd/internal/fakes/",
 	"github.com/monky/monky-deployd/deployd/deploydtest",
 	"github.com/monky/monky-deployd/deployd/deploydtest/",
+	"github.com/monky/monky-deployd/internal/testbox",
 }
 
 func forbidden(pkg string) bool {
@@ -33,8 +35,7 @@ func forbidden(pkg string) bool {
 // TestLinksNoTestCode: `go list -deps` of the agent holds no test package and no fake,
 // and neither does the symbol table of the binary as built.
 func TestLinksNoTestCode(t *testing.T) {
-	goTool, err := goToolPath()
-	require.NoError(t, err)
+	goTool := testbox.GoTool(t)
 	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
 	require.NoError(t, err)
 	deps := strings.Fields(string(out))
@@ -59,7 +60,7 @@ func TestLinksNoTestCode(t *testing.T) {
 		}
 		for _, p := range []string{"testing.", "net/http/httptest.", "github.com/stretchr/testify/",
 			"github.com/monky/monky-deployd/internal/fakes/", "github.com/monky/monky-deployd/deployd/deploydtest.",
-			"github.com/monky/monky-deployd/deployd/deploydtest/"} {
+			"github.com/monky/monky-deployd/deployd/deploydtest/", "github.com/monky/monky-deployd/internal/testbox."} {
 			assert.False(t, strings.HasPrefix(name, p), "symbol %s in the binary", name)
 		}
 	}
@@ -79,6 +80,7 @@ func TestForbidden(t *testing.T) {
 		"github.com/monky/monky-deployd/internal/fakes/admin":          true,
 		"github.com/monky/monky-deployd/internal/fakes/fakedocker":     true,
 		"github.com/monky/monky-deployd/deployd/deploydtest":           true,
+		"github.com/monky/monky-deployd/internal/testbox":              true,
 		"github.com/monky/monky-deployd/deployd/bundle":                false,
 		"github.com/monky/monky-deployd/internal/fsutil":               false,
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // TestBinaryLifecycle drives the shipped binary through a box's life against the
@@ -26,31 +27,31 @@ import (
 // the env-mismatch latch.
 func TestBinaryLifecycle(t *testing.T) {
 	b := newBox(t, boxOpts{})
-	metricsPath := filepath.Join(b.dir, "state", "monky_deployd.prom")
+	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 
 	// bootstrap: consume the grant, store the token, confirm with a check-in.
-	res := b.run([]string{"bootstrap", "--config", b.cfgPath})
-	require.Equal(t, 0, res.code, res.stderr)
-	assert.Contains(t, res.stderr, "bootstrap confirmed by a check-in")
-	_, err := os.Stat(b.cfg.BootstrapGrant)
+	res := b.run([]string{"bootstrap", "--config", b.CfgPath})
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "bootstrap confirmed by a check-in")
+	_, err := os.Stat(b.Cfg.BootstrapGrant)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the grant is consumed")
-	info, err := os.Stat(b.cfg.TokenPath())
+	info, err := os.Stat(b.Cfg.TokenPath())
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
-	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/checkin"))
-	assert.Zero(t, b.tenancyCalls("/v1/agent/lease"))
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"))
+	assert.Zero(t, b.TenancyCalls("/v1/agent/lease"))
 
 	// apply with a secret: exit 0, the .env holds it, one lease, report applied.
-	sha := b.publish(faketenancy.SampleApp(b.env, 1))
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, 0, res.code, res.stderr)
-	assert.Equal(t, sha, b.live())
-	env, err := os.ReadFile(filepath.Join(b.cfg.CurrentLink(), ".env"))
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Equal(t, sha, b.Live())
+	env, err := os.ReadFile(filepath.Join(b.Cfg.CurrentLink(), ".env"))
 	require.NoError(t, err)
 	assert.Contains(t, string(env), "s3cr3t-db-password")
-	assert.NotContains(t, res.stderr, "s3cr3t-db-password")
-	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/lease"))
-	rep := b.lastReport()
+	assert.NotContains(t, res.Stderr, "s3cr3t-db-password")
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
+	rep := b.LastReport()
 	assert.Equal(t, "applied", rep.Result)
 	assert.Equal(t, sha, rep.SHA)
 	assert.Len(t, rep.Services, 2)
@@ -65,7 +66,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// docker compose saw only the variables the agent passes on, never the agent's own
 	// environment (VAULT_TOKEN, SOME_UNRELATED).
-	calls := b.docker.Calls()
+	calls := b.Docker.Calls()
 	require.NotEmpty(t, calls)
 	for _, c := range calls {
 		for _, name := range c.Env {
@@ -74,127 +75,127 @@ func TestBinaryLifecycle(t *testing.T) {
 	}
 
 	// none: exit 0, no report, no lease.
-	b.setDesired(faketenancy.Desired{Action: "none"})
-	reports := len(b.ten.Reports(b.env))
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	reports := len(b.Stack.Tenancy.Reports(b.Env))
 	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, 0, res.code, res.stderr)
-	assert.Len(t, b.ten.Reports(b.env), reports)
-	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/lease"))
-	assert.Equal(t, sha, b.live())
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports)
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
+	assert.Equal(t, sha, b.Live())
 
 	// A refused bundle: exit 1, report failed with the code, no lease, no login.
-	bad := faketenancy.SampleApp(b.env, 2)
+	bad := faketenancy.SampleApp(b.Env, 2)
 	bad.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
 	delete(bad.Files, "config/app.toml")
-	badSHA := b.publish(bad)
+	badSHA := b.Publish(bad)
 	logins := countBao(b, "/login")
 	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitFailed, res.code, res.stderr)
-	assert.Contains(t, res.stderr, "bundle refused before the lease")
-	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/lease"), "a refused bundle costs no lease")
+	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "bundle refused before the lease")
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"), "a refused bundle costs no lease")
 	assert.Equal(t, logins, countBao(b, "/login"), "a refused bundle costs no OpenBao login")
-	rep = b.lastReport()
+	rep = b.LastReport()
 	assert.Equal(t, "failed", rep.Result)
 	assert.Equal(t, "PRIVILEGED", rep.Code)
 	assert.Equal(t, badSHA, rep.SHA)
-	assert.Equal(t, sha, b.live(), "the box keeps serving")
+	assert.Equal(t, sha, b.Live(), "the box keeps serving")
 	m = parseMetrics(t, metricsPath)
 	assert.Equal(t, 1.0, m["monky_deployd_exit_code"])
 	assert.Equal(t, `{code="PRIVILEGED",result="failed"}`, labelsOf(t, metricsPath, "monky_deployd_last_result"))
 
 	// tenancy down: 503 on the check-in is 75, and so is a tenancy that is gone.
-	b.setDesired(faketenancy.Desired{Action: "none"})
-	b.ten.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 	res = b.tick("--metrics-file", metricsPath)
-	assert.Equal(t, deployd.ExitTemporary, res.code, res.stderr)
-	assert.Contains(t, res.stderr, "level=WARN")
+	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "level=WARN")
 	assert.Equal(t, 75.0, parseMetrics(t, metricsPath)["monky_deployd_exit_code"])
-	b.ten.SetFaults(faketenancy.Faults{})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	res = b.tick()
-	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, 0, res.Code, res.Stderr)
 
 	// env mismatch: the token belongs to another env → 78, then 78 again without the
 	// network.
-	require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
 	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitEnvMismatch, res.code, res.stderr)
-	assert.Contains(t, res.stderr, "AGENT_ENV_MISMATCH")
-	tenancyBefore, baoBefore, dockerBefore := len(b.ten.Requests()), len(b.bao.Requests()), len(b.docker.Calls())
+	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "AGENT_ENV_MISMATCH")
+	tenancyBefore, baoBefore, dockerBefore := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests()), len(b.Docker.Calls())
 	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitEnvMismatch, res.code, res.stderr)
-	assert.Contains(t, res.stderr, "not contacting the network")
-	assert.Len(t, b.ten.Requests(), tenancyBefore, "a latched run touches no network")
-	assert.Len(t, b.bao.Requests(), baoBefore)
-	assert.Len(t, b.docker.Calls(), dockerBefore)
+	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "not contacting the network")
+	assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore, "a latched run touches no network")
+	assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
+	assert.Len(t, b.Docker.Calls(), dockerBefore)
 	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_env_mismatch_latched"])
 	assert.Equal(t, 78.0, parseMetrics(t, metricsPath)["monky_deployd_exit_code"])
-	assert.Equal(t, sha, b.live())
+	assert.Equal(t, sha, b.Live())
 
 	// bootstrap with a fresh grant of this env clears the latch.
-	b.placeGrant()
-	res = b.run([]string{"bootstrap", "--config", b.cfgPath})
-	require.Equal(t, 0, res.code, res.stderr)
+	b.PlaceGrant()
+	res = b.run([]string{"bootstrap", "--config", b.CfgPath})
+	require.Equal(t, 0, res.Code, res.Stderr)
 	res = b.tick()
-	require.Equal(t, 0, res.code, res.stderr)
-	assert.Nil(t, b.state().EnvMismatch)
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Nil(t, b.State().EnvMismatch)
 }
 
 func TestBinaryTenancyUnreachable(t *testing.T) {
 	b := newBox(t, boxOpts{})
-	b.ten.Close()
+	b.Stack.Tenancy.Close()
 	res := b.tick()
-	assert.Equal(t, deployd.ExitTemporary, res.code, res.stderr)
-	assert.Contains(t, res.stderr, "tenancy unavailable")
+	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "tenancy unavailable")
 }
 
 func TestBinaryNoCredentials(t *testing.T) {
 	b := newBox(t, boxOpts{noGrant: true})
 	res := b.tick()
-	assert.Equal(t, deployd.ExitFailed, res.code)
-	assert.Contains(t, res.stderr, "monky-deployd bootstrap")
-	assert.Empty(t, b.ten.Requests())
-	res = b.run([]string{"bootstrap", "--config", b.cfgPath})
-	assert.Equal(t, deployd.ExitFailed, res.code)
-	assert.Contains(t, res.stderr, "bootstrap failed")
+	assert.Equal(t, deployd.ExitFailed, res.Code)
+	assert.Contains(t, res.Stderr, "monky-deployd bootstrap")
+	assert.Empty(t, b.Stack.Tenancy.Requests())
+	res = b.run([]string{"bootstrap", "--config", b.CfgPath})
+	assert.Equal(t, deployd.ExitFailed, res.Code)
+	assert.Contains(t, res.Stderr, "bootstrap failed")
 }
 
 // TestBinaryLockHeld: a second run while one holds the lock exits 75 at once.
 func TestBinaryLockHeld(t *testing.T) {
 	b := newBox(t, boxOpts{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{"version": {Delay: fakedocker.Duration(5 * time.Second)}}}})
-	b.setDesired(faketenancy.Desired{Action: "none"})
-	first := b.start([]string{"run", "--config", b.cfgPath})
-	waitFor(t, 30*time.Second, "the first run's docker version call", func() bool { return len(b.dockerCalls("version")) > 0 })
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	first := b.start([]string{"run", "--config", b.CfgPath})
+	testbox.WaitFor(t, 30*time.Second, "the first run's docker version call", func() bool { return len(b.DockerCalls("version")) > 0 })
 	start := time.Now()
 	res := b.tick()
-	assert.Equal(t, deployd.ExitTemporary, res.code, res.stderr)
+	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
 	assert.Less(t, time.Since(start), 4*time.Second, "exits at once")
-	assert.Contains(t, res.stderr, "holds the lock")
-	assert.Equal(t, 0, first.wait(t, 60*time.Second).code)
+	assert.Contains(t, res.Stderr, "holds the lock")
+	assert.Equal(t, 0, first.Wait(t, 60*time.Second).Code)
 }
 
 // TestBinaryLoop: run --loop stops on 78, backs off on 75 and stops on SIGTERM with 0.
 func TestBinaryLoop(t *testing.T) {
 	t.Run("stops on 78", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
-		res := b.start([]string{"run", "--config", b.cfgPath, "--loop", "--interval", "100ms"}).wait(t, 60*time.Second)
-		assert.Equal(t, deployd.ExitEnvMismatch, res.code, res.stderr)
-		assert.Contains(t, res.stderr, "stopping the loop: AGENT_ENV_MISMATCH is never retried")
-		assert.Equal(t, 1, b.tenancyCalls("/v1/agent/checkin"), "one check-in, then the loop stops")
+		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		res := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", "100ms"}).Wait(t, 60*time.Second)
+		assert.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+		assert.Contains(t, res.Stderr, "stopping the loop: AGENT_ENV_MISMATCH is never retried")
+		assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"), "one check-in, then the loop stops")
 	})
 
 	t.Run("backs off on 75", func(t *testing.T) {
 		b := newBox(t, boxOpts{nextCheckin: time.Second})
-		b.setDesired(faketenancy.Desired{Action: "none"})
+		b.SetDesired(faketenancy.Desired{Action: "none"})
 		res := b.tick() // bootstrap, so that the loop only checks in
-		require.Equal(t, 0, res.code, res.stderr)
-		b.ten.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
+		require.Equal(t, 0, res.Code, res.Stderr)
+		b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 		const interval = 200 * time.Millisecond
-		p := b.start([]string{"run", "--config", b.cfgPath, "--loop", "--interval", interval.String()})
+		p := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", interval.String()})
 		checkins := func() []time.Time {
 			var ts []time.Time
-			for _, r := range b.ten.Requests() {
+			for _, r := range b.Stack.Tenancy.Requests() {
 				if r.Path == "/v1/agent/checkin" {
 					ts = append(ts, r.Time)
 				}
@@ -202,16 +203,16 @@ func TestBinaryLoop(t *testing.T) {
 			return ts
 		}
 		// 1 + 4 failing check-ins: pauses of 200, 400, 800, 1600 ms (±10%).
-		waitFor(t, 60*time.Second, "five check-ins", func() bool { return len(checkins()) >= 6 })
+		testbox.WaitFor(t, 60*time.Second, "five check-ins", func() bool { return len(checkins()) >= 6 })
 		failing := checkins()[1:6]
 		// Recovery: the pause goes back to tenancy's next_checkin_s (1s).
-		b.ten.SetFaults(faketenancy.Faults{})
+		b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 		n := len(checkins())
-		waitFor(t, 60*time.Second, "two check-ins after the recovery", func() bool { return len(checkins()) >= n+2 })
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-		res = p.wait(t, 30*time.Second)
-		assert.Equal(t, 0, res.code, res.stderr)
-		assert.Contains(t, res.stderr, "stopping the loop on a signal")
+		testbox.WaitFor(t, 60*time.Second, "two check-ins after the recovery", func() bool { return len(checkins()) >= n+2 })
+		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+		res = p.Wait(t, 30*time.Second)
+		assert.Equal(t, 0, res.Code, res.Stderr)
+		assert.Contains(t, res.Stderr, "stopping the loop on a signal")
 
 		for i := 1; i < len(failing); i++ {
 			gap := failing[i].Sub(failing[i-1])
@@ -272,7 +273,7 @@ func labelsOf(t *testing.T, path, name string) string {
 // countBao counts the requests to the fake OpenBao whose path contains part.
 func countBao(b *box, part string) int {
 	n := 0
-	for _, r := range b.bao.Requests() {
+	for _, r := range b.Stack.Bao.Requests() {
 		if strings.Contains(r.Path, part) {
 			n++
 		}
@@ -284,32 +285,32 @@ func countBao(b *box, part string) int {
 // config's.
 func TestBinaryBootstrapGrantFlag(t *testing.T) {
 	b := newBox(t, boxOpts{noGrant: true})
-	b.setDesired(faketenancy.Desired{Action: "none"})
-	grant := filepath.Join(b.dir, "handed-over.jwt")
-	require.NoError(t, os.WriteFile(grant, []byte(b.bao.MintGrant(b.env)+"\n"), 0o600))
-	res := b.run([]string{"bootstrap", "--config", b.cfgPath, "--grant", grant})
-	require.Equal(t, 0, res.code, res.stderr)
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	grant := filepath.Join(b.Dir, "handed-over.jwt")
+	require.NoError(t, os.WriteFile(grant, []byte(b.Stack.Bao.MintGrant(b.Env)+"\n"), 0o600))
+	res := b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant})
+	require.Equal(t, 0, res.Code, res.Stderr)
 	_, err := os.Stat(grant)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the named grant is consumed")
-	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/checkin"), "confirmed by a check-in")
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"), "confirmed by a check-in")
 	// Used again, the grant is gone: exit 1 with a message naming the path.
-	res = b.run([]string{"bootstrap", "--config", b.cfgPath, "--grant", grant})
-	assert.Equal(t, deployd.ExitFailed, res.code)
-	assert.Contains(t, res.stderr, "handed-over.jwt")
+	res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant})
+	assert.Equal(t, deployd.ExitFailed, res.Code)
+	assert.Contains(t, res.Stderr, "handed-over.jwt")
 	res = b.tick()
-	assert.Equal(t, 0, res.code, "the stored token serves the next run:\n%s", res.stderr)
+	assert.Equal(t, 0, res.Code, "the stored token serves the next run:\n%s", res.Stderr)
 }
 
 // TestBinaryLoopSignalDuringTick: SIGTERM while a tick of run --loop is busy ends the
 // loop with 0.
 func TestBinaryLoopSignalDuringTick(t *testing.T) {
 	b := newBox(t, boxOpts{script: fastScript(map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(30 * time.Second)}})})
-	b.publish(faketenancy.SampleApp(b.env, 1))
-	p := b.start([]string{"run", "--config", b.cfgPath, "--loop", "--interval", "100ms"})
-	waitFor(t, 30*time.Second, "compose up", func() bool { return len(b.dockerCalls("up")) > 0 })
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	res := p.wait(t, 30*time.Second)
-	assert.Equal(t, 0, res.code, res.stderr)
-	assert.Contains(t, res.stderr, "stopping the loop on a signal")
-	assert.Equal(t, 1, b.tenancyCalls("/v1/agent/checkin"), "no further tick after the signal")
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	p := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", "100ms"})
+	testbox.WaitFor(t, 30*time.Second, "compose up", func() bool { return len(b.DockerCalls("up")) > 0 })
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
+	res := p.Wait(t, 30*time.Second)
+	assert.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "stopping the loop on a signal")
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"), "no further tick after the signal")
 }

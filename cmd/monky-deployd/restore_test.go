@@ -12,6 +12,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // unhealthyScript makes web unhealthy at every health wait.
@@ -30,22 +31,22 @@ func TestCrashDuringRestore(t *testing.T) {
 	// The new release is unhealthy; its logs call takes 2s, time enough to make the
 	// restore's compose up hang.
 	c.setScript(unhealthyScript(map[string]fakedocker.Command{"logs": {Delay: fakedocker.Duration(2 * time.Second)}}))
-	p := c.start([]string{"run", "--config", c.cfgPath})
-	waitFor(t, 30*time.Second, "the failing service's logs", func() bool { return len(c.dockerCalls("logs")) > 0 })
-	ups := len(c.dockerCalls("up"))
+	p := c.start([]string{"run", "--config", c.CfgPath})
+	testbox.WaitFor(t, 30*time.Second, "the failing service's logs", func() bool { return len(c.DockerCalls("logs")) > 0 })
+	ups := len(c.DockerCalls("up"))
 	c.setScript(unhealthyScript(map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(30 * time.Second)}}))
-	waitFor(t, 30*time.Second, "the restore's compose up", func() bool { return len(c.dockerCalls("up")) > ups })
-	p.kill(t)
+	testbox.WaitFor(t, 30*time.Second, "the restore's compose up", func() bool { return len(c.DockerCalls("up")) > ups })
+	p.Kill()
 	require.Equal(t, c.oldSHA, c.checkInvariant(t, "after a kill during the restore"), "current was already back on the old release")
 
 	// The next run: the new sha is asked for again and fails again.
 	c.setScript(unhealthyScript(nil))
 	res := c.tick()
-	require.Equal(t, deployd.ExitFailed, res.code, res.stderr)
-	assert.Equal(t, "UNHEALTHY", c.lastReport().Code)
-	assert.Equal(t, c.oldSHA, c.live(), "the box goes on serving the old release")
-	assert.Equal(t, c.oldSHA, c.state().LiveSHA)
-	ups2 := c.dockerCalls("up")
+	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	assert.Equal(t, "UNHEALTHY", c.LastReport().Code)
+	assert.Equal(t, c.oldSHA, c.Live(), "the box goes on serving the old release")
+	assert.Equal(t, c.oldSHA, c.State().LiveSHA)
+	ups2 := c.DockerCalls("up")
 	require.NotEmpty(t, ups2)
 	assert.Equal(t, c.oldSHA, filepath.Base(projectDirOf(ups2[len(ups2)-1].Argv)), "the last up is the restored old release")
 }
@@ -54,22 +55,22 @@ func TestCrashDuringRestore(t *testing.T) {
 // must leave it down — the downed release is not "what the box served".
 func TestFailedApplyAfterDown(t *testing.T) {
 	c := newCrashBox(t)
-	c.setDesired(faketenancy.Desired{Action: "down"})
+	c.SetDesired(faketenancy.Desired{Action: "down"})
 	res := c.tick()
-	require.Equal(t, 0, res.code, res.stderr)
-	require.Equal(t, "", c.live())
-	upsBefore := len(c.dockerCalls("up"))
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, "", c.Live())
+	upsBefore := len(c.DockerCalls("up"))
 
 	c.setScript(unhealthyScript(nil))
-	c.setDesired(faketenancy.Desired{Action: "apply", SHA: c.newSHA})
+	c.SetDesired(faketenancy.Desired{Action: "apply", SHA: c.newSHA})
 	res = c.tick()
-	require.Equal(t, deployd.ExitFailed, res.code, res.stderr)
-	assert.Equal(t, "UNHEALTHY", c.lastReport().Code)
-	assert.Equal(t, "", c.live(), "the box served nothing before the failed apply, and serves nothing after it")
-	for _, call := range c.dockerCalls("up")[upsBefore:] {
+	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	assert.Equal(t, "UNHEALTHY", c.LastReport().Code)
+	assert.Equal(t, "", c.Live(), "the box served nothing before the failed apply, and serves nothing after it")
+	for _, call := range c.DockerCalls("up")[upsBefore:] {
 		assert.NotEqual(t, c.oldSHA, filepath.Base(projectDirOf(call.Argv)), "the downed release must not come back up")
 	}
-	assert.False(t, c.docker.Status().Up, "the failed release is taken down")
+	assert.False(t, c.Docker.Status().Up, "the failed release is taken down")
 }
 
 // projectDirOf returns the --project-directory of a docker compose argv.

@@ -54,7 +54,7 @@ func (p *applier) publish() {
 	spec := faketenancy.SampleServices(envID, p.serial, p.n)
 	spec.Gzip = true
 	p.data = deploydtest.MakeBundle(p.tb, spec).Data
-	p.sha, _ = p.x.stack.PublishBundle(envID, p.data)
+	p.sha, _ = p.x.Stack.PublishBundle(envID, p.data)
 	p.rec.take()
 }
 

@@ -2,82 +2,44 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/logging"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 const envID = "env-bench-01"
 
-// box is one box under benchmark: the fakes, the fake docker and a config in a
-// temporary directory, bootstrapped (a token is stored).
+// box is one box under benchmark: a testbox.Box (the fakes, the fake docker and a
+// config written for the binary), bootstrapped (a token is stored).
 type box struct {
-	dir     string
-	stack   *deploydtest.Stack
-	docker  *fakedockertest.Docker
-	cfgPath string
-	cfg     deployd.Config
+	*testbox.Box
 }
 
-// newBox starts the fakes, installs the fake docker, builds the config from
-// DefaultConfig (transport system, as on a box with a tunnel), writes it for the
-// binary and bootstraps the box in-process.
+// newBox builds the box from DefaultConfig (transport system, as on a box with a
+// tunnel) and bootstraps it in-process.
 func newBox(tb testing.TB) *box {
 	tb.Helper()
-	x := &box{dir: tb.TempDir()}
-	// Every apply of BenchmarkApply50 takes a lease: no budget to run out of.
-	x.stack = deploydtest.NewStack(tb, &fakestack.Options{LeaseBudget: 1 << 30})
-	x.docker = fakedockertest.Install(tb, nil)
-	c := deployd.DefaultConfig()
-	c.EnvID = envID
-	c.DeployDir = filepath.Join(x.dir, "srv")
-	c.StateDir = filepath.Join(x.dir, "state")
-	c.BootstrapGrant = filepath.Join(x.dir, "grant.jwt")
-	c.MinFreeMB = 1
-	c.Tenancy.Transport = "system"
-	c.Tenancy.URL = x.stack.TenancyURL()
-	c.Tenancy.Timeout = deployd.Duration(10 * time.Second)
-	c.Bao.Addr = x.stack.BaoAddr()
-	c.Compose.Project = "bench"
-	c.Compose.Docker = x.docker.Path
-	c.Compose.HealthTimeout = deployd.Duration(30 * time.Second)
-	c.Compose.KeepReleases = 2
-	if err := c.Validate(); err != nil {
-		tb.Fatal(err)
-	}
-	x.cfg = c
-	// The binary and the cold in-process tick read the config from a file, as on a box.
-	x.cfgPath = filepath.Join(x.dir, "config.yaml")
-	data, err := yaml.Marshal(c)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(x.cfgPath, data, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if back, err := deployd.LoadConfig(x.cfgPath); err != nil || !reflect.DeepEqual(back, c) {
-		tb.Fatalf("the written config does not read back as built: %v\n%s", err, data)
-	}
-	if err := os.WriteFile(c.BootstrapGrant, []byte(x.stack.Grant(envID)+"\n"), 0o600); err != nil {
-		tb.Fatal(err)
-	}
+	x := &box{Box: testbox.New(tb, testbox.Options{
+		Env: envID,
+		// Every apply of BenchmarkApply50 takes a lease: no budget to run out of.
+		Stack: &fakestack.Options{LeaseBudget: 1 << 30},
+		Config: func(c *deployd.Config) {
+			c.Tenancy.Timeout = deployd.Duration(10 * time.Second)
+			c.Compose.Project = "bench"
+			c.Compose.HealthTimeout = deployd.Duration(30 * time.Second)
+		},
+	})}
 	a := x.agent(tb, nil, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -95,72 +57,31 @@ func (x *box) agent(tb testing.TB, next slog.Handler, healthPoll time.Duration) 
 	if next == nil {
 		next = logging.NewHandler(io.Discard, logging.Options{})
 	}
-	a, err := deployd.New(context.Background(), x.cfg, deployd.Options{
-		Logger:     slog.New(next),
-		DockerEnv:  x.docker.Env(),
-		Hostname:   "bench",
-		HealthPoll: healthPoll,
-	})
-	if err != nil {
-		tb.Fatalf("deployd.New: %v", err)
-	}
-	tb.Cleanup(func() { _ = a.Close() })
-	return a
+	return x.NewAgent(deployd.Options{Logger: slog.New(next), Hostname: "bench", HealthPoll: healthPoll})
 }
 
 // checkins is the number of check-ins the fake tenancy answered for the box.
-func (x *box) checkins() int { return len(x.stack.Checkins(envID)) }
+func (x *box) checkins() int { return len(x.Stack.Checkins(envID)) }
 
 // checkinURL is the fake tenancy's check-in endpoint.
 func (x *box) checkinURL() string {
-	return strings.TrimRight(x.stack.TenancyURL(), "/") + "/v1/agent/checkin"
+	return strings.TrimRight(x.Stack.TenancyURL(), "/") + "/v1/agent/checkin"
 }
 
 // procEnv is the complete environment of a child process: the fake docker's.
-func (x *box) procEnv() []string { return x.docker.Env() }
+func (x *box) procEnv() []string { return x.Docker.Env() }
 
-// Binaries built once per test process, with the flags of packaging/build-deb.sh.
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-// binaries builds cmd/monky-deployd and test/bench/floor once and returns their paths.
+// binaries builds cmd/monky-deployd and test/bench/floor once per test process, with
+// the flags of packaging/build-deb.sh, and returns their paths.
 func binaries(tb testing.TB) (agent, floor string) {
 	tb.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "monky-bench-")
-		if buildErr != nil {
-			return
-		}
-		for _, p := range []struct{ pkg, out string }{
-			{"github.com/monky/monky-deployd/cmd/monky-deployd", "monky-deployd"},
-			{"github.com/monky/monky-deployd/test/bench/floor", "floor"},
-		} {
-			cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w",
-				"-o", filepath.Join(buildDir, p.out), p.pkg)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %w: %s", p.pkg, err, strings.TrimSpace(string(out)))
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		tb.Fatalf("bench: %v", buildErr)
-	}
-	return filepath.Join(buildDir, "monky-deployd"), filepath.Join(buildDir, "floor")
+	flags := []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w"}
+	return testbox.Build(tb, testbox.AgentPkg, flags...),
+		testbox.Build(tb, "github.com/monky/monky-deployd/test/bench/floor", flags...)
 }
 
 // TestMain removes the binaries built for the benchmarks.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
 
 // run execs a program with env, fails tb unless it exits 0, and returns the CPU time
 // (user and system) of the process and of the children it waited for.

@@ -24,7 +24,7 @@ import (
 func idleBox(b *testing.B) *box {
 	b.Helper()
 	x := newBox(b)
-	x.stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	x.Stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	return x
 }
 
@@ -33,7 +33,7 @@ func idleBox(b *testing.B) *box {
 func agentRun(b *testing.B, x *box, extra ...string) func() time.Duration {
 	bin, _ := binaries(b)
 	env := append(x.procEnv(), extra...)
-	return func() time.Duration { return run(b, env, bin, "run", "--config", x.cfgPath) }
+	return func() time.Duration { return run(b, env, bin, "run", "--config", x.CfgPath) }
 }
 
 // floorRun returns a func that runs the floor program as a process against the box's
@@ -41,7 +41,7 @@ func agentRun(b *testing.B, x *box, extra ...string) func() time.Duration {
 func floorRun(b *testing.B, x *box) func() time.Duration {
 	_, bin := binaries(b)
 	env := x.procEnv()
-	args := []string{"-url", x.checkinURL(), "-token-file", x.cfg.TokenPath(), "-env", envID}
+	args := []string{"-url", x.checkinURL(), "-token-file", x.Cfg.TokenPath(), "-env", envID}
 	return func() time.Duration { return run(b, env, bin, args...) }
 }
 
@@ -61,12 +61,12 @@ func BenchmarkIdleTick(b *testing.B) {
 	agent, floor := agentRun(b, x), floorRun(b, x)
 	agent() // warm: the page cache holds the binary, the state file exists
 	floor()
-	calls := len(x.docker.Calls())
+	calls := len(x.Docker.Calls())
 	before := x.checkins()
 	ratio(b, nil, agent, floor)
 	expectCheckins(b, x, before, 2*b.N)
 	// Each process starts with an empty docker version cache.
-	b.ReportMetric(float64(len(x.docker.Calls())-calls)/float64(b.N), "docker-execs/op")
+	b.ReportMetric(float64(len(x.Docker.Calls())-calls)/float64(b.N), "docker-execs/op")
 }
 
 // BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and
@@ -148,13 +148,13 @@ func BenchmarkIdleTickInProcess(b *testing.B) {
 func BenchmarkIdleTickCold(b *testing.B) {
 	x := idleBox(b)
 	tick := func() {
-		cfg, err := deployd.LoadConfig(x.cfgPath)
+		cfg, err := deployd.LoadConfig(x.CfgPath)
 		if err != nil {
 			b.Fatal(err)
 		}
 		a, err := deployd.New(context.Background(), cfg, deployd.Options{
 			Logger:    slog.New(logging.NewHandler(io.Discard, logging.Options{})),
-			DockerEnv: x.docker.Env(),
+			DockerEnv: x.Docker.Env(),
 			Hostname:  "bench",
 		})
 		if err != nil {
@@ -171,11 +171,11 @@ func BenchmarkIdleTickCold(b *testing.B) {
 	p := newPoster(b, x)
 	tick()
 	p.post()
-	calls := len(x.docker.Calls())
+	calls := len(x.Docker.Calls())
 	before := x.checkins()
 	ratio(b, nil, inProcess(tick), inProcess(p.post))
 	expectCheckins(b, x, before, 2*b.N)
-	b.ReportMetric(float64(len(x.docker.Calls())-calls)/float64(b.N), "docker-execs/op")
+	b.ReportMetric(float64(len(x.Docker.Calls())-calls)/float64(b.N), "docker-execs/op")
 }
 
 // BenchmarkIdleTickInProcessFloor is the in-process floor alone.
@@ -204,7 +204,7 @@ type poster struct {
 
 func newPoster(tb testing.TB, x *box) *poster {
 	tb.Helper()
-	tok, err := os.ReadFile(x.cfg.TokenPath())
+	tok, err := os.ReadFile(x.Cfg.TokenPath())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func (p *poster) do() error {
 // This is the fake docker; the real CLI also asks the daemon, so it costs more.
 func BenchmarkDockerVersion(b *testing.B) {
 	x := idleBox(b)
-	cc, err := compose.New(compose.Config{Docker: x.docker.Path, Project: "bench", Dir: x.dir, Env: x.docker.Env()})
+	cc, err := compose.New(compose.Config{Docker: x.Docker.Path, Project: "bench", Dir: x.Dir, Env: x.Docker.Env()})
 	if err != nil {
 		b.Fatal(err)
 	}

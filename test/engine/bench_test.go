@@ -38,9 +38,7 @@ func BenchmarkApplyVsComposeWait(b *testing.B) {
 	if !engineWanted() {
 		b.Skip("needs a docker engine and compose v2: " + enableHint)
 	}
-	if err := buildAll(); err != nil {
-		b.Fatal(err)
-	}
+	buildAll(b)
 	tb := newBox(b, engine, boxOpts{leaseBudget: 1 << 20})
 	bare := b.TempDir()
 	project := "monky-e2e-bare-" + randomHex(4)
@@ -80,9 +78,4 @@ func BenchmarkApplyVsComposeWait(b *testing.B) {
 	b.ReportMetric(agent.Seconds()/float64(b.N), "agent-s/op")
 	b.ReportMetric(compose.Seconds()/float64(b.N), "compose-wait-s/op")
 	b.ReportMetric(float64(agent)/float64(compose), "ratio")
-}
-
-// removeProject removes a project's containers, volumes and networks from the engine.
-func removeProject(tb testing.TB, project string) {
-	(&box{t: tb, project: project}).removeProject()
 }

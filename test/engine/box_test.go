@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,17 +13,17 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // enableHint is how a developer turns the real-engine half on.
@@ -49,7 +48,6 @@ var (
 var built struct {
 	once   sync.Once
 	err    error
-	dir    string
 	agent  string // monky-deployd, as shipped
 	testap string // the static test app
 	image  string // the image of the test app on the engine ("" without the engine)
@@ -58,30 +56,18 @@ var built struct {
 // engineWanted reports whether the real-engine half runs: MONKY_ENGINE=1.
 func engineWanted() bool { return os.Getenv("MONKY_ENGINE") == "1" }
 
-func buildAll() error {
+// buildAll builds the agent and the test app, and imports the test image when the
+// engine half runs.
+func buildAll(tb testing.TB) {
+	tb.Helper()
+	built.agent = testbox.Build(tb, testbox.AgentPkg, "-trimpath")
+	built.testap = testbox.Build(tb, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath")
 	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "monky-engine-test-")
-		if built.err != nil {
-			return
-		}
-		built.agent = filepath.Join(built.dir, "monky-deployd")
-		built.testap = filepath.Join(built.dir, "app")
-		for _, b := range []struct{ out, pkg string }{
-			{built.agent, "github.com/monky/monky-deployd/cmd/monky-deployd"},
-			{built.testap, "github.com/monky/monky-deployd/test/engine/testapp"},
-		} {
-			cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				built.err = fmt.Errorf("go build %s: %w: %s", b.pkg, err, out)
-				return
-			}
-		}
 		if engineWanted() {
 			built.image, built.err = importImage(built.testap)
 		}
 	})
-	return built.err
+	require.NoError(tb, built.err)
 }
 
 // importImage makes the test image from the static test app: a tar holding /app and
@@ -134,12 +120,9 @@ func importImage(app string) (string, error) {
 
 // TestMain removes what the tests built; the image stays only while its tag is in use.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testbox.Run(m)
 	if built.image != "" {
 		_ = exec.Command("docker", "image", "rm", "-f", built.image).Run()
-	}
-	if built.dir != "" {
-		_ = os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
@@ -160,7 +143,7 @@ func needBackend(t testing.TB, be backend) {
 			t.Fatalf("MONKY_ENGINE=1 but no engine answers (%v: %s); run: %s", err, out, enableHint)
 		}
 	}
-	require.NoError(t, buildAll())
+	buildAll(t)
 }
 
 // boxOpts configure newBox.
@@ -171,65 +154,41 @@ type boxOpts struct {
 	leaseBudget   int    // leases per hour; default 5, as tenancy's
 }
 
-// box is one box: the fakes of tenancy and OpenBao (in this process), the agent as a
-// process, and compose on the fake docker or on the real engine under a project name
-// of its own.
+// box is one box: a testbox.Box (the fakes of tenancy and OpenBao in this process, a
+// config in a temporary directory), the agent as a process, and compose on the fake
+// docker or on the real engine under a project name of its own.
 type box struct {
-	t       testing.TB
+	*testbox.Box
 	be      backend
-	env     string
-	dir     string
 	project string
-	cfgPath string
-	stack   *deploydtest.Stack
-	docker  *fakedockertest.Docker // fake only
-	outputs []string               // everything the agent printed
+	outputs []string // everything the agent printed
 	serial  int64
 }
 
 func newBox(t testing.TB, be backend, o boxOpts) *box {
 	t.Helper()
 	needBackend(t, be)
-	if o.env == "" {
-		o.env = "env-dev-01"
-	}
 	if o.healthTimeout == "" {
 		o.healthTimeout = "20s"
 	}
+	health, err := time.ParseDuration(o.healthTimeout)
+	require.NoError(t, err)
 	if o.keepReleases == 0 {
 		o.keepReleases = 3
 	}
-	b := &box{t: t, be: be, env: o.env, dir: t.TempDir(), stack: deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: o.leaseBudget})}
-	b.project = "monky-e2e-" + randomHex(4)
-	docker := "docker"
-	if !be.engine {
-		b.docker = fakedockertest.Install(t, &fakedockertest.Script{})
-		docker = b.docker.Path
-	} else {
-		t.Cleanup(b.removeProject)
+	b := &box{be: be, project: "monky-e2e-" + randomHex(4)}
+	b.Box = testbox.New(t, testbox.Options{
+		Env: o.env, Stack: &fakestack.Options{LeaseBudget: o.leaseBudget}, RealDocker: be.engine,
+		Secret: canary, Binary: built.agent,
+		Config: func(c *deployd.Config) {
+			c.Compose.Project = b.project
+			c.Compose.HealthTimeout = deployd.Duration(health)
+			c.Compose.KeepReleases = o.keepReleases
+		},
+	})
+	if be.engine {
+		t.Cleanup(func() { removeProject(t, b.project) })
 	}
-	b.cfgPath = filepath.Join(b.dir, "config.yaml")
-	cfg := fmt.Sprintf(`env_id: %s
-deploy_dir: %s
-state_dir: %s
-bootstrap_grant: %s
-min_free_mb: 1
-tenancy:
-  transport: system
-  url: %s
-  timeout: 5s
-bao:
-  addr: %s
-compose:
-  project: %s
-  docker: %s
-  health_timeout: %s
-  keep_releases: %d
-`, b.env, filepath.Join(b.dir, "srv"), filepath.Join(b.dir, "state"), filepath.Join(b.dir, "grant.jwt"),
-		b.stack.TenancyURL(), b.stack.BaoAddr(), b.project, docker, o.healthTimeout, o.keepReleases)
-	require.NoError(t, os.WriteFile(b.cfgPath, []byte(cfg), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(b.dir, "grant.jwt"), []byte(b.stack.Grant(b.env)+"\n"), 0o600))
-	b.stack.PutSecret(b.env, "db", map[string]string{"password": canary})
 	t.Cleanup(b.checkCanary)
 	return b
 }
@@ -258,10 +217,10 @@ type release struct {
 
 // publish publishes r with the next serial and returns its sha.
 func (b *box) publish(r release) string {
-	b.t.Helper()
+	b.T.Helper()
 	b.serial++
 	spec := faketenancy.BundleSpec{
-		EnvID:  b.env,
+		EnvID:  b.Env,
 		Serial: b.serial,
 		Files:  map[string]string{"compose.yaml": strings.ReplaceAll(r.compose, "{{image}}", b.image())},
 		Vars:   r.vars,
@@ -269,126 +228,42 @@ func (b *box) publish(r release) string {
 	if r.secret {
 		spec.Secrets = map[string]faketenancy.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}
 	}
-	bn := deploydtest.MakeBundle(b.t, spec)
-	sha, _ := b.stack.PublishBundle(b.env, bn.Data)
+	bn := deploydtest.MakeBundle(b.T, spec)
+	sha, _ := b.Stack.PublishBundle(b.Env, bn.Data)
 	return sha
 }
 
 // script sets the fake docker's script; the engine needs none (it is the truth).
 func (b *box) script(s fakedockertest.Script) {
-	if b.docker != nil {
-		b.docker.SetScript(&s)
+	if b.Docker != nil {
+		b.Docker.SetScript(&s)
 	}
-}
-
-// procEnv is the agent's process environment.
-func (b *box) procEnv() []string {
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + b.dir}
-	if b.docker != nil {
-		env = []string{"PATH=" + b.docker.Dir + ":/usr/bin:/bin",
-			fakedocker.EnvLog + "=" + b.docker.Log,
-			fakedocker.EnvState + "=" + b.docker.State,
-			fakedocker.EnvScript + "=" + b.docker.Script}
-	}
-	return env
-}
-
-// proc is a started run of the agent.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *bytes.Buffer
-	done chan struct{}
-	code int
 }
 
 // start starts `monky-deployd args… --config <box>` in its own process group.
-func (b *box) start(args ...string) *proc {
-	b.t.Helper()
-	cmd := exec.Command(built.agent, append(args, "--config", b.cfgPath)...)
-	cmd.Env = b.procEnv()
-	cmd.Dir = b.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(b.t, cmd.Start())
-	go func() {
-		_ = cmd.Wait()
-		p.code = cmd.ProcessState.ExitCode()
-		close(p.done)
-	}()
-	b.t.Cleanup(func() { p.kill() })
-	return p
-}
-
-// kill sends SIGKILL to the process group (the agent and its docker children, as
-// systemd's KillMode=control-group does) and waits for the agent.
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-	default:
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
+func (b *box) start(args ...string) *testbox.Proc {
+	b.T.Helper()
+	return b.Start(append(args, "--config", b.CfgPath))
 }
 
 // tick runs one `monky-deployd run` to its end and returns its exit code.
 func (b *box) tick() int {
-	b.t.Helper()
-	start := time.Now()
-	p := b.start("run")
-	select {
-	case <-p.done:
-	case <-time.After(3 * time.Minute):
-		p.kill()
-		b.t.Fatalf("the tick did not end within 3 minutes; output:\n%s", p.out.String())
+	b.T.Helper()
+	res := b.start("run").Wait(b.T, 3*time.Minute)
+	b.outputs = append(b.outputs, res.Output())
+	b.T.Logf("tick → exit %d in %s", res.Code, res.Elapsed.Round(time.Millisecond))
+	if testing.Verbose() && res.Code != 0 {
+		b.T.Logf("agent output:\n%s", res.Output())
 	}
-	b.outputs = append(b.outputs, p.out.String())
-	b.t.Logf("tick → exit %d in %s", p.code, time.Since(start).Round(time.Millisecond))
-	if testing.Verbose() && p.code != 0 {
-		b.t.Logf("agent output:\n%s", p.out.String())
-	}
-	return p.code
+	return res.Code
 }
 
 // status runs `monky-deployd status` and returns what it printed.
 func (b *box) status() string {
-	b.t.Helper()
-	p := b.start("status")
-	<-p.done
-	b.outputs = append(b.outputs, p.out.String())
-	return p.out.String()
-}
-
-// lastReport is the newest report the fake tenancy received.
-func (b *box) lastReport() faketenancy.Report {
-	b.t.Helper()
-	reps := b.stack.Reports(b.env)
-	require.NotEmpty(b.t, reps, "no report arrived")
-	return reps[len(reps)-1]
-}
-
-// leases counts the leases tenancy granted.
-func (b *box) leases() int { return len(b.stack.Leases(b.env)) }
-
-// live is the sha `current` points to, "" when there is none.
-func (b *box) live() string {
-	target, err := os.Readlink(filepath.Join(b.dir, "srv", "current"))
-	if err != nil {
-		return ""
-	}
-	return filepath.Base(target)
-}
-
-// releases lists the release directories under deploy_dir.
-func (b *box) releases() []string {
-	b.t.Helper()
-	entries, err := os.ReadDir(filepath.Join(b.dir, "srv", "releases"))
-	require.NoError(b.t, err)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
+	b.T.Helper()
+	out := b.start("status").Wait(b.T, time.Minute).Output()
+	b.outputs = append(b.outputs, out)
+	return out
 }
 
 // serviceStates maps each service of the last report to "state/health".
@@ -402,15 +277,15 @@ func serviceStates(r faketenancy.Report) map[string]string {
 
 // docker runs the docker CLI against the engine and returns its trimmed output.
 func (b *box) dockerCLI(args ...string) string {
-	b.t.Helper()
+	b.T.Helper()
 	out, err := exec.Command("docker", args...).CombinedOutput()
-	require.NoError(b.t, err, "docker %s: %s", strings.Join(args, " "), out)
+	require.NoError(b.T, err, "docker %s: %s", strings.Join(args, " "), out)
 	return strings.TrimSpace(string(out))
 }
 
 // containers lists the project's containers on the engine as "service state".
 func (b *box) containers() map[string]string {
-	b.t.Helper()
+	b.T.Helper()
 	out := b.dockerCLI("ps", "-a", "--filter", "label=com.docker.compose.project="+b.project,
 		"--format", `{{.Label "com.docker.compose.service"}} {{.State}}`)
 	m := map[string]string{}
@@ -443,10 +318,10 @@ func (b *box) envHash(service, name string) string {
 	return b.dockerCLI("exec", b.containerID(service), "/app", "envhash", name)
 }
 
-// removeProject removes every container, volume and network of the box's project
-// from the engine: the tests touch nothing they did not create.
-func (b *box) removeProject() {
-	label := "label=com.docker.compose.project=" + b.project
+// removeProject removes every container, volume and network of a project from the
+// engine: the tests touch nothing they did not create.
+func removeProject(tb testing.TB, project string) {
+	label := "label=com.docker.compose.project=" + project
 	for _, kind := range [][]string{{"container", "rm", "-f", "-v"}, {"volume", "rm", "-f"}, {"network", "rm"}} {
 		ls := exec.Command("docker", kind[0], "ls", "-aq", "--filter", label)
 		if kind[0] != "container" {
@@ -459,7 +334,7 @@ func (b *box) removeProject() {
 		}
 		args := append(append([]string(nil), kind...), ids...)
 		if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
-			b.t.Logf("cleanup: docker %s: %v: %s", strings.Join(args, " "), err, out)
+			tb.Logf("cleanup: docker %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
 }
@@ -468,23 +343,23 @@ func (b *box) removeProject() {
 // no file of the state directory or the deploy directory but a release's .env (mode
 // 0600), and, on the engine, in the container.
 func (b *box) checkCanary() {
-	t := b.t
+	t := b.T
 	for i, out := range b.outputs {
 		if strings.Contains(out, canary) {
 			t.Errorf("the canary secret is in the output of agent run %d", i+1)
 		}
 	}
-	for _, r := range b.stack.Reports(b.env) {
+	for _, r := range b.Stack.Reports(b.Env) {
 		if strings.Contains(fmt.Sprintf("%+v", r), canary) {
 			t.Errorf("the canary secret is in a report")
 		}
 	}
-	for _, c := range b.stack.Checkins(b.env) {
+	for _, c := range b.Stack.Checkins(b.Env) {
 		if strings.Contains(fmt.Sprintf("%+v", c), canary) {
 			t.Errorf("the canary secret is in a check-in")
 		}
 	}
-	err := filepath.WalkDir(b.dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(b.Dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !d.Type().IsRegular() {
 			return err
 		}
@@ -495,7 +370,7 @@ func (b *box) checkCanary() {
 		if !bytes.Contains(data, []byte(canary)) {
 			return nil
 		}
-		rel, _ := filepath.Rel(b.dir, path)
+		rel, _ := filepath.Rel(b.Dir, path)
 		if d.Name() != ".env" || filepath.Base(filepath.Dir(filepath.Dir(path))) != "releases" {
 			t.Errorf("the canary secret is in %s", rel)
 			return nil
@@ -507,19 +382,5 @@ func (b *box) checkCanary() {
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("walking the box: %v", err)
-	}
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		case <-time.After(20 * time.Millisecond):
-		}
 	}
 }

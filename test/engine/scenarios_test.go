@@ -17,6 +17,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // Compose files of the scenarios. {{image}} is the test image; /app is the test app
@@ -96,12 +97,12 @@ func applyThenIdle(t *testing.T, be backend) {
 	b := newBox(t, be, boxOpts{})
 	sha := b.publish(release{compose: "services:\n" + webService, vars: map[string]string{"LOG_LEVEL": "debug"}, secret: true})
 	require.Equal(t, 0, b.tick())
-	rep := b.lastReport()
+	rep := b.LastReport()
 	assert.Equal(t, "applied", rep.Result)
 	assert.Equal(t, sha, rep.SHA)
 	assert.Equal(t, map[string]string{"web": "running/healthy"}, serviceStates(rep))
-	assert.Equal(t, sha, b.live())
-	assert.Equal(t, 1, b.leases())
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, 1, b.Leases())
 	if be.engine {
 		want := sha256.Sum256([]byte(canary))
 		assert.Equal(t, hex.EncodeToString(want[:]), b.envHash("web", "DB_PASSWORD"), "the secret reached the container")
@@ -110,12 +111,12 @@ func applyThenIdle(t *testing.T, be backend) {
 
 	// Idle: tenancy answers none; nothing runs, nothing is leased, nothing changes.
 	before := b.runID()
-	b.stack.SetDesired(b.env, faketenancy.Desired{Action: "none"})
+	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
 	start := time.Now()
 	require.Equal(t, 0, b.tick())
 	t.Logf("idle tick as a process: %s", time.Since(start).Round(time.Millisecond))
-	assert.Equal(t, 1, b.leases())
-	assert.Len(t, b.stack.Reports(b.env), 1, "an idle tick reports nothing")
+	assert.Equal(t, 1, b.Leases())
+	assert.Len(t, b.Stack.Reports(b.Env), 1, "an idle tick reports nothing")
 	assert.Equal(t, before, b.runID(), "the containers were not touched")
 	assert.Contains(t, b.status(), "healthy confirmed: true")
 }
@@ -130,7 +131,7 @@ func (b *box) runID() string {
 	if b.be.engine {
 		return b.dockerCLI("ps", "-aq", "--no-trunc", "--filter", "label=com.docker.compose.project="+b.project)
 	}
-	return strings.Repeat("up ", b.docker.Status().Calls["up"])
+	return strings.Repeat("up ", b.Docker.Status().Calls["up"])
 }
 
 func unhealthyRestores(t *testing.T, be backend) {
@@ -147,7 +148,7 @@ func unhealthyRestores(t *testing.T, be backend) {
 	start := time.Now()
 	assert.Equal(t, 1, b.tick())
 	t.Logf("failed apply and verified restore: %s", time.Since(start).Round(time.Millisecond))
-	rep := b.lastReport()
+	rep := b.LastReport()
 	assert.Equal(t, "failed", rep.Result)
 	assert.Equal(t, "UNHEALTHY", rep.Code)
 	assert.Equal(t, bad, rep.SHA)
@@ -156,8 +157,8 @@ func unhealthyRestores(t *testing.T, be backend) {
 	assert.Contains(t, rep.Tail, "--- health of web (container "+b.project+"-web-1): running, health unhealthy ---")
 	assert.Contains(t, rep.Tail, "exit code 1: health of web: dependency check failed: connection refused (HEALTHY=0)")
 	assert.Contains(t, rep.Tail, "--- logs of web ---")
-	assert.Equal(t, good, b.live())
-	assert.Equal(t, 2, b.leases())
+	assert.Equal(t, good, b.Live())
+	assert.Equal(t, 2, b.Leases())
 	assert.Contains(t, b.status(), "last restore:  restored-healthy")
 	if be.engine {
 		assert.Equal(t, map[string]string{"web": "running", "worker": "running"}, b.containers())
@@ -179,13 +180,13 @@ func missingImage(t *testing.T, be backend) {
 		"up": {Stderr: " web Pulling \n web Error " + pullError + "\n" + pullError + "\n", Exit: 1, FailTimes: 2},
 	}})
 	assert.Equal(t, 1, b.tick())
-	rep := b.lastReport()
+	rep := b.LastReport()
 	assert.Equal(t, "failed", rep.Result)
 	assert.Equal(t, "APPLY_FAILED", rep.Code)
 	assert.Contains(t, rep.Tail, " web Error ", "compose names the service whose pull failed")
 	assert.Contains(t, rep.Tail, "Error response from daemon: ", "and says what the daemon answered")
 	assert.Contains(t, rep.Detail, "restore: restored-healthy "+good[:12])
-	assert.Equal(t, good, b.live())
+	assert.Equal(t, good, b.Live())
 	if be.engine {
 		assert.Equal(t, before, b.runID(), "the previous release's container kept running untouched")
 		assert.Equal(t, map[string]string{"web": "running"}, b.containers())
@@ -196,10 +197,10 @@ func serviceRemoved(t *testing.T, be backend) {
 	b := newBox(t, be, boxOpts{})
 	b.publish(release{compose: "services:\n" + webService + workerService, vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
 	require.Equal(t, 0, b.tick())
-	assert.Equal(t, map[string]string{"web": "running/healthy", "worker": "running/"}, serviceStates(b.lastReport()))
+	assert.Equal(t, map[string]string{"web": "running/healthy", "worker": "running/"}, serviceStates(b.LastReport()))
 	b.publish(release{compose: "services:\n" + webService, vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
 	require.Equal(t, 0, b.tick())
-	assert.Equal(t, map[string]string{"web": "running/healthy"}, serviceStates(b.lastReport()))
+	assert.Equal(t, map[string]string{"web": "running/healthy"}, serviceStates(b.LastReport()))
 	if be.engine {
 		assert.Equal(t, map[string]string{"web": "running"}, b.containers(), "worker's container is gone")
 	}
@@ -219,7 +220,7 @@ func oneShots(t *testing.T, be backend) {
 		"migrate": {States: []fakedocker.State{{State: "exited", ExitCode: 0}}}}})
 	good := b.publish(release{compose: oneShot("0"), vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
 	require.Equal(t, 0, b.tick())
-	assert.Equal(t, map[string]string{"web": "running/healthy", "migrate": "exited/"}, serviceStates(b.lastReport()))
+	assert.Equal(t, map[string]string{"web": "running/healthy", "migrate": "exited/"}, serviceStates(b.LastReport()))
 
 	bad := b.publish(release{compose: oneShot("3"), vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
 	b.script(fakedockertest.Script{
@@ -229,7 +230,7 @@ func oneShots(t *testing.T, be backend) {
 		}},
 	})
 	assert.Equal(t, 1, b.tick())
-	rep := b.lastReport()
+	rep := b.LastReport()
 	assert.Equal(t, "UNHEALTHY", rep.Code)
 	assert.Contains(t, rep.Detail, "migrate: exited with code 3")
 	assert.Contains(t, rep.Tail, "--- health of migrate (container "+b.project+"-migrate-1): exited, exit code 3 ---")
@@ -256,7 +257,7 @@ func dependsOnHealthy(t *testing.T, be backend) {
         condition: service_healthy
 `})
 	require.Equal(t, 0, b.tick())
-	assert.Equal(t, map[string]string{"db": "running/healthy", "api": "running/"}, serviceStates(b.lastReport()))
+	assert.Equal(t, map[string]string{"db": "running/healthy", "api": "running/"}, serviceStates(b.LastReport()))
 	if be.engine {
 		// compose started api only once db had passed a healthcheck.
 		var log []struct {
@@ -293,12 +294,12 @@ func crashLoop(t *testing.T, be backend) {
 	took := time.Since(start)
 	t.Logf("crash loop detected in %s (health_timeout 60s)", took.Round(time.Millisecond))
 	assert.Less(t, took, 30*time.Second, "the crash loop fails fast, long before health_timeout")
-	rep := b.lastReport()
+	rep := b.LastReport()
 	assert.Equal(t, "UNHEALTHY", rep.Code)
 	assert.Contains(t, rep.Detail, "crasher: ")
 	assert.Contains(t, rep.Detail, "restore: none")
 	assert.Contains(t, rep.Tail, "--- health of crasher (container "+b.project+"-crasher-1): ")
-	assert.Empty(t, b.live(), "nothing served before: the failed release is taken down")
+	assert.Empty(t, b.Live(), "nothing served before: the failed release is taken down")
 	if be.engine {
 		assert.Empty(t, b.containers())
 	}
@@ -321,10 +322,10 @@ volumes:
 	if be.engine {
 		require.Len(t, b.volumes(), 1)
 	}
-	b.stack.SetDesired(b.env, faketenancy.Desired{Action: "down", Purge: true})
+	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "down", Purge: true})
 	require.Equal(t, 0, b.tick())
-	assert.Equal(t, "down", b.lastReport().Result)
-	assert.Empty(t, b.live())
+	assert.Equal(t, "down", b.LastReport().Result)
+	assert.Empty(t, b.Live())
 	if be.engine {
 		assert.Empty(t, b.containers())
 		if volumesGone {
@@ -333,7 +334,7 @@ volumes:
 			assert.Len(t, b.volumes(), 1, "prod never purges")
 		}
 	} else {
-		assert.Equal(t, volumesGone, b.docker.Status().DownVolumes)
+		assert.Equal(t, volumesGone, b.Docker.Status().DownVolumes)
 	}
 }
 
@@ -358,23 +359,23 @@ func killDuringUp(t *testing.T, be backend) {
 `})
 	b.script(fakedockertest.Script{Commands: map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(3 * time.Second)}}})
 	p := b.start("run")
-	waitFor(t, 60*time.Second, "compose up to be running", func() bool {
+	testbox.WaitFor(t, 60*time.Second, "compose up to be running", func() bool {
 		if be.engine {
 			return len(b.containers()) > 0
 		}
-		return b.docker.Status().Calls["up"] > 0
+		return b.Docker.Status().Calls["up"] > 0
 	})
-	require.NoError(t, syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL))
-	<-p.done
-	b.outputs = append(b.outputs, p.out.String())
-	assert.Empty(t, b.stack.Reports(b.env), "killed before it could report")
-	require.Equal(t, 1, b.leases())
+	require.NoError(t, syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL))
+	<-p.Done()
+	b.outputs = append(b.outputs, p.Output())
+	assert.Empty(t, b.Stack.Reports(b.Env), "killed before it could report")
+	require.Equal(t, 1, b.Leases())
 
 	b.script(fakedockertest.Script{})
-	require.Equal(t, 0, b.tick(), "report: %+v", b.stack.Reports(b.env))
-	assert.Equal(t, "applied", b.lastReport().Result)
-	assert.Equal(t, 1, b.leases(), "the promoted release converged without a second lease")
-	assert.Equal(t, map[string]string{"db": "running/healthy", "api": "running/"}, serviceStates(b.lastReport()))
+	require.Equal(t, 0, b.tick(), "report: %+v", b.Stack.Reports(b.Env))
+	assert.Equal(t, "applied", b.LastReport().Result)
+	assert.Equal(t, 1, b.Leases(), "the promoted release converged without a second lease")
+	assert.Equal(t, map[string]string{"db": "running/healthy", "api": "running/"}, serviceStates(b.LastReport()))
 }
 
 func keepReleases(t *testing.T, be backend) {
@@ -385,10 +386,10 @@ func keepReleases(t *testing.T, be backend) {
 			vars: map[string]string{"LOG_LEVEL": strings.Repeat("v", i+1)}, secret: true}))
 		require.Equal(t, 0, b.tick())
 	}
-	assert.ElementsMatch(t, shas[1:], b.releases(), "the oldest release was pruned")
-	_, err := os.Stat(filepath.Join(b.dir, "srv", "releases", shas[0]))
+	assert.ElementsMatch(t, shas[1:], b.Releases(), "the oldest release was pruned")
+	_, err := os.Stat(filepath.Join(b.Dir, "srv", "releases", shas[0]))
 	assert.True(t, os.IsNotExist(err))
-	assert.Equal(t, shas[2], b.live())
+	assert.Equal(t, shas[2], b.Live())
 	if be.engine {
 		assert.Equal(t, hashOf("vvv"), b.envHash("web", "LOG_LEVEL"), "the live container runs the newest release")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // TestFakeSpeaksLikeTheEngine runs the same project on the engine and on the fake
@@ -49,7 +50,7 @@ func TestFakeSpeaksLikeTheEngine(t *testing.T) {
 		return out
 	}
 	real("compose", "-p", project, "up", "-d")
-	waitFor(t, 30*time.Second, "web to be unhealthy", func() bool {
+	testbox.WaitFor(t, 30*time.Second, "web to be unhealthy", func() bool {
 		return strings.Contains(string(real("compose", "-p", project, "ps", "--all", "--format", "json")), `"Health":"unhealthy"`)
 	})
 	realPS := real("compose", "-p", project, "ps", "--all", "--format", "json")

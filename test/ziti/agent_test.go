@@ -1,10 +1,7 @@
 package zitimesh
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,7 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // zitiBinary returns the ziti CLI to run: $ZITI_BIN, or else tools/ziti/bin/ziti of
@@ -43,129 +42,75 @@ func zitiBinary(tb testing.TB) string {
 	return p
 }
 
-// buildBinaries builds the agent and the fake docker (as "docker") into a directory
-// of tb and returns it. The go build cache makes every build after the first cheap.
-func buildBinaries(tb testing.TB) string {
-	tb.Helper()
-	goBin, err := exec.LookPath("go")
-	require.NoError(tb, err, "the tests build the agent and need go on PATH")
-	dir := tb.TempDir()
-	for pkg, out := range map[string]string{"./cmd/monky-deployd": "monky-deployd", "./cmd/fake-docker": "docker"} {
-		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Dir = filepath.Join("..", "..")
-		data, err := cmd.CombinedOutput()
-		require.NoError(tb, err, "go build %s:\n%s", pkg, data)
-	}
-	return dir
-}
-
-// box is one box's directories and the agent binary that runs for it.
+// box is one box (a testbox.Box with the fake docker) whose agent binary talks to the
+// world's fakes: its config of record uses the system transport; config writes more.
 type box struct {
-	dir       string
-	bin       string // holds monky-deployd and docker
-	state     string
-	deploy    string
-	grant     string
-	dockerLog string
-	baoAddr   string
+	*testbox.Box
 }
 
-func newBox(tb testing.TB, baoAddr string) *box {
+func newBox(tb testing.TB, w *world) *box {
 	tb.Helper()
-	bin := buildBinaries(tb)
-	dir := tb.TempDir()
-	b := &box{
-		dir: dir, bin: bin, baoAddr: baoAddr,
-		state:     filepath.Join(dir, "state"),
-		deploy:    filepath.Join(dir, "srv"),
-		grant:     filepath.Join(dir, "bootstrap.jwt"),
-		dockerLog: filepath.Join(dir, "docker.log"),
-	}
-	// The agent passes no FAKE_DOCKER_* to docker: the fake reads its record's path
-	// from fake-docker.json next to itself.
-	require.NoError(tb, fakedocker.Config{Log: b.dockerLog}.WriteFile(filepath.Join(bin, fakedocker.ConfigFile)))
-	return b
+	return &box{Box: testbox.New(tb, testbox.Options{
+		Env: envID, NoStack: true,
+		Config: func(c *deployd.Config) {
+			c.Tenancy = systemTenancy(w)
+			c.Bao.Addr = w.bao.URL()
+			c.Compose.Project = "zitimesh"
+			c.Compose.HealthTimeout = deployd.Duration(30 * time.Second)
+			c.Compose.KeepReleases = deployd.DefaultConfig().Compose.KeepReleases
+		},
+	})}
 }
 
 // sdkTenancy is the tenancy block of the sdk transport for identity and service.
-func sdkTenancy(w *world, identity, service string) string {
-	return fmt.Sprintf(`  transport: sdk
-  url: https://%s
-  service: %s
-  identity: %s
-  ca_file: %s
-  timeout: 10s
-`, tenancyName, service, identity, w.caFile)
+func sdkTenancy(w *world, identity, service string) deployd.TenancyConfig {
+	t := deployd.DefaultConfig().Tenancy
+	t.Transport = "sdk"
+	t.URL = "https://" + tenancyName
+	t.Service = service
+	t.Identity = identity
+	t.CAFile = w.caFile
+	t.Timeout = deployd.Duration(10 * time.Second)
+	return t
 }
 
 // systemTenancy is the tenancy block of the system transport to the fake on loopback.
-func systemTenancy(w *world) string {
-	return fmt.Sprintf("  transport: system\n  url: %s\n  timeout: 10s\n", w.tcpURL)
+func systemTenancy(w *world) deployd.TenancyConfig {
+	t := deployd.DefaultConfig().Tenancy
+	t.Transport = "system"
+	t.URL = w.tcpURL
+	t.Timeout = deployd.Duration(10 * time.Second)
+	return t
 }
 
 // config writes a config named name with the tenancy block and returns its path. All
 // configs of a box share its state, so that they share its OpenBao token.
-func (b *box) config(tb testing.TB, name, tenancy string) string {
+func (b *box) config(tb testing.TB, name string, tenancy deployd.TenancyConfig) string {
 	tb.Helper()
-	p := filepath.Join(b.dir, name)
-	cfg := fmt.Sprintf(`env_id: %s
-deploy_dir: %s
-state_dir: %s
-bootstrap_grant: %s
-min_free_mb: 1
-tenancy:
-%sbao:
-  addr: %s
-compose:
-  project: zitimesh
-  docker: %s
-  health_timeout: 30s
-`, envID, b.deploy, b.state, b.grant, tenancy, b.baoAddr, filepath.Join(b.bin, "docker"))
-	require.NoError(tb, os.WriteFile(p, []byte(cfg), 0o600))
-	return p
+	return b.WriteConfig(name, func(c *deployd.Config) { c.Tenancy = tenancy })
 }
 
 // result is one run of the agent binary.
-type result struct {
-	code    int
-	stdout  string
-	stderr  string
-	elapsed time.Duration
-}
+type result = testbox.Result
 
 // run runs the agent binary with args and the extra environment, and waits for it.
 func (b *box) run(tb testing.TB, extraEnv []string, args ...string) result {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := b.command(ctx, extraEnv, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
-		require.NoError(tb, err, "running monky-deployd %s", strings.Join(args, " "))
-	}
-	return r
+	return testbox.Start(tb, testbox.Build(tb, testbox.AgentPkg), b.Dir, b.env(extraEnv), args...).Wait(tb, 2*time.Minute)
 }
 
 // command is the agent binary with a clean environment: PATH (the fake docker first),
-// HOME and FAKE_DOCKER_LOG, plus extraEnv.
+// HOME and the fake docker's FAKE_DOCKER_*, plus extraEnv.
 func (b *box) command(ctx context.Context, extraEnv []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(b.bin, "monky-deployd"), args...)
-	cmd.Env = append([]string{
-		"PATH=" + b.bin + ":/usr/bin:/bin",
-		"HOME=" + b.dir,
-		"FAKE_DOCKER_LOG=" + b.dockerLog,
-	}, extraEnv...)
-	cmd.Dir = b.dir
+	cmd := exec.CommandContext(ctx, testbox.Build(b.T, testbox.AgentPkg), args...)
+	cmd.Env = b.env(extraEnv)
+	cmd.Dir = b.Dir
 	return cmd
+}
+
+// env is the agent's environment: the box's, HOME, then extraEnv.
+func (b *box) env(extraEnv []string) []string {
+	return b.ProcEnv(append([]string{"HOME=" + b.Dir}, extraEnv...)...)
 }
 
 // slogLine is a line of the agent's text log (log/slog's TextHandler).
@@ -188,8 +133,8 @@ func requireNoSecrets(tb testing.TB, r result, values ...string) {
 	tb.Helper()
 	for _, v := range values {
 		require.NotEmpty(tb, v)
-		require.NotContains(tb, r.stderr, v, "a secret value reached stderr")
-		require.NotContains(tb, r.stdout, v, "a secret value reached stdout")
+		require.NotContains(tb, r.Stderr, v, "a secret value reached stderr")
+		require.NotContains(tb, r.Stdout, v, "a secret value reached stdout")
 	}
 }
 
@@ -226,12 +171,12 @@ func (c *countingHandler) count(path string) int {
 // message names what is wrong, every line is a slog record.
 func assertTemporary(t *testing.T, r result, wants ...string) {
 	t.Helper()
-	assert.Equal(t, 75, r.code, "exit code; stderr:\n%s", r.stderr)
+	assert.Equal(t, 75, r.Code, "exit code; stderr:\n%s", r.Stderr)
 	for _, want := range wants {
-		assert.Contains(t, r.stderr, want)
+		assert.Contains(t, r.Stderr, want)
 	}
-	assert.Contains(t, r.stderr, "the next tick retries")
-	requireSlog(t, r.stderr)
+	assert.Contains(t, r.Stderr, "the next tick retries")
+	requireSlog(t, r.Stderr)
 }
 
 // composeCommands returns the compose subcommand (up, down, ps, logs) of every call

@@ -28,21 +28,21 @@ import (
 func BenchmarkNoneTick(b *testing.B) {
 	zitiBin := zitiBinary(b)
 	w := newWorld(b, zitiBin, b.TempDir())
-	bx := newBox(b, w.bao.URL())
+	bx := newBox(b, w)
 	sdkCfg := bx.config(b, "sdk.yaml", sdkTenancy(w, w.ids[boxID], tenancyService))
 	sysCfg := bx.config(b, "system.yaml", systemTenancy(w))
 
-	require.NoError(b, os.WriteFile(bx.grant, []byte(w.bao.MintGrant(envID)+"\n"), 0o600))
+	require.NoError(b, os.WriteFile(bx.Cfg.BootstrapGrant, []byte(w.bao.MintGrant(envID)+"\n"), 0o600))
 	r := bx.run(b, nil, "bootstrap", "--config", sysCfg)
-	require.Equal(b, 0, r.code, "stderr:\n%s", r.stderr)
+	require.Equal(b, 0, r.Code, "stderr:\n%s", r.Stderr)
 	w.ten.SetDesired(envID, faketenancy.Desired{Action: "none"})
 
 	for _, c := range []struct{ name, cfg string }{{"process/sdk", sdkCfg}, {"process/system", sysCfg}} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				r := bx.run(b, nil, "run", "--config", c.cfg)
-				if r.code != 0 {
-					b.Fatalf("exit %d:\n%s", r.code, r.stderr)
+				if r.Code != 0 {
+					b.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
 				}
 			}
 		})
@@ -53,7 +53,7 @@ func BenchmarkNoneTick(b *testing.B) {
 	agent := func(b *testing.B, path string) *deployd.Agent {
 		cfg, err := deployd.LoadConfig(path)
 		require.NoError(b, err)
-		a, err := deployd.New(b.Context(), cfg, deployd.Options{Hostname: "bench", DockerEnv: []string{"PATH=" + bx.bin + ":/usr/bin:/bin"}})
+		a, err := deployd.New(b.Context(), cfg, deployd.Options{Hostname: "bench", DockerEnv: []string{"PATH=" + bx.Docker.Dir + ":/usr/bin:/bin"}})
 		require.NoError(b, err)
 		return a
 	}

@@ -28,21 +28,21 @@ const plantedSecret = "zitimesh-planted-db-password-5f2c"
 func TestAgentOverMesh(t *testing.T) {
 	zitiBin := zitiBinary(t)
 	w := newWorld(t, zitiBin, t.TempDir())
-	b := newBox(t, w.bao.URL())
+	b := newBox(t, w)
 	good := b.config(t, "sdk.yaml", sdkTenancy(w, w.ids[boxID], tenancyService))
 	var grant string
 
 	t.Run("bootstrap", func(t *testing.T) {
 		w.bao.PutSecret(envID, "db", map[string]string{"password": plantedSecret})
 		grant = w.bao.MintGrant(envID)
-		require.NoError(t, os.WriteFile(b.grant, []byte(grant+"\n"), 0o600))
+		require.NoError(t, os.WriteFile(b.Cfg.BootstrapGrant, []byte(grant+"\n"), 0o600))
 
 		r := b.run(t, nil, "bootstrap", "--config", good)
-		require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
-		assert.Contains(t, r.stderr, "bootstrap confirmed by a check-in")
-		requireSlog(t, r.stderr)
-		require.NoFileExists(t, b.grant, "the grant is consumed")
-		require.FileExists(t, filepath.Join(b.state, "bao.token"))
+		require.Equal(t, 0, r.Code, "stderr:\n%s", r.Stderr)
+		assert.Contains(t, r.Stderr, "bootstrap confirmed by a check-in")
+		requireSlog(t, r.Stderr)
+		require.NoFileExists(t, b.Cfg.BootstrapGrant, "the grant is consumed")
+		require.FileExists(t, filepath.Join(b.Cfg.StateDir, "bao.token"))
 		assert.Len(t, w.ten.Checkins(envID), 1)
 		assert.Equal(t, 1, w.meshHits.count("/v1/agent/checkin"), "the check-in went through the mesh")
 		assert.Zero(t, w.tcpHits.all.Load())
@@ -55,8 +55,8 @@ func TestAgentOverMesh(t *testing.T) {
 		sha, serial, err := w.ten.PublishBundle(envID, deploydtest.MakeBundle(t, app).Data)
 		require.NoError(t, err)
 		r := b.run(t, nil, "run", "--config", good)
-		require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
-		requireSlog(t, r.stderr)
+		require.Equal(t, 0, r.Code, "stderr:\n%s", r.Stderr)
+		requireSlog(t, r.Stderr)
 
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
@@ -70,9 +70,9 @@ func TestAgentOverMesh(t *testing.T) {
 		assert.Equal(t, 1, w.meshHits.count("/v1/agent/lease"), "the lease came through the mesh")
 		assert.Equal(t, 1, w.meshHits.count("/v1/agent/report"), "the report went through the mesh")
 		assert.Zero(t, w.tcpHits.all.Load())
-		assert.Contains(t, composeCommands(t, b.dockerLog), "up")
+		assert.Contains(t, composeCommands(t, b.Docker.Log), "up")
 
-		env, err := os.ReadFile(filepath.Join(b.deploy, "current", ".env"))
+		env, err := os.ReadFile(filepath.Join(b.Cfg.DeployDir, "current", ".env"))
 		require.NoError(t, err)
 		assert.Contains(t, string(env), plantedSecret, "the secret reached the release's .env")
 		token := readToken(t, b)
@@ -83,13 +83,13 @@ func TestAgentOverMesh(t *testing.T) {
 		w.ten.SetDesired(envID, faketenancy.Desired{Action: "none"})
 		checkins, reports, leases := len(w.ten.Checkins(envID)), len(w.ten.Reports(envID)), len(w.ten.Leases(envID))
 		r := b.run(t, nil, "run", "--config", good)
-		require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
-		assert.Contains(t, r.stderr, "action=none")
-		requireSlog(t, r.stderr)
+		require.Equal(t, 0, r.Code, "stderr:\n%s", r.Stderr)
+		assert.Contains(t, r.Stderr, "action=none")
+		requireSlog(t, r.Stderr)
 		assert.Len(t, w.ten.Checkins(envID), checkins+1)
 		assert.Len(t, w.ten.Reports(envID), reports, "a none tick reports nothing")
 		assert.Len(t, w.ten.Leases(envID), leases, "a none tick takes no lease")
-		t.Logf("none tick over the mesh, whole process: %s", r.elapsed.Round(time.Millisecond))
+		t.Logf("none tick over the mesh, whole process: %s", r.Elapsed.Round(time.Millisecond))
 	})
 
 	t.Run("debug log: slog only, no secret, no OpenZiti token", func(t *testing.T) {
@@ -98,11 +98,11 @@ func TestAgentOverMesh(t *testing.T) {
 		// every line must still be a slog record and carry neither a secret of the
 		// agent nor a token of the SDK.
 		r := b.run(t, []string{"MONKY_DEPLOYD_DEBUG=1"}, "run", "--config", good)
-		require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
-		requireSlog(t, r.stderr)
-		assert.Contains(t, r.stderr, "transport: OpenZiti dial")
+		require.Equal(t, 0, r.Code, "stderr:\n%s", r.Stderr)
+		requireSlog(t, r.Stderr)
+		assert.Contains(t, r.Stderr, "transport: OpenZiti dial")
 		requireNoSecrets(t, r, plantedSecret, readToken(t, b), grant)
-		assert.NotRegexp(t, jwtShape, r.stderr, "a JWT (an OpenZiti session token?) reached the log")
+		assert.NotRegexp(t, jwtShape, r.Stderr, "a JWT (an OpenZiti session token?) reached the log")
 	})
 
 	t.Run("no Dial policy", func(t *testing.T) {
@@ -126,15 +126,15 @@ func TestAgentOverMesh(t *testing.T) {
 		r := b.run(t, nil, "run", "--config", good)
 		require.NoError(t, w.mesh.cmd.Process.Signal(syscall.SIGCONT))
 		assertTemporary(t, r, "tenancy unavailable", "code=UNAVAILABLE")
-		assert.Contains(t, r.stderr, `dial OpenZiti service \"monky-tenancy\"`, "the message names the service")
-		assert.Contains(t, r.stderr, "no connection within", "the message says the dial timed out")
-		assert.Less(t, r.elapsed, 20*time.Second, "the 10s timeout bounds the tick")
-		t.Logf("frozen controller: exit %d after %s: %s", r.code, r.elapsed.Round(time.Millisecond), firstLine(r.stderr))
+		assert.Contains(t, r.Stderr, `dial OpenZiti service \"monky-tenancy\"`, "the message names the service")
+		assert.Contains(t, r.Stderr, "no connection within", "the message says the dial timed out")
+		assert.Less(t, r.Elapsed, 20*time.Second, "the 10s timeout bounds the tick")
+		t.Logf("frozen controller: exit %d after %s: %s", r.Code, r.Elapsed.Round(time.Millisecond), firstLine(r.Stderr))
 	})
 
 	t.Run("back to the good config", func(t *testing.T) {
 		r := b.run(t, nil, "run", "--config", good)
-		require.Equal(t, 0, r.code, "stderr:\n%s", r.stderr)
+		require.Equal(t, 0, r.Code, "stderr:\n%s", r.Stderr)
 	})
 
 	t.Run("run --loop keeps one context, then the controller stops", func(t *testing.T) {
@@ -144,8 +144,8 @@ func TestAgentOverMesh(t *testing.T) {
 	t.Run("stopped controller", func(t *testing.T) {
 		r := b.run(t, nil, "run", "--config", good)
 		assertTemporary(t, r, "cannot authenticate with the OpenZiti controller")
-		assert.Less(t, r.elapsed, 15*time.Second, "a stopped controller costs at most the 10s timeout")
-		t.Logf("stopped controller: exit %d after %s", r.code, r.elapsed.Round(time.Millisecond))
+		assert.Less(t, r.Elapsed, 15*time.Second, "a stopped controller costs at most the 10s timeout")
+		t.Logf("stopped controller: exit %d after %s", r.Code, r.Elapsed.Round(time.Millisecond))
 	})
 }
 
@@ -156,7 +156,7 @@ var jwtShape = regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.`
 // readToken returns the box's stored OpenBao token.
 func readToken(tb testing.TB, b *box) string {
 	tb.Helper()
-	data, err := os.ReadFile(filepath.Join(b.state, "bao.token"))
+	data, err := os.ReadFile(filepath.Join(b.Cfg.StateDir, "bao.token"))
 	require.NoError(tb, err)
 	tok := strings.TrimSpace(string(data))
 	require.NotEmpty(tb, tok)

@@ -1,0 +1,70 @@
+package deployd_test
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+)
+
+// TestResumeRedactsTheReleaseSecrets: a tick that resumes a release promoted by an
+// earlier (crashed) process has read no secret from OpenBao; the values in the
+// release's .env must still be redacted from the report's tail and the log.
+func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
+	const value = "s3cr3t-db-password"
+	b := newBox(t, boxOptions{})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+
+	// What a kill between promote and health leaves: the live release unconfirmed.
+	st := b.State()
+	st.Confirmed = false
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
+	b.newAgent() // a new process: its redactor knows nothing yet
+	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+		"up": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
+	}})
+	leases := b.TenancyCalls("/v1/agent/lease")
+	out, code := b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, sha, out.SHA)
+	assert.Equal(t, leases, b.TenancyCalls("/v1/agent/lease"), "a resume takes no lease")
+	rep := b.LastReport()
+	require.Equal(t, "APPLY_FAILED", rep.Code)
+	require.Contains(t, rep.Tail, "Error: invalid value")
+	assert.NotContains(t, rep.Tail, value)
+	assert.NotContains(t, b.Logs.String(), value)
+}
+
+// TestDownRedactsTheReleaseSecrets: a down runs in a process that read no secret; a
+// compose down that prints a value of the release's .env must not carry it into the
+// report's tail.
+func TestDownRedactsTheReleaseSecrets(t *testing.T) {
+	const value = "s3cr3t-db-password"
+	b := newBox(t, boxOptions{})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	b.newAgent()
+	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+		"down": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
+	}})
+	b.SetDesired(faketenancy.Desired{Action: "down"})
+	out, code := b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, "failed", out.Result)
+	rep := b.LastReport()
+	require.Contains(t, rep.Tail, "Error: invalid value")
+	assert.NotContains(t, rep.Tail, value)
+	assert.NotContains(t, b.Logs.String(), value)
+}

@@ -1,0 +1,11 @@
+// Package testbox is the one box harness of this module's tests: a box's directories
+// and config (built from deployd.DefaultConfig and written as YAML for the binary), the
+// fakes (fakestack through deploydtest), the fake docker (fakedockertest), the
+// bootstrap grant, published bundles, in-process agents and ticks, runs of the real
+// binary (started in their own process group, waited for, killed), and what a test
+// reads back: reports, leases, the live sha, the state.
+//
+// Every test package that drives a box (deployd, cmd/monky-deployd, test/bench,
+// test/engine, test/ziti) builds on it and keeps only its own helpers. It imports
+// testing, so the agent binary never links it (cmd/monky-deployd's deps test checks).
+package testbox

@@ -1,0 +1,96 @@
+package testbox_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/testbox"
+)
+
+func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
+
+// TestNewBox: the config file reads back as the box's config, the grant is placed, the
+// box's directories are its own, and an in-process tick applies a published bundle.
+func TestNewBox(t *testing.T) {
+	b := testbox.New(t, testbox.Options{Config: func(c *deployd.Config) { c.Compose.Project = "testbox" }})
+	c, err := deployd.LoadConfig(b.CfgPath)
+	require.NoError(t, err)
+	assert.Equal(t, b.Cfg, c)
+	assert.Equal(t, "testbox", c.Compose.Project)
+	assert.Equal(t, testbox.DefaultEnv, c.EnvID)
+	assert.True(t, strings.HasPrefix(c.StateDir, b.Dir))
+	grant, err := os.ReadFile(c.BootstrapGrant)
+	require.NoError(t, err)
+	require.Len(t, b.Grants, 1)
+	assert.Equal(t, b.Grants[0]+"\n", string(grant))
+
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.Tick(b.NewAgent(deployd.Options{HealthPoll: 10 * time.Millisecond}))
+	require.Equal(t, deployd.ExitOK, code, out.Code)
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, sha, b.State().LiveSHA)
+	assert.Equal(t, "applied", b.LastReport().Result)
+	assert.Equal(t, 1, b.Leases())
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
+	assert.Positive(t, b.BaoCalls("/db"))
+	assert.Len(t, b.DockerCalls("up"), 1)
+	assert.Equal(t, []string{sha}, b.Releases())
+}
+
+// TestWriteConfig: a variant config leaves the box's own as it was.
+func TestWriteConfig(t *testing.T) {
+	b := testbox.New(t, testbox.Options{NoGrant: true})
+	p := b.WriteConfig("other.yaml", func(c *deployd.Config) { c.Compose.KeepReleases = 7 })
+	c, err := deployd.LoadConfig(p)
+	require.NoError(t, err)
+	assert.Equal(t, 7, c.Compose.KeepReleases)
+	assert.Equal(t, 2, b.Cfg.Compose.KeepReleases)
+	assert.Empty(t, b.Grants)
+	assert.NoFileExists(t, b.Cfg.BootstrapGrant)
+}
+
+// TestKillReachesTheGroup: Kill ends the run and the children of its process group.
+func TestKillReachesTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child")
+	p := testbox.Start(t, "/bin/sh", dir, nil, "-c", "sleep 60 & echo $! > "+pidFile+"; wait")
+	testbox.WaitFor(t, 10*time.Second, "the child", func() bool {
+		data, err := os.ReadFile(pidFile)
+		return err == nil && strings.TrimSpace(string(data)) != ""
+	})
+	res := p.Kill()
+	assert.Equal(t, -9, res.Code)
+	data, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	testbox.WaitFor(t, 10*time.Second, "the child to be gone", func() bool {
+		_, err := os.Stat("/proc/" + strings.TrimSpace(string(data)))
+		return os.IsNotExist(err)
+	})
+}
+
+// TestRunResult: Wait returns the exit code and what the run printed.
+func TestRunResult(t *testing.T) {
+	res := testbox.Start(t, "/bin/sh", t.TempDir(), nil, "-c", "echo out; echo err >&2; exit 3").Wait(t, 10*time.Second)
+	assert.Equal(t, 3, res.Code)
+	assert.Equal(t, "out\n", res.Stdout)
+	assert.Equal(t, "err\n", res.Stderr)
+	assert.Equal(t, "out\nerr\n", res.Output())
+}
+
+// TestBuildOnce: a program is built once per set of flags.
+func TestBuildOnce(t *testing.T) {
+	a := testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp")
+	assert.Equal(t, a, testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp"))
+	assert.NotEqual(t, a, testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath"))
+	st, err := os.Stat(a)
+	require.NoError(t, err)
+	assert.NotZero(t, st.Mode().Perm()&0o111)
+}
