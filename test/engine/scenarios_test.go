@@ -238,15 +238,16 @@ func oneShots(t *testing.T, be backend) {
 	assert.Contains(t, rep.Detail, "restore: restored-healthy "+good[:12])
 }
 
-func dependsOnHealthy(t *testing.T, be backend) {
-	b := newBox(t, be, boxOpts{})
-	b.publish(release{compose: `services:
+// dbAndAPI is a project whose api waits, through compose's depends_on, for db to be
+// healthy; db is ready readyAfter its start.
+func dbAndAPI(readyAfter string) string {
+	return `services:
   db:
     image: {{image}}
     command: ["serve"]
     environment:
       SERVICE: db
-      READY_AFTER: 1s
+      READY_AFTER: ` + readyAfter + `
 ` + slowHealthcheck + `  api:
     image: {{image}}
     command: ["serve"]
@@ -255,7 +256,12 @@ func dependsOnHealthy(t *testing.T, be backend) {
     depends_on:
       db:
         condition: service_healthy
-`})
+`
+}
+
+func dependsOnHealthy(t *testing.T, be backend) {
+	b := newBox(t, be, boxOpts{})
+	b.publish(release{compose: dbAndAPI("1s")})
 	require.Equal(t, 0, b.tick())
 	assert.Equal(t, map[string]string{"db": "running/healthy", "api": "running/"}, serviceStates(b.LastReport()))
 	if be.engine {
@@ -341,22 +347,7 @@ volumes:
 func killDuringUp(t *testing.T, be backend) {
 	b := newBox(t, be, boxOpts{})
 	// compose up itself waits for db to be healthy before it starts api: a wide window.
-	b.publish(release{compose: `services:
-  db:
-    image: {{image}}
-    command: ["serve"]
-    environment:
-      SERVICE: db
-      READY_AFTER: 3s
-` + slowHealthcheck + `  api:
-    image: {{image}}
-    command: ["serve"]
-    environment:
-      SERVICE: api
-    depends_on:
-      db:
-        condition: service_healthy
-`})
+	b.publish(release{compose: dbAndAPI("3s")})
 	b.script(fakedockertest.Script{Commands: map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(3 * time.Second)}}})
 	p := b.start("run")
 	testbox.WaitFor(t, 60*time.Second, "compose up to be running", func() bool {
