@@ -142,7 +142,9 @@ func (a *binaryAgent) start() (*proc, error) {
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + a.box.dir}
 	cmd.Dir = a.box.dir
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// its own process group (SIGKILL takes its docker children too); killed with the
+	// test process if that dies first (a -timeout panic runs no cleanup)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, err
