@@ -34,6 +34,7 @@ var (
 	flagFaults   = flag.Duration("soak.fault-every", 4*time.Second, "mean time between two faults or events")
 	flagSample   = flag.Duration("soak.sample", time.Second, "sampling period")
 	flagReport   = flag.String("soak.report", "", "write the figures as JSON to this file")
+	flagSamples  = flag.String("soak.samples", "", "write every sample as CSV (series,segment,seconds,value) to this file")
 )
 
 const (
@@ -50,6 +51,13 @@ const (
 	limitRSSMiBPerHour = 8
 	limitFDsPerHour    = 5
 	limitGoroutines    = 5
+	// The allowances: the rise over one process's sampled life that a healthy agent
+	// makes once — the heap growing to its GC target after the first apply (about
+	// 2 MiB: the binary idles at 24 MiB and applies at 26), one more kept-alive
+	// connection (an fd; two goroutines).
+	allowRSSMiB     = 4
+	allowFDs        = 3
+	allowGoroutines = 3
 )
 
 // figures is what a soak reports.
@@ -87,10 +95,28 @@ type slopeFigure struct {
 	Min      float64 `json:"min"`
 	Max      float64 `json:"max"`
 	Limit    float64 `json:"limit_per_hour,omitempty"`
+	SpanH    float64 `json:"longest_segment_h"`
+	Rise     float64 `json:"rise_over_longest_segment"`
+	Allow    float64 `json:"allowance,omitempty"`
+	// Effective is the growth per hour the gate lets pass at most: the limit plus three
+	// standard errors, or the allowance spread over the longest segment, whichever is
+	// larger.
+	Effective float64 `json:"effective_limit_per_hour,omitempty"`
+	Pass      *bool   `json:"flat,omitempty"`
 }
 
-func figure(f fit, limit float64) slopeFigure {
-	return slopeFigure{N: f.n, Segments: f.segments, Slope: round(f.slope), SE: round(f.se), Mean: round(f.mean), Min: f.min, Max: f.max, Limit: limit}
+func figure(f fit, limit, allowance float64) slopeFigure {
+	sf := slopeFigure{N: f.n, Segments: f.segments, Slope: round(f.slope), SE: round(f.se), Mean: round(f.mean), Min: f.min, Max: f.max,
+		Limit: limit, SpanH: round(f.span), Rise: round(f.slope * f.span), Allow: allowance}
+	if limit > 0 {
+		pass := f.gate(limit, allowance)
+		sf.Pass = &pass
+		sf.Effective = round(limit + 3*f.se)
+		if f.span > 0 {
+			sf.Effective = round(math.Max(limit+3*f.se, allowance/f.span))
+		}
+	}
+	return sf
 }
 
 func round(v float64) float64 {
@@ -377,16 +403,22 @@ func TestSoak(t *testing.T) {
 	fg := pooledSlope(gor)
 	fgt := pooledSlope(gorTotal)
 	for _, g := range []struct {
-		name  string
-		f     fit
-		limit float64
+		name         string
+		f            fit
+		limit, allow float64
 	}{
-		{"RSS of the binary (MiB)", fr, limitRSSMiBPerHour},
-		{"open fds of the binary", ff, limitFDsPerHour},
-		{"goroutines of the in-process agent", fg, limitGoroutines},
+		{"RSS of the binary (MiB)", fr, limitRSSMiBPerHour, allowRSSMiB},
+		{"open fds of the binary", ff, limitFDsPerHour, allowFDs},
+		{"goroutines of the in-process agent", fg, limitGoroutines, allowGoroutines},
 	} {
-		if !g.f.gate(g.limit) {
-			fail("%s grows: %.2f/h ± %.2f over %d samples (limit %.0f/h + 3 SE)", g.name, g.f.slope, g.f.se, g.f.n, g.limit)
+		if !g.f.gate(g.limit, g.allow) {
+			fail("%s grows: %.2f/h ± %.2f over %d samples, a rise of %.1f over %.2fh (limit %.0f/h + 3 SE, or a rise of %.0f)",
+				g.name, g.f.slope, g.f.se, g.f.n, g.f.slope*g.f.span, g.f.span, g.limit, g.allow)
+		}
+	}
+	if *flagSamples != "" {
+		if err := writeSamples(*flagSamples, map[string][]sample{"rss_mib": rss, "fds": fds, "threads": threads, "goroutines": gor, "goroutines_total": gorTotal}); err != nil {
+			t.Error(err)
 		}
 	}
 
@@ -402,8 +434,8 @@ func TestSoak(t *testing.T) {
 	restarts["in-process rebuilds"] = inAgent.gens - 1
 	fig := figures{
 		Seed: seed, Duration: elapsed.Round(time.Second).String(), Warmup: warmup.String(),
-		Samples: len(rss), RSS: figure(fr, limitRSSMiBPerHour), FDs: figure(ff, limitFDsPerHour),
-		Threads: figure(fth, 0), Goroutines: figure(fg, limitGoroutines), GoroutinesTotal: figure(fgt, 0),
+		Samples: len(rss), RSS: figure(fr, limitRSSMiBPerHour, allowRSSMiB), FDs: figure(ff, limitFDsPerHour, allowFDs),
+		Threads: figure(fth, 0, 0), Goroutines: figure(fg, limitGoroutines, allowGoroutines), GoroutinesTotal: figure(fgt, 0, 0),
 		BinaryTicks: binTicks, InprocTicks: inAgent.codes, BinaryExits: exits, Restarts: restarts,
 		Leases: leases, MaxInWindow: maxIn, Budget: fmt.Sprintf("%d per %s", leaseBudget, leaseWindow),
 		Reports: reports, Faults: faults, Canaries: len(canaries), CanaryInEnv: inEnv, Final: final,
@@ -419,6 +451,18 @@ func TestSoak(t *testing.T) {
 	if len(failures) > 0 {
 		t.Logf("soak: %d failure(s); replay with -soak.seed=%d", len(failures), seed)
 	}
+}
+
+// writeSamples writes every series as CSV lines: series, segment, seconds, value.
+func writeSamples(path string, series map[string][]sample) error {
+	var b strings.Builder
+	b.WriteString("series,segment,seconds,value\n")
+	for _, name := range slices.Sorted(maps.Keys(series)) {
+		for _, s := range series[name] {
+			fmt.Fprintf(&b, "%s,%d,%.3f,%g\n", name, s.seg, s.t.Seconds(), s.v)
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // applied reports whether env's newest report says sha was applied.

@@ -22,6 +22,7 @@ type fit struct {
 	se       float64 // standard error of slope, units per hour
 	mean     float64 // mean of the samples used
 	min, max float64
+	span     float64 // hours: the longest time a contributing segment was sampled
 }
 
 // pooledSlope is the least-squares slope of v over t within segments: every segment
@@ -48,6 +49,7 @@ func pooledSlope(samples []sample) fit {
 		if len(ss) < 3 {
 			continue
 		}
+		f.span = math.Max(f.span, (ss[len(ss)-1].t - ss[0].t).Hours())
 		var mx, my float64
 		for _, s := range ss {
 			mx += s.t.Hours()
@@ -85,12 +87,17 @@ func pooledSlope(samples []sample) fit {
 	return f
 }
 
-// gate is the assertion on a fitted slope: the growth is called flat unless it is
-// above limit by more than three standard errors. A short run (CI's minute) has a
-// wide error and catches only gross leaks (one fd or goroutine per tick); a long run
-// has a narrow one and holds the slope to limit.
-func (f fit) gate(limit float64) bool {
-	return f.n > 0 && f.slope-3*f.se <= limit
+// gate is the assertion on a fitted slope: the growth is flat when the slope is
+// not above limit by more than three standard errors, or when the rise it fits over
+// the longest sampled segment (slope × span) is within allowance — the size of a
+// step a healthy process makes once (the Go heap growing to its GC target after the
+// first apply, one more kept-alive connection) and that no per-hour figure can tell
+// from a leak in a run of minutes (a step of h half way through a segment fits a rise
+// of 1.5 h). A short run (CI's minute) so catches only gross
+// leaks (an fd or goroutine per tick); in a long run slope × span outgrows the
+// allowance and the limit per hour binds.
+func (f fit) gate(limit, allowance float64) bool {
+	return f.n > 0 && (f.slope-3*f.se <= limit || f.slope*f.span <= allowance)
 }
 
 func TestPooledSlope(t *testing.T) {
@@ -119,24 +126,37 @@ func TestPooledSlope(t *testing.T) {
 		tol       float64
 		wantSegs  int
 		gateAt    float64
+		allowance float64
 		wantGate  bool
 	}{
-		{"flat", line(0, 0, 10*time.Minute, 30, 0, 0), 0, 1e-9, 1, 1, true},
-		{"flat with wobble", line(0, 0, 10*time.Minute, 30, 0, 2), 0, 0.5, 1, 5, true},
-		{"a leak of 60 per hour", line(0, 0, 10*time.Minute, 30, 60, 0), 60, 1e-6, 1, 5, false},
+		{"flat", line(0, 0, 10*time.Minute, 30, 0, 0), 0, 1e-9, 1, 1, 0, true},
+		{"flat with wobble", line(0, 0, 10*time.Minute, 30, 0, 2), 0, 0.5, 1, 5, 0, true},
+		{"a leak of 60 per hour", line(0, 0, 10*time.Minute, 30, 60, 0), 60, 1e-6, 1, 5, 2, false},
+		{
+			// one step of 2 half way through a minute: the fit says 180/h, a rise of 3
+			// (a step of h half way fits a rise of 1.5 h), within an allowance of 3.5
+			"a step in a short run is within the allowance",
+			cat(line(0, 0, 30*time.Second, 24, 0, 0), line(0, 30*time.Second, time.Minute, 26, 0, 0)),
+			0, 200, 1, 8, 3.5, true,
+		},
+		{
+			"the same step is growth when the allowance is smaller",
+			cat(line(0, 0, 30*time.Second, 24, 0, 0), line(0, 30*time.Second, time.Minute, 26, 0, 0)),
+			0, 200, 1, 8, 1, false,
+		},
 		{
 			// three processes, each flat at its own level: no growth while a process lives,
 			// although the level rises from one restart to the next
 			"restarts at rising levels are not growth",
 			cat(line(0, 0, 5*time.Minute, 10, 0, 1), line(1, 5*time.Minute, 10*time.Minute, 20, 0, 1), line(2, 10*time.Minute, 15*time.Minute, 30, 0, 1)),
-			0, 0.5, 3, 5, true,
+			0, 0.5, 3, 5, 0, true,
 		},
 		{
 			"a leak in every process, reset by each restart",
 			cat(line(0, 0, 5*time.Minute, 10, 120, 0), line(1, 5*time.Minute, 10*time.Minute, 10, 120, 0)),
-			120, 1e-6, 2, 10, false,
+			120, 1e-6, 2, 10, 2, false,
 		},
-		{"segments too short count for nothing", cat(line(0, 0, 2*time.Second, 5, 0, 0), line(1, 2*time.Second, 4*time.Second, 50, 0, 0)), 0, 0, 0, 1, false},
+		{"segments too short count for nothing", cat(line(0, 0, 2*time.Second, 5, 0, 0), line(1, 2*time.Second, 4*time.Second, 50, 0, 0)), 0, 0, 0, 1, 1, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,8 +167,8 @@ func TestPooledSlope(t *testing.T) {
 			if math.Abs(f.slope-tc.wantSlope) > tc.tol {
 				t.Fatalf("slope = %.4f/h ± %.4f, want %.4f ± %.4f", f.slope, f.se, tc.wantSlope, tc.tol)
 			}
-			if got := f.gate(tc.gateAt); got != tc.wantGate {
-				t.Fatalf("gate(%.1f) = %v, want %v (slope %.3f ± %.3f)", tc.gateAt, got, tc.wantGate, f.slope, f.se)
+			if got := f.gate(tc.gateAt, tc.allowance); got != tc.wantGate {
+				t.Fatalf("gate(%.1f, %.1f) = %v, want %v (slope %.3f ± %.3f, span %.3fh)", tc.gateAt, tc.allowance, got, tc.wantGate, f.slope, f.se, f.span)
 			}
 		})
 	}
