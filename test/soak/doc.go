@@ -1,5 +1,6 @@
 // Package soak runs monky-deployd for a long time against the fakes while faults rain
-// on it, and measures whether it stays flat (docs/OPERATIONS.md, "A soak").
+// on it, and measures whether it stays flat (docs/OPERATIONS.md, "A soak: the agent
+// over time").
 //
 // TestSoak runs two agents side by side against one fake tenancy and one fake OpenBao
 // (deployd/deploydtest/fakestack), each with its own fake docker:
@@ -24,12 +25,14 @@
 // on a refused bundle; no secret canary appears anywhere but a release's .env (the
 // agents' logs, reports, check-ins, requests, state dirs, metrics file, the fake
 // docker's record, `status` output); and the least-squares slopes of RSS, fds and
-// goroutines after a warm-up stay under their limits (stats_test.go, gate).
+// goroutines after a warm-up stay under their limits, or their fitted rise within a
+// one-time allowance (stats_test.go, gate).
 //
 // It runs only when given a duration:
 //
 //	go test -count=1 -v -run '^TestSoak$' ./test/soak/ -soak.duration=1m
-//	go test -count=1 -v -run '^TestSoak$' -timeout 45m ./test/soak/ -soak.duration=30m -soak.report=soak.json
+//	go test -count=1 -v -run '^TestSoak$' -timeout 45m ./test/soak/ -soak.duration=30m \
+//	    -soak.report=soak.json -soak.samples=samples.csv
 //
 // -soak.seed replays a fault schedule (the seed is printed).
 package soak

@@ -46,8 +46,9 @@ const (
 	nextCheckin = time.Second
 
 	// The limits of the slopes after warm-up (see the gate in stats_test.go and
-	// docs/OPERATIONS.md, "A soak"). A leak of one fd or goroutine per tick is
-	// thousands per hour at this pace; one per apply is over a hundred.
+	// docs/OPERATIONS.md, "A soak: the agent over time"). A leak of one fd or
+	// goroutine per tick is thousands per hour at this pace; one per apply is over a
+	// hundred.
 	limitRSSMiBPerHour = 8
 	limitFDsPerHour    = 5
 	limitGoroutines    = 5
