@@ -164,8 +164,12 @@ func (a *Agent) connectBao() error {
 	return nil
 }
 
-// Close releases the transport (and the OpenZiti context of the sdk transport).
+// Close releases the transport (and the OpenZiti context of the sdk transport) and
+// the idle connections to OpenBao.
 func (a *Agent) Close() error {
+	if a.bao != nil {
+		a.bao.CloseIdleConnections()
+	}
 	var errs []error
 	for _, c := range a.closers {
 		errs = append(errs, c())

@@ -148,6 +148,11 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// CloseIdleConnections closes the client's idle keep-alive connections to OpenBao, so
+// that a client that is done with leaves no connection (an fd and two goroutines)
+// behind for the idle timeout.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // redactURL drops userinfo from an address before it is quoted in an error.
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil && u.User != nil {
