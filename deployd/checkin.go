@@ -3,8 +3,6 @@ package deployd
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
@@ -23,7 +21,7 @@ func (t *tick) tenancyFailure(op string, err error) error {
 
 // checkin sends the heartbeat and returns tenancy's instruction.
 func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, error) {
-	free, _ := fsutil.FreeMB(existingParent(a.cfg.DeployDir))
+	free, _ := fsutil.FreeMB(fsutil.ExistingParent(a.cfg.DeployDir))
 	req := tenancy.Checkin{
 		EnvID:         a.cfg.EnvID,
 		AgentVersion:  Version,
@@ -66,18 +64,5 @@ func (a *Agent) tenancyFailure(st *State, op string, err error) error {
 	default:
 		a.log.Error("tenancy call failed", "op", op, "err", err)
 		return &Error{Op: op, Code: CodeOf(err), Err: err}
-	}
-}
-
-func existingParent(p string) string {
-	for {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return p
-		}
-		p = parent
 	}
 }

@@ -3,13 +3,13 @@ package deployd
 import (
 	"context"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
 )
 
@@ -68,7 +68,7 @@ func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
 	if !st.DockerVersionAt.IsZero() && now.Sub(st.DockerVersionAt) < dockerVersionTTL && now.After(st.DockerVersionAt) {
 		return st.DockerVersion
 	}
-	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: existingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
+	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: fsutil.ExistingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
 	if err != nil {
 		return ""
 	}
@@ -78,15 +78,6 @@ func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
 	}
 	st.DockerVersion, st.DockerVersionAt = v, now
 	return v
-}
-
-// mkdirMode creates dir (and its parents) and gives dir itself mode perm, whatever the
-// process umask.
-func mkdirMode(dir string, perm os.FileMode) error {
-	if err := os.MkdirAll(dir, perm); err != nil {
-		return err
-	}
-	return os.Chmod(dir, perm)
 }
 
 func short(sha string) string {

@@ -64,7 +64,7 @@ type tick struct {
 func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	start := a.now()
 	var out Outcome
-	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
+	if err := fsutil.MkdirMode(a.cfg.StateDir, 0o700); err != nil {
 		return out, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())

@@ -70,7 +70,7 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 	if grantPath == "" {
 		grantPath = a.cfg.BootstrapGrant
 	}
-	if err := mkdirMode(a.cfg.StateDir, 0o700); err != nil {
+	if err := fsutil.MkdirMode(a.cfg.StateDir, 0o700); err != nil {
 		return Outcome{}, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
 	}
 	lock, err := fsutil.TryLock(a.cfg.LockPath())

@@ -99,7 +99,7 @@ func (s *Store) Download(sha string) (f *os.File, remove func(), err error) {
 	if !ids.ValidSHA(sha) {
 		return nil, nil, fmt.Errorf("release: %q is not a bundle sha", sha)
 	}
-	if err := mkdirMode(s.releases(), 0o755); err != nil {
+	if err := fsutil.MkdirMode(s.releases(), 0o755); err != nil {
 		return nil, nil, err
 	}
 	p := filepath.Join(s.releases(), "."+sha+".bundle")
@@ -124,7 +124,7 @@ func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte) 
 	}
 	tmp := filepath.Join(s.releases(), "."+sha+".tmp")
 	_ = os.RemoveAll(tmp)
-	if err := mkdirMode(tmp, 0o755); err != nil { // container users read the release
+	if err := fsutil.MkdirMode(tmp, 0o755); err != nil { // container users read the release
 		return err
 	}
 	if err := s.fill(ctx, r, tmp, sha, env); err != nil {
@@ -243,7 +243,7 @@ func (s *Store) unlink() error {
 	if err := os.Remove(s.CurrentLink()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	_ = fsutil.SyncDir(existingParent(s.deployDir))
+	_ = fsutil.SyncDir(fsutil.ExistingParent(s.deployDir))
 	return nil
 }
 
@@ -402,26 +402,4 @@ func short(sha string) string {
 		return sha[:12]
 	}
 	return sha
-}
-
-// mkdirMode creates dir (and its parents) and gives dir itself mode perm, whatever
-// the process umask.
-func mkdirMode(dir string, perm os.FileMode) error {
-	if err := os.MkdirAll(dir, perm); err != nil {
-		return err
-	}
-	return os.Chmod(dir, perm)
-}
-
-func existingParent(p string) string {
-	for {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return p
-		}
-		p = parent
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -90,25 +89,12 @@ func login(t *testing.T, s *fakebao.Server, env string) *api.Secret {
 // raw sends one request without vault/api and returns the status and decoded body.
 func raw(t *testing.T, method, url, token, body string) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(context.Background(), method, url, rd)
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("X-Vault-Token", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	status, b := call(t, method, url, token, body)
 	var m map[string]any
 	if len(b) > 0 {
 		require.NoError(t, json.Unmarshal(b, &m), "body %s", b)
 	}
-	return resp.StatusCode, m
+	return status, m
 }
 
 func keys(m map[string]any) []string {

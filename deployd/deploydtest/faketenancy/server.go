@@ -465,6 +465,16 @@ func (s *Server) forced(w http.ResponseWriter, rec *Request, status int, retryAf
 	writeError(w, rec, status, code, "forced by the fake's faults")
 }
 
+// sameEnv answers 409 AGENT_ENV_MISMATCH, as tenancy does, when a call names another
+// environment than its bearer token's.
+func sameEnv(w http.ResponseWriter, rec *Request, call, envID, tokenEnv string) bool {
+	if envID == tokenEnv {
+		return true
+	}
+	writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the %s names %s", tokenEnv, call, envID))
+	return false
+}
+
 func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
 	var req CheckinRequest
 	if !decodeBody(w, r, rec, &req) {
@@ -474,8 +484,7 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
 		return
 	}
-	if req.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the check-in names %s", tokenEnv, req.EnvID))
+	if !sameEnv(w, rec, "check-in", req.EnvID, tokenEnv) {
 		return
 	}
 	switch req.LastResult {
@@ -564,8 +573,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id and a 64 lowercase hex sha are required")
 		return
 	}
-	if req.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the lease names %s", tokenEnv, req.EnvID))
+	if !sameEnv(w, rec, "lease", req.EnvID, tokenEnv) {
 		return
 	}
 	now := s.opts.Now()
@@ -627,8 +635,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Reque
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
 		return
 	}
-	if rep.EnvID != tokenEnv {
-		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("the token belongs to %s, the report names %s", tokenEnv, rep.EnvID))
+	if !sameEnv(w, rec, "report", rep.EnvID, tokenEnv) {
 		return
 	}
 	switch rep.Result {
