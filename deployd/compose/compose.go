@@ -49,6 +49,9 @@ type Config struct {
 	Logger *slog.Logger
 	// OutputLimit is how many bytes of output (the tail) are kept. Default 64 KiB.
 	OutputLimit int
+	// Reader reads the containers' state for WaitHealthy, HealthEvidence and Observe.
+	// Nil: the docker CLI (PS and Inspect).
+	Reader Reader
 }
 
 // Client runs docker compose for one project. It is safe for concurrent use, but
@@ -61,6 +64,7 @@ type Client struct {
 	env     []string
 	log     *slog.Logger
 	limit   int
+	reader  Reader
 }
 
 // Output is what a docker command printed: the bounded tail of its combined stdout
@@ -113,6 +117,7 @@ func New(cfg Config) (*Client, error) {
 		env:     append([]string{}, cfg.Env...), // non-nil: os/exec inherits on nil
 		log:     cfg.Logger,
 		limit:   cfg.OutputLimit,
+		reader:  cfg.Reader,
 	}
 	if c.docker == "" {
 		c.docker = DefaultDocker

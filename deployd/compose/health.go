@@ -63,13 +63,13 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	var states []ServiceState
 	var lastPSErr error
 	for poll := 1; ; poll++ {
-		cs, err := c.PS(ctx)
+		cs, err := c.containers(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return states, ctx.Err()
 			}
 			lastPSErr = err
-			c.log.Warn("docker compose ps failed during the health wait; trying again at the next poll",
+			c.log.Warn("reading the containers failed during the health wait; trying again at the next poll",
 				"poll", poll, "error", err)
 		} else {
 			lastPSErr = nil

@@ -148,9 +148,9 @@ func (c *Client) HealthEvidence(ctx context.Context, services []string) string {
 	}
 	var b strings.Builder
 	byService := map[string][]Inspected{}
-	cs, err := c.PS(ctx)
+	cs, err := c.containers(ctx)
 	if err != nil {
-		fmt.Fprintf(&b, "--- health checks: docker compose ps failed: %v ---\n", err)
+		fmt.Fprintf(&b, "--- health checks: reading the containers failed: %v ---\n", err)
 	} else {
 		var ids []string
 		for _, ctr := range cs {
@@ -158,9 +158,9 @@ func (c *Client) HealthEvidence(ctx context.Context, services []string) string {
 				ids = append(ids, ctr.ID)
 			}
 		}
-		ins, err := c.Inspect(ctx, ids)
+		ins, err := c.inspect(ctx, ids)
 		if err != nil {
-			fmt.Fprintf(&b, "--- health checks: docker inspect failed: %v ---\n", err)
+			fmt.Fprintf(&b, "--- health checks: inspecting the containers failed: %v ---\n", err)
 		}
 		for _, in := range ins {
 			byService[in.Service] = append(byService[in.Service], in)

@@ -129,7 +129,7 @@ func TestHealthEvidenceSaysWhatItCannotRead(t *testing.T) {
 	_, err := f.client.Up(ctx)
 	require.NoError(t, err)
 	got := f.client.HealthEvidence(ctx, []string{"web"})
-	assert.Contains(t, got, "--- health checks: docker inspect failed:")
+	assert.Contains(t, got, "--- health checks: inspecting the containers failed:")
 	assert.Contains(t, got, "Cannot connect to the Docker daemon")
 	assert.Contains(t, got, "web log line")
 }

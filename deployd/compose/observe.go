@@ -1,0 +1,142 @@
+package compose
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Reader reads the state of a project's containers. A Client reads through the docker
+// CLI (docker compose ps, docker inspect) unless Config.Reader names another, such as
+// a client of the docker Engine API, which answers in milliseconds where the CLI
+// starts a process.
+type Reader interface {
+	// Containers returns the containers of the compose project, stopped ones
+	// included, as docker compose ps --all describes them.
+	Containers(ctx context.Context, project string) ([]Container, error)
+	// Inspect returns what docker inspect says of the given containers (IDs or names).
+	Inspect(ctx context.Context, ids []string) ([]Inspected, error)
+}
+
+// Observation is the state of a project's services at one moment, as a check-in
+// reports it between two applies.
+type Observation struct {
+	// At is when the containers were read.
+	At time.Time
+	// Healthy is true when every expected service is ready: running and healthy (or
+	// running without a healthcheck), or a one-shot that exited 0.
+	Healthy bool
+	// Services holds every expected service, sorted by name.
+	Services []ObservedService
+}
+
+// ObservedService is one service of an Observation. With several containers the
+// least ready one speaks for the service; Restarts adds theirs up.
+type ObservedService struct {
+	// Name is the compose service name.
+	Name string
+	// State is docker's container state, or StateMissing without a container.
+	State string
+	// Health is "", starting, healthy or unhealthy.
+	Health string
+	// ExitCode is the exit code of an exited container, 0 otherwise.
+	ExitCode int
+	// Restarts is how often docker restarted the service's containers.
+	Restarts int
+	// Ready is the service's verdict (see Observation.Healthy).
+	Ready bool
+}
+
+// Observe reads the project's containers once and judges each of services (every
+// service with a container when services is empty). Unlike WaitHealthy it does not
+// wait: a service still starting is not ready. Failure to read matches
+// ErrCommandFailed, or is the Reader's error.
+func (c *Client) Observe(ctx context.Context, services []string) (Observation, error) {
+	at := time.Now()
+	cs, err := c.containers(ctx)
+	if err != nil {
+		return Observation{}, err
+	}
+	var ids []string
+	for _, ctr := range cs {
+		ids = append(ids, ctr.ID)
+	}
+	restarts := map[string]int{}
+	ins, err := c.inspect(ctx, ids)
+	if err != nil {
+		return Observation{}, err
+	}
+	for _, in := range ins {
+		restarts[in.Service] += in.RestartCount
+	}
+	// A snapshot has no previous poll: every running container counts as settled.
+	seen := map[string]sighting{}
+	for _, ctr := range cs {
+		seen[ctr.ID] = sighting{}
+	}
+	obs := Observation{At: at, Healthy: true}
+	for _, name := range serviceNames(services, cs) {
+		s := ObservedService{Name: name, State: StateMissing, Restarts: restarts[name]}
+		worst := -1 // badness of the container speaking for the service; -1: none yet
+		for _, ctr := range cs {
+			if ctr.Service != name {
+				continue
+			}
+			v, _ := judge(ctr, seen)
+			if badness(v) > worst {
+				worst = badness(v)
+				s.State, s.Health, s.ExitCode, s.Ready = ctr.State, ctr.Health, 0, v == ready
+				if ctr.State == "exited" || ctr.State == "dead" {
+					s.ExitCode = ctr.ExitCode
+				}
+			}
+		}
+		obs.Healthy = obs.Healthy && s.Ready
+		obs.Services = append(obs.Services, s)
+	}
+	return obs, nil
+}
+
+// serviceNames is expected, or the services of cs when expected is empty: sorted,
+// without repeats.
+func serviceNames(expected []string, cs []Container) []string {
+	names := slices.Clone(expected)
+	if len(names) == 0 {
+		for _, ctr := range cs {
+			names = append(names, ctr.Service)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// containers reads the project's containers through the Reader, or docker compose ps.
+func (c *Client) containers(ctx context.Context) ([]Container, error) {
+	if c.reader != nil {
+		return c.reader.Containers(ctx, c.project)
+	}
+	return c.PS(ctx)
+}
+
+// inspect inspects containers through the Reader, or docker inspect.
+func (c *Client) inspect(ctx context.Context, ids []string) ([]Inspected, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if c.reader != nil {
+		return c.reader.Inspect(ctx, ids)
+	}
+	return c.Inspect(ctx, ids)
+}
+
+// badness orders verdicts from ready to failed.
+func badness(v verdict) int {
+	switch v {
+	case ready:
+		return 0
+	case notReady:
+		return 1
+	default:
+		return 2
+	}
+}
