@@ -192,6 +192,39 @@ type Checkin struct {
 	LastCode codes.Code
 	// Host describes the box.
 	Host Host
+	// Live is the live release's health as the agent last read it; nil when nothing
+	// is live (then the check-in carries no live object).
+	Live *Live
+}
+
+// Live is the health of the box's live release, read from docker just before the
+// check-in. It is an additive part of the check-in (docs/PROTOCOL.md): a tenancy that
+// does not know it ignores it.
+type Live struct {
+	// ObservedAt is when docker was asked.
+	ObservedAt time.Time
+	// Healthy is true when every service of the live release is ready. It is
+	// meaningful only when Reason is "".
+	Healthy bool
+	// Reason says why docker could not be asked ("" when it answered); Healthy and
+	// Services are then not sent.
+	Reason string
+	// Services holds each service of the live release, sorted by name.
+	Services []LiveService
+}
+
+// LiveService is one service of Live.
+type LiveService struct {
+	// Name is the compose service name.
+	Name string `json:"name"`
+	// State is docker's container state, or "missing" without a container.
+	State string `json:"state"`
+	// Health is "", starting, healthy or unhealthy.
+	Health string `json:"health"`
+	// ExitCode is the exit code of an exited container, 0 otherwise.
+	ExitCode int `json:"exit_code"`
+	// Restarts is how often docker restarted the service's containers.
+	Restarts int `json:"restarts"`
 }
 
 // Instruction is tenancy's answer to a check-in. SHA, Serial, Retry and Rollback are
@@ -266,6 +299,37 @@ type checkinBody struct {
 	LastResult    Result     `json:"last_result"`
 	LastCode      codes.Code `json:"last_code"`
 	Host          Host       `json:"host"`
+	Live          *liveWire  `json:"live,omitempty"`
+}
+
+// liveWire is Live as it travels: healthy and services only when docker answered.
+type liveWire struct {
+	ObservedAt string         `json:"observed_at"`
+	Healthy    *bool          `json:"healthy,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
+	Services   *[]LiveService `json:"services,omitempty"`
+}
+
+// newCheckinBody is req as it travels.
+func newCheckinBody(req Checkin) checkinBody {
+	b := checkinBody{
+		EnvID: req.EnvID, AgentVersion: req.AgentVersion, CurrentSHA: req.CurrentSHA,
+		CurrentSerial: req.CurrentSerial, LastResult: req.LastResult, LastCode: req.LastCode,
+		Host: req.Host,
+	}
+	if l := req.Live; l != nil {
+		b.Live = &liveWire{ObservedAt: l.ObservedAt.UTC().Format(time.RFC3339Nano), Reason: l.Reason}
+		if l.Reason == "" {
+			healthy := l.Healthy
+			b.Live.Healthy = &healthy
+			services := l.Services
+			if services == nil {
+				services = []LiveService{} // sent as [], never null
+			}
+			b.Live.Services = &services
+		}
+	}
+	return b
 }
 
 type leaseBody struct {
@@ -295,7 +359,7 @@ func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) 
 	default:
 		return Instruction{}, fmt.Errorf("tenancy: checkin: last_result %q is not applied, failed or down: %w", req.LastResult, ErrInvalidArgument)
 	}
-	body := checkinBody(req)
+	body := newCheckinBody(req)
 	var ins Instruction
 	err := c.callJSON(ctx, "checkin", "/v1/agent/checkin", body, http.StatusOK, func(data []byte) error {
 		var derr error
