@@ -16,7 +16,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/release"
 )
 
 // apply converges the box to the instruction's sha: verify everything, then lease,
@@ -290,7 +289,7 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 		}
 		return &Error{Op: "health", Code: CodeOf(err), Err: err}
 	}
-	t.st.setLive(release.Confirm(t.st.live()))
+	t.st.confirmLive(services)
 	t.st.LastRestore = nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))

@@ -22,6 +22,7 @@ func (t *tick) tenancyFailure(op string, err error) error {
 // checkin sends the heartbeat and returns tenancy's instruction.
 func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, error) {
 	free, _ := fsutil.FreeMB(fsutil.ExistingParent(a.cfg.DeployDir))
+	st.Live = a.observeLive(ctx, st)
 	req := tenancy.Checkin{
 		EnvID:         a.cfg.EnvID,
 		AgentVersion:  Version,
@@ -30,6 +31,7 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		LastResult:    tenancy.Result(st.LastResult),
 		LastCode:      st.LastCode,
 		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
+		Live:          st.Live.tenancy(),
 	}
 	inst, err := a.tenancy.Checkin(ctx, req)
 	if err != nil {

@@ -25,7 +25,16 @@ func (s *State) live() release.Live {
 // setLive records what the release store says the box serves: the only writer of
 // the live, previous and confirmed fields.
 func (s *State) setLive(l release.Live) {
+	if l.SHA != s.LiveSHA {
+		s.LiveServices = nil
+	}
 	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
+}
+
+// confirmLive records that the live release came up healthy with services.
+func (s *State) confirmLive(services []string) {
+	s.setLive(release.Confirm(s.live()))
+	s.LiveServices = slices.Clone(services)
 }
 
 // composeFor returns a compose client for the release of sha. The project directory

@@ -101,7 +101,7 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 		r.Result, r.Detail = RestoreUnhealthy, t.a.red.Redact(err.Error())
 		return r
 	}
-	t.st.setLive(release.Confirm(live))
+	t.st.confirmLive(rel.Services)
 	t.log.Info("restored the previous release and it is healthy: the box serves what it served before the failed apply", "restore_sha", short(prev))
 	r.Result = RestoreHealthy
 	return r

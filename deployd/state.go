@@ -37,6 +37,13 @@ type State struct {
 	Confirmed bool `json:"confirmed"`
 	// PreviousSHA is the release restored when an apply fails after promote.
 	PreviousSHA string `json:"previous_sha,omitempty"`
+	// LiveServices are the compose services of the live release, recorded when it
+	// came up healthy, so that a check-in sees a service whose container is gone;
+	// empty after a repair, and then every service with a container counts.
+	LiveServices []string `json:"live_services,omitempty"`
+	// Live is the live release's health as the last check-in read it; nil when
+	// nothing was live.
+	Live *LiveHealth `json:"live,omitempty"`
 	// LastCheckin is when tenancy last answered a check-in.
 	LastCheckin time.Time `json:"last_checkin,omitzero"`
 	// LastAction is the action of the last check-in.

@@ -187,6 +187,13 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 		if st.LastRestore != nil {
 			snap.LastRestore = st.LastRestore.Result
 		}
+		if h := st.Live; h != nil && st.LiveSHA != "" {
+			snap.Live = &metrics.Live{Known: h.Reason == "", Healthy: h.Healthy, ObservedAt: h.ObservedAt}
+			for _, sv := range h.Services {
+				snap.Live.Services = append(snap.Live.Services, metrics.Service{Name: sv.Name,
+					Healthy: sv.Ready, Restarts: sv.Restarts})
+			}
+		}
 		if err := metrics.Write(metricsFile, snap); err != nil {
 			c.log.Warn("could not write the metrics file", "path", metricsFile, "err", err)
 		}
@@ -283,6 +290,12 @@ func writeStatus(w *strings.Builder, v statusView) {
 	} else {
 		p("live", fmt.Sprintf("%s (serial %d, healthy confirmed: %t)", st.LiveSHA, st.LiveSerial, st.Confirmed))
 	}
+	if h := st.Live; h != nil && st.LiveSHA != "" {
+		p("live health", liveLine(*h))
+		for _, sv := range h.Services {
+			p("  "+sv.Name, serviceLine(sv))
+		}
+	}
 	p("last check-in", timeOrNever(st.LastCheckin))
 	if st.LastResult != "" || st.LastCode != "" {
 		p("last result", strings.TrimSpace(st.LastResult+" "+string(st.LastCode)))
@@ -322,6 +335,31 @@ func writeStatus(w *strings.Builder, v statusView) {
 		f := st.Failed[sha]
 		p("failed sha", fmt.Sprintf("%s serial %d %s", sha, f.Serial, f.Code))
 	}
+}
+
+// liveLine is what status says of the live release's health at the last check-in.
+func liveLine(h deployd.LiveHealth) string {
+	at := h.ObservedAt.UTC().Format(time.RFC3339)
+	switch {
+	case h.Reason != "":
+		return fmt.Sprintf("unknown at %s: %s", at, h.Reason)
+	case h.Healthy:
+		return "healthy at " + at
+	default:
+		return fmt.Sprintf("UNHEALTHY at %s: the agent changes nothing on its own; read the logs with `docker compose logs` in the current directory", at)
+	}
+}
+
+// serviceLine is one service of the live health.
+func serviceLine(s deployd.LiveService) string {
+	line := s.State
+	if s.Health != "" {
+		line += ", health " + s.Health
+	}
+	if s.State == "exited" || s.State == "dead" {
+		line += fmt.Sprintf(", exit code %d", s.ExitCode)
+	}
+	return line + fmt.Sprintf(", %d restarts", s.Restarts)
 }
 
 func timeOrNever(t time.Time) string {

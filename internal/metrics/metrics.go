@@ -73,11 +73,38 @@ type Snapshot struct {
 	// promote: "restored-healthy", "restored-unhealthy", "restore-failed", "none", or ""
 	// when no failure needed a restore since the last successful apply.
 	LastRestore string
+	// Live is the live release's health at the last check-in; nil when nothing is
+	// live (then no live or service metric is written).
+	Live *Live
+}
+
+// Live is the live release's health in a Snapshot.
+type Live struct {
+	// Known is false when docker could not be asked; Healthy and Services are then
+	// not shown.
+	Known bool
+	// Healthy is true when every service is ready.
+	Healthy bool
+	// ObservedAt is when docker was asked.
+	ObservedAt time.Time
+	// Services are the live release's services.
+	Services []Service
+}
+
+// Service is one service of Live.
+type Service struct {
+	// Name is the compose service name ([a-zA-Z0-9._-]).
+	Name string
+	// Healthy is the agent's verdict on it.
+	Healthy bool
+	// Restarts is how often docker restarted its containers.
+	Restarts int
 }
 
 var (
 	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~-]{0,63}$`)
 	codePattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+	servicePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$`)
 	restorePattern = regexp.MustCompile(`^(restored-healthy|restored-unhealthy|restore-failed|none)$`)
 )
 
@@ -103,6 +130,16 @@ func (s Snapshot) validate() error {
 		return &FieldError{Field: "LastRestore", Reason: `must be "restored-healthy", "restored-unhealthy", "restore-failed", "none" or empty`}
 	case s.ExitCode < 0 || s.ExitCode > 255:
 		return &FieldError{Field: "ExitCode", Reason: "must be in 0..255"}
+	}
+	if s.Live != nil {
+		for _, sv := range s.Live.Services {
+			if !servicePattern.MatchString(sv.Name) {
+				return &FieldError{Field: "Live.Services.Name", Reason: "must be a compose service name of [a-zA-Z0-9._-]"}
+			}
+			if sv.Restarts < 0 {
+				return &FieldError{Field: "Live.Services.Restarts", Reason: "must not be negative"}
+			}
+		}
 	}
 	return nil
 }
@@ -147,7 +184,44 @@ func Format(s Snapshot) ([]byte, error) {
 	}
 	gauge("last_restore", "What became of the box after the last apply that failed after promote (restored-healthy, restored-unhealthy, restore-failed, none; empty since a successful apply); 1 when the box is degraded, else 0.",
 		labelSet("result", s.LastRestore), degraded)
+	if l := s.Live; l != nil {
+		formatLive(&b, l)
+	}
 	return b.Bytes(), nil
+}
+
+// formatLive writes the live release's health: nothing more than the observation
+// time while docker could not be asked.
+func formatLive(b *bytes.Buffer, l *Live) {
+	head := func(name, help string) string {
+		name = Prefix + name
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+		return name
+	}
+	name := head("live_observed_timestamp_seconds", "Unix time when the live release's health was last read from docker.")
+	fmt.Fprintf(b, "%s %s\n", name, unixSeconds(l.ObservedAt))
+	name = head("live_known", "1 when docker answered the last health read of the live release, 0 when it could not be asked.")
+	fmt.Fprintf(b, "%s %s\n", name, boolValue(l.Known))
+	if !l.Known {
+		return
+	}
+	name = head("live_healthy", "1 when every service of the live release is ready, else 0.")
+	fmt.Fprintf(b, "%s %s\n", name, boolValue(l.Healthy))
+	name = head("service_healthy", "1 when the service of the live release is ready (running and healthy, or a one-shot that exited 0), else 0.")
+	for _, sv := range l.Services {
+		fmt.Fprintf(b, "%s%s %s\n", name, labelSet("service", sv.Name), boolValue(sv.Healthy))
+	}
+	name = head("service_restarts", "How often docker restarted the service's containers (resets when compose recreates them).")
+	for _, sv := range l.Services {
+		fmt.Fprintf(b, "%s%s %d\n", name, labelSet("service", sv.Name), sv.Restarts)
+	}
+}
+
+func boolValue(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
 }
 
 // Write renders s (see Format) and replaces the file at path atomically with mode

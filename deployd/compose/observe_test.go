@@ -1,0 +1,145 @@
+package compose_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/compose"
+)
+
+// stubReader answers from fixed containers and inspections, and counts calls.
+type stubReader struct {
+	cs          []compose.Container
+	ins         []compose.Inspected
+	err         error
+	lists, insp int
+	project     string
+}
+
+func (r *stubReader) Containers(_ context.Context, project string) ([]compose.Container, error) {
+	r.lists++
+	r.project = project
+	return r.cs, r.err
+}
+
+func (r *stubReader) Inspect(_ context.Context, ids []string) ([]compose.Inspected, error) {
+	r.insp++
+	var out []compose.Inspected
+	for _, in := range r.ins {
+		for _, id := range ids {
+			if in.ID == id {
+				out = append(out, in)
+			}
+		}
+	}
+	return out, nil
+}
+
+func ctr(id, service, state, health, status string, exit int) compose.Container {
+	return compose.Container{ID: id, Name: "monky-" + service + "-1", Service: service, Project: "monky",
+		State: state, Health: health, Status: status, ExitCode: exit}
+}
+
+func TestObserve(t *testing.T) {
+	tests := []struct {
+		name     string
+		services []string
+		cs       []compose.Container
+		ins      []compose.Inspected
+		healthy  bool
+		want     []compose.ObservedService
+	}{
+		{
+			name: "all ready: healthy, no healthcheck, one-shot done", services: []string{"db", "migrate", "web"},
+			cs: []compose.Container{
+				ctr("a", "web", "running", "healthy", "Up 2 hours (healthy)", 0),
+				ctr("b", "db", "running", "", "Up 2 hours", 0),
+				ctr("c", "migrate", "exited", "", "Exited (0) 2 hours ago", 0),
+			},
+			healthy: true,
+			want: []compose.ObservedService{
+				{Name: "db", State: "running", Ready: true},
+				{Name: "migrate", State: "exited", Ready: true},
+				{Name: "web", State: "running", Health: "healthy", Ready: true},
+			},
+		},
+		{
+			name: "a container died after the apply", services: []string{"web"},
+			cs:   []compose.Container{ctr("a", "web", "exited", "", "Exited (137) 5 seconds ago", 137)},
+			want: []compose.ObservedService{{Name: "web", State: "exited", ExitCode: 137}},
+		},
+		{
+			name: "restart loop, with restarts counted", services: []string{"api"},
+			cs:   []compose.Container{ctr("a", "api", "restarting", "", "Restarting (4) 1 second ago", 4)},
+			ins:  []compose.Inspected{{ID: "a", Service: "api", RestartCount: 9}},
+			want: []compose.ObservedService{{Name: "api", State: "restarting", Restarts: 9}},
+		},
+		{
+			name: "unhealthy, and a service whose container is gone", services: []string{"db", "web"},
+			cs: []compose.Container{ctr("a", "web", "running", "unhealthy", "Up 1 hour (unhealthy)", 0)},
+			want: []compose.ObservedService{
+				{Name: "db", State: compose.StateMissing},
+				{Name: "web", State: "running", Health: "unhealthy"},
+			},
+		},
+		{
+			name: "starting is not ready; the worst container speaks for the service", services: []string{"web"},
+			cs: []compose.Container{
+				ctr("a", "web", "running", "healthy", "Up 1 hour (healthy)", 0),
+				ctr("b", "web", "running", "starting", "Up 2 seconds (health: starting)", 0),
+			},
+			ins:  []compose.Inspected{{ID: "a", Service: "web", RestartCount: 1}, {ID: "b", Service: "web", RestartCount: 2}},
+			want: []compose.ObservedService{{Name: "web", State: "running", Health: "starting", Restarts: 3}},
+		},
+		{
+			name:    "no expected services: every service with a container",
+			cs:      []compose.Container{ctr("a", "web", "running", "", "Up 1 hour", 0)},
+			healthy: true,
+			want:    []compose.ObservedService{{Name: "web", State: "running", Ready: true}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &stubReader{cs: tt.cs, ins: tt.ins}
+			c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: r})
+			require.NoError(t, err)
+			obs, err := c.Observe(context.Background(), tt.services)
+			require.NoError(t, err)
+			assert.Equal(t, tt.healthy, obs.Healthy)
+			assert.Equal(t, tt.want, obs.Services)
+			assert.False(t, obs.At.IsZero())
+			assert.Equal(t, 1, r.lists)
+			assert.Equal(t, "monky", r.project)
+		})
+	}
+}
+
+func TestObserveReadFailure(t *testing.T) {
+	boom := errors.New("engine not answering")
+	c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: &stubReader{err: boom}})
+	require.NoError(t, err)
+	_, err = c.Observe(context.Background(), []string{"web"})
+	require.ErrorIs(t, err, boom)
+}
+
+// The health wait and the evidence read through the Reader: no docker program is
+// needed (the Docker path names nothing).
+func TestWaitHealthyAndEvidenceReadThroughTheReader(t *testing.T) {
+	r := &stubReader{
+		cs:  []compose.Container{ctr("a", "web", "running", "unhealthy", "Up 9 seconds (unhealthy)", 0)},
+		ins: []compose.Inspected{{ID: "a", Name: "monky-web-1", Service: "web", State: "running", Health: "unhealthy"}},
+	}
+	c, err := compose.New(compose.Config{Docker: "/nonexistent/docker", Project: "monky", Dir: t.TempDir(), Reader: r})
+	require.NoError(t, err)
+	_, err = c.WaitHealthy(context.Background(), compose.WaitOptions{Services: []string{"web"}})
+	require.ErrorIs(t, err, compose.ErrUnhealthy)
+	assert.Equal(t, 1, r.lists)
+	ev := c.HealthEvidence(context.Background(), []string{"web"})
+	assert.Contains(t, ev, "--- health of web (container monky-web-1): running, health unhealthy")
+	assert.Equal(t, 2, r.lists)
+	assert.Equal(t, 1, r.insp)
+}

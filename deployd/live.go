@@ -1,0 +1,112 @@
+package deployd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+)
+
+// liveTimeout bounds the reading of the live release's health before a check-in, so
+// that a docker that hangs delays the heartbeat by this much at most.
+const liveTimeout = 5 * time.Second
+
+// LiveHealth is the live release's health as a tick last read it from docker: what
+// the check-in's live object carries, and what status and the metrics show.
+type LiveHealth struct {
+	// SHA is the live release that was looked at.
+	SHA string `json:"sha"`
+	// ObservedAt is when docker was asked.
+	ObservedAt time.Time `json:"observed_at"`
+	// Healthy is true when every service of the release is ready; meaningful only when
+	// Reason is "".
+	Healthy bool `json:"healthy"`
+	// Reason says why docker could not be asked, "" when it answered.
+	Reason string `json:"reason,omitempty"`
+	// Services are the release's services, sorted by name.
+	Services []LiveService `json:"services,omitempty"`
+}
+
+// LiveService is one service of LiveHealth: what the check-in carries, and the
+// agent's verdict.
+type LiveService struct {
+	tenancy.LiveService
+	// Ready is true when the service counts as healthy (compose.ObservedService.Ready).
+	Ready bool `json:"ready"`
+}
+
+// tenancy is h as the check-in carries it.
+func (h *LiveHealth) tenancy() *tenancy.Live {
+	if h == nil {
+		return nil
+	}
+	l := &tenancy.Live{ObservedAt: h.ObservedAt, Healthy: h.Healthy, Reason: h.Reason}
+	for _, s := range h.Services {
+		l.Services = append(l.Services, s.LiveService)
+	}
+	return l
+}
+
+// observeLive reads the live release's health for the check-in; nil when nothing is
+// live. It never fails: what cannot be read becomes the Reason, and the check-in goes
+// out all the same. It changes nothing: an unhealthy release is only told.
+func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
+	if st.LiveSHA == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
+	defer cancel()
+	h := &LiveHealth{SHA: st.LiveSHA, ObservedAt: a.now()}
+	obs, err := a.observe(ctx, st)
+	if err != nil {
+		h.Reason = a.red.Redact(err.Error())
+		a.log.Warn("could not read the live release's health; the check-in says why and goes out all the same. Is dockerd running? (systemctl status docker)",
+			"live_sha", short(st.LiveSHA), "err", h.Reason)
+		return h
+	}
+	h.Healthy = obs.Healthy
+	var bad []string
+	for _, s := range obs.Services {
+		h.Services = append(h.Services, LiveService{Ready: s.Ready, LiveService: tenancy.LiveService{
+			Name: s.Name, State: s.State, Health: s.Health, ExitCode: s.ExitCode, Restarts: s.Restarts}})
+		if !s.Ready {
+			bad = append(bad, describeService(s))
+		}
+	}
+	if !obs.Healthy {
+		a.log.Warn("the live release is not healthy; the agent changes nothing on its own (tenancy sees it in the check-in and decides). Read the logs: cd "+a.store.CurrentLink()+" && docker compose -p "+a.cfg.Compose.Project+" logs --tail 100",
+			"live_sha", short(st.LiveSHA), "services", strings.Join(bad, "; "))
+	}
+	return h
+}
+
+// observe asks docker about the live release's services.
+func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, error) {
+	m, err := a.store.Manifest(st.LiveSHA)
+	if err != nil {
+		return compose.Observation{}, fmt.Errorf("the live release %s cannot be read: %w", short(st.LiveSHA), err)
+	}
+	cc, err := a.composeFor(st.LiveSHA, m.ComposeFiles)
+	if err != nil {
+		return compose.Observation{}, err
+	}
+	return cc.Observe(ctx, st.LiveServices)
+}
+
+// describeService is one service that is not ready, for a log line.
+func describeService(s compose.ObservedService) string {
+	d := s.Name + ": " + s.State
+	if s.Health != "" {
+		d += ", health " + s.Health
+	}
+	if s.State == "exited" || s.State == "dead" {
+		d += fmt.Sprintf(", exit code %d", s.ExitCode)
+	}
+	if s.Restarts > 0 {
+		d += fmt.Sprintf(", restarted %d times", s.Restarts)
+	}
+	return d
+}

@@ -1,0 +1,102 @@
+package metrics_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/metrics"
+)
+
+func liveSample() metrics.Snapshot {
+	s := sample()
+	s.Live = &metrics.Live{
+		Known: true, Healthy: false, ObservedAt: time.Date(2026, 11, 30, 9, 30, 1, 500e6, time.UTC),
+		Services: []metrics.Service{{Name: "api", Healthy: false, Restarts: 7}, {Name: "web", Healthy: true}},
+	}
+	return s
+}
+
+func TestFormatLive(t *testing.T) {
+	tests := []struct {
+		name     string
+		live     *metrics.Live
+		families int
+		values   map[string]float64
+		services map[string][2]float64 // service → healthy, restarts
+	}{
+		{name: "nothing live", live: nil, families: 10},
+		{
+			name: "docker could not be asked", families: 12,
+			live:   &metrics.Live{Known: false, ObservedAt: time.Unix(1796031001, 0)},
+			values: map[string]float64{"monky_deployd_live_known": 0, "monky_deployd_live_observed_timestamp_seconds": 1796031001},
+		},
+		{
+			name: "one service unhealthy and restarting", families: 15, live: liveSample().Live,
+			values:   map[string]float64{"monky_deployd_live_known": 1, "monky_deployd_live_healthy": 0},
+			services: map[string][2]float64{"api": {0, 7}, "web": {1, 0}},
+		},
+		{
+			name: "healthy", families: 15,
+			live:     &metrics.Live{Known: true, Healthy: true, Services: []metrics.Service{{Name: "db", Healthy: true, Restarts: 1}}},
+			values:   map[string]float64{"monky_deployd_live_healthy": 1},
+			services: map[string][2]float64{"db": {1, 1}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sample()
+			s.Live = tt.live
+			data, err := metrics.Format(s)
+			require.NoError(t, err)
+			families := parse(t, data)
+			assert.Len(t, families, tt.families)
+			for name, want := range tt.values {
+				got, _ := sampleOf(t, families, name)
+				assert.InDelta(t, want, got, 1e-9, name)
+			}
+			got := map[string][2]float64{}
+			for _, p := range families["monky_deployd_service_healthy"].samples {
+				v := got[p.labels["service"]]
+				v[0] = p.value
+				got[p.labels["service"]] = v
+			}
+			for _, p := range families["monky_deployd_service_restarts"].samples {
+				v := got[p.labels["service"]]
+				v[1] = p.value
+				got[p.labels["service"]] = v
+			}
+			if tt.services == nil {
+				assert.Empty(t, got)
+			} else {
+				assert.Equal(t, tt.services, got)
+			}
+		})
+	}
+}
+
+func TestFormatLiveGolden(t *testing.T) {
+	data, err := metrics.Format(liveSample())
+	require.NoError(t, err)
+	golden := filepath.Join("testdata", "live.prom")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, data, 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(data))
+}
+
+func TestFormatLiveRefusesBadServices(t *testing.T) {
+	for _, sv := range []metrics.Service{{Name: ""}, {Name: "we b"}, {Name: `x"}`}, {Name: "ok", Restarts: -1}} {
+		s := sample()
+		s.Live = &metrics.Live{Known: true, Services: []metrics.Service{sv}}
+		_, err := metrics.Format(s)
+		require.ErrorIs(t, err, metrics.ErrInvalid, "%+v", sv)
+		assert.NotContains(t, err.Error(), `x"}`)
+	}
+}
