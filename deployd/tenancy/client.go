@@ -216,9 +216,9 @@ type Live struct {
 	Services []LiveService
 }
 
-// Caps of the live object, so that a check-in stays small whatever docker answers
-// (at most about 100 KiB of live). The client applies them when it encodes a check-in;
-// they are part of the protocol (docs/PROTOCOL.md).
+// Caps of the live object, so that a check-in stays small whatever docker answers (at
+// most about 125 KiB of live with printable fields). The client applies them when it
+// encodes a check-in; they are part of the protocol (docs/PROTOCOL.md).
 const (
 	// MaxLiveReason bounds Live.Reason in bytes: a longer reason keeps its head, cut at
 	// a rune boundary and ending in LiveCut, within the bound.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -131,6 +132,16 @@ func TestCheckinLiveCaps(t *testing.T) {
 		require.Len(t, got, tenancy.MaxLiveServices)
 		assert.Equal(t, in[:tenancy.MaxLiveServices], got, "the first ones are sent, in order")
 		assert.Len(t, live.Services, tenancy.MaxLiveServices+44, "the caller's slice is left alone")
+	})
+	t.Run("worst_case_size", func(t *testing.T) {
+		long := strings.Repeat("w", 4096)
+		in := make([]tenancy.LiveService, 1000)
+		for i := range in {
+			in[i] = tenancy.LiveService{Name: long, State: long, Health: long, ExitCode: math.MinInt64, Restarts: math.MaxInt64}
+		}
+		raw := sendLive(t, &tenancy.Live{ObservedAt: at.Add(123456789), Healthy: true, Services: in})
+		assert.LessOrEqual(t, len(raw), 125<<10, "the documented bound of a live object with printable fields")
+		t.Logf("worst-case live object: %d bytes", len(raw))
 	})
 	t.Run("long_fields", func(t *testing.T) {
 		name := strings.Repeat("n", tenancy.MaxLiveField-1) + "ü" // the cap cuts ü in two
