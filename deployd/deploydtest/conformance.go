@@ -44,16 +44,23 @@ type ConformanceTarget struct {
 	LeaseWindow time.Duration
 	// AuthMount and Role every lease must name; defaults "jwt-tenancy", "see-env".
 	AuthMount, Role string
+	// LastLive returns the live object of envID's latest check-in as the target stored
+	// it, false when that check-in carried none (optional: without it the suite checks
+	// only that check-ins with live are accepted or refused, not what was kept).
+	LastLive func(t testing.TB, envID string) (faketenancy.Live, bool)
 }
 
 // Conformance checks target against the agent API contract (docs/PROTOCOL.md,
 // docs/PROTOCOL.md): statuses, JSON shapes, error bodies, authentication, environment
-// pinning and the lease budget. It speaks raw HTTP, so it depends on no client.
+// pinning, the lease budget and the check-in's live object (accepted with or without
+// it, unknown fields inside it ignored, a malformed one refused with 400). It speaks
+// raw HTTP, so it depends on no client.
 func Conformance(t *testing.T, target ConformanceTarget) {
 	t.Helper()
 	c := newConformance(t, target)
 	t.Run("unauthenticated", c.unauthenticated)
 	t.Run("checkin", c.checkin)
+	t.Run("live", c.live)
 	t.Run("bundle", c.bundle)
 	t.Run("lease", c.lease)
 	t.Run("report", c.report)
@@ -276,6 +283,103 @@ func (c *conformance) checkin(t *testing.T) {
 		r := c.do(t, http.MethodPost, "/v1/agent/checkin", tok, map[string]any{"env_id": c.EnvA, "last_result": "up"})
 		require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
 		errorCode(t, r)
+	})
+}
+
+func (c *conformance) live(t *testing.T) {
+	tok := c.Token(t, c.EnvA)
+	c.SetDesired(t, c.EnvA, faketenancy.Desired{Action: "none"})
+	at := time.Date(2026, 3, 4, 10, 22, 33, 123_000_000, time.UTC)
+	post := func(t *testing.T, live any) response {
+		t.Helper()
+		body := c.checkinBody(c.EnvA)
+		if live != nil {
+			body["live"] = live
+		}
+		return c.do(t, http.MethodPost, "/v1/agent/checkin", tok, body)
+	}
+	accepted := func(t *testing.T, live any) {
+		t.Helper()
+		r := post(t, live)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		m := object(t, r)
+		assert.Equal(t, "none", m["action"], "live changes nothing of the answer")
+	}
+	stored := func(t *testing.T, want *faketenancy.Live) {
+		t.Helper()
+		if c.LastLive == nil {
+			t.Log("ConformanceTarget.LastLive is nil: what the target kept is not checked")
+			return
+		}
+		got, ok := c.LastLive(t, c.EnvA)
+		if want == nil {
+			assert.False(t, ok, "a check-in without live says nothing is live: %+v", got)
+			return
+		}
+		require.True(t, ok, "the live object of the latest check-in is kept")
+		assert.True(t, want.ObservedAt.Equal(got.ObservedAt), "observed_at: want %s, got %s", want.ObservedAt, got.ObservedAt)
+		got.ObservedAt = want.ObservedAt
+		assert.Equal(t, *want, got)
+	}
+	yes, no := true, false
+	t.Run("unhealthy_with_services", func(t *testing.T) {
+		accepted(t, map[string]any{"observed_at": at.Format(time.RFC3339Nano), "healthy": false, "services": []any{
+			map[string]any{"name": "app", "state": "restarting", "health": "unhealthy", "exit_code": 137, "restarts": 4},
+			map[string]any{"name": "db", "state": "running", "health": "healthy", "exit_code": 0, "restarts": 0},
+		}})
+		stored(t, &faketenancy.Live{ObservedAt: at, Healthy: &no, Services: []faketenancy.LiveService{
+			{Name: "app", State: "restarting", Health: "unhealthy", ExitCode: 137, Restarts: 4},
+			{Name: "db", State: "running", Health: "healthy"},
+		}})
+	})
+	t.Run("healthy_no_services", func(t *testing.T) {
+		accepted(t, map[string]any{"observed_at": at.Format(time.RFC3339Nano), "healthy": true, "services": []any{}})
+		stored(t, &faketenancy.Live{ObservedAt: at, Healthy: &yes, Services: []faketenancy.LiveService{}})
+	})
+	t.Run("reason", func(t *testing.T) {
+		accepted(t, map[string]any{"observed_at": "2026-03-04T10:22:33Z", "reason": "docker: context deadline exceeded"})
+		stored(t, &faketenancy.Live{ObservedAt: at.Truncate(time.Second), Reason: "docker: context deadline exceeded"})
+	})
+	t.Run("without_live", func(t *testing.T) {
+		accepted(t, nil)
+		stored(t, nil)
+	})
+	t.Run("unknown_fields_ignored", func(t *testing.T) {
+		accepted(t, map[string]any{"observed_at": at.Format(time.RFC3339Nano), "healthy": true, "cpu_pct": 12.5,
+			"probe": map[string]any{"source": "docker"}, "services": []any{
+				map[string]any{"name": "app", "state": "running", "health": "", "exit_code": 0, "restarts": 1, "image": "app:1.2"},
+			}})
+		stored(t, &faketenancy.Live{ObservedAt: at, Healthy: &yes, Services: []faketenancy.LiveService{
+			{Name: "app", State: "running", Restarts: 1},
+		}})
+	})
+	t.Run("malformed", func(t *testing.T) {
+		now := at.Format(time.RFC3339Nano)
+		svc := func(k string, v any) []any {
+			s := map[string]any{"name": "app", "state": "running", "health": "", "exit_code": 0, "restarts": 0}
+			s[k] = v
+			return []any{s}
+		}
+		for name, live := range map[string]any{
+			"not_an_object":         "healthy",
+			"observed_at_number":    map[string]any{"observed_at": 1741083753, "healthy": true, "services": []any{}},
+			"observed_at_not_time":  map[string]any{"observed_at": "yesterday", "healthy": true, "services": []any{}},
+			"healthy_string":        map[string]any{"observed_at": now, "healthy": "yes", "services": []any{}},
+			"healthy_and_reason":    map[string]any{"observed_at": now, "healthy": false, "reason": "docker: timeout"},
+			"services_object":       map[string]any{"observed_at": now, "healthy": true, "services": map[string]any{"app": "running"}},
+			"exit_code_string":      map[string]any{"observed_at": now, "healthy": false, "services": svc("exit_code", "137")},
+			"restarts_fraction":     map[string]any{"observed_at": now, "healthy": false, "services": svc("restarts", 1.5)},
+			"service_name_number":   map[string]any{"observed_at": now, "healthy": false, "services": svc("name", 7)},
+			"reason_number":         map[string]any{"observed_at": now, "reason": 503},
+			"services_with_reason":  map[string]any{"observed_at": now, "reason": "docker: timeout", "services": svc("state", "running")},
+			"service_not_an_object": map[string]any{"observed_at": now, "healthy": true, "services": []any{"app"}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				r := post(t, live)
+				require.Equal(t, http.StatusBadRequest, r.status, "a malformed live object is refused: %s", r.body)
+				errorCode(t, r)
+			})
+		}
 	})
 }
 

@@ -88,5 +88,6 @@ func (s *Stack) ConformanceTarget(envA, envB string) ConformanceTarget {
 			return sha, serial
 		},
 		SetDesired: func(_ testing.TB, envID string, d faketenancy.Desired) { s.Tenancy.SetDesired(envID, d) },
+		LastLive:   func(_ testing.TB, envID string) (faketenancy.Live, bool) { return s.Tenancy.LastLive(envID) },
 	}
 }

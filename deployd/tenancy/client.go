@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
@@ -207,15 +208,34 @@ type Live struct {
 	// meaningful only when Reason is "".
 	Healthy bool
 	// Reason says why docker could not be asked ("" when it answered); Healthy and
-	// Services are then not sent.
+	// Services are then not sent, and Services must be empty. It must already be
+	// redacted by the caller; it is sent as valid UTF-8 within MaxLiveReason bytes.
 	Reason string
-	// Services holds each service of the live release, sorted by name.
+	// Services holds each service of the live release, sorted by name; nil is sent as
+	// [] when Reason is "". Only the first MaxLiveServices are sent.
 	Services []LiveService
 }
 
+// Caps of the live object, so that a check-in stays small whatever docker answers (at
+// most about 125 KiB of live with printable fields). The client applies them when it
+// encodes a check-in; they are part of the protocol (docs/PROTOCOL.md).
+const (
+	// MaxLiveReason bounds Live.Reason in bytes: a longer reason keeps its head, cut at
+	// a rune boundary and ending in LiveCut, within the bound.
+	MaxLiveReason = 512
+	// MaxLiveServices bounds the services sent: only the first MaxLiveServices of
+	// Live.Services are (Healthy still speaks for all of them).
+	MaxLiveServices = 256
+	// MaxLiveField bounds a service's name, state and health in bytes; a longer one is
+	// cut at a rune boundary.
+	MaxLiveField = 128
+	// LiveCut ends a reason that was cut to MaxLiveReason.
+	LiveCut = " … (cut)"
+)
+
 // LiveService is one service of Live.
 type LiveService struct {
-	// Name is the compose service name.
+	// Name is the compose service name (required).
 	Name string `json:"name"`
 	// State is docker's container state, or "missing" without a container.
 	State string `json:"state"`
@@ -318,18 +338,65 @@ func newCheckinBody(req Checkin) checkinBody {
 		Host: req.Host,
 	}
 	if l := req.Live; l != nil {
-		b.Live = &liveWire{ObservedAt: l.ObservedAt.UTC().Format(time.RFC3339Nano), Reason: l.Reason}
+		b.Live = &liveWire{ObservedAt: l.ObservedAt.UTC().Format(time.RFC3339Nano), Reason: boundReason(l.Reason)}
 		if l.Reason == "" {
 			healthy := l.Healthy
 			b.Live.Healthy = &healthy
-			services := l.Services
-			if services == nil {
-				services = []LiveService{} // sent as [], never null
+			services := make([]LiveService, 0, min(len(l.Services), MaxLiveServices)) // [], never null
+			for _, sv := range l.Services[:min(len(l.Services), MaxLiveServices)] {
+				sv.Name, sv.State, sv.Health = cutUTF8(sv.Name, MaxLiveField), cutUTF8(sv.State, MaxLiveField), cutUTF8(sv.Health, MaxLiveField)
+				services = append(services, sv)
 			}
 			b.Live.Services = &services
 		}
 	}
 	return b
+}
+
+// validLive refuses, naming the field, a live object the agent must not send: no
+// observed_at, a reason together with services, a service without a name or with a
+// negative restart count.
+func validLive(l *Live) error {
+	if l == nil {
+		return nil
+	}
+	if l.ObservedAt.IsZero() {
+		return fmt.Errorf("tenancy: checkin: live.observed_at is required: %w", ErrInvalidArgument)
+	}
+	if l.Reason != "" && len(l.Services) > 0 {
+		return fmt.Errorf("tenancy: checkin: live.reason and live.services are exclusive (services only when docker answered): %w", ErrInvalidArgument)
+	}
+	for i, sv := range l.Services {
+		if sv.Name == "" {
+			return fmt.Errorf("tenancy: checkin: live.services[%d].name is required: %w", i, ErrInvalidArgument)
+		}
+		if sv.Restarts < 0 {
+			return fmt.Errorf("tenancy: checkin: live.services[%d].restarts must not be negative: %w", i, ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// boundReason makes a reason valid UTF-8 and keeps its head within MaxLiveReason
+// bytes, ending in LiveCut when it was cut.
+func boundReason(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxLiveReason {
+		return s
+	}
+	return cutUTF8(s, MaxLiveReason-len(LiveCut)) + LiveCut
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that ends at a rune
+// boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 type leaseBody struct {
@@ -349,7 +416,10 @@ type reportBody struct {
 	DurationMS int64          `json:"duration_ms"`
 }
 
-// Checkin posts the check-in (the heartbeat) and returns tenancy's instruction.
+// Checkin posts the check-in (the heartbeat) and returns tenancy's instruction. A
+// Live without ObservedAt, with both Reason and Services, or with a service without a
+// name is refused before sending, as ErrInvalidArgument naming the field; the caps
+// (MaxLiveReason, MaxLiveServices, MaxLiveField) are applied as it is encoded.
 func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) {
 	if req.EnvID == "" {
 		return Instruction{}, fmt.Errorf("tenancy: checkin: env_id is required: %w", ErrInvalidArgument)
@@ -358,6 +428,9 @@ func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) 
 	case "", ResultApplied, ResultFailed, ResultDown:
 	default:
 		return Instruction{}, fmt.Errorf("tenancy: checkin: last_result %q is not applied, failed or down: %w", req.LastResult, ErrInvalidArgument)
+	}
+	if err := validLive(req.Live); err != nil {
+		return Instruction{}, err
 	}
 	body := newCheckinBody(req)
 	var ins Instruction

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -303,14 +304,17 @@ func TestReportAgainstFake(t *testing.T) {
 	require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
 }
 
+// update rewrites the golden request bodies under testdata/ instead of comparing.
+var update = flag.Bool("update", false, "rewrite the golden request bodies under testdata/")
+
 // TestWireGolden pins the exact request bodies.
 func TestWireGolden(t *testing.T) {
 	var mu sync.Mutex
-	bodies := map[string]string{}
+	var bodies []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		bodies[r.URL.Path] = string(data)
+		bodies = append(bodies, string(data))
 		mu.Unlock()
 		switch r.URL.Path {
 		case "/v1/agent/checkin":
@@ -329,10 +333,24 @@ func TestWireGolden(t *testing.T) {
 	require.ErrorIs(t, err, tenancy.ErrProtocol)
 	require.NoError(t, c.Report(t.Context(), tenancy.Report{EnvID: env, SHA: strings.Repeat("e", 64), Serial: 2, Result: tenancy.ResultApplied,
 		Services: []tenancy.ServiceState{{Name: "app", State: "running", Health: "healthy"}}, Duration: 1500 * time.Millisecond}))
-	for path, name := range map[string]string{"/v1/agent/checkin": "checkin", "/v1/agent/lease": "lease", "/v1/agent/report": "report"} {
-		want, err := os.ReadFile(filepath.Join("testdata", "request_"+name+".golden.json"))
+	_, err = c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, AgentVersion: "0.1.0", CurrentSHA: strings.Repeat("e", 64), CurrentSerial: 2,
+		LastResult: tenancy.ResultApplied, Host: tenancy.Host{Hostname: "h", DockerVersion: "27", FreeMB: 10},
+		Live: &tenancy.Live{ObservedAt: time.Date(2026, 3, 4, 11, 22, 33, 123456789, time.FixedZone("CET", 3600)), Healthy: false,
+			Services: []tenancy.LiveService{
+				{Name: "app", State: "running", Health: "unhealthy", Restarts: 3},
+				{Name: "migrate", State: "exited", ExitCode: 1},
+				{Name: "worker", State: "missing"},
+			}}})
+	require.NoError(t, err)
+	for i, name := range []string{"checkin", "lease", "report", "checkin_live"} {
+		path := filepath.Join("testdata", "request_"+name+".golden.json")
+		if *update {
+			require.NoError(t, os.WriteFile(path, []byte(bodies[i]+"\n"), 0o644))
+			continue
+		}
+		want, err := os.ReadFile(path)
 		require.NoError(t, err)
-		assert.JSONEq(t, string(want), bodies[path], name)
+		assert.JSONEq(t, string(want), bodies[i], name)
 	}
 }
 

@@ -42,6 +42,10 @@
 //     differ from the expected ones, or when expires_at is missing, unparsable or not
 //     in the future. Secret-looking fields of a refused lease (secret_id,
 //     wrapping_token, …) are still added to Config.Secrets so that they cannot leak.
+//   - The check-in's live object (Checkin.Live) is checked before sending (ErrInvalidArgument
+//     naming the field) and bounded as it is encoded: a reason of at most MaxLiveReason
+//     bytes, at most MaxLiveServices services, names, states and healths of at most
+//     MaxLiveField bytes, so that the heartbeat stays small whatever docker answers.
 //   - Redirects are never followed: the bearer goes to Config.BaseURL only, and a 3xx
 //     answer is ErrProtocol.
 //   - A 404 on a bundle is ErrProtocol: tenancy asked for a sha it does not serve. The

@@ -24,6 +24,12 @@
 //     404 BUNDLE_NOT_FOUND;
 //   - requests refused before a grant is minted (401, 409, 429, 400, 404) do not count
 //     against the lease budget;
+//   - a check-in's live object is decoded strictly in what it knows (kinds, healthy or
+//     reason but not both, services with healthy, named services, the agent's caps)
+//     and tolerantly in what it does not (unknown fields inside it are ignored); a
+//     malformed one is 400 BAD_REQUEST naming the field and the check-in is not
+//     recorded. The top level of every body stays strict, to catch an agent's typo.
+//     LastLive is the live object of the latest check-in (none: nothing is live);
 //   - a check-in with no desired state answers action "none"; SetDesired with apply and
 //     serial 0 takes the serial the sha was published with;
 //   - Faults.Status forces a status on a call before anything else is checked, with the

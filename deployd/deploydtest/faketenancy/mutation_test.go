@@ -1,6 +1,9 @@
 package faketenancy_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +30,9 @@ var mutations = []struct {
 	{"mismatch_accepted", "env_mismatch"},
 	{"no_budget", "lease_budget"},
 	{"desired_ignored", "checkin"},
+	{"live_forgotten", "live"},
+	{"live_lax", "live"},
+	{"live_strict", "live"},
 }
 
 func TestConformanceCatchesBrokenServers(t *testing.T) {
@@ -58,8 +64,10 @@ func TestBrokenTarget(t *testing.T) {
 	switch mutation {
 	case "echo_bearer":
 		s.SetFaults(faketenancy.Faults{EchoBearer: true})
-	case "no_retry_after", "report_200", "mismatch_accepted":
+	case "no_retry_after", "report_200", "mismatch_accepted", "live_lax":
 		h = rewrite(h, mutation)
+	case "live_forgotten", "live_strict":
+		h = liveMutation(h, mutation)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -73,13 +81,46 @@ func TestBrokenTarget(t *testing.T) {
 
 func rewrite(h http.Handler, mutation string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&rewriter{ResponseWriter: w, mutation: mutation}, r)
+		h.ServeHTTP(&rewriter{ResponseWriter: w, mutation: mutation, path: r.URL.Path}, r)
+	})
+}
+
+// liveMutation breaks the fake's handling of a check-in's live object: live_forgotten
+// drops it before the fake sees it, as a server that does not keep it would;
+// live_strict refuses a live object with a field the fake does not know.
+func liveMutation(h http.Handler, mutation string) http.Handler {
+	known := map[string]bool{"observed_at": true, "healthy": true, "reason": true, "services": true}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/agent/checkin" {
+			var body map[string]json.RawMessage
+			data, _ := io.ReadAll(r.Body)
+			if json.Unmarshal(data, &body) == nil {
+				var live map[string]json.RawMessage
+				if mutation == "live_strict" && json.Unmarshal(body["live"], &live) == nil {
+					for k := range live {
+						if !known[k] {
+							w.Header().Set("Content-Type", "application/json")
+							w.WriteHeader(http.StatusBadRequest)
+							_, _ = io.WriteString(w, `{"error":{"code":"BAD_REQUEST","message":"unknown field live.`+k+`"}}`)
+							return
+						}
+					}
+				}
+				if mutation == "live_forgotten" {
+					delete(body, "live")
+					data, _ = json.Marshal(body)
+				}
+			}
+			r.Body = io.NopCloser(bytes.NewReader(data))
+			r.ContentLength = int64(len(data))
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 
 type rewriter struct {
 	http.ResponseWriter
-	mutation string
+	mutation, path string
 }
 
 func (rw *rewriter) WriteHeader(status int) {
@@ -89,6 +130,8 @@ func (rw *rewriter) WriteHeader(status int) {
 	case rw.mutation == "report_200" && status == http.StatusNoContent:
 		status = http.StatusOK
 	case rw.mutation == "mismatch_accepted" && status == http.StatusConflict:
+		status = http.StatusOK
+	case rw.mutation == "live_lax" && rw.path == "/v1/agent/checkin" && status == http.StatusBadRequest:
 		status = http.StatusOK
 	}
 	rw.ResponseWriter.WriteHeader(status)

@@ -119,6 +119,8 @@ type CheckinRequest struct {
 	LastResult    string `json:"last_result"`
 	LastCode      string `json:"last_code"`
 	Host          Host   `json:"host"`
+	// Live is the check-in's live object; nil when it carried none (nothing is live).
+	Live *Live `json:"live,omitempty"`
 	// UserAgent is the request's User-Agent header.
 	UserAgent string `json:"user_agent"`
 	// Time is when the check-in arrived.
@@ -350,7 +352,23 @@ func (s *Server) Reports(envID string) []Report {
 func (s *Server) Checkins(envID string) []CheckinRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]CheckinRequest(nil), s.env(envID).checkins...)
+	out := append([]CheckinRequest(nil), s.env(envID).checkins...)
+	for i := range out {
+		out[i].Live = out[i].Live.clone()
+	}
+	return out
+}
+
+// LastLive returns the live object of envID's latest check-in. It is false when there
+// was no check-in or the latest carried no live object: the box said nothing is live.
+func (s *Server) LastLive(envID string) (Live, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.env(envID).checkins
+	if len(cs) == 0 || cs[len(cs)-1].Live == nil {
+		return Live{}, false
+	}
+	return *cs[len(cs)-1].Live.clone(), true
 }
 
 // Leases returns the leases granted to envID, oldest first.
@@ -475,11 +493,19 @@ func sameEnv(w http.ResponseWriter, rec *Request, call, envID, tokenEnv string) 
 	return false
 }
 
+// checkinWire is a check-in body as it arrives: live is decoded on its own, strict
+// about what it knows and tolerant of fields it does not (parseLive).
+type checkinWire struct {
+	CheckinRequest
+	Live json.RawMessage `json:"live"`
+}
+
 func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
-	var req CheckinRequest
-	if !decodeBody(w, r, rec, &req) {
+	var body checkinWire
+	if !decodeBody(w, r, rec, &body) {
 		return
 	}
+	req := body.CheckinRequest
 	if req.EnvID == "" {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
 		return
@@ -493,6 +519,12 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "last_result must be applied, failed or down")
 		return
 	}
+	live, err := parseLive(body.Live)
+	if err != nil {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
+	req.Live = live
 	req.UserAgent = r.Header.Get("User-Agent")
 	req.Time = s.opts.Now()
 	s.mu.Lock()

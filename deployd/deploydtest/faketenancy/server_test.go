@@ -31,6 +31,7 @@ func target(s *faketenancy.Server, auth *faketenancy.MemoryAuthority) deploydtes
 			return sha, serial
 		},
 		SetDesired: func(_ testing.TB, env string, d faketenancy.Desired) { s.SetDesired(env, d) },
+		LastLive:   func(_ testing.TB, env string) (faketenancy.Live, bool) { return s.LastLive(env) },
 	}
 }
 

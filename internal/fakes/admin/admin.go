@@ -79,6 +79,7 @@ func New(t *faketenancy.Server, b *fakebao.Server, logger *slog.Logger) *API {
 	a.mux.HandleFunc("GET /envs/{env}/reports", a.reports)
 	a.mux.HandleFunc("GET /envs/{env}/reports/{n}", a.waitReport)
 	a.mux.HandleFunc("GET /envs/{env}/checkins", a.checkins)
+	a.mux.HandleFunc("GET /envs/{env}/live", a.live)
 	a.mux.HandleFunc("GET /envs/{env}/leases", a.leases)
 	a.mux.HandleFunc("GET /requests", a.requests)
 	a.mux.HandleFunc("GET /faults", a.getFaults)
@@ -186,6 +187,16 @@ func (a *API) waitReport(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) checkins(w http.ResponseWriter, r *http.Request) {
 	reply(w, http.StatusOK, nonNil(a.tenancy.Checkins(r.PathValue("env"))))
+}
+
+func (a *API) live(w http.ResponseWriter, r *http.Request) {
+	env := r.PathValue("env")
+	l, ok := a.tenancy.LastLive(env)
+	if !ok {
+		fail(w, http.StatusNotFound, "the latest check-in of "+env+" carries no live object (nothing is live, or no check-in yet)")
+		return
+	}
+	reply(w, http.StatusOK, l)
 }
 
 func (a *API) leases(w http.ResponseWriter, r *http.Request) {

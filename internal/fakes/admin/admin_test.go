@@ -123,3 +123,54 @@ func TestTokensAndSecrets(t *testing.T) {
 		assert.JSONEq(t, `[]`, body, "an empty list is [], never null")
 	}
 }
+
+func TestLive(t *testing.T) {
+	srv, ten, _ := setup(t)
+	status, body := do(t, srv, "GET", "/envs/env-dev-01/live", "")
+	assert.Equal(t, 404, status)
+	assert.Contains(t, body, "carries no live object")
+
+	status, body = do(t, srv, "POST", "/envs/env-dev-01/tokens", "")
+	require.Equal(t, 200, status, body)
+	var out struct{ Token string }
+	require.NoError(t, json.Unmarshal([]byte(body), &out))
+	checkin := func(live string) {
+		t.Helper()
+		b := `{"env_id":"env-dev-01","agent_version":"0.1.0","current_sha":"","current_serial":0,"last_result":"","last_code":"",` +
+			`"host":{"hostname":"h","docker_version":"27","free_mb":1}` + live + `}`
+		req, err := http.NewRequestWithContext(t.Context(), "POST", ten.URL()+"/v1/agent/checkin", strings.NewReader(b))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+out.Token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	live := `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":false,"services":[{"name":"app","state":"exited","health":"","exit_code":1,"restarts":3}]}`
+	checkin(`,"live":` + live)
+	status, body = do(t, srv, "GET", "/envs/env-dev-01/live", "")
+	require.Equal(t, 200, status, body)
+	assert.JSONEq(t, live, body, "the live object as it travels")
+	status, body = do(t, srv, "GET", "/envs/env-dev-01/checkins", "")
+	require.Equal(t, 200, status, body)
+	var cs []map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &cs))
+	require.Len(t, cs, 1)
+	assert.JSONEq(t, live, string(cs[0]["live"]))
+
+	reason := `{"observed_at":"2026-03-04T10:23:00Z","reason":"docker: permission denied"}`
+	checkin(`,"live":` + reason)
+	status, body = do(t, srv, "GET", "/envs/env-dev-01/live", "")
+	require.Equal(t, 200, status, body)
+	assert.JSONEq(t, reason, body, "no healthy and no services with a reason")
+
+	checkin("")
+	status, _ = do(t, srv, "GET", "/envs/env-dev-01/live", "")
+	assert.Equal(t, 404, status, "the latest check-in says nothing is live")
+	status, body = do(t, srv, "GET", "/envs/env-dev-01/checkins", "")
+	require.Equal(t, 200, status, body)
+	cs = nil
+	require.NoError(t, json.Unmarshal([]byte(body), &cs))
+	require.Len(t, cs, 3)
+	assert.NotContains(t, cs[2], "live", "a check-in without live lists none")
+}

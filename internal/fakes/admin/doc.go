@@ -11,7 +11,8 @@
 //	DELETE /envs/{env}/secrets/{path...}  → 204: soft delete (?destroy=true destroys)
 //	GET    /envs/{env}/reports            → [report, …]
 //	GET    /envs/{env}/reports/{n}        → the n-th report, waiting up to ?timeout= (default 30s; 504 after)
-//	GET    /envs/{env}/checkins           → [check-in, …]
+//	GET    /envs/{env}/checkins           → [check-in, …], each with its "live" object if it carried one
+//	GET    /envs/{env}/live               → the latest check-in's live object; 404 when it carried none
 //	GET    /envs/{env}/leases             → [lease, …]
 //	GET    /requests                      → [{"service","method","path","env_id","status","time"}, …]
 //	GET    /faults, PUT /faults           the Faults document below (PUT replaces all of it)

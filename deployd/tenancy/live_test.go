@@ -1,0 +1,184 @@
+package tenancy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/tenancy"
+)
+
+// checkinCapture is a tenancy that answers every check-in with none and keeps the
+// bodies it received.
+type checkinCapture struct {
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (c *checkinCapture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	data, _ := io.ReadAll(r.Body)
+	c.mu.Lock()
+	c.bodies = append(c.bodies, data)
+	c.mu.Unlock()
+	_, _ = io.WriteString(w, `{"action":"none","next_checkin_s":60}`)
+}
+
+func (c *checkinCapture) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.bodies)
+}
+
+// sendLive posts a check-in carrying live and returns the body's live object as raw
+// JSON, nil when the body has no "live" key.
+func sendLive(t *testing.T, live *tenancy.Live) json.RawMessage {
+	t.Helper()
+	rec := &checkinCapture{}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	c := client(t, srv.URL, "tok", nil, nil)
+	_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, AgentVersion: "0.1.0", Live: live})
+	require.NoError(t, err)
+	require.Equal(t, 1, rec.count())
+	var body map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(rec.bodies[0], &body))
+	return body["live"]
+}
+
+func TestCheckinLiveEncoding(t *testing.T) {
+	at := time.Date(2026, 3, 4, 11, 22, 33, 500_000_000, time.FixedZone("CET", 3600))
+	tests := []struct {
+		name string
+		live *tenancy.Live
+		want string // "" means no "live" key at all
+	}{
+		{"nothing_live", nil, ""},
+		{"healthy", &tenancy.Live{ObservedAt: at, Healthy: true, Services: []tenancy.LiveService{
+			{Name: "app", State: "running", Health: "healthy"},
+		}}, `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,
+			"services":[{"name":"app","state":"running","health":"healthy","exit_code":0,"restarts":0}]}`},
+		{"unhealthy_with_services", &tenancy.Live{ObservedAt: at, Services: []tenancy.LiveService{
+			{Name: "app", State: "restarting", Health: "unhealthy", ExitCode: 137, Restarts: 12},
+			{Name: "db", State: "missing"},
+		}}, `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":false,"services":[
+			{"name":"app","state":"restarting","health":"unhealthy","exit_code":137,"restarts":12},
+			{"name":"db","state":"missing","health":"","exit_code":0,"restarts":0}]}`},
+		{"reason_alone", &tenancy.Live{ObservedAt: at, Healthy: true, Reason: "docker: Cannot connect to the Docker daemon"},
+			`{"observed_at":"2026-03-04T10:22:33.5Z","reason":"docker: Cannot connect to the Docker daemon"}`},
+		{"nil_services_as_empty_list", &tenancy.Live{ObservedAt: at, Healthy: true},
+			`{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,"services":[]}`},
+		{"whole_seconds_in_utc", &tenancy.Live{ObservedAt: time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC), Healthy: true},
+			`{"observed_at":"2026-03-04T10:00:00Z","healthy":true,"services":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := sendLive(t, tt.live)
+			if tt.want == "" {
+				assert.Nil(t, got, "no live object when nothing is live")
+				return
+			}
+			assert.JSONEq(t, tt.want, string(got))
+		})
+	}
+}
+
+func TestCheckinLiveCaps(t *testing.T) {
+	at := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	decode := func(t *testing.T, raw json.RawMessage) (reason string, services []tenancy.LiveService) {
+		t.Helper()
+		var l struct {
+			Reason   string                `json:"reason"`
+			Services []tenancy.LiveService `json:"services"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &l))
+		return l.Reason, l.Services
+	}
+	t.Run("long_reason", func(t *testing.T) {
+		// "é" is two bytes: the cut lands inside one unless it moves to a boundary.
+		reason, _ := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Reason: "x" + strings.Repeat("é", 600)}))
+		assert.LessOrEqual(t, len(reason), tenancy.MaxLiveReason)
+		assert.Greater(t, len(reason), tenancy.MaxLiveReason-len(tenancy.LiveCut)-2, "the head is kept, not dropped")
+		assert.True(t, utf8.ValidString(reason))
+		assert.True(t, strings.HasPrefix(reason, "xéé"))
+		assert.True(t, strings.HasSuffix(reason, tenancy.LiveCut))
+	})
+	t.Run("reason_at_the_cap", func(t *testing.T) {
+		in := strings.Repeat("r", tenancy.MaxLiveReason)
+		reason, _ := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Reason: in}))
+		assert.Equal(t, in, reason, "a reason within the cap is sent whole")
+	})
+	t.Run("invalid_utf8_reason", func(t *testing.T) {
+		reason, _ := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Reason: "bad \xff byte"}))
+		assert.Equal(t, "bad \uFFFD byte", reason)
+	})
+	t.Run("many_services", func(t *testing.T) {
+		in := make([]tenancy.LiveService, tenancy.MaxLiveServices+44)
+		for i := range in {
+			in[i] = tenancy.LiveService{Name: "svc-" + fmt.Sprintf("%04d", i), State: "running"}
+		}
+		live := &tenancy.Live{ObservedAt: at, Healthy: true, Services: in}
+		_, got := decode(t, sendLive(t, live))
+		require.Len(t, got, tenancy.MaxLiveServices)
+		assert.Equal(t, in[:tenancy.MaxLiveServices], got, "the first ones are sent, in order")
+		assert.Len(t, live.Services, tenancy.MaxLiveServices+44, "the caller's slice is left alone")
+	})
+	t.Run("worst_case_size", func(t *testing.T) {
+		long := strings.Repeat("w", 4096)
+		in := make([]tenancy.LiveService, 1000)
+		for i := range in {
+			in[i] = tenancy.LiveService{Name: long, State: long, Health: long, ExitCode: math.MinInt64, Restarts: math.MaxInt64}
+		}
+		raw := sendLive(t, &tenancy.Live{ObservedAt: at.Add(123456789), Healthy: true, Services: in})
+		assert.LessOrEqual(t, len(raw), 125<<10, "the documented bound of a live object with printable fields")
+		t.Logf("worst-case live object: %d bytes", len(raw))
+	})
+	t.Run("long_fields", func(t *testing.T) {
+		name := strings.Repeat("n", tenancy.MaxLiveField-1) + "ü" // the cap cuts ü in two
+		in := tenancy.LiveService{Name: name, State: strings.Repeat("s", 300), Health: "healthy"}
+		_, got := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Healthy: true, Services: []tenancy.LiveService{in}}))
+		require.Len(t, got, 1)
+		assert.Equal(t, strings.Repeat("n", tenancy.MaxLiveField-1), got[0].Name)
+		assert.Equal(t, strings.Repeat("s", tenancy.MaxLiveField), got[0].State)
+		assert.Equal(t, "healthy", got[0].Health)
+	})
+}
+
+func TestCheckinLiveRefused(t *testing.T) {
+	at := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		live  tenancy.Live
+		field string
+	}{
+		{"reason_and_services", tenancy.Live{ObservedAt: at, Reason: "docker: timeout",
+			Services: []tenancy.LiveService{{Name: "app", State: "running"}}}, "live.reason and live.services"},
+		{"service_without_name", tenancy.Live{ObservedAt: at, Healthy: true,
+			Services: []tenancy.LiveService{{Name: "app", State: "running"}, {State: "running"}}}, "live.services[1].name"},
+		{"no_observed_at", tenancy.Live{Healthy: true}, "live.observed_at"},
+		{"negative_restarts", tenancy.Live{ObservedAt: at, Services: []tenancy.LiveService{{Name: "app", Restarts: -1}}},
+			"live.services[0].restarts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &checkinCapture{}
+			srv := httptest.NewServer(rec)
+			t.Cleanup(srv.Close)
+			c := client(t, srv.URL, "tok", nil, nil)
+			_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, Live: &tt.live})
+			require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+			assert.Contains(t, err.Error(), tt.field)
+			assert.Zero(t, rec.count(), "nothing is sent")
+		})
+	}
+}
