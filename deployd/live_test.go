@@ -1,0 +1,89 @@
+package deployd_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+)
+
+// TestLiveHealthInEveryCheckin: after an apply every check-in carries the live
+// release's health; a container that dies later turns it unhealthy, and the tick that
+// sees it takes no lease, runs no compose command and reports nothing: it only tells.
+func TestLiveHealthInEveryCheckin(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	_, ok := b.Stack.Tenancy.LastLive(b.Env)
+	assert.False(t, ok, "nothing live yet: the check-in carries no live object")
+
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(t, ok)
+	require.NotNil(t, live.Healthy)
+	assert.True(t, *live.Healthy)
+	assert.Empty(t, live.Reason)
+	require.NotEmpty(t, live.Services)
+	for _, s := range live.Services {
+		assert.Equal(t, "running", s.State, s.Name)
+	}
+
+	// The web container dies an hour later.
+	web := live.Services[len(live.Services)-1].Name
+	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+		sha: {web: {States: []fakedocker.State{{State: "exited", ExitCode: 137, RestartCount: 2}}}},
+	}})
+	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
+	ups, downs := len(b.DockerCalls("up")), len(b.DockerCalls("down"))
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.Equal(t, "none", out.Action)
+	live, ok = b.Stack.Tenancy.LastLive(b.Env)
+	require.True(t, ok)
+	require.NotNil(t, live.Healthy)
+	assert.False(t, *live.Healthy, "the check-in tells tenancy")
+	dead := live.Services[len(live.Services)-1]
+	assert.Equal(t, faketenancy.LiveService{Name: web, State: "exited", ExitCode: 137, Restarts: 2}, dead)
+	assert.Equal(t, leases, b.Leases(), "no lease")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "no report")
+	assert.Len(t, b.DockerCalls("up"), ups, "no compose up")
+	assert.Len(t, b.DockerCalls("down"), downs, "no compose down")
+	assert.Equal(t, sha, b.State().LiveSHA, "nothing changed on the box")
+
+	st := b.State()
+	require.NotNil(t, st.Live)
+	assert.False(t, st.Live.Healthy)
+	assert.Equal(t, sha, st.Live.SHA)
+	assert.Contains(t, b.Logs.String(), "the live release is not healthy")
+	assert.Contains(t, b.Logs.String(), web+": exited, exit code 137, restarted 2 times")
+}
+
+// TestLiveHealthWhenDockerCannotBeAsked: the check-in goes out with a reason.
+func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+		"ps": {Exit: 1, Stderr: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"},
+	}})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, "the heartbeat does not depend on docker")
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(t, ok)
+	assert.Nil(t, live.Healthy)
+	assert.Nil(t, live.Services)
+	assert.NotEmpty(t, live.Reason)
+	assert.Contains(t, b.Logs.String(), "could not read the live release's health")
+}
