@@ -375,7 +375,7 @@ func TestErrors(t *testing.T) {
 	})
 }
 
-func TestCloseAndConcurrency(t *testing.T) {
+func TestConcurrency(t *testing.T) {
 	f := newFakeEngine(t, nil)
 	c := f.client(t, Options{})
 	ctx := context.Background()
@@ -394,19 +394,33 @@ func TestCloseAndConcurrency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestClose(t *testing.T) {
+	f := newFakeEngine(t, nil)
+	c := f.client(t, Options{})
+	ctx := context.Background()
+	for range 3 { // one kept-alive connection
+		if _, err := c.Version(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.closed
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := closed(); n != 0 {
+		t.Fatalf("%d connections closed before Close", n)
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		f.mu.Lock()
-		closed := f.closed
-		f.mu.Unlock()
-		if closed > 0 {
-			break
-		}
+	for closed() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("Close left the idle connections open")
+			t.Fatal("Close left the idle connection open")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
