@@ -28,7 +28,8 @@ const (
 
 // Options configure a Client. The zero value is ready to use.
 type Options struct {
-	// Logger receives a debug record per request; nil discards.
+	// Logger receives a debug record per request and an info record per removed
+	// image; nil discards.
 	Logger *slog.Logger
 	// Timeout bounds each request, from the dial to the last byte of the body. If
 	// zero, DefaultTimeout is used.
