@@ -176,7 +176,7 @@ func (e psEntry) container() (Container, error) {
 		c.Service = labels[ServiceLabel]
 	}
 	if c.State == "exited" && c.ExitCode == 0 {
-		c.ExitCode = exitCodeFromStatus(c.Status)
+		c.ExitCode = ExitCodeFromStatus(c.Status)
 	}
 	return c, nil
 }
@@ -208,8 +208,10 @@ func parseLabels(raw json.RawMessage) (map[string]string, error) {
 
 var exitedRe = regexp.MustCompile(`^Exited \((-?\d+)\)`)
 
-// exitCodeFromStatus reads N from "Exited (N) 3 seconds ago"; 0 if absent.
-func exitCodeFromStatus(status string) int {
+// ExitCodeFromStatus reads N from docker's status text "Exited (N) 3 seconds ago"; it
+// is 0 for any other text and for an N that is not an int. The Engine API's container
+// list (internal/engine) carries an exited container's code only in that text.
+func ExitCodeFromStatus(status string) int {
 	m := exitedRe.FindStringSubmatch(status)
 	if m == nil {
 		return 0

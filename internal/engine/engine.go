@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	// DefaultHost is the daemon's address without DOCKER_HOST.
+	DefaultHost = "unix:///var/run/docker.sock"
+	// DefaultTimeout bounds each request when Options.Timeout is zero.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxBody bounds each response body when Options.MaxBody is zero.
+	DefaultMaxBody = 16 << 20
+)
+
+// Options configure a Client. The zero value is ready to use.
+type Options struct {
+	// Logger receives a debug record per request and an info record per removed
+	// image; nil discards.
+	Logger *slog.Logger
+	// Timeout bounds each request, from the dial to the last byte of the body. If
+	// zero, DefaultTimeout is used.
+	Timeout time.Duration
+	// MaxBody is the largest response body read, in bytes; a larger one is an error.
+	// If zero, DefaultMaxBody is used.
+	MaxBody int64
+}
+
+// Client is a client of one docker daemon. It is safe for concurrent use.
+type Client struct {
+	host    string // DOCKER_HOST as understood, e.g. unix:///var/run/docker.sock
+	base    string // scheme and authority of the request URLs
+	tr      *http.Transport
+	http    *http.Client
+	log     *slog.Logger
+	timeout time.Duration
+	maxBody int64
+}
+
+// endpoint is where the daemon listens: a unix socket path or a TCP address.
+type endpoint struct {
+	network string // "unix" or "tcp"
+	addr    string // the socket path or host:port
+	host    string // the normalised DOCKER_HOST
+}
+
+// New returns a client of the daemon that env describes ("K=V", as deployd.DockerEnv
+// returns it; the last of a repeated name wins). It dials nothing: an unreachable
+// daemon shows on the first call. An endpoint the client cannot speak to matches
+// ErrUnsupported; negative options are an error.
+func New(env []string, opts Options) (*Client, error) {
+	if opts.Timeout < 0 || opts.MaxBody < 0 {
+		return nil, &Error{Op: "new", Err: errors.New("Options.Timeout and Options.MaxBody must not be negative")}
+	}
+	ep, err := parseEnv(env)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{host: ep.host, log: opts.Logger, timeout: opts.Timeout, maxBody: opts.MaxBody}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.maxBody == 0 {
+		c.maxBody = DefaultMaxBody
+	}
+	dialer := &net.Dialer{Timeout: c.timeout}
+	c.tr = &http.Transport{
+		Proxy: nil, // never a proxy from the environment
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, ep.network, ep.addr)
+		},
+		MaxIdleConns:        4,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	c.http = &http.Client{Transport: c.tr}
+	if ep.network == "unix" {
+		c.base = "http://docker"
+	} else {
+		c.base = "http://" + ep.addr
+	}
+	return c, nil
+}
+
+// parseEnv finds the daemon in the docker environment.
+func parseEnv(env []string) (endpoint, error) {
+	vals := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vals[k] = v
+		}
+	}
+	unsupported := func(host, why string) error {
+		return &Error{Op: "new", Host: host, Err: fmt.Errorf("%w: %s", ErrUnsupported, why)}
+	}
+	if ctx := vals["DOCKER_CONTEXT"]; ctx != "" && ctx != "default" {
+		return endpoint{}, unsupported("", fmt.Sprintf("DOCKER_CONTEXT=%s selects a docker context, whose endpoint only the docker CLI reads", ctx))
+	}
+	raw := vals["DOCKER_HOST"]
+	if raw == "" {
+		raw = DefaultHost
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return endpoint{}, &Error{Op: "new", Err: errors.New("DOCKER_HOST is not a URL such as unix:///var/run/docker.sock or tcp://host:2375")}
+	}
+	shown := u.Redacted()
+	switch u.Scheme {
+	case "unix":
+		p := u.Path
+		if u.Host != "" || !strings.HasPrefix(p, "/") || u.RawQuery != "" {
+			return endpoint{}, &Error{Op: "new", Host: shown, Err: errors.New("DOCKER_HOST unix:// needs an absolute socket path, e.g. unix:///var/run/docker.sock")}
+		}
+		return endpoint{network: "unix", addr: p, host: "unix://" + p}, nil
+	case "tcp":
+		if vals["DOCKER_TLS_VERIFY"] != "" || vals["DOCKER_CERT_PATH"] != "" {
+			return endpoint{}, unsupported(shown, "TLS to the daemon (DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is set)")
+		}
+		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Hostname() == "" {
+			return endpoint{}, &Error{Op: "new", Host: shown, Err: errors.New("DOCKER_HOST tcp:// takes a host and a port only, e.g. tcp://127.0.0.1:2375")}
+		}
+		port := u.Port()
+		if port == "" {
+			port = "2375"
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return endpoint{}, &Error{Op: "new", Host: shown, Err: errors.New("DOCKER_HOST tcp:// has no valid port")}
+		}
+		addr := net.JoinHostPort(u.Hostname(), port)
+		return endpoint{network: "tcp", addr: addr, host: "tcp://" + addr}, nil
+	case "ssh", "npipe", "fd":
+		return endpoint{}, unsupported(shown, "DOCKER_HOST "+u.Scheme+":// is not spoken here")
+	default:
+		return endpoint{}, unsupported(shown, "DOCKER_HOST scheme "+u.Scheme+":// is not one of unix, tcp")
+	}
+}
+
+// Host returns the daemon's address, e.g. "unix:///var/run/docker.sock" or
+// "tcp://127.0.0.1:2375".
+func (c *Client) Host() string { return c.host }
+
+// Close closes the client's idle connections. A call after Close opens a new one.
+func (c *Client) Close() error {
+	c.tr.CloseIdleConnections()
+	return nil
+}
+
+// do sends one request and returns the body of a 2xx answer; any other answer is an
+// *Error with the status and the daemon's message.
+func (c *Client) do(ctx context.Context, op, method, path string, query url.Values) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	fail := func(status int, msg string, err error) error {
+		return &Error{Op: op, Host: c.host, Path: path, Status: status, Message: msg, Err: err}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, fail(0, "", err)
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fail(0, "", transportErr(ctx, err, c.timeout))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
+	c.log.DebugContext(ctx, "docker engine request", "op", op, "method", method, "path", path,
+		"status", resp.StatusCode, "bytes", len(body), "duration", time.Since(start))
+	if err != nil {
+		return nil, fail(resp.StatusCode, "", fmt.Errorf("reading the answer: %w", transportErr(ctx, err, c.timeout)))
+	}
+	if int64(len(body)) > c.maxBody {
+		return nil, fail(resp.StatusCode, "", fmt.Errorf("the answer is larger than %d bytes (Options.MaxBody)", c.maxBody))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, fail(resp.StatusCode, daemonMessage(body), nil)
+	}
+	return body, nil
+}
+
+// transportErr names what went wrong with a request that got no complete answer: a
+// failed dial is ErrUnreachable, an expired context says so.
+func transportErr(ctx context.Context, err error, timeout time.Duration) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("%w: %w", ErrUnreachable, op)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no complete answer within %s or before the caller's deadline: %w", timeout, ctx.Err())
+	}
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// getJSON sends a GET and decodes the answer into v.
+func (c *Client) getJSON(ctx context.Context, op, path string, query url.Values, v any) error {
+	body, err := c.do(ctx, op, http.MethodGet, path, query)
+	if err != nil {
+		return err
+	}
+	if err := jsonUnmarshal(body, v); err != nil {
+		return &Error{Op: op, Host: c.host, Path: path, Err: err}
+	}
+	return nil
+}
+
+// jsonUnmarshal decodes data into v; its error is jsonErr's.
+func jsonUnmarshal(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("the answer is empty")
+	}
+	return jsonErr(err)
+}
+
+// jsonErr keeps the position and the kind of a JSON decoding error but none of the
+// input, which may hold label or environment values.
+func jsonErr(err error) error {
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) {
+		return fmt.Errorf("the answer is not valid JSON (at byte %d)", syn.Offset)
+	}
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &typ) {
+		kind, _, _ := strings.Cut(typ.Value, " ") // "number 5" → "number": no value
+		return fmt.Errorf("the answer's field %s is a JSON %s, want %s", typ.Field, kind, typ.Type)
+	}
+	return errors.New("the answer is not valid JSON")
+}
+
+// Version returns the daemon's version, e.g. "20.10.24+dfsg1" (GET /version).
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var v struct {
+		Version string `json:"Version"`
+	}
+	if err := c.getJSON(ctx, "version", "/version", nil, &v); err != nil {
+		return "", err
+	}
+	if v.Version == "" {
+		return "", &Error{Op: "version", Host: c.host, Path: "/version", Err: errors.New("the answer has no Version")}
+	}
+	return v.Version, nil
+}
