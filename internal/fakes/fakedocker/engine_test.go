@@ -376,7 +376,7 @@ func TestEngineImages(t *testing.T) {
 	assert.Equal(t, []map[string]string{{"Untagged": "registry.example/api:1"}, {"Deleted": api1.ID}}, del)
 	code, body = e.engine("DELETE", "/images/"+api1.ID)
 	assert.Equal(t, 404, code)
-	message("No such image: " + api1.ID)(t, body)
+	message("No such image: "+api1.ID)(t, body)
 	e.engineJSON("DELETE", "/images/"+strings.TrimPrefix(got["p-web:latest"].ID, "sha256:")[:12], 200, &del) // a short ID
 	code, body = e.engine("DELETE", "/images/alpine:latest")
 	assert.Equal(t, 400, code)
