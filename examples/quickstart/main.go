@@ -1,6 +1,7 @@
 // Command quickstart runs monky-deployd's whole job on one machine with nothing
 // installed but Go: it starts the shipped fake tenancy and fake OpenBao on loopback,
-// uses the fake docker (this very program, re-executed as "docker"), writes a box
+// uses the fake docker (this very program, re-executed as "docker", and the fake
+// docker Engine API on a unix socket, named by DOCKER_HOST), writes a box
 // config into a temporary directory, and then walks through a box's life:
 //
 //  1. bootstrap with a one-time grant;
@@ -98,6 +99,21 @@ func run(ctx context.Context, stdout io.Writer, keep, verbose bool) error {
 		return err
 	}
 
+	// The fake docker Engine API over the same record and state, on a unix socket in a
+	// short directory of its own (a socket path is at most 107 bytes): the agent finds
+	// it through DOCKER_HOST in the environment it gives docker.
+	sockDir, err := os.MkdirTemp("", "fd")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(sockDir) }()
+	dockerLog := filepath.Join(dir, "docker.log")
+	engine, err := fakedocker.ServeEngine(filepath.Join(sockDir, "docker.sock"), fakedocker.Config{Log: dockerLog})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = engine.Close() }()
+
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
@@ -110,7 +126,7 @@ func run(ctx context.Context, stdout io.Writer, keep, verbose bool) error {
 	}
 	defer fakes.Close()
 	ten, bao := fakes.Tenancy, fakes.Bao
-	fmt.Fprintf(stdout, "fake tenancy on %s, fake OpenBao on %s, fake docker at %s\n", ten.URL(), bao.URL(), docker)
+	fmt.Fprintf(stdout, "fake tenancy on %s, fake OpenBao on %s, fake docker at %s, fake docker engine on %s\n", ten.URL(), bao.URL(), docker, engine.DockerHost())
 
 	configPath := filepath.Join(dir, "config.yaml")
 	config := fmt.Sprintf(`env_id: %s
@@ -141,7 +157,7 @@ compose:
 		Logger:     logger,
 		Hostname:   "quickstart",
 		HealthPoll: 200 * time.Millisecond,
-		DockerEnv:  []string{"PATH=" + bin + ":/usr/bin:/bin", "FAKE_DOCKER_LOG=" + filepath.Join(dir, "docker.log")},
+		DockerEnv:  []string{"PATH=" + bin + ":/usr/bin:/bin", "DOCKER_HOST=" + engine.DockerHost(), "FAKE_DOCKER_LOG=" + dockerLog},
 	})
 	if err != nil {
 		return err
@@ -234,7 +250,7 @@ compose:
 		data, _ := json.Marshal(map[string]any{"result": r.Result, "code": r.Code, "sha": short(r.SHA), "serial": r.Serial})
 		fmt.Fprintf(stdout, "   report %s\n", data)
 	}
-	calls, _ := fakedocker.ReadCalls(filepath.Join(dir, "docker.log"))
+	calls, _ := fakedocker.ReadCalls(dockerLog)
 	fmt.Fprintf(stdout, "   docker was called %d times:\n", len(calls))
 	for _, c := range calls {
 		fmt.Fprintf(stdout, "     docker %s\n", strings.Join(shortArgs(c.Argv), " "))

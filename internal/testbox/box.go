@@ -289,7 +289,7 @@ func (b *Box) State() deployd.State {
 
 // NewAgent builds an in-process agent over the box's config, closed by tb.Cleanup.
 // Unset fields of o: Logger writes JSON at debug level to Logs, DockerEnv is the fake
-// docker's, Hostname is "box-under-test".
+// docker's (its DOCKER_HOST names the fake engine), Hostname is "box-under-test".
 func (b *Box) NewAgent(o deployd.Options) *deployd.Agent {
 	b.T.Helper()
 	if o.Logger == nil {
@@ -322,12 +322,15 @@ func (b *Box) Tick(a *deployd.Agent) (deployd.Outcome, int) {
 }
 
 // ProcEnv is the process environment of the agent binary, then extra ("K=V"). With
-// the fake docker: PATH (the fake's directory first) and the fake's FAKE_DOCKER_*
-// variables; with the real one: the system's PATH and HOME (the box's directory).
+// the fake docker: PATH (the fake's directory first), DOCKER_HOST (the fake engine's
+// socket, which the agent passes on to docker through deployd.DockerEnv) and the
+// fake's FAKE_DOCKER_* variables; with the real one: the system's PATH and HOME (the
+// box's directory).
 func (b *Box) ProcEnv(extra ...string) []string {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + b.Dir}
 	if b.Docker != nil {
 		env = []string{"PATH=" + b.Docker.Dir + ":/usr/bin:/bin",
+			"DOCKER_HOST=" + b.Docker.DockerHost(),
 			fakedocker.EnvLog + "=" + b.Docker.Log,
 			fakedocker.EnvState + "=" + b.Docker.State,
 			fakedocker.EnvScript + "=" + b.Docker.Script}

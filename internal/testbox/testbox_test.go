@@ -1,6 +1,7 @@
 package testbox_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,4 +94,39 @@ func TestBuildOnce(t *testing.T) {
 	st, err := os.Stat(a)
 	require.NoError(t, err)
 	assert.NotZero(t, st.Mode().Perm()&0o111)
+}
+
+// TestDockerHostNamesTheFakeEngine: the in-process agent and the agent binary both give
+// docker DOCKER_HOST, and it names the fake engine of the box's docker, which answers
+// from the same state as the fake docker program.
+func TestDockerHostNamesTheFakeEngine(t *testing.T) {
+	b := testbox.New(t, testbox.Options{})
+	require.NotEmpty(t, b.Docker.Socket)
+	assert.Contains(t, b.ProcEnv(), "DOCKER_HOST=unix://"+b.Docker.Socket)
+
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.Tick(b.NewAgent(deployd.Options{HealthPoll: 10 * time.Millisecond}))
+	require.Equal(t, deployd.ExitOK, code, out.Code)
+	require.Equal(t, sha, b.Live())
+	inProcess := len(b.Docker.Calls())
+	require.Positive(t, inProcess)
+
+	b.Publish(faketenancy.SampleApp(b.Env, 2))
+	res := b.Run(60*time.Second, []string{"run", "--config", b.CfgPath})
+	require.Equal(t, deployd.ExitOK, res.Code, res.Output())
+	calls := b.Docker.Calls()
+	require.Greater(t, len(calls), inProcess, "the binary ran docker")
+	for i, c := range calls {
+		assert.Contains(t, c.Env, "DOCKER_HOST", "call %d (%s) got DOCKER_HOST; in-process before %d", i, strings.Join(c.Argv, " "), inProcess)
+	}
+
+	resp, err := b.Docker.HTTPClient().Get("http://docker/containers/json?all=1")
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	var list []struct{ Labels map[string]string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	require.NotEmpty(t, list, "the release the binary applied is up, seen through the engine")
+	for _, c := range list {
+		assert.Equal(t, b.Cfg.Compose.Project, c.Labels["com.docker.compose.project"])
+	}
 }

@@ -31,7 +31,7 @@ func (r *run) up(args []string) int {
 		return r.usage(usageError("up of selected services is not supported by the fake"))
 	}
 	return r.do("up", func(st *Status, out *outcome) error {
-		services, healthchecks, err := projectServices(r.projectDir, r.files)
+		services, healthchecks, images, err := projectFile(r.projectDir, r.files)
 		if err != nil {
 			fmt.Fprintln(&out.stderr, err)
 			out.code = 1
@@ -42,10 +42,12 @@ func (r *run) up(args []string) int {
 		st.Dir = r.projectDir
 		st.Services = services
 		st.Healthchecks = healthchecks
+		st.ServiceImages = serviceImages(r.project, services, images)
 		st.Generation++
 		st.PSCalls = 0
 		st.UpAt = time.Now().Unix()
 		for _, c := range r.containers(st) {
+			r.learnImage(st, c)
 			fmt.Fprintf(&out.stderr, " Container %s  Started\n", c.name)
 		}
 		return nil
@@ -196,8 +198,8 @@ func versionOutput(out *outcome, format, server string) error {
 		Os, Arch   string
 	}
 	data := struct{ Client, Server part }{
-		Client: part{Version: DefaultServerVersion, APIVersion: "1.47", Os: "linux", Arch: "amd64"},
-		Server: part{Version: server, APIVersion: "1.47", Os: "linux", Arch: "amd64"},
+		Client: part{Version: DefaultServerVersion, APIVersion: APIVersion, Os: "linux", Arch: "amd64"},
+		Server: part{Version: server, APIVersion: APIVersion, Os: "linux", Arch: "amd64"},
 	}
 	if format == "" {
 		format = "Client:\n Version:\t{{.Client.Version}}\n API version:\t{{.Client.APIVersion}}\n\nServer:\n Engine:\n  Version:\t{{.Server.Version}}\n  API version:\t{{.Server.APIVersion}}"
@@ -273,6 +275,9 @@ func (r *run) containers(st *Status) []container {
 			name:    project + "-" + name + "-1",
 			image:   svc.Image,
 			hasHC:   slices.Contains(st.Healthchecks, name),
+		}
+		if c.image == "" {
+			c.image = st.ServiceImages[name]
 		}
 		if c.image == "" {
 			c.image = "example.invalid/" + name + ":latest"
@@ -385,7 +390,7 @@ func (r *run) psJSON(st *Status, cs []container, n int, noTrunc bool, out *outco
 		list := make([]summary, 0, len(cs))
 		for _, c := range cs {
 			list = append(list, summary{
-				ID: c.id(st), Name: c.name, Image: c.image, Command: "/entrypoint.sh",
+				ID: c.id(st), Name: c.name, Image: c.image, Command: containerCommand,
 				Project: st.Project, Service: c.service, Created: created.Unix(),
 				State: c.stateName(), Status: c.status(n), Health: c.health(),
 				ExitCode: c.state.ExitCode,
@@ -404,7 +409,7 @@ func (r *run) psJSON(st *Status, cs []container, n int, noTrunc bool, out *outco
 			id = id[:12]
 		}
 		obj := map[string]any{
-			"Command":      strconv.Quote("/entrypoint.sh"),
+			"Command":      strconv.Quote(containerCommand),
 			"CreatedAt":    created.Format("2006-01-02 15:04:05 -0700 MST"),
 			"ExitCode":     c.state.ExitCode,
 			"Health":       c.health(),
@@ -525,15 +530,32 @@ func (c container) inspectJSON(st *Status) map[string]any {
 	}
 	return map[string]any{
 		"Id":           c.id(st),
+		"Created":      up.Add(-time.Second).Format(time.RFC3339Nano),
+		"Path":         containerCommand,
+		"Args":         []string{},
 		"Name":         "/" + c.name,
+		"Image":        imageID(c.image),
 		"RestartCount": c.state.RestartCount,
+		"Platform":     "linux",
+		"Driver":       "overlay2",
+		"Mounts":       []any{},
 		"State":        state,
 		"Config": map[string]any{
-			"Image": c.image,
-			"Labels": map[string]string{
-				"com.docker.compose.project": st.Project,
-				"com.docker.compose.service": c.service,
-			},
+			"Image":      c.image,
+			"Labels":     c.labels(st),
+			"Entrypoint": []string{containerCommand},
+			"Cmd":        []string{},
 		},
+	}
+}
+
+// containerCommand is the command of every fake container, as ps and inspect show it.
+const containerCommand = "/entrypoint.sh"
+
+// labels are the compose labels of the container.
+func (c container) labels(st *Status) map[string]string {
+	return map[string]string{
+		"com.docker.compose.project": st.Project,
+		"com.docker.compose.service": c.service,
 	}
 }

@@ -18,6 +18,13 @@ var defaultComposeFiles = []string{"compose.yaml", "compose.yml", "docker-compos
 // which of them declare a healthcheck (one that is not disabled). Later files override
 // earlier ones, as compose merges them. Relative files are taken from dir.
 func projectServices(dir string, files []string) (services, healthchecks []string, err error) {
+	services, healthchecks, _, err = projectFile(dir, files)
+	return services, healthchecks, err
+}
+
+// projectFile is projectServices that also returns the image each service names
+// (services that name none are absent: compose builds them).
+func projectFile(dir string, files []string) (services, healthchecks []string, images map[string]string, err error) {
 	if len(files) == 0 {
 		for _, name := range defaultComposeFiles {
 			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
@@ -26,30 +33,32 @@ func projectServices(dir string, files []string) (services, healthchecks []strin
 			}
 		}
 		if len(files) == 0 {
-			return nil, nil, fmt.Errorf("no configuration file provided: not found in %s", dir)
+			return nil, nil, nil, fmt.Errorf("no configuration file provided: not found in %s", dir)
 		}
 	}
 	hc := map[string]bool{}
+	images = map[string]string{}
 	for _, f := range files {
 		if !filepath.IsAbs(f) {
 			f = filepath.Join(dir, f)
 		}
 		b, err := os.ReadFile(f)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("open %s: no such file or directory", f)
+			return nil, nil, nil, fmt.Errorf("open %s: no such file or directory", f)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		var doc struct {
 			Services map[string]struct {
+				Image       string `yaml:"image"`
 				Healthcheck *struct {
 					Disable bool `yaml:"disable"`
 				} `yaml:"healthcheck"`
 			} `yaml:"services"`
 		}
 		if err := yaml.Unmarshal(b, &doc); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", f, err)
+			return nil, nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for name, svc := range doc.Services {
 			// Without a healthcheck section the service keeps what earlier files said.
@@ -58,6 +67,9 @@ func projectServices(dir string, files []string) (services, healthchecks []strin
 				has = !svc.Healthcheck.Disable
 			}
 			hc[name] = has
+			if svc.Image != "" {
+				images[name] = svc.Image
+			}
 		}
 	}
 	for name, has := range hc {
@@ -68,5 +80,5 @@ func projectServices(dir string, files []string) (services, healthchecks []strin
 	}
 	slices.Sort(services)
 	slices.Sort(healthchecks)
-	return services, healthchecks, nil
+	return services, healthchecks, images, nil
 }

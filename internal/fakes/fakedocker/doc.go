@@ -105,5 +105,27 @@
 // printed only for running containers with a healthcheck, as docker does; a service has
 // a healthcheck when its compose file declares one, when healthcheck is set in the
 // script, or when one of its states names a health. ps without --all hides containers
-// that are not running, as compose does.
+// that are not running, as compose does. image_size sets the size of the service's
+// image (default DefaultImageSize).
+//
+// # The Engine API
+//
+// Engine (NewEngine, ServeEngine on a unix socket) is the fake docker Engine API over
+// the same record, state and script (Config, as in ConfigFile): GET /_ping, GET
+// /version, GET /containers/json (all=1, filters by label and status), GET
+// /containers/{id}/json, GET /images/json and DELETE /images/{id}, unversioned or
+// under /v1.NN. A GET /containers/json is one ps step: it advances the same counter
+// as docker compose ps, so a script plays the same whichever way it is read, and GET
+// /containers/{id}/json is the object docker inspect prints, in the state of the last
+// step. Every request appends a Call with argv ["engine", METHOD, PATH] and the raw
+// query in Call.Query. The commands of the script (failures, delays) are the
+// program's only; the engine does not play them.
+//
+// Images: every up learns the image of each service (its image in the compose
+// files, "<project>-<service>" for one compose would build, or the script's) with ID
+// ImageID(ref), "sha256:" and the hex sha256 of the normalized reference, and keeps it
+// in the state file after down and after an up of another release, until DELETE
+// /images/{id} removes it: by ID only (a full ID or a prefix of 12 hex digits or
+// more), 409 while a running container of the project uses it (or a stopped one,
+// without force=1), 404 for an unknown ID.
 package fakedocker

@@ -24,11 +24,15 @@ const ComposeVersion = "2.29.7"
 
 // Call is one recorded invocation, one JSON line of FAKE_DOCKER_LOG.
 type Call struct {
-	// Argv holds the arguments after the program name.
+	// Argv holds the arguments after the program name; a request to the fake engine
+	// is ["engine", METHOD, PATH] (EngineArgv0).
 	Argv []string `json:"argv"`
-	// Dir is the working directory of the call.
+	// Query is the raw query of a request to the fake engine, "" for a program call.
+	Query string `json:"query,omitempty"`
+	// Dir is the working directory of the call ("" for the fake engine).
 	Dir string `json:"dir"`
-	// Env holds the sorted names (never the values) of the environment variables.
+	// Env holds the sorted names (never the values) of the environment variables
+	// (none for the fake engine).
 	Env []string `json:"env"`
 	// Time is when the call started.
 	Time time.Time `json:"time"`

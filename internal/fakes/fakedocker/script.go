@@ -54,8 +54,13 @@ type Command struct {
 
 // Service scripts one compose service.
 type Service struct {
-	// Image is shown by ps; default "example.invalid/<service>:latest".
+	// Image is shown by ps; default the service's image in the compose files (or
+	// "<project>-<service>" when it has none and compose would build it), else
+	// "example.invalid/<service>:latest".
 	Image string `json:"image,omitempty"`
+	// ImageSize is the size in bytes of the service's image, as the fake engine's
+	// GET /images/json reports it; 0 means DefaultImageSize.
+	ImageSize int64 `json:"image_size,omitempty"`
 	// Healthcheck, when set, overrides whether the service has a healthcheck.
 	Healthcheck *bool `json:"healthcheck,omitempty"`
 	// States are shown over successive ps calls after up; the last one repeats.

@@ -31,6 +31,24 @@ type Status struct {
 	DownVolumes bool `json:"down_volumes"`
 	// UpAt is when the last up ran, in Unix seconds.
 	UpAt int64 `json:"up_at,omitempty"`
+	// ServiceImages maps each service of the compose files of the last up to its image
+	// reference: the service's image, or "<project>-<service>" for one that is built.
+	ServiceImages map[string]string `json:"service_images,omitempty"`
+	// Images are the images the fake engine holds: learned from every up, kept after
+	// down and after an up of another release, until DELETE /images/{id} removes them.
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is one image the fake engine holds.
+type Image struct {
+	// ID is "sha256:" and the hex sha256 of Ref, deterministic.
+	ID string `json:"id"`
+	// Ref is the normalized reference ("nginx" becomes "nginx:latest").
+	Ref string `json:"ref"`
+	// Size is the image size in bytes (Service.ImageSize, default DefaultImageSize).
+	Size int64 `json:"size"`
+	// Created is when the first up that used it ran, in Unix seconds.
+	Created int64 `json:"created"`
 }
 
 // ReadStatus reads a state file. A missing file is the zero Status.

@@ -1,7 +1,10 @@
 package fakedockertest
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +36,10 @@ type Docker struct {
 	State string
 	// Script is the script file (FAKE_DOCKER_SCRIPT), "" without a script.
 	Script string
+	// Socket is the unix socket of the fake docker Engine API (fakedocker.Engine),
+	// served from the same record, state and script while the test runs; Env gives
+	// it as DOCKER_HOST.
+	Socket string
 
 	tb testing.TB // fails the test when the record or the state cannot be read
 }
@@ -49,6 +56,10 @@ var (
 // next to it, its fakedocker.ConfigFile naming Log, State and the script file: a
 // program that gives docker only PATH (the agent binary, through deployd.DockerEnv)
 // still reaches this Docker. A caller that runs the program itself may give it Env.
+//
+// Install also serves the fake Engine API over the same record, state and script on
+// a unix socket, Socket, in a short temporary directory of its own (a socket path is
+// at most 107 bytes, and tb.TempDir can be longer); tb.Cleanup stops it.
 func Install(tb testing.TB, script *Script) *Docker {
 	tb.Helper()
 	buildOnce.Do(func() { buildDir, buildErr = build() })
@@ -80,7 +91,34 @@ func Install(tb testing.TB, script *Script) *Docker {
 			tb.Fatalf("fakedockertest: write script: %v", err)
 		}
 	}
+	sockDir, err := os.MkdirTemp("", "fd")
+	if err != nil {
+		tb.Fatalf("fakedockertest: %v", err)
+	}
+	srv, err := fakedocker.ServeEngine(filepath.Join(sockDir, "docker.sock"), cfg)
+	if err != nil {
+		_ = os.RemoveAll(sockDir)
+		tb.Fatalf("fakedockertest: %v", err)
+	}
+	d.Socket = srv.Socket
+	tb.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			tb.Errorf("fakedockertest: stop the fake engine: %v", err)
+		}
+		_ = os.RemoveAll(sockDir) // empty once the socket is removed; nothing to report
+	})
 	return d
+}
+
+// DockerHost is the DOCKER_HOST that reaches the fake engine: "unix://" + Socket.
+func (d *Docker) DockerHost() string { return "unix://" + d.Socket }
+
+// HTTPClient returns a client whose every request goes to the fake engine's socket,
+// whatever the URL's host ("http://docker/_ping").
+func (d *Docker) HTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.Socket)
+	}}}
 }
 
 // scriptPath is where the script of d is, once there is one.
@@ -117,12 +155,15 @@ func (d *Docker) SetScript(script *Script) {
 }
 
 // Env returns the complete environment for the fake when the caller runs it itself:
-// PATH with Dir only, and the FAKE_DOCKER_* variables, followed by extra ("K=V"). The
-// agent binary passes docker no FAKE_DOCKER_* variable; the fake then reads the same
-// paths from its fakedocker.ConfigFile.
+// PATH with Dir only, DOCKER_HOST (the fake engine; the fake program ignores it, an
+// Engine API client of the code under test finds the socket there) and the
+// FAKE_DOCKER_* variables, followed by extra ("K=V"). The agent binary passes docker
+// no FAKE_DOCKER_* variable; the fake then reads the same paths from its
+// fakedocker.ConfigFile.
 func (d *Docker) Env(extra ...string) []string {
 	env := []string{
 		"PATH=" + d.Dir,
+		"DOCKER_HOST=" + d.DockerHost(),
 		fakedocker.EnvLog + "=" + d.Log,
 		fakedocker.EnvState + "=" + d.State,
 	}

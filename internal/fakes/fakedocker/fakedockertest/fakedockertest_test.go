@@ -35,7 +35,9 @@ func TestInstall(t *testing.T) {
 	calls := d.Calls()
 	require.Len(t, calls, 2)
 	assert.Equal(t, []string{"version", "--format", "{{.Server.Version}}"}, calls[0].Argv)
-	assert.Equal(t, []string{fakedocker.EnvLog, fakedocker.EnvScript, fakedocker.EnvState, "PATH"}, calls[0].Env)
+	assert.Equal(t, []string{"DOCKER_HOST", fakedocker.EnvLog, fakedocker.EnvScript, fakedocker.EnvState, "PATH"}, calls[0].Env)
+	assert.Contains(t, d.Env(), "DOCKER_HOST=unix://"+d.Socket)
+	assert.LessOrEqual(t, len(d.Socket), 107, "a unix socket path fits sun_path")
 	assert.Equal(t, 2, d.Status().Calls["version"])
 
 	again := Install(t, nil)

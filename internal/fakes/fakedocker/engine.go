@@ -1,0 +1,478 @@
+package fakedocker
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// APIVersion is the Engine API version the fake engine (and the fake's docker version)
+// reports.
+const APIVersion = "1.47"
+
+// EngineArgv0 is the first element of the argv of a Call that records a request to the
+// fake engine: ["engine", METHOD, PATH], the query in Call.Query.
+const EngineArgv0 = "engine"
+
+// Engine is the fake docker Engine API: an http.Handler that answers from the same
+// state file and script as the fake docker program, so that reading the containers
+// through the API shows exactly what docker compose ps and docker inspect of the fake
+// would show. It serves, unversioned or under a /v1.NN prefix:
+//
+//	GET|HEAD /_ping
+//	GET      /version
+//	GET      /containers/json?all=1&filters={"label":["com.docker.compose.project=P"]}
+//	GET      /containers/{id|name}/json
+//	GET      /images/json
+//	DELETE   /images/{id}[?force=1]
+//
+// Each request is one Call in the record (Config.Log), argv ["engine", METHOD, PATH].
+// GET /containers/json is one ps step: it advances the same counter as docker compose
+// ps. Errors are {"message": "..."} with the engine's status codes; an unknown path is
+// 404 and a known path with another method 405, so that a wrong request shows up.
+type Engine struct {
+	cfg Config
+}
+
+// NewEngine returns the fake engine over the record, state and script of cfg (the
+// paths of the fake docker program's ConfigFile; State "" means Log + ".state"). The
+// script file is read at every request once it exists, as the program does. Without
+// Log and State nothing is kept and no project is up.
+func NewEngine(cfg Config) *Engine {
+	if cfg.State == "" && cfg.Log != "" {
+		cfg.State = cfg.Log + ".state"
+	}
+	return &Engine{cfg: cfg}
+}
+
+// EngineServer is a fake engine served on a unix socket.
+type EngineServer struct {
+	// Socket is the path of the unix socket.
+	Socket string
+
+	srv  *http.Server
+	done chan error
+}
+
+// ServeEngine serves NewEngine(cfg) on a new unix socket at socketPath (at most 107
+// bytes: sun_path is 108 with its NUL). Close stops it and removes the socket.
+func ServeEngine(socketPath string, cfg Config) (*EngineServer, error) {
+	if len(socketPath) > 107 {
+		return nil, fmt.Errorf("fake engine: socket path %s is %d bytes, more than the 107 a unix socket allows", socketPath, len(socketPath))
+	}
+	ln, err := net.Listen("unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("fake engine: %w", err)
+	}
+	s := &EngineServer{
+		Socket: socketPath,
+		srv:    &http.Server{Handler: NewEngine(cfg), ReadHeaderTimeout: 10 * time.Second},
+		done:   make(chan error, 1),
+	}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Close stops the server, closing its connections, and removes the socket.
+func (s *EngineServer) Close() error {
+	err := s.srv.Close()
+	if serveErr := <-s.done; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = cmp.Or(err, serveErr)
+	}
+	if rmErr := os.Remove(s.Socket); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+		err = cmp.Or(err, rmErr)
+	}
+	return err
+}
+
+// DockerHost is the DOCKER_HOST value that reaches the server.
+func (s *EngineServer) DockerHost() string { return "unix://" + s.Socket }
+
+// versionPrefix is the optional /v1.NN of a versioned path.
+var versionPrefix = regexp.MustCompile(`^/v[0-9]+\.[0-9]+(/.*)$`)
+
+// apiError is an error answer of the engine.
+type apiError struct {
+	code int
+	msg  string
+}
+
+// Error returns the message.
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// ServeHTTP records the request and answers it.
+func (e *Engine) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	path := req.URL.Path
+	if e.cfg.Log != "" {
+		c := Call{Argv: []string{EngineArgv0, req.Method, path}, Query: req.URL.RawQuery, Time: time.Now().UTC()}
+		if err := appendCall(e.cfg.Log, c); err != nil {
+			e.reply(w, nil, errorf(http.StatusInternalServerError, "fake engine: recording the call in %s: %v", e.cfg.Log, err))
+			return
+		}
+	}
+	if m := versionPrefix.FindStringSubmatch(path); m != nil {
+		path = m[1]
+	}
+	body, err := e.route(req, path)
+	e.reply(w, body, err)
+}
+
+// reply writes body (a string is text/plain, anything else JSON) or the error.
+func (e *Engine) reply(w http.ResponseWriter, body any, err error) {
+	h := w.Header()
+	h.Set("Api-Version", APIVersion)
+	h.Set("Docker-Experimental", "false")
+	h.Set("Ostype", "linux")
+	h.Set("Server", "Docker/"+e.serverVersion()+" (linux)")
+	code := http.StatusOK
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = errorf(http.StatusInternalServerError, "fake engine: %v", err)
+		}
+		code, body = ae.code, map[string]string{"message": ae.msg}
+	}
+	if s, ok := body.(string); ok {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		_, _ = fmt.Fprint(w, s)
+		return
+	}
+	b, mErr := json.Marshal(body)
+	if mErr != nil {
+		code, b = http.StatusInternalServerError, fmt.Appendf(nil, `{"message":%q}`, mErr.Error())
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// serverVersion is the script's server version, or the default when there is no
+// readable script.
+func (e *Engine) serverVersion() string {
+	if s, err := e.script(); err == nil && s.ServerVersion != "" {
+		return s.ServerVersion
+	}
+	return DefaultServerVersion
+}
+
+// script reads the script file, the zero Script while there is none.
+func (e *Engine) script() (Script, error) {
+	if e.cfg.Script == "" {
+		return Script{}, nil
+	}
+	if _, err := os.Stat(e.cfg.Script); errors.Is(err, fs.ErrNotExist) {
+		return Script{}, nil // read once a test puts it in place
+	}
+	s, err := ReadScript(e.cfg.Script)
+	if err != nil {
+		return Script{}, err
+	}
+	return *s, nil
+}
+
+// route answers one request; path has no version prefix.
+func (e *Engine) route(req *http.Request, path string) (any, error) {
+	allow := func(methods ...string) error {
+		if slices.Contains(methods, req.Method) {
+			return nil
+		}
+		return errorf(http.StatusMethodNotAllowed, "fake engine: method %s not allowed for %s (allowed: %s)", req.Method, path, strings.Join(methods, ", "))
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case path == "/_ping":
+		if err := allow(http.MethodGet, http.MethodHead); err != nil {
+			return nil, err
+		}
+		return "OK", nil
+	case path == "/version":
+		if err := allow(http.MethodGet); err != nil {
+			return nil, err
+		}
+		return e.version()
+	case path == "/containers/json":
+		if err := allow(http.MethodGet); err != nil {
+			return nil, err
+		}
+		return e.listContainers(req)
+	case len(parts) == 3 && parts[0] == "containers" && parts[2] == "json" && parts[1] != "":
+		if err := allow(http.MethodGet); err != nil {
+			return nil, err
+		}
+		return e.inspectContainer(parts[1])
+	case path == "/images/json":
+		if err := allow(http.MethodGet); err != nil {
+			return nil, err
+		}
+		return e.listImages(req)
+	case len(parts) == 2 && parts[0] == "images" && parts[1] != "":
+		if err := allow(http.MethodDelete); err != nil {
+			return nil, err
+		}
+		return e.removeImage(req, parts[1])
+	}
+	return nil, errorf(http.StatusNotFound, "page not found (the fake engine serves /_ping, /version, /containers/json, /containers/{id}/json, /images/json and /images/{id})")
+}
+
+// withState runs fn on the state under the lock of the fake docker program, with a run
+// that knows the script.
+func (e *Engine) withState(fn func(r *run, st *Status) error) error {
+	s, err := e.script()
+	if err != nil {
+		return errorf(http.StatusInternalServerError, "fake engine: %v", err)
+	}
+	r := &run{statePath: e.cfg.State, script: s}
+	return withStatus(r.statePath, func() Status { return Status{} }, func(st *Status) error { return fn(r, st) })
+}
+
+func (e *Engine) version() (any, error) {
+	v := e.serverVersion()
+	details := map[string]string{
+		"ApiVersion": APIVersion, "Arch": "amd64", "BuildTime": "2024-09-20T11:41:10.000000000+00:00",
+		"Experimental": "false", "GitCommit": "41ca978", "GoVersion": "go1.22.7",
+		"KernelVersion": "6.1.0", "MinAPIVersion": "1.24", "Os": "linux",
+	}
+	return map[string]any{
+		"Platform":      map[string]string{"Name": "Docker Engine - Community (fake)"},
+		"Components":    []any{map[string]any{"Name": "Engine", "Version": v, "Details": details}},
+		"Version":       v,
+		"ApiVersion":    APIVersion,
+		"MinAPIVersion": "1.24",
+		"GitCommit":     details["GitCommit"],
+		"GoVersion":     details["GoVersion"],
+		"Os":            "linux",
+		"Arch":          "amd64",
+		"KernelVersion": details["KernelVersion"],
+		"BuildTime":     details["BuildTime"],
+	}, nil
+}
+
+// truthy reads a boolean query parameter as the engine does: 1 or true.
+func truthy(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// parseFilters reads the filters parameter: {"key":["v",...]} or the older
+// {"key":{"v":true}}.
+func parseFilters(raw string) (map[string][]string, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, errorf(http.StatusBadRequest, "invalid filter: %v", err)
+	}
+	out := map[string][]string{}
+	for k, v := range m {
+		var list []string
+		if err := json.Unmarshal(v, &list); err == nil {
+			out[k] = list
+			continue
+		}
+		var set map[string]bool
+		if err := json.Unmarshal(v, &set); err != nil {
+			return nil, errorf(http.StatusBadRequest, "invalid filter %q: want a list of strings", k)
+		}
+		for s, on := range set {
+			if on {
+				out[k] = append(out[k], s)
+			}
+		}
+	}
+	return out, nil
+}
+
+// matchLabels reports whether labels satisfy every label filter ("k" or "k=v").
+func matchLabels(labels map[string]string, filters []string) bool {
+	for _, f := range filters {
+		k, v, hasV := strings.Cut(f, "=")
+		got, ok := labels[k]
+		if !ok || (hasV && got != v) {
+			return false
+		}
+	}
+	return true
+}
+
+// containerSummary is one item of GET /containers/json, with the engine's keys.
+type containerSummary struct {
+	ID         string            `json:"Id"`
+	Names      []string          `json:"Names"`
+	Image      string            `json:"Image"`
+	ImageID    string            `json:"ImageID"`
+	Command    string            `json:"Command"`
+	Created    int64             `json:"Created"`
+	Ports      []any             `json:"Ports"`
+	Labels     map[string]string `json:"Labels"`
+	State      string            `json:"State"`
+	Status     string            `json:"Status"`
+	HostConfig map[string]string `json:"HostConfig"`
+	Mounts     []any             `json:"Mounts"`
+}
+
+// listContainers is one ps step: the containers in the state of the next ps call,
+// filtered by label and status; without all only running ones, as the engine does.
+func (e *Engine) listContainers(req *http.Request) (any, error) {
+	q := req.URL.Query()
+	filters, err := parseFilters(q.Get("filters"))
+	if err != nil {
+		return nil, err
+	}
+	for k := range filters {
+		if k != "label" && k != "status" {
+			return nil, errorf(http.StatusBadRequest, "fake engine: filter %q is not modelled (the fake filters by label and status)", k)
+		}
+	}
+	all := truthy(q.Get("all"))
+	list := []containerSummary{}
+	err = e.withState(func(r *run, st *Status) error {
+		n := st.PSCalls
+		st.PSCalls++
+		for _, c := range r.containers(st) {
+			c.state = r.service(st, c.service).step(n)
+			labels := c.labels(st)
+			if !all && !c.running() {
+				continue
+			}
+			if !matchLabels(labels, filters["label"]) {
+				continue
+			}
+			if fs := filters["status"]; len(fs) > 0 && !slices.Contains(fs, c.stateName()) {
+				continue
+			}
+			list = append(list, containerSummary{
+				ID: c.id(st), Names: []string{"/" + c.name}, Image: c.image, ImageID: imageID(c.image),
+				Command: containerCommand, Created: st.UpAt - 1, Ports: []any{}, Labels: labels,
+				State: c.stateName(), Status: c.status(n),
+				HostConfig: map[string]string{"NetworkMode": st.Project + "_default"}, Mounts: []any{},
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// findContainer finds the container named by want (full ID, an ID prefix of at least
+// 12 characters, or the name with or without its leading "/"), in the state of the
+// last ps call.
+func findContainer(r *run, st *Status, want string) (container, bool) {
+	name := strings.TrimPrefix(want, "/")
+	for _, c := range r.containers(st) {
+		id := c.id(st)
+		if c.name == name || id == want || (len(want) >= 12 && strings.HasPrefix(id, want)) {
+			c.state = r.service(st, c.service).step(max(st.PSCalls-1, 0))
+			return c, true
+		}
+	}
+	return container{}, false
+}
+
+// inspectContainer is docker inspect's object of one container: the same as the fake
+// docker program prints, in the state of the last ps step.
+func (e *Engine) inspectContainer(want string) (any, error) {
+	var obj map[string]any
+	err := e.withState(func(r *run, st *Status) error {
+		c, ok := findContainer(r, st, want)
+		if !ok {
+			return errorf(http.StatusNotFound, "No such container: %s", want)
+		}
+		obj = c.inspectJSON(st)
+		return nil
+	})
+	return obj, err
+}
+
+// imageSummary is one item of GET /images/json, with the engine's keys.
+type imageSummary struct {
+	Containers  int               `json:"Containers"`
+	Created     int64             `json:"Created"`
+	ID          string            `json:"Id"`
+	Labels      map[string]string `json:"Labels"`
+	ParentID    string            `json:"ParentId"`
+	RepoDigests []string          `json:"RepoDigests"`
+	RepoTags    []string          `json:"RepoTags"`
+	SharedSize  int64             `json:"SharedSize"`
+	Size        int64             `json:"Size"`
+	VirtualSize int64             `json:"VirtualSize"`
+}
+
+// listImages lists the images the fake holds, newest first as the engine does.
+func (e *Engine) listImages(req *http.Request) (any, error) {
+	filters, err := parseFilters(req.URL.Query().Get("filters"))
+	if err != nil {
+		return nil, err
+	}
+	if len(filters) > 0 {
+		return nil, errorf(http.StatusBadRequest, "fake engine: image filters are not modelled")
+	}
+	list := []imageSummary{}
+	err = e.withState(func(_ *run, st *Status) error {
+		for _, im := range st.Images {
+			list = append(list, imageSummary{
+				Containers: -1, Created: im.Created, ID: im.ID, Labels: map[string]string{},
+				RepoTags: []string{im.Ref}, SharedSize: -1, Size: im.Size, VirtualSize: im.Size,
+			})
+		}
+		return nil
+	})
+	slices.SortStableFunc(list, func(a, b imageSummary) int { return cmp.Compare(b.Created, a.Created) })
+	return list, err
+}
+
+// imageIDPattern is what DELETE /images/{id} accepts: a full ID or an ID prefix of at
+// least 12 hex characters, with or without "sha256:".
+var imageIDPattern = regexp.MustCompile(`^(sha256:)?[0-9a-f]{12,64}$`)
+
+// removeImage removes an image by ID: 409 while a container of the project uses it (a
+// stopped one only without force, as the engine does), 404 for an unknown ID.
+func (e *Engine) removeImage(req *http.Request, want string) (any, error) {
+	if !imageIDPattern.MatchString(want) {
+		return nil, errorf(http.StatusBadRequest, "fake engine: images are removed by ID (sha256:<hex>), not by reference: %q", want)
+	}
+	force := truthy(req.URL.Query().Get("force"))
+	prefix := "sha256:" + strings.TrimPrefix(want, "sha256:")
+	var out []map[string]string
+	err := e.withState(func(r *run, st *Status) error {
+		i := slices.IndexFunc(st.Images, func(im Image) bool { return strings.HasPrefix(im.ID, prefix) })
+		if i < 0 {
+			return errorf(http.StatusNotFound, "No such image: %s", want)
+		}
+		im := st.Images[i]
+		short := strings.TrimPrefix(im.ID, "sha256:")[:12]
+		for _, c := range r.containers(st) {
+			if imageID(c.image) != im.ID {
+				continue
+			}
+			c.state = r.service(st, c.service).step(max(st.PSCalls-1, 0))
+			if c.running() {
+				return errorf(http.StatusConflict, "conflict: unable to delete %s (cannot be forced) - image is being used by running container %s", short, c.id(st)[:12])
+			}
+			if !force {
+				return errorf(http.StatusConflict, "conflict: unable to delete %s (must be forced) - image is being used by stopped container %s", short, c.id(st)[:12])
+			}
+		}
+		st.Images = slices.Delete(st.Images, i, i+1)
+		out = []map[string]string{{"Untagged": im.Ref}, {"Deleted": im.ID}}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,442 @@
+package fakedocker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// engineScript has a service becoming healthy, a failed one-shot and a sized image.
+var engineScript = &Script{
+	ServerVersion: "26.1.4",
+	Services: map[string]Service{
+		"web": {ImageSize: 123456, States: []State{{Health: "starting"}, {Health: "healthy"}}},
+		"job": {Image: "busybox", States: []State{{State: "exited", ExitCode: 3}}},
+	},
+}
+
+// get asks the engine handler of e and returns the status and body.
+func (e *env) engine(method, target string) (int, []byte) {
+	e.t.Helper()
+	cfg := Config{Log: e.log, Script: e.script}
+	rec := httptest.NewRecorder()
+	NewEngine(cfg).ServeHTTP(rec, httptest.NewRequest(method, "http://docker"+target, nil))
+	return rec.Code, rec.Body.Bytes()
+}
+
+// engineJSON asks the engine, checks the status and decodes the body into v.
+func (e *env) engineJSON(method, target string, wantCode int, v any) {
+	e.t.Helper()
+	code, body := e.engine(method, target)
+	require.Equal(e.t, wantCode, code, "%s %s: %s", method, target, body)
+	require.NoError(e.t, json.Unmarshal(body, v), "%s %s: %s", method, target, body)
+}
+
+func projectFilter(p string) string {
+	return url.QueryEscape(`{"label":["com.docker.compose.project=` + p + `"]}`)
+}
+
+func TestEngineEndpoints(t *testing.T) {
+	e := newEnv(t, engineScript)
+	code, _, stderr := e.compose("up", "-d")
+	require.Equal(t, 0, code, stderr)
+	all := "/containers/json?all=1&filters=" + projectFilter("p")
+
+	var list []map[string]any
+	e.engineJSON("GET", all, 200, &list)
+	byName := map[string]map[string]any{}
+	for _, c := range list {
+		names := c["Names"].([]any)
+		require.Len(t, names, 1)
+		byName[names[0].(string)] = c
+	}
+	require.ElementsMatch(t, []string{"/p-cron-1", "/p-db-1", "/p-job-1", "/p-web-1", "/p-worker-1"}, keys(byName))
+	web := byName["/p-web-1"]
+	assert.Equal(t, "registry.monky.internal/web:1.4.2", web["Image"], "the compose file's image")
+	assert.Equal(t, ImageID("registry.monky.internal/web:1.4.2"), web["ImageID"])
+	assert.Equal(t, "running", web["State"])
+	assert.Equal(t, "Up 3 seconds (health: starting)", web["Status"])
+	assert.Equal(t, map[string]any{"com.docker.compose.project": "p", "com.docker.compose.service": "web"}, web["Labels"])
+	assert.Equal(t, "/entrypoint.sh", web["Command"])
+	assert.Equal(t, []any{}, web["Ports"])
+	assert.Len(t, web["Id"], 64)
+	assert.Equal(t, "exited", byName["/p-job-1"]["State"])
+	assert.Equal(t, "Exited (3) 2 seconds ago", byName["/p-job-1"]["Status"])
+	assert.Equal(t, "busybox", byName["/p-job-1"]["Image"], "the script's image wins")
+	assert.Equal(t, "Up 3 seconds", byName["/p-db-1"]["Status"], "the override disabled db's healthcheck")
+
+	// the second list is the second ps step
+	e.engineJSON("GET", all, 200, &list)
+	for _, c := range list {
+		if c["Names"].([]any)[0] == "/p-web-1" {
+			assert.Equal(t, "Up 5 seconds (healthy)", c["Status"])
+		}
+	}
+	assert.Equal(t, 2, e.status().PSCalls)
+
+	webID := web["Id"].(string)
+	tests := []struct {
+		name, method, target string
+		code                 int
+		want                 func(t *testing.T, body []byte)
+	}{
+		{"ping", "GET", "/_ping", 200, func(t *testing.T, b []byte) { assert.Equal(t, "OK", string(b)) }},
+		{"ping head", "HEAD", "/_ping", 200, nil},
+		{"version", "GET", "/version", 200, func(t *testing.T, b []byte) {
+			var v map[string]any
+			require.NoError(t, json.Unmarshal(b, &v))
+			assert.Equal(t, "26.1.4", v["Version"])
+			assert.Equal(t, APIVersion, v["ApiVersion"])
+		}},
+		{"versioned path", "GET", "/v1.41/version", 200, nil},
+		{"running only without all", "GET", "/containers/json?filters=" + projectFilter("p"), 200, func(t *testing.T, b []byte) {
+			assert.ElementsMatch(t, []string{"/p-cron-1", "/p-db-1", "/p-web-1", "/p-worker-1"}, names(t, b), "the exited job is hidden")
+		}},
+		{"all=true", "GET", "/containers/json?all=true&filters=" + projectFilter("p"), 200, func(t *testing.T, b []byte) {
+			assert.Len(t, names(t, b), 5)
+		}},
+		{"another project", "GET", "/containers/json?all=1&filters=" + projectFilter("other"), 200, func(t *testing.T, b []byte) {
+			assert.Equal(t, "[]\n", string(b))
+		}},
+		{"no filter", "GET", "/containers/json?all=1", 200, func(t *testing.T, b []byte) { assert.Len(t, names(t, b), 5) }},
+		{"label and service", "GET", "/containers/json?all=1&filters=" + url.QueryEscape(`{"label":["com.docker.compose.project=p","com.docker.compose.service=web"]}`), 200,
+			func(t *testing.T, b []byte) { assert.Equal(t, []string{"/p-web-1"}, names(t, b)) }},
+		{"label key only, old filter form", "GET", "/containers/json?all=1&filters=" + url.QueryEscape(`{"label":{"com.docker.compose.service":true}}`), 200,
+			func(t *testing.T, b []byte) { assert.Len(t, names(t, b), 5) }},
+		{"status filter", "GET", "/containers/json?all=1&filters=" + url.QueryEscape(`{"status":["exited"]}`), 200,
+			func(t *testing.T, b []byte) { assert.Equal(t, []string{"/p-job-1"}, names(t, b)) }},
+		{"unmodelled filter", "GET", "/containers/json?filters=" + url.QueryEscape(`{"ancestor":["x"]}`), 400, message("not modelled")},
+		{"broken filter", "GET", "/containers/json?filters=%7B", 400, message("invalid filter")},
+		{"inspect by ID", "GET", "/containers/" + webID + "/json", 200, func(t *testing.T, b []byte) {
+			var o map[string]any
+			require.NoError(t, json.Unmarshal(b, &o))
+			assert.Equal(t, "/p-web-1", o["Name"])
+			assert.Equal(t, ImageID("registry.monky.internal/web:1.4.2"), o["Image"])
+			state := o["State"].(map[string]any)
+			assert.Equal(t, "healthy", state["Health"].(map[string]any)["Status"], "the state of the last ps step")
+		}},
+		{"inspect by short ID", "GET", "/containers/" + webID[:12] + "/json", 200, nil},
+		{"inspect by name", "GET", "/containers/p-job-1/json", 200, func(t *testing.T, b []byte) {
+			var o map[string]any
+			require.NoError(t, json.Unmarshal(b, &o))
+			assert.Equal(t, 3.0, o["State"].(map[string]any)["ExitCode"])
+		}},
+		{"inspect unknown", "GET", "/containers/nope/json", 404, message("No such container: nope")},
+		{"inspect too short a prefix", "GET", "/containers/" + webID[:6] + "/json", 404, message("No such container")},
+		{"unknown path", "GET", "/networks", 404, message("page not found")},
+		{"unknown container path", "GET", "/containers/" + webID + "/logs", 404, message("page not found")},
+		{"list with POST", "POST", "/containers/json", 405, message("method POST not allowed")},
+		{"inspect with DELETE", "DELETE", "/containers/" + webID + "/json", 405, message("not allowed")},
+		{"images with POST", "POST", "/images/json", 405, message("not allowed")},
+		{"image by GET", "GET", "/images/" + strings.Repeat("a", 64), 405, message("allowed: DELETE")},
+		{"image filters", "GET", "/images/json?filters=" + url.QueryEscape(`{"dangling":["true"]}`), 400, message("not modelled")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := e.engine(tc.method, tc.target)
+			require.Equal(t, tc.code, code, "%s", body)
+			if tc.want != nil {
+				tc.want(t, body)
+			}
+		})
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// names are the first names of a container list.
+func names(t *testing.T, body []byte) []string {
+	t.Helper()
+	var list []struct{ Names []string }
+	require.NoError(t, json.Unmarshal(body, &list), "%s", body)
+	out := []string{}
+	for _, c := range list {
+		out = append(out, c.Names[0])
+	}
+	return out
+}
+
+// message checks an error answer of the engine.
+func message(part string) func(t *testing.T, b []byte) {
+	return func(t *testing.T, b []byte) {
+		t.Helper()
+		var m map[string]string
+		require.NoError(t, json.Unmarshal(b, &m), "%s", b)
+		assert.Len(t, m, 1, "an error is {\"message\": ...} only")
+		assert.Contains(t, m["message"], part)
+	}
+}
+
+// TestEngineSharesThePSCounter: a script plays the same whichever way it is read: the
+// n-th ps step shows the same container states through docker compose ps and through
+// GET /containers/json, and a mix of both advances one counter.
+func TestEngineSharesThePSCounter(t *testing.T) {
+	script := &Script{Services: map[string]Service{
+		"web": {States: []State{{Health: "starting", Times: 2}, {Health: "unhealthy"}, {State: "restarting", ExitCode: 2}, {Health: "healthy"}}},
+		"db":  {States: []State{{State: "created"}, {State: "running"}}},
+	}}
+	type seen struct{ State, Status string }
+	viaCLI := func(e *env) map[string]seen {
+		code, out, stderr := e.compose("ps", "--all", "--format", "json")
+		require.Equal(t, 0, code, stderr)
+		got := map[string]seen{}
+		for svc, m := range psServices(t, out) {
+			got[svc] = seen{m["State"].(string), m["Status"].(string)}
+		}
+		return got
+	}
+	viaAPI := func(e *env) map[string]seen {
+		var list []struct {
+			Labels        map[string]string
+			State, Status string
+		}
+		e.engineJSON("GET", "/containers/json?all=1&filters="+projectFilter("p"), 200, &list)
+		got := map[string]seen{}
+		for _, c := range list {
+			got[c.Labels["com.docker.compose.service"]] = seen{c.State, c.Status}
+		}
+		return got
+	}
+	cli, api, mixed := newEnv(t, script), newEnv(t, script), newEnv(t, script)
+	for _, e := range []*env{cli, api, mixed} {
+		code, _, stderr := e.compose("up", "-d")
+		require.Equal(t, 0, code, stderr)
+	}
+	for n := range 6 {
+		want := viaCLI(cli)
+		assert.Equal(t, want, viaAPI(api), "step %d through the API", n)
+		if n%2 == 0 {
+			assert.Equal(t, want, viaAPI(mixed), "step %d, mixed, through the API", n)
+		} else {
+			assert.Equal(t, want, viaCLI(mixed), "step %d, mixed, through ps", n)
+		}
+		if n == 3 {
+			assert.Equal(t, seen{"restarting", "Restarting (2) 1 second ago"}, want["web"], "the script did advance")
+		}
+	}
+	for _, e := range []*env{cli, api, mixed} {
+		assert.Equal(t, 6, e.status().PSCalls)
+	}
+	// inspect, through either, shows the last step and advances nothing
+	var o map[string]any
+	api.engineJSON("GET", "/containers/p-web-1/json", 200, &o)
+	code, out, _ := api.run("inspect", "--type", "container", "p-web-1")
+	require.Equal(t, 0, code)
+	var cliObjs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &cliObjs))
+	require.Len(t, cliObjs, 1)
+	assert.Equal(t, cliObjs[0], o, "GET /containers/{id}/json is docker inspect's object")
+	assert.Equal(t, "healthy", o["State"].(map[string]any)["Health"].(map[string]any)["Status"])
+	assert.Equal(t, 6, api.status().PSCalls)
+
+	// up starts the script again, for both
+	code, _, _ = api.compose("up", "-d")
+	require.Equal(t, 0, code)
+	assert.Equal(t, seen{"running", "Up 3 seconds (health: starting)"}, viaAPI(api)["web"])
+}
+
+// TestEngineRecord: every request is one Call, argv ["engine", METHOD, PATH], the
+// query apart; with nothing up the lists are empty arrays.
+func TestEngineRecord(t *testing.T) {
+	e := newEnv(t, nil)
+	code, body := e.engine("GET", "/containers/json?all=1")
+	require.Equal(t, 200, code)
+	assert.Equal(t, "[]\n", string(body), "before the first up")
+	code, body = e.engine("GET", "/images/json")
+	require.Equal(t, 200, code)
+	assert.Equal(t, "[]\n", string(body))
+	e.engine("POST", "/v1.41/containers/json")
+	calls, err := ReadCalls(e.log)
+	require.NoError(t, err)
+	require.Len(t, calls, 3)
+	assert.Equal(t, []string{"engine", "GET", "/containers/json"}, calls[0].Argv)
+	assert.Equal(t, "all=1", calls[0].Query)
+	assert.Empty(t, calls[0].Env)
+	assert.Equal(t, []string{"engine", "GET", "/images/json"}, calls[1].Argv)
+	assert.Empty(t, calls[1].Query)
+	assert.Equal(t, []string{"engine", "POST", "/v1.41/containers/json"}, calls[2].Argv, "a refused request is recorded too, as sent")
+}
+
+// TestEngineWithoutState: with neither log nor state the engine keeps nothing and sees
+// no project, and records nothing.
+func TestEngineWithoutState(t *testing.T) {
+	rec := httptest.NewRecorder()
+	NewEngine(Config{}).ServeHTTP(rec, httptest.NewRequest("GET", "/containers/json?all=1", nil))
+	assert.Equal(t, 200, rec.Code)
+	assert.Equal(t, "[]\n", rec.Body.String())
+	assert.Equal(t, APIVersion, rec.Header().Get("Api-Version"))
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+}
+
+// TestEngineBadScript: a script that does not read is a 500 with its error.
+func TestEngineBadScript(t *testing.T) {
+	e := newEnv(t, nil)
+	e.script = filepath.Join(e.dir, "script.json")
+	require.NoError(t, os.WriteFile(e.script, []byte(`{"servics":{}}`), 0o644))
+	code, body := e.engine("GET", "/containers/json")
+	assert.Equal(t, 500, code)
+	message(`unknown field "servics"`)(t, body)
+}
+
+// composeIn runs docker compose up/down of project p in a release directory holding
+// compose.yaml.
+func (e *env) composeIn(dir string, args ...string) {
+	e.t.Helper()
+	base := []string{"compose", "--project-name", "p", "--project-directory", dir}
+	code, _, stderr := e.run(append(base, args...)...)
+	require.Equal(e.t, 0, code, stderr)
+}
+
+func release(t *testing.T, name, compose string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644))
+	return dir
+}
+
+type imageItem struct {
+	ID       string `json:"Id"`
+	RepoTags []string
+	Size     int64
+	Created  int64
+}
+
+func (e *env) images() map[string]imageItem {
+	e.t.Helper()
+	var list []imageItem
+	e.engineJSON("GET", "/images/json", 200, &list)
+	out := map[string]imageItem{}
+	for _, im := range list {
+		require.Len(e.t, im.RepoTags, 1)
+		out[im.RepoTags[0]] = im
+	}
+	return out
+}
+
+// TestEngineImages: images are learned from up, persist after down and after an up of
+// another release, and go only by DELETE /images/{id}, which refuses an image in use.
+func TestEngineImages(t *testing.T) {
+	e := newEnv(t, &Script{
+		Services: map[string]Service{"api": {ImageSize: 42}},
+		Releases: map[string]map[string]Service{"rel2": {"once": {States: []State{{State: "exited"}}}}},
+	})
+	rel1 := release(t, "rel1", "services:\n  api:\n    image: registry.example/api:1\n  web:\n    build: .\n")
+	rel2 := release(t, "rel2", "services:\n  api:\n    image: registry.example/api:2\n  once:\n    image: alpine\n")
+
+	e.composeIn(rel1, "up", "-d")
+	got := e.images()
+	require.ElementsMatch(t, []string{"registry.example/api:1", "p-web:latest"}, keys(got), "the named image and the built one")
+	api1 := got["registry.example/api:1"]
+	assert.Equal(t, ImageID("registry.example/api:1"), api1.ID)
+	assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, api1.ID)
+	assert.Equal(t, int64(42), api1.Size, "the script's size")
+	assert.Equal(t, DefaultImageSize, got["p-web:latest"].Size)
+	assert.Equal(t, ImageID("p-web"), got["p-web:latest"].ID, "an untagged reference is :latest")
+
+	var list []map[string]any
+	e.engineJSON("GET", "/containers/json?all=1", 200, &list)
+	for _, c := range list {
+		if c["Names"].([]any)[0] == "/p-web-1" {
+			assert.Equal(t, "p-web", c["Image"])
+			assert.Equal(t, got["p-web:latest"].ID, c["ImageID"])
+		}
+	}
+
+	code, body := e.engine("DELETE", "/images/"+api1.ID)
+	assert.Equal(t, 409, code)
+	message("(cannot be forced) - image is being used by running container")(t, body)
+	code, _ = e.engine("DELETE", "/images/"+api1.ID+"?force=1")
+	assert.Equal(t, 409, code, "a running container's image cannot be forced")
+
+	e.composeIn(rel2, "up", "-d")
+	got = e.images()
+	require.ElementsMatch(t, []string{"registry.example/api:1", "p-web:latest", "registry.example/api:2", "alpine:latest"}, keys(got),
+		"the images of the release before stay")
+
+	var del []map[string]string
+	e.engineJSON("DELETE", "/images/"+api1.ID, 200, &del)
+	assert.Equal(t, []map[string]string{{"Untagged": "registry.example/api:1"}, {"Deleted": api1.ID}}, del)
+	code, body = e.engine("DELETE", "/images/"+api1.ID)
+	assert.Equal(t, 404, code)
+	message("No such image: "+api1.ID)(t, body)
+	e.engineJSON("DELETE", "/images/"+strings.TrimPrefix(got["p-web:latest"].ID, "sha256:")[:12], 200, &del) // a short ID
+	code, body = e.engine("DELETE", "/images/alpine:latest")
+	assert.Equal(t, 400, code)
+	message("by ID")(t, body)
+
+	alpine := got["alpine:latest"].ID
+	code, body = e.engine("DELETE", "/images/"+alpine)
+	assert.Equal(t, 409, code, "a stopped container still holds its image")
+	message("(must be forced) - image is being used by stopped container")(t, body)
+	e.engineJSON("DELETE", "/images/"+alpine+"?force=1", 200, &del)
+
+	e.composeIn(rel2, "down")
+	got = e.images()
+	require.Equal(t, []string{"registry.example/api:2"}, keys(got), "down removes containers, not images")
+	e.engineJSON("DELETE", "/images/"+got["registry.example/api:2"].ID, 200, &del)
+	assert.Empty(t, e.images())
+	assert.Empty(t, e.status().Images)
+}
+
+// TestEngineOldStateFile: a state file written before images were modelled still
+// reads: its containers show the default image, and no image is held.
+func TestEngineOldStateFile(t *testing.T) {
+	e := newEnv(t, nil)
+	require.NoError(t, os.WriteFile(e.log+".state",
+		[]byte(`{"up":true,"project":"p","services":["web"],"generation":1,"ps_calls":0,"down_volumes":false,"up_at":1700000000}`), 0o644))
+	var list []map[string]any
+	e.engineJSON("GET", "/containers/json?all=1", 200, &list)
+	require.Len(t, list, 1)
+	assert.Equal(t, "example.invalid/web:latest", list[0]["Image"])
+	assert.Empty(t, e.images())
+	assert.Equal(t, 1, e.status().PSCalls)
+}
+
+// TestServeEngine serves the engine on a unix socket, as DOCKER_HOST reaches it.
+func TestServeEngine(t *testing.T) {
+	e := newEnv(t, nil)
+	dir, err := os.MkdirTemp("", "fd")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	s, err := ServeEngine(filepath.Join(dir, "docker.sock"), Config{Log: e.log})
+	require.NoError(t, err)
+	assert.Equal(t, "unix://"+filepath.Join(dir, "docker.sock"), s.DockerHost())
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
+	}}}
+	resp, err := client.Get("http://docker/_ping")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, "OK", string(body))
+	assert.Equal(t, APIVersion, resp.Header.Get("Api-Version"))
+	client.CloseIdleConnections()
+	require.NoError(t, s.Close())
+	_, err = os.Stat(s.Socket)
+	assert.True(t, os.IsNotExist(err), "Close removes the socket")
+	calls, err := ReadCalls(e.log)
+	require.NoError(t, err)
+	require.Len(t, calls, 1)
+	assert.Equal(t, []string{EngineArgv0, "GET", "/_ping"}, calls[0].Argv)
+
+	_, err = ServeEngine("/"+strings.Repeat("x", 120), Config{})
+	assert.ErrorContains(t, err, "more than the 107")
+}
