@@ -10,8 +10,10 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/engine"
 	"github.com/monky/monky-deployd/internal/release"
 	"github.com/monky/monky-deployd/internal/transport"
 )
@@ -60,6 +62,9 @@ type Agent struct {
 	tenancy *tenancy.Client
 	bao     *bao.Client
 	store   *release.Store
+	// engine reads container state through the Engine API; nil when DOCKER_HOST
+	// names what it does not speak, and reads go through the docker CLI.
+	engine  *engine.Client
 	closers []func() error
 }
 
@@ -97,7 +102,31 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 		_ = a.Close() // the construction error is the one worth returning
 		return nil, err
 	}
+	a.connectDocker()
 	return a, nil
+}
+
+// connectDocker builds the Engine API client that reads container state (the live
+// health, the health wait, the evidence, images) in milliseconds. When DOCKER_HOST
+// names what it does not speak (ssh, TLS, a docker context) reads go through the
+// docker CLI, which does; changes (up, down) always do.
+func (a *Agent) connectDocker() {
+	ec, err := engine.New(a.opts.DockerEnv, engine.Options{Logger: a.log})
+	if err != nil {
+		a.log.Debug("reading container state through the docker CLI", "why", err)
+		return
+	}
+	a.engine = ec
+	a.closers = append(a.closers, ec.Close)
+}
+
+// reader is what compose reads container state with: the Engine API client, or nil
+// (the docker CLI).
+func (a *Agent) reader() compose.Reader {
+	if a.engine == nil {
+		return nil
+	}
+	return a.engine
 }
 
 // connectTenancy builds the tenancy transport (unless Options.TenancyHTTP is set) and

@@ -581,18 +581,35 @@ func TestStateHoldsNoSecret(t *testing.T) {
 	assert.NotContains(t, string(data), strings.TrimSpace(string(tok)))
 }
 
-// TestIdleTickRunsNoSubprocess: the docker version of the check-in is kept in the
-// state for an hour, so that the timer's idle tick (a new process each minute) execs
-// no docker.
+// TestIdleTickRunsNoSubprocess: the idle tick (a new process each minute under the
+// timer) execs no docker: the live health and the docker version come from the Engine
+// API, and the version is kept in the state for an hour.
 func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	b := newBox(t, boxOptions{})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
+	before := len(b.Docker.Calls())
 	for range 3 {
 		b.newAgent() // as a new process would
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
 	}
-	assert.Len(t, b.DockerCalls("version"), 1, "docker version once for three processes")
+	var execs, versions, lists int
+	for _, c := range b.Docker.Calls()[before:] {
+		switch {
+		case c.Argv[0] != "engine":
+			execs++
+		case c.Argv[2] == "/version":
+			versions++
+		case c.Argv[2] == "/containers/json":
+			lists++
+		}
+	}
+	assert.Zero(t, execs, "no docker process")
+	assert.Zero(t, versions, "the docker version of the apply's check-in is reused")
+	assert.Equal(t, 3, lists, "one list of the containers per check-in")
 	for _, c := range b.Stack.Checkins(b.Env) {
 		assert.NotEmpty(t, c.Host.DockerVersion)
 	}

@@ -112,7 +112,7 @@ func (t *tick) download(ctx context.Context, sha string) (download, error) {
 	n, err := t.a.tenancy.Bundle(ctx, sha, f)
 	if errors.Is(err, tenancy.ErrBundleTooLarge) {
 		d.close()
-		return download{}, t.refused(&bundle.RefusedError{SHA: sha, Refusals: []bundle.Refusal{{
+		return download{}, t.refused(ctx, &bundle.RefusedError{SHA: sha, Refusals: []bundle.Refusal{{
 			Code: codes.BundleMalformed, Detail: "the bundle download passed the size cap"}}})
 	}
 	if err != nil {
@@ -139,7 +139,7 @@ func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction)
 	var refused *bundle.RefusedError
 	switch {
 	case errors.As(err, &refused):
-		return nil, t.refused(refused)
+		return nil, t.refused(ctx, refused)
 	case err != nil:
 		return nil, &Error{Op: "verify", Code: codes.StateUnavailable, Err: err}
 	}
@@ -149,13 +149,17 @@ func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction)
 
 // refused logs what a refusal means for the operator and returns it as the error of
 // the step: its detail lists the refusals ("CODE: detail; …").
-func (t *tick) refused(r *bundle.RefusedError) error {
+func (t *tick) refused(ctx context.Context, r *bundle.RefusedError) error {
 	err := &Error{Op: "bundle refused", Code: r.Code(), Err: refusalList{r}}
 	details := make([]string, 0, len(r.Refusals))
 	for _, rf := range r.Refusals {
 		details = append(details, string(rf.Code)+": "+rf.Detail)
 	}
 	if onlyDiskLow(r) {
+		if note := t.freeableNote(ctx); note != "" {
+			r.Refusals[0].Detail += "; " + note
+			details[0] += "; " + note
+		}
 		t.log.Error("bundle refused before the lease: not enough free space under deploy_dir (no lease taken). Free space there; the next tick verifies the bundle again",
 			"deploy_dir", t.a.cfg.DeployDir, "refusals", strings.Join(details, "; "))
 		return err
@@ -293,7 +297,12 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 	t.st.LastRestore = nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))
+	t.recordImages(ctx, sha)
 	t.a.store.Prune(t.st.live(), t.a.cfg.Compose.KeepReleases)
+	if r := t.reclaimImages(ctx); r != nil {
+		t.st.LastReclaim = r
+		t.note = r.String()
+	}
 	return t.report(ctx, tenancy.ResultApplied, nil, toServiceStates(states))
 }
 

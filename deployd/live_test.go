@@ -1,6 +1,7 @@
 package deployd_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -75,9 +76,8 @@ func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
-		"ps": {Exit: 1, Stderr: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"},
-	}})
+	require.NoError(t, os.Remove(b.Docker.Socket), "dockerd is gone")
+	b.newAgent() // as the next timer run would: no connection kept
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, "the heartbeat does not depend on docker")
 	live, ok := b.Stack.Tenancy.LastLive(b.Env)
@@ -85,5 +85,6 @@ func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 	assert.Nil(t, live.Healthy)
 	assert.Nil(t, live.Services)
 	assert.NotEmpty(t, live.Reason)
+	assert.Contains(t, live.Reason, b.Docker.Socket, "the reason names the socket")
 	assert.Contains(t, b.Logs.String(), "could not read the live release's health")
 }

@@ -48,6 +48,7 @@ func (a *Agent) composeFor(sha string, files []string) (*compose.Client, error) 
 		Files:   files,
 		Env:     a.opts.DockerEnv,
 		Logger:  a.log,
+		Reader:  a.reader(),
 	})
 }
 
@@ -77,16 +78,24 @@ func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
 	if !st.DockerVersionAt.IsZero() && now.Sub(st.DockerVersionAt) < dockerVersionTTL && now.After(st.DockerVersionAt) {
 		return st.DockerVersion
 	}
-	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: fsutil.ExistingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
-	if err != nil {
-		return ""
-	}
-	v, err := cc.DockerVersion(ctx)
+	v, err := a.readDockerVersion(ctx)
 	if err != nil {
 		a.log.Debug("could not read the docker version; the check-in sends none", "err", err)
 	}
 	st.DockerVersion, st.DockerVersionAt = v, now
 	return v
+}
+
+// readDockerVersion asks the Engine API, or docker version.
+func (a *Agent) readDockerVersion(ctx context.Context) (string, error) {
+	if a.engine != nil {
+		return a.engine.Version(ctx)
+	}
+	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: fsutil.ExistingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
+	if err != nil {
+		return "", err
+	}
+	return cc.DockerVersion(ctx)
 }
 
 func short(sha string) string {

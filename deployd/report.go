@@ -31,6 +31,8 @@ func (t *tick) report(ctx context.Context, result tenancy.Result, cause error, s
 	out.Code = CodeOf(cause)
 	if cause != nil {
 		out.Detail = boundDetail(t.a.red.Redact(cause.Error()))
+	} else if t.note != "" {
+		out.Detail = boundDetail(t.note)
 	}
 	st := t.st
 	st.LastResult, st.LastCode, st.LastDetail, st.LastSHA = out.Result, out.Code, out.Detail, out.SHA

@@ -57,6 +57,9 @@ type tick struct {
 	promoted bool
 	// tail is what compose printed (and the health evidence), for a failure's report.
 	tail string
+	// note is the detail of a report that needs no cause (what the image hygiene of
+	// an applied release removed).
+	note string
 }
 
 // Tick runs one tick: lock, state, token upkeep, check-in, then apply, nothing or

@@ -133,7 +133,7 @@ func TestArgv(t *testing.T) {
 			}
 			assert.Equal(t, want, calls[0].Argv)
 			assert.Equal(t, f.dir, calls[0].Dir)
-			assert.Equal(t, []string{"COMPOSE_PROJECT_NAME", "FAKE_DOCKER_LOG", "FAKE_DOCKER_STATE", "PATH"}, calls[0].Env,
+			assert.Equal(t, []string{"COMPOSE_PROJECT_NAME", "DOCKER_HOST", "FAKE_DOCKER_LOG", "FAKE_DOCKER_STATE", "PATH"}, calls[0].Env,
 				"docker gets exactly Config.Env, nothing of the process environment")
 		})
 	}

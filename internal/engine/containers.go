@@ -46,7 +46,21 @@ type summary struct {
 // as `docker compose ps --all` describes them (GET /containers/json?all=1 with the
 // project's label as filter). The project name is lowercased, as compose does.
 func (c *Client) Containers(ctx context.Context, project string) ([]compose.Container, error) {
-	const op, path = "containers", "/containers/json"
+	const op = "containers"
+	body, err := c.projectList(ctx, op, project)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := decodeContainers(body)
+	if err != nil {
+		return nil, &Error{Op: op, Host: c.host, Path: "/containers/json", Err: err}
+	}
+	return cs, nil
+}
+
+// projectList is GET /containers/json?all=1 filtered by the project's label.
+func (c *Client) projectList(ctx context.Context, op, project string) ([]byte, error) {
+	const path = "/containers/json"
 	if project == "" {
 		return nil, &Error{Op: op, Host: c.host, Path: path, Err: errors.New("no project name")}
 	}
@@ -56,15 +70,7 @@ func (c *Client) Containers(ctx context.Context, project string) ([]compose.Cont
 	if err != nil {
 		return nil, &Error{Op: op, Host: c.host, Path: path, Err: err}
 	}
-	body, err := c.do(ctx, op, http.MethodGet, path, url.Values{"all": {"1"}, "filters": {string(filter)}})
-	if err != nil {
-		return nil, err
-	}
-	cs, err := decodeContainers(body)
-	if err != nil {
-		return nil, &Error{Op: op, Host: c.host, Path: path, Err: err}
-	}
-	return cs, nil
+	return c.do(ctx, op, http.MethodGet, path, url.Values{"all": {"1"}, "filters": {string(filter)}})
 }
 
 // decodeContainers decodes a GET /containers/json answer and maps it as compose ps

@@ -240,6 +240,13 @@ func TestVersionAndImages(t *testing.T) {
 	if len(used) != 1 || !used[recImageID] {
 		t.Fatalf("ImagesInUse() = %v, want only %s", used, recImageID)
 	}
+	mine, err := c.ProjectImages(ctx, recProject)
+	if err != nil || len(mine) != 1 || !mine[recImageID] {
+		t.Fatalf("ProjectImages(%q) = %v, %v; want only %s", recProject, mine, err, recImageID)
+	}
+	if _, err := c.ProjectImages(ctx, ""); err == nil {
+		t.Fatal("ProjectImages without a project name: no error")
+	}
 	for _, r := range f.requests() {
 		if strings.HasPrefix(strings.Fields(r)[1], "/v1") {
 			t.Errorf("request %q is versioned", r)

@@ -44,6 +44,32 @@ func (c *Client) Images(ctx context.Context) ([]Image, error) {
 	return out, nil
 }
 
+// ProjectImages returns the IDs of the images the compose project's containers use,
+// stopped ones included: the images a release named, as the engine resolved them.
+func (c *Client) ProjectImages(ctx context.Context, project string) (map[string]bool, error) {
+	const op = "project images"
+	body, err := c.projectList(ctx, op, project)
+	if err != nil {
+		return nil, err
+	}
+	var list []summary
+	if err := jsonUnmarshal(body, &list); err != nil {
+		return nil, &Error{Op: op, Host: c.host, Path: "/containers/json", Err: err}
+	}
+	return imageIDs(list), nil
+}
+
+// imageIDs are the image IDs of containers.
+func imageIDs(list []summary) map[string]bool {
+	used := map[string]bool{}
+	for _, s := range list {
+		if s.ImageID != "" {
+			used[s.ImageID] = true
+		}
+	}
+	return used
+}
+
 // ImagesInUse returns the IDs of the images that containers use, stopped containers
 // included (GET /containers/json?all=1): the images a removal would refuse.
 func (c *Client) ImagesInUse(ctx context.Context) (map[string]bool, error) {
@@ -51,13 +77,7 @@ func (c *Client) ImagesInUse(ctx context.Context) (map[string]bool, error) {
 	if err := c.getJSON(ctx, "images in use", "/containers/json", url.Values{"all": {"1"}}, &list); err != nil {
 		return nil, err
 	}
-	used := map[string]bool{}
-	for _, s := range list {
-		if s.ImageID != "" {
-			used[s.ImageID] = true
-		}
-	}
-	return used, nil
+	return imageIDs(list), nil
 }
 
 // RemoveImage removes the image with the given ID (DELETE /images/{id}, never forced,
