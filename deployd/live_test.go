@@ -2,7 +2,9 @@ package deployd_test
 
 import (
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -87,4 +89,33 @@ func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 	assert.NotEmpty(t, live.Reason)
 	assert.Contains(t, live.Reason, b.Docker.Socket, "the reason names the socket")
 	assert.Contains(t, b.Logs.String(), "could not read the live release's health")
+}
+
+// TestLiveHealthThroughTheCLI: with a DOCKER_HOST the Engine API client does not speak
+// (ssh here; the fake docker CLI ignores it), the agent reads through docker compose
+// ps and docker inspect, and the live health is the same.
+func TestLiveHealthThroughTheCLI(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	var env []string
+	for _, kv := range b.Docker.Env() {
+		if !strings.HasPrefix(kv, "DOCKER_HOST=") {
+			env = append(env, kv)
+		}
+	}
+	b.agent = b.NewAgent(deployd.Options{DockerEnv: append(env, "DOCKER_HOST=ssh://deploy@box.example"), HealthPoll: 10 * time.Millisecond})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(t, ok)
+	require.NotNil(t, live.Healthy)
+	assert.True(t, *live.Healthy)
+	assert.Len(t, live.Services, 2)
+	for _, c := range b.Docker.Calls() {
+		assert.NotEqual(t, "engine", c.Argv[0], "no Engine API request: %v", c.Argv)
+	}
+	assert.NotEmpty(t, b.DockerCalls("ps"), "read through docker compose ps")
 }

@@ -187,6 +187,9 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 		if st.LastRestore != nil {
 			snap.LastRestore = st.LastRestore.Result
 		}
+		if r := st.LastReclaim; r != nil {
+			snap.ImagesRemoved, snap.ImagesReclaimedBytes = r.Images, r.Bytes
+		}
 		if h := st.Live; h != nil && st.LiveSHA != "" {
 			snap.Live = &metrics.Live{Known: h.Reason == "", Healthy: h.Healthy, ObservedAt: h.ObservedAt}
 			for _, sv := range h.Services {
@@ -305,6 +308,9 @@ func writeStatus(w *strings.Builder, v statusView) {
 	}
 	if r := st.LastRestore; r != nil {
 		p("last restore", restoreLine(*r))
+	}
+	if r := st.LastReclaim; r != nil {
+		p("images", r.String()+" at "+r.At.UTC().Format(time.RFC3339))
 	}
 	p("last run", fmt.Sprintf("%s (exit %d)", timeOrNever(st.LastTick), st.LastExit))
 	if st.LastTemporary != "" {

@@ -41,6 +41,8 @@ func ExampleFormat() {
 	// monky_deployd_env_mismatch_latched 0
 	// monky_deployd_exit_code 0
 	// monky_deployd_last_restore{result=""} 0
+	// monky_deployd_images_removed 0
+	// monky_deployd_images_reclaimed_bytes 0
 }
 
 func ExampleWrite() {

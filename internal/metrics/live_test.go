@@ -29,19 +29,19 @@ func TestFormatLive(t *testing.T) {
 		values   map[string]float64
 		services map[string][2]float64 // service → healthy, restarts
 	}{
-		{name: "nothing live", live: nil, families: 10},
+		{name: "nothing live", live: nil, families: 12},
 		{
-			name: "docker could not be asked", families: 12,
+			name: "docker could not be asked", families: 14,
 			live:   &metrics.Live{Known: false, ObservedAt: time.Unix(1796031001, 0)},
 			values: map[string]float64{"monky_deployd_live_known": 0, "monky_deployd_live_observed_timestamp_seconds": 1796031001},
 		},
 		{
-			name: "one service unhealthy and restarting", families: 15, live: liveSample().Live,
+			name: "one service unhealthy and restarting", families: 17, live: liveSample().Live,
 			values:   map[string]float64{"monky_deployd_live_known": 1, "monky_deployd_live_healthy": 0},
 			services: map[string][2]float64{"api": {0, 7}, "web": {1, 0}},
 		},
 		{
-			name: "healthy", families: 15,
+			name: "healthy", families: 17,
 			live:     &metrics.Live{Known: true, Healthy: true, Services: []metrics.Service{{Name: "db", Healthy: true, Restarts: 1}}},
 			values:   map[string]float64{"monky_deployd_live_healthy": 1},
 			services: map[string][2]float64{"db": {1, 1}},
@@ -99,4 +99,19 @@ func TestFormatLiveRefusesBadServices(t *testing.T) {
 		require.ErrorIs(t, err, metrics.ErrInvalid, "%+v", sv)
 		assert.NotContains(t, err.Error(), `x"}`)
 	}
+}
+
+func TestFormatImages(t *testing.T) {
+	s := sample()
+	s.ImagesRemoved, s.ImagesReclaimedBytes = 2, 123456789
+	data, err := metrics.Format(s)
+	require.NoError(t, err)
+	families := parse(t, data)
+	got, _ := sampleOf(t, families, "monky_deployd_images_removed")
+	assert.InDelta(t, 2, got, 1e-9)
+	got, _ = sampleOf(t, families, "monky_deployd_images_reclaimed_bytes")
+	assert.InDelta(t, 123456789, got, 1e-9)
+	s.ImagesRemoved = -1
+	_, err = metrics.Format(s)
+	require.ErrorIs(t, err, metrics.ErrInvalid)
 }

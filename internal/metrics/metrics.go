@@ -76,6 +76,10 @@ type Snapshot struct {
 	// Live is the live release's health at the last check-in; nil when nothing is
 	// live (then no live or service metric is written).
 	Live *Live
+	// ImagesRemoved and ImagesReclaimedBytes are what the image hygiene of the last
+	// apply that removed images removed, and an upper bound of the space it freed.
+	ImagesRemoved        int
+	ImagesReclaimedBytes int64
 }
 
 // Live is the live release's health in a Snapshot.
@@ -130,6 +134,8 @@ func (s Snapshot) validate() error {
 		return &FieldError{Field: "LastRestore", Reason: `must be "restored-healthy", "restored-unhealthy", "restore-failed", "none" or empty`}
 	case s.ExitCode < 0 || s.ExitCode > 255:
 		return &FieldError{Field: "ExitCode", Reason: "must be in 0..255"}
+	case s.ImagesRemoved < 0 || s.ImagesReclaimedBytes < 0:
+		return &FieldError{Field: "ImagesRemoved", Reason: "must not be negative"}
 	}
 	if s.Live != nil {
 		for _, sv := range s.Live.Services {
@@ -184,6 +190,10 @@ func Format(s Snapshot) ([]byte, error) {
 	}
 	gauge("last_restore", "What became of the box after the last apply that failed after promote (restored-healthy, restored-unhealthy, restore-failed, none; empty since a successful apply); 1 when the box is degraded, else 0.",
 		labelSet("result", s.LastRestore), degraded)
+	gauge("images_removed", "Images the image hygiene of the last apply that removed any removed (images only pruned releases used).",
+		"", strconv.Itoa(s.ImagesRemoved))
+	gauge("images_reclaimed_bytes", "Sum of the sizes of those images: an upper bound of the space freed (shared layers stay).",
+		"", strconv.FormatInt(s.ImagesReclaimedBytes, 10))
 	if l := s.Live; l != nil {
 		formatLive(&b, l)
 	}

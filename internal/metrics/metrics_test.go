@@ -175,7 +175,7 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 			data, err := metrics.Format(tt.snap)
 			require.NoError(t, err)
 			families := parse(t, data)
-			assert.Len(t, families, 10)
+			assert.Len(t, families, 12)
 			for name := range families {
 				assert.True(t, strings.HasPrefix(name, "monky_deployd_"), name)
 			}
