@@ -80,6 +80,7 @@ var scenarios = []scenario{
 	{"SIGKILL during compose up converges without a second lease", killDuringUp},
 	{"keep_releases prunes old releases", keepReleases},
 	{"live turns unhealthy when a container dies after the apply", liveTurnsUnhealthy},
+	{"images of pruned releases are removed, the live and kept ones stay", prunedImages},
 }
 
 // TestScenarios runs every scenario on the fake docker, then on the real engine
