@@ -94,23 +94,26 @@ func (b *box) appImages(names ...string) map[string]string {
 	repo := "monky-test/app-" + randomHex(4)
 	refs := map[string]string{}
 	for _, n := range names {
-		ref := repo + ":" + n
-		refs[n] = ref
-		if !b.be.engine {
-			continue
-		}
-		b.T.Cleanup(func() {
-			// Cleanups run last first: the project's containers, which use the
-			// image, are removed after this one; remove them first.
-			removeProject(b.T, b.project)
+		refs[n] = repo + ":" + n
+	}
+	if !b.be.engine {
+		return refs
+	}
+	b.T.Cleanup(func() {
+		// Cleanups run last first: the project's containers, which use the images,
+		// would be removed after this one; remove them first.
+		removeProject(b.T, b.project)
+		for _, ref := range refs {
 			if exec.Command("docker", "image", "inspect", ref).Run() != nil {
-				return
+				continue // the agent removed it
 			}
 			if out, err := exec.Command("docker", "image", "rm", ref).CombinedOutput(); err != nil {
 				b.T.Errorf("cleanup: docker image rm %s: %v: %s", ref, err, out)
 			}
-		})
-		_, err := importImage(built.testap, ref, n)
+		}
+	})
+	for _, n := range names {
+		_, err := importImage(built.testap, refs[n], n)
 		require.NoError(b.T, err)
 	}
 	return refs
