@@ -64,7 +64,7 @@ func buildAll(tb testing.TB) {
 	built.testap = testbox.Build(tb, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath")
 	built.once.Do(func() {
 		if engineWanted() {
-			built.image, built.err = importImage(built.testap)
+			built.image, built.err = importImage(built.testap, "", "")
 		}
 	})
 	require.NoError(tb, built.err)
@@ -72,16 +72,20 @@ func buildAll(tb testing.TB) {
 
 // importImage makes the test image from the static test app: a tar holding /app and
 // /tmp, `docker import`ed with ENTRYPOINT ["/app"] and the label monky.test=engine.
-// Its tag is the app's sha, so that an unchanged app reuses the image.
-func importImage(app string) (string, error) {
+// With tag "" its tag is the app's sha, so that an unchanged app reuses the image.
+// Otherwise it is imported as tag with the label monky.test.variant=variant too: an
+// image of its own, with an ID no other variant has.
+func importImage(app, tag, variant string) (string, error) {
 	data, err := os.ReadFile(app)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(data)
-	tag := "monky-engine-test:" + hex.EncodeToString(sum[:6])
-	if exec.Command("docker", "image", "inspect", tag).Run() == nil {
-		return tag, nil
+	if tag == "" {
+		sum := sha256.Sum256(data)
+		tag = "monky-engine-test:" + hex.EncodeToString(sum[:6])
+		if exec.Command("docker", "image", "inspect", tag).Run() == nil {
+			return tag, nil
+		}
 	}
 	root, err := os.MkdirTemp("", "monky-engine-image-")
 	if err != nil {
@@ -98,7 +102,11 @@ func importImage(app string) (string, error) {
 		return "", err
 	}
 	tarCmd := exec.Command("tar", "-C", root, "-c", ".")
-	imp := exec.Command("docker", "import", "-c", `ENTRYPOINT ["/app"]`, "-c", "LABEL monky.test=engine", "-", tag)
+	args := []string{"import", "-c", `ENTRYPOINT ["/app"]`, "-c", "LABEL monky.test=engine"}
+	if variant != "" {
+		args = append(args, "-c", "LABEL monky.test.variant="+variant)
+	}
+	imp := exec.Command("docker", append(args, "-", tag)...)
 	pipe, err := tarCmd.StdoutPipe()
 	if err != nil {
 		return "", err

@@ -1,6 +1,7 @@
 // Package engine holds the real-engine tests of monky-deployd: one table of
 // scenarios (apply, idle, restore, missing image, removed service, one-shots,
-// depends_on, crash loop, down and purge, SIGKILL during up, pruning, the secret
+// depends_on, crash loop, down and purge, SIGKILL during up, pruning, live health
+// after a container dies, removal of the images of pruned releases, the secret
 // canary) run through the real binary against the fake docker and against a real
 // docker engine with compose v2, with the same assertions, so that every difference
 // between the fake and the engine shows up as a failure of the fake.

@@ -79,6 +79,8 @@ var scenarios = []scenario{
 	{"down with purge keeps volumes on prod", func(t *testing.T, be backend) { downPurge(t, be, "env-prod-01", false) }},
 	{"SIGKILL during compose up converges without a second lease", killDuringUp},
 	{"keep_releases prunes old releases", keepReleases},
+	{"live turns unhealthy when a container dies after the apply", liveTurnsUnhealthy},
+	{"images of pruned releases are removed, the live and kept ones stay", prunedImages},
 }
 
 // TestScenarios runs every scenario on the fake docker, then on the real engine
