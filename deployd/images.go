@@ -57,29 +57,32 @@ func (t *tick) recordImages(ctx context.Context, sha string) {
 // prunes: what docker refuses stays, and is tried again after the next apply.
 func (t *tick) reclaimImages(ctx context.Context) *Reclaim {
 	gone := func(sha string) bool { return !t.a.store.Has(sha) }
-	ids, sizes, err := t.a.orphanImages(ctx, t.st, gone)
+	o, err := t.a.orphanImages(ctx, t.st, gone)
 	if err != nil {
 		t.log.Warn("image hygiene skipped: could not ask docker which images are in use; the next apply tries again", "err", err)
 		return nil
 	}
-	if len(ids) == 0 {
-		t.forgetImages(gone)
-		return nil
+	if len(o.held) > 0 {
+		t.log.Info("image hygiene kept images of pruned releases that a container outside the live release still uses; the next apply tries again",
+			"images", strings.Join(o.held, " "))
 	}
-	r := &Reclaim{At: t.a.now()}
-	for _, id := range ids {
-		if err := t.a.engine.RemoveImage(ctx, id); err != nil {
-			r.Failed++
-			t.log.Warn("could not remove an image only pruned releases used; the next apply tries again", "image", id, "err", err)
-			continue
+	var r *Reclaim
+	if len(o.ids) > 0 {
+		r = &Reclaim{At: t.a.now()}
+		for _, id := range o.ids {
+			if err := t.a.engine.RemoveImage(ctx, id); err != nil {
+				r.Failed++
+				t.log.Warn("could not remove an image only pruned releases used; the next apply tries again", "image", id, "err", err)
+				continue
+			}
+			r.Images++
+			r.Bytes += o.sizes[id]
 		}
-		r.Images++
-		r.Bytes += sizes[id]
+		t.log.Info("image hygiene: "+r.String(), "images", r.Images, "bytes", r.Bytes)
 	}
-	if r.Failed == 0 {
+	if len(o.held) == 0 && (r == nil || r.Failed == 0) {
 		t.forgetImages(gone)
 	}
-	t.log.Info("image hygiene: "+r.String(), "images", r.Images, "bytes", r.Bytes)
 	return r
 }
 
@@ -88,12 +91,21 @@ func (t *tick) forgetImages(drop func(sha string) bool) {
 	maps.DeleteFunc(t.st.Images, func(sha string, _ []string) bool { return drop(sha) })
 }
 
+// orphans are the images of releases being let go: those that can be removed now
+// (ids, sorted) and those a container still uses (held, sorted), with the size of
+// every image docker lists.
+type orphans struct {
+	ids, held []string
+	sizes     map[string]int64
+}
+
 // orphanImages are the images named only by releases drop names (by the records of
-// recordImages), used by no container, sorted, with the size of every image docker
-// lists. Nil without the Engine API.
-func (a *Agent) orphanImages(ctx context.Context, st *State, drop func(sha string) bool) ([]string, map[string]int64, error) {
+// recordImages), split into those no container uses and those one does. Empty
+// without the Engine API.
+func (a *Agent) orphanImages(ctx context.Context, st *State, drop func(sha string) bool) (orphans, error) {
+	var o orphans
 	if a.engine == nil || len(st.Images) == 0 {
-		return nil, nil, nil
+		return o, nil
 	}
 	candidates, kept := map[string]bool{}, map[string]bool{}
 	for sha, ids := range st.Images {
@@ -106,28 +118,33 @@ func (a *Agent) orphanImages(ctx context.Context, st *State, drop func(sha strin
 		}
 	}
 	if len(candidates) == 0 {
-		return nil, nil, nil
+		return o, nil
 	}
 	used, err := a.engine.ImagesInUse(ctx)
 	if err != nil {
-		return nil, nil, err
+		return o, err
 	}
 	images, err := a.engine.Images(ctx)
 	if err != nil {
-		return nil, nil, err
+		return o, err
 	}
-	sizes := map[string]int64{}
+	o.sizes = map[string]int64{}
 	for _, im := range images {
-		sizes[im.ID] = im.Size
+		o.sizes[im.ID] = im.Size
 	}
-	var ids []string
 	for id := range candidates {
-		if _, exists := sizes[id]; exists && !kept[id] && !used[id] {
-			ids = append(ids, id)
+		_, exists := o.sizes[id]
+		switch {
+		case !exists || kept[id]:
+		case used[id]:
+			o.held = append(o.held, id)
+		default:
+			o.ids = append(o.ids, id)
 		}
 	}
-	slices.Sort(ids)
-	return ids, sizes, nil
+	slices.Sort(o.ids)
+	slices.Sort(o.held)
+	return o, nil
 }
 
 // freeableNote is what a DISK_LOW refusal adds: how much removing the images that
@@ -135,16 +152,16 @@ func (a *Agent) orphanImages(ctx context.Context, st *State, drop func(sha strin
 // (or docker cannot say).
 func (t *tick) freeableNote(ctx context.Context) string {
 	older := func(sha string) bool { return sha != t.st.LiveSHA && sha != t.st.PreviousSHA }
-	ids, sizes, err := t.a.orphanImages(ctx, t.st, older)
-	if err != nil || len(ids) == 0 {
+	o, err := t.a.orphanImages(ctx, t.st, older)
+	if err != nil || len(o.ids) == 0 {
 		return ""
 	}
 	var total int64
-	for _, id := range ids {
-		total += sizes[id]
+	for _, id := range o.ids {
+		total += o.sizes[id]
 	}
 	return fmt.Sprintf("images only releases older than the live and the previous one use could free up to %s (%d images: lower compose.keep_releases, or docker image rm %s)",
-		mib(total), len(ids), strings.Join(ids, " "))
+		mib(total), len(o.ids), strings.Join(o.ids, " "))
 }
 
 // mib is a byte count for a person.

@@ -83,13 +83,19 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 	return h
 }
 
-// observe asks docker about the live release's services.
+// observe asks docker about the live release's services. Through the Engine API the
+// project name is all it takes; the CLI (docker compose ps) also needs the release's
+// compose files, from its manifest.
 func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, error) {
-	m, err := a.store.Manifest(st.LiveSHA)
-	if err != nil {
-		return compose.Observation{}, fmt.Errorf("the live release %s cannot be read: %w", short(st.LiveSHA), err)
+	var files []string
+	if a.engine == nil {
+		m, err := a.store.Manifest(st.LiveSHA)
+		if err != nil {
+			return compose.Observation{}, fmt.Errorf("the live release %s cannot be read: %w", short(st.LiveSHA), err)
+		}
+		files = m.ComposeFiles
 	}
-	cc, err := a.composeFor(st.LiveSHA, m.ComposeFiles)
+	cc, err := a.composeFor(st.LiveSHA, files)
 	if err != nil {
 		return compose.Observation{}, err
 	}

@@ -3,6 +3,7 @@ package compose
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -114,10 +115,21 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	}
 }
 
+// settle is how long a container without a healthcheck must be seen running before
+// it counts as ready: a one-shot that fails a moment after it starts must not pass
+// for a service. Polls through the Engine API come milliseconds apart, so "seen at
+// two polls" alone would not do.
+const settle = time.Second
+
 // sighting is a container seen running at the previous poll.
 type sighting struct {
 	uptime    time.Duration
 	hasUptime bool
+	// since is when the container was first seen running (by this wait's clock).
+	since time.Time
+	// snapshot marks the sightings of Observe: no earlier poll, every running
+	// container counts as settled.
+	snapshot bool
 }
 
 // evaluate judges every expected service from one ps output. seen holds the running
@@ -166,11 +178,17 @@ func evaluate(expected []string, cs []Container, seen map[string]sighting) (stat
 			details = append(details, name+": "+worstWhy)
 		}
 	}
+	prev := maps.Clone(seen)
 	clear(seen)
+	now := time.Now()
 	for _, ctr := range cs {
 		if ctr.State == "running" {
 			up, ok := uptime(ctr)
-			seen[ctr.ID] = sighting{uptime: up, hasUptime: ok}
+			since := now
+			if p, was := prev[ctr.ID]; was {
+				since = p.since
+			}
+			seen[ctr.ID] = sighting{uptime: up, hasUptime: ok, since: since}
 		}
 	}
 	if len(bad) > 0 {
@@ -200,10 +218,16 @@ func judge(ctr Container, seen map[string]sighting) (verdict, string) {
 		case "healthy":
 			return ready, "running, healthy"
 		case "":
-			if !wasRunning {
+			switch up, ok := uptime(ctr); {
+			case prev.snapshot:
+				return ready, "running"
+			case !wasRunning:
 				return notReady, "running, settling (seen at one poll so far)"
+			case (ok && up >= settle) || time.Since(prev.since) >= settle:
+				return ready, "running"
+			default:
+				return notReady, "running, settling (up for less than " + settle.String() + ")"
 			}
-			return ready, "running"
 		case "unhealthy":
 			return failed, "unhealthy"
 		default:

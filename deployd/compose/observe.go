@@ -72,7 +72,7 @@ func (c *Client) Observe(ctx context.Context, services []string) (Observation, e
 	// A snapshot has no previous poll: every running container counts as settled.
 	seen := map[string]sighting{}
 	for _, ctr := range cs {
-		seen[ctr.ID] = sighting{}
+		seen[ctr.ID] = sighting{snapshot: true}
 	}
 	obs := Observation{At: at, Healthy: true}
 	for _, name := range serviceNames(services, cs) {

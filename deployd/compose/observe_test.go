@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -142,4 +143,56 @@ func TestWaitHealthyAndEvidenceReadThroughTheReader(t *testing.T) {
 	assert.Contains(t, ev, "--- health of web (container monky-web-1): running, health unhealthy")
 	assert.Equal(t, 2, r.lists)
 	assert.Equal(t, 1, r.insp)
+}
+
+// stepReader shows one list of containers per poll; the last one repeats.
+type stepReader struct {
+	steps [][]compose.Container
+	n     int
+}
+
+func (r *stepReader) Containers(context.Context, string) ([]compose.Container, error) {
+	cs := r.steps[min(r.n, len(r.steps)-1)]
+	r.n++
+	return cs, nil
+}
+
+func (r *stepReader) Inspect(context.Context, []string) ([]compose.Inspected, error) {
+	return nil, nil
+}
+
+// TestWaitHealthySettles: through a fast reader, polls come milliseconds apart; a
+// container without a healthcheck counts as ready only once it has run for a second,
+// so that a one-shot that fails a moment after it starts does not pass for a service.
+func TestWaitHealthySettles(t *testing.T) {
+	young := ctr("a", "job", "running", "", "Up Less than a second", 0)
+	t.Run("a one-shot that fails after 100ms fails the wait", func(t *testing.T) {
+		steps := make([][]compose.Container, 10) // 10 polls of 10ms: running
+		for i := range steps {
+			steps[i] = []compose.Container{young}
+		}
+		steps = append(steps, []compose.Container{ctr("a", "job", "exited", "", "Exited (3) Less than a second ago", 3)})
+		c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: &stepReader{steps: steps}})
+		require.NoError(t, err)
+		_, err = c.WaitHealthy(context.Background(), compose.WaitOptions{Services: []string{"job"}, Poll: 10 * time.Millisecond})
+		require.ErrorIs(t, err, compose.ErrUnhealthy)
+		assert.Contains(t, err.Error(), "exited with code 3")
+	})
+	t.Run("a service that keeps running is ready after the settle time", func(t *testing.T) {
+		c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: &stepReader{steps: [][]compose.Container{{young}}}})
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = c.WaitHealthy(context.Background(), compose.WaitOptions{Services: []string{"job"}, Poll: 10 * time.Millisecond})
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(start), time.Second)
+	})
+	t.Run("docker's own uptime of a second is enough", func(t *testing.T) {
+		old := ctr("a", "job", "running", "", "Up 3 seconds", 0)
+		c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: &stepReader{steps: [][]compose.Container{{old}}}})
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = c.WaitHealthy(context.Background(), compose.WaitOptions{Services: []string{"job"}, Poll: 10 * time.Millisecond})
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), 500*time.Millisecond)
+	})
 }

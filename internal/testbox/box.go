@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,15 +241,20 @@ func count[T any](s []T, match func(T) bool) int {
 	return n
 }
 
-// DockerCalls returns the fake docker's calls whose argv holds word.
+// DockerCalls returns the fake docker's calls whose argv holds word, and the fake
+// engine's requests that read what the docker command word reads
+// (fakedocker.ReadCommand: "version", "ps", "inspect").
 func (b *Box) DockerCalls(word string) []fakedockertest.Call {
 	var out []fakedockertest.Call
 	for _, c := range b.Docker.Calls() {
-		for _, a := range c.Argv {
-			if a == word {
+		if c.Argv[0] == fakedocker.EngineArgv0 {
+			if len(c.Argv) == 3 && fakedocker.ReadCommand(c.Argv[2]) == word {
 				out = append(out, c)
-				break
 			}
+			continue
+		}
+		if slices.Contains(c.Argv, word) {
+			out = append(out, c)
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -116,9 +117,15 @@ func TestDockerHostNamesTheFakeEngine(t *testing.T) {
 	require.Equal(t, deployd.ExitOK, res.Code, res.Output())
 	calls := b.Docker.Calls()
 	require.Greater(t, len(calls), inProcess, "the binary ran docker")
+	engine := 0
 	for i, c := range calls {
+		if c.Argv[0] == fakedocker.EngineArgv0 {
+			engine++ // the agent reads through the engine: DOCKER_HOST named it
+			continue
+		}
 		assert.Contains(t, c.Env, "DOCKER_HOST", "call %d (%s) got DOCKER_HOST; in-process before %d", i, strings.Join(c.Argv, " "), inProcess)
 	}
+	assert.Positive(t, engine, "the agents read through the fake engine")
 
 	resp, err := b.Docker.HTTPClient().Get("http://docker/containers/json?all=1")
 	require.NoError(t, err)

@@ -28,6 +28,37 @@ func idleBox(b *testing.B) *box {
 	return x
 }
 
+// liveBox is an idle box with a live release (applied in-process): its idle ticks
+// read the live release's health for the check-in's live object.
+func liveBox(b *testing.B) *box {
+	b.Helper()
+	x := newBox(b)
+	x.Publish(faketenancy.SampleApp(envID, 1))
+	a := x.agent(b, nil, 10*time.Millisecond)
+	if out, err := a.Tick(context.Background()); err != nil || out.Result != "applied" {
+		b.Fatalf("apply: result %q: %v", out.Result, err)
+	}
+	x.Stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	return x
+}
+
+// expectLive fails b unless the agent's last check-in (the floor's carry none)
+// carried a healthy live object.
+func expectLive(b *testing.B, x *box) {
+	b.Helper()
+	cs := x.Stack.Checkins(envID)
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i].Host.Hostname == "floor" {
+			continue
+		}
+		if l := cs[i].Live; l == nil || l.Healthy == nil || !*l.Healthy || len(l.Services) == 0 {
+			b.Fatalf("the agent's last check-in carried no healthy live object: %+v", l)
+		}
+		return
+	}
+	b.Fatal("no check-in of the agent")
+}
+
 // agentRun returns a func that runs `monky-deployd run --config …` as a process
 // with the fake docker's environment and extra.
 func agentRun(b *testing.B, x *box, extra ...string) func() time.Duration {
@@ -67,6 +98,49 @@ func BenchmarkIdleTick(b *testing.B) {
 	expectCheckins(b, x, before, 2*b.N)
 	// Each process starts with an empty docker version cache.
 	b.ReportMetric(float64(len(x.Docker.Calls())-calls)/float64(b.N), "docker-execs/op")
+}
+
+// BenchmarkIdleTickLive is BenchmarkIdleTick on a box with a live release: the tick
+// also reads the live release's health (Engine API: the containers, an inspection of
+// each) and sends it. Floor: the same one POST.
+func BenchmarkIdleTickLive(b *testing.B) {
+	x := liveBox(b)
+	agent, floor := agentRun(b, x), floorRun(b, x)
+	agent()
+	floor()
+	calls := len(x.Docker.Calls())
+	before := x.checkins()
+	ratio(b, nil, agent, floor)
+	expectCheckins(b, x, before, 2*b.N)
+	expectLive(b, x)
+	execs := 0
+	for _, c := range x.Docker.Calls()[calls:] {
+		if c.Argv[0] != "engine" {
+			execs++
+		}
+	}
+	b.ReportMetric(float64(execs)/float64(b.N), "docker-execs/op")
+}
+
+// BenchmarkIdleTickLiveInProcess is the --loop idle tick with a live release:
+// Agent.Tick in the benchmark process, the agent kept across ticks. Floor: one
+// check-in POST with a keep-alive client.
+func BenchmarkIdleTickLiveInProcess(b *testing.B) {
+	x := liveBox(b)
+	a := x.agent(b, nil, 0)
+	tick := func() {
+		out, err := a.Tick(context.Background())
+		if err != nil || out.Action != "none" {
+			b.Fatalf("tick: action %q, exit %d: %v", out.Action, deployd.ExitCode(err), err)
+		}
+	}
+	p := newPoster(b, x)
+	tick()
+	p.post()
+	before := x.checkins()
+	ratio(b, nil, inProcess(tick), inProcess(p.post))
+	expectCheckins(b, x, before, 2*b.N)
+	expectLive(b, x)
 }
 
 // BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and

@@ -70,9 +70,12 @@ func prunedImages(t *testing.T, be backend) {
 	for _, kept := range []string{"3", "4", "shared"} {
 		assert.True(t, b.hasImage(img[kept]), "image %s stays", kept)
 	}
-	// The agent's log does not say that it kept the image because a container uses it
-	// (deployd/images.go orphanImages drops used images silently): once it does,
-	// assert here that the apply's output names b.imageID(img["2"]).
+	// The agent says why it kept the image, and keeps release 2's record, so that the
+	// next apply tries again once the container is gone.
+	out := b.outputs[len(b.outputs)-1]
+	assert.Contains(t, out, "image hygiene kept images of pruned releases that a container outside the live release still uses")
+	assert.Contains(t, out, b.imageID(img["2"]))
+	assert.Contains(t, b.State().Images, shas[1], "release 2's images are remembered for the next apply")
 }
 
 // keys are the keys of m.

@@ -201,17 +201,17 @@ func (e *Engine) route(req *http.Request, path string) (any, error) {
 		}
 		return "OK", nil
 	case path == "/version":
-		if err := allow(http.MethodGet); err != nil {
+		if err := e.allowScripted(allow, "version"); err != nil {
 			return nil, err
 		}
 		return e.version()
 	case path == "/containers/json":
-		if err := allow(http.MethodGet); err != nil {
+		if err := e.allowScripted(allow, "ps"); err != nil {
 			return nil, err
 		}
 		return e.listContainers(req)
 	case len(parts) == 3 && parts[0] == "containers" && parts[2] == "json" && parts[1] != "":
-		if err := allow(http.MethodGet); err != nil {
+		if err := e.allowScripted(allow, "inspect"); err != nil {
 			return nil, err
 		}
 		return e.inspectContainer(parts[1])
@@ -227,6 +227,57 @@ func (e *Engine) route(req *http.Request, path string) (any, error) {
 		return e.removeImage(req, parts[1])
 	}
 	return nil, errorf(http.StatusNotFound, "page not found (the fake engine serves /_ping, /version, /containers/json, /containers/{id}/json, /images/json and /images/{id})")
+}
+
+// ReadCommand is the docker CLI command that reads what the Engine API path reads —
+// "version" for /version, "ps" for /containers/json, "inspect" for
+// /containers/{id}/json — and "" for any other path. The script's command of that
+// name plays for the request too (its delay, its failures), and a test that counts a
+// command's calls can count these requests with them.
+func ReadCommand(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case path == "/version":
+		return "version"
+	case path == "/containers/json":
+		return "ps"
+	case len(parts) == 3 && parts[0] == "containers" && parts[2] == "json" && parts[1] != "":
+		return "inspect"
+	}
+	return ""
+}
+
+// allowScripted checks the method (GET), then plays the script's command that the
+// CLI would run for the same read — "version", "ps" or "inspect" — as the docker
+// program plays it: its delay, then its failures, as a 500 with the command's stderr.
+// A scripted slow or failing docker is slow or failing whichever way it is asked.
+func (e *Engine) allowScripted(allow func(...string) error, name string) error {
+	if err := allow(http.MethodGet); err != nil {
+		return err
+	}
+	s, err := e.script()
+	if err != nil {
+		return errorf(http.StatusInternalServerError, "fake engine: %v", err)
+	}
+	cmd, ok := s.Commands[name]
+	if !ok {
+		return nil
+	}
+	if cmd.Delay > 0 {
+		time.Sleep(time.Duration(cmd.Delay))
+	}
+	fail := false
+	if err := e.withState(func(_ *run, st *Status) error { fail = countCall(st, name, cmd); return nil }); err != nil {
+		return err
+	}
+	if !fail {
+		return nil
+	}
+	msg := strings.TrimSpace(cmd.Stderr)
+	if msg == "" {
+		msg = "fake engine: scripted failure of " + name
+	}
+	return errorf(http.StatusInternalServerError, "%s", msg)
 }
 
 // withState runs fn on the state under the lock of the fake docker program, with a run

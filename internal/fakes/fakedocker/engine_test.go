@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -439,4 +440,46 @@ func TestServeEngine(t *testing.T) {
 
 	_, err = ServeEngine("/"+strings.Repeat("x", 120), Config{})
 	assert.ErrorContains(t, err, "more than the 107")
+}
+
+// TestEnginePlaysTheScriptedCommands: a scripted failure or delay of ps, inspect or
+// version applies to the Engine API reads too, and counts the same calls as the CLI.
+func TestEnginePlaysTheScriptedCommands(t *testing.T) {
+	script := &Script{Commands: map[string]Command{
+		"ps":      {Exit: 1, FailTimes: 2, Stderr: "Cannot connect to the Docker daemon"},
+		"version": {Exit: 1, Stderr: "Error response from daemon: dial unix docker.sock"},
+		"inspect": {Delay: Duration(50 * time.Millisecond)},
+	}}
+	e := newEnv(t, script)
+	code, _, stderr := e.compose("up", "-d")
+	require.Equal(t, 0, code, stderr)
+
+	status, body := e.engine("GET", "/containers/json?all=1")
+	assert.Equal(t, http.StatusInternalServerError, status)
+	assert.Contains(t, string(body), "Cannot connect to the Docker daemon")
+	code, _, stderr = e.compose("ps", "--all", "--format", "json")
+	assert.Equal(t, 1, code, "the second ps call fails too, through the CLI: %s", stderr)
+	status, body = e.engine("GET", "/containers/json?all=1")
+	assert.Equal(t, http.StatusOK, status, "%s", body)
+
+	status, body = e.engine("GET", "/version")
+	assert.Equal(t, http.StatusInternalServerError, status)
+	assert.Contains(t, string(body), "dial unix docker.sock")
+
+	var list []struct{ ID string }
+	e.engineJSON("GET", "/containers/json?all=1", http.StatusOK, &list)
+	require.NotEmpty(t, list)
+	start := time.Now()
+	status, _ = e.engine("GET", "/containers/"+list[0].ID+"/json")
+	assert.Equal(t, http.StatusOK, status)
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the scripted delay of inspect")
+}
+
+func TestReadCommand(t *testing.T) {
+	for path, want := range map[string]string{
+		"/version": "version", "/containers/json": "ps", "/containers/abc/json": "inspect",
+		"/containers//json": "", "/images/json": "", "/_ping": "", "/containers/abc/logs": "",
+	} {
+		assert.Equal(t, want, ReadCommand(path), path)
+	}
 }

@@ -307,14 +307,9 @@ func (r *run) do(name string, effect func(st *Status, out *outcome) error) int {
 	}
 	var out outcome
 	err := withStatus(r.statePath, r.fresh, func(st *Status) error {
-		if st.Calls == nil {
-			st.Calls = map[string]int{}
-		}
-		n := st.Calls[name]
-		st.Calls[name] = n + 1
 		out.stdout.WriteString(cmd.Stdout)
 		out.stderr.WriteString(cmd.Stderr)
-		if (cmd.FailTimes == 0 && cmd.Exit != 0) || n < cmd.FailTimes {
+		if countCall(st, name, cmd) {
 			out.code = cmd.Exit
 			if out.code == 0 {
 				out.code = 1
@@ -335,6 +330,18 @@ func (r *run) do(name string, effect func(st *Status, out *outcome) error) int {
 	_, _ = io.WriteString(r.stdout, out.stdout.String())
 	_, _ = io.WriteString(r.stderr, out.stderr.String())
 	return out.code
+}
+
+// countCall counts a call of the scripted command name and says whether it fails:
+// every call when Exit is set without FailTimes, else the first FailTimes calls. The
+// docker program and the fake engine count the same calls.
+func countCall(st *Status, name string, cmd Command) bool {
+	if st.Calls == nil {
+		st.Calls = map[string]int{}
+	}
+	n := st.Calls[name]
+	st.Calls[name] = n + 1
+	return (cmd.FailTimes == 0 && cmd.Exit != 0) || n < cmd.FailTimes
 }
 
 // fresh is the state of a call without a state file: the project is up.
