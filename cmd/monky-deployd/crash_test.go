@@ -261,11 +261,19 @@ func crashPoints() []crashPoint {
 			wantLive: func(c *crashBox) string { return c.newSHA },
 		},
 		{
-			name: "compose ps of the health wait",
+			// The new release's web stays "starting": the wait polls until the kill. (A
+			// delay of ps would stop the check-in's read of the live release first.)
+			name: "the health wait",
 			arm: func(c *crashBox) {
-				c.setScript(fastScript(map[string]fakedocker.Command{"ps": {Delay: delay}}))
+				s := fastScript(nil)
+				s.Releases = map[string]map[string]fakedocker.Service{
+					c.newSHA: {"web": {States: []fakedocker.State{{Health: "starting"}}}},
+				}
+				c.setScript(s)
 			},
-			word:     "ps",
+			reached: func(c *crashBox, p *testbox.Proc) bool {
+				return strings.Contains(p.Stderr.String(), "docker compose up done") && len(c.DockerCalls("ps")) > 0
+			},
 			wantLive: func(c *crashBox) string { return c.newSHA },
 		},
 		{

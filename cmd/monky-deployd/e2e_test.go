@@ -102,6 +102,12 @@ func TestBinaryLifecycle(t *testing.T) {
 	m = parseMetrics(t, metricsPath)
 	assert.Equal(t, 1.0, m["monky_deployd_exit_code"])
 	assert.Equal(t, `{code="PRIVILEGED",result="failed"}`, labelsOf(t, metricsPath, "monky_deployd_last_result"))
+	// The check-in read the live release: healthy, and each service with it.
+	assert.Equal(t, 1.0, m["monky_deployd_live_known"])
+	assert.Equal(t, 1.0, m["monky_deployd_live_healthy"])
+	assert.Equal(t, 1.0, m[`monky_deployd_service_healthy{service="web"}`])
+	assert.Equal(t, 0.0, m[`monky_deployd_service_restarts{service="web"}`])
+	assert.Positive(t, m["monky_deployd_live_observed_timestamp_seconds"])
 
 	// tenancy down: 503 on the check-in is 75, and so is a tenancy that is gone.
 	b.SetDesired(faketenancy.Desired{Action: "none"})
@@ -243,6 +249,14 @@ func parseMetrics(t *testing.T, path string) map[string]float64 {
 	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm(), "node_exporter must read it")
 	out := map[string]float64{}
 	for name, fam := range fams {
+		if name == "monky_deployd_service_healthy" || name == "monky_deployd_service_restarts" {
+			// one sample per service of the live release: name{service="web"}
+			for _, m := range fam.GetMetric() {
+				require.Len(t, m.GetLabel(), 1, name)
+				out[name+`{service="`+m.GetLabel()[0].GetValue()+`"}`] = m.GetGauge().GetValue()
+			}
+			continue
+		}
 		require.Len(t, fam.GetMetric(), 1, name)
 		out[name] = fam.GetMetric()[0].GetGauge().GetValue()
 	}
