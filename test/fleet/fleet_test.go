@@ -158,7 +158,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 			t.Fatal(err)
 		}
 		a, err := deployd.New(t.Context(), cfg, deployd.Options{
-			DockerEnv: deployd.DockerEnv([]string{"PATH=/usr/bin:/bin", "HOME=" + dir}),
+			DockerEnv: deployd.DockerEnv([]string{"PATH=/usr/bin:/bin", "HOME=" + dir, "DOCKER_HOST=" + docker.DockerHost()}),
 			Hostname:  env,
 		})
 		if err != nil {

@@ -79,6 +79,13 @@ compose:
 	return b
 }
 
+// procEnv is the environment of the box's agents: a clean one whose DOCKER_HOST names the
+// box's fake engine (the agent reads container state there, as the fake docker
+// program it runs changes it).
+func (b *box) procEnv() []string {
+	return []string{"PATH=/usr/bin:/bin", "HOME=" + b.dir, "DOCKER_HOST=" + b.docker.DockerHost()}
+}
+
 // setScript replaces the fake docker's script atomically (a temporary file renamed
 // over it), so that a docker call running at that moment reads the old script or the
 // new one, never half of one.
@@ -96,7 +103,7 @@ func (b *box) status(ctx context.Context, bin string) (string, error) {
 	var all bytes.Buffer
 	for _, args := range [][]string{{"status", "--config", b.cfgPath}, {"status", "--json", "--config", b.cfgPath}} {
 		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + b.dir}
+		cmd.Env = b.procEnv()
 		out, err := cmd.CombinedOutput()
 		all.Write(out)
 		if err != nil {
@@ -139,7 +146,7 @@ func (a *binaryAgent) start() (*proc, error) {
 	}
 	cmd := exec.Command(a.bin, "run", "--loop", "--interval", a.interval.String(),
 		"--config", a.box.cfgPath, "--metrics-file", a.box.metrics)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + a.box.dir}
+	cmd.Env = a.box.procEnv()
 	cmd.Dir = a.box.dir
 	cmd.Stdout, cmd.Stderr = f, f
 	// its own process group (SIGKILL takes its docker children too); killed with the
@@ -260,7 +267,7 @@ func (a *inprocAgent) run(ctx context.Context, next func() time.Duration, fail f
 			MaxIdleConns: 4, IdleConnTimeout: 90 * time.Second}
 		ag, err := deployd.New(ctx, cfg, deployd.Options{
 			Logger:    a.logger,
-			DockerEnv: deployd.DockerEnv([]string{"PATH=/usr/bin:/bin", "HOME=" + a.box.dir}),
+			DockerEnv: deployd.DockerEnv(a.box.procEnv()),
 			Hostname:  "soak-inproc",
 			BaoHTTP:   &http.Client{Transport: baoTr},
 		})

@@ -53,7 +53,7 @@ func BenchmarkNoneTick(b *testing.B) {
 	agent := func(b *testing.B, path string) *deployd.Agent {
 		cfg, err := deployd.LoadConfig(path)
 		require.NoError(b, err)
-		a, err := deployd.New(b.Context(), cfg, deployd.Options{Hostname: "bench", DockerEnv: []string{"PATH=" + bx.Docker.Dir + ":/usr/bin:/bin"}})
+		a, err := deployd.New(b.Context(), cfg, deployd.Options{Hostname: "bench", DockerEnv: []string{"PATH=" + bx.Docker.Dir + ":/usr/bin:/bin", "DOCKER_HOST=" + bx.Docker.DockerHost()}})
 		require.NoError(b, err)
 		return a
 	}
