@@ -284,6 +284,9 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 	if err != nil {
 		return &Error{Op: "apply", Code: codes.ApplyFailed, Err: err}
 	}
+	// Recorded before the health wait, so that the images of a release that fails
+	// are removed too once it is pruned.
+	t.recordImages(ctx, sha)
 	states, err := cc.WaitHealthy(ctx, t.a.waitOptions(services))
 	if err != nil {
 		var he *compose.Error
@@ -297,7 +300,6 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 	t.st.LastRestore = nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))
-	t.recordImages(ctx, sha)
 	t.a.store.Prune(t.st.live(), t.a.cfg.Compose.KeepReleases)
 	if r := t.reclaimImages(ctx); r != nil {
 		t.st.LastReclaim = r

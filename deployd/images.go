@@ -32,8 +32,9 @@ func (r Reclaim) String() string {
 	return s
 }
 
-// recordImages remembers the images the live release's containers run, as the engine
-// resolved them (IDs), so that they can be removed once the release is pruned. Without
+// recordImages remembers the images the release's containers run right after compose
+// up, as the engine resolved them (IDs), so that they can be removed once the release
+// is pruned — a release that then fails its health check included. Without
 // the Engine API (a DOCKER_HOST the agent's client does not speak) there is no image
 // hygiene.
 func (t *tick) recordImages(ctx context.Context, sha string) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
 // imageApp is a release whose app image changes with the serial, next to a sidecar
@@ -91,4 +93,29 @@ func TestDiskLowSaysWhatImagesWouldFree(t *testing.T) {
 	assert.Contains(t, rep.Detail, "images only releases older than the live and the previous one use could free up to 10.0 MiB (1 images")
 	assert.Len(t, b.images(), 4, "nothing removed by a refusal: app:1, 2, 3 and cache:7")
 	assert.Equal(t, 3, b.Leases(), "a refusal takes no lease")
+}
+
+// TestImageHygieneRemovesTheImagesOfAFailedRelease: the images are recorded right
+// after compose up, so a release that failed its health check loses its images too
+// once it is pruned.
+func TestImageHygieneRemovesTheImagesOfAFailedRelease(t *testing.T) {
+	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
+	b.Publish(imageApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	bad := b.Publish(imageApp(b.Env, 2))
+	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+		bad: {"app": {States: []fakedocker.State{{State: "exited", ExitCode: 1}}}},
+	}})
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	require.Equal(t, "UNHEALTHY", string(out.Code))
+	require.Contains(t, b.images(), "example.invalid/app:2")
+	for serial := int64(3); serial <= 4; serial++ {
+		b.Publish(imageApp(b.Env, serial))
+		_, code = b.tick()
+		require.Equal(t, deployd.ExitOK, code)
+	}
+	assert.NotContains(t, b.Releases(), bad)
+	assert.Equal(t, []string{"example.invalid/app:3", "example.invalid/app:4", "example.invalid/cache:7"}, b.images())
 }

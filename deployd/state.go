@@ -44,8 +44,8 @@ type State struct {
 	// Live is the live release's health as the last check-in read it; nil when
 	// nothing was live.
 	Live *LiveHealth `json:"live,omitempty"`
-	// Images are the image IDs each release's containers ran, by sha, recorded when it
-	// came up healthy: image hygiene removes those only pruned releases named.
+	// Images are the image IDs each release's containers ran, by sha, recorded after its
+	// compose up: image hygiene removes those only pruned releases named.
 	Images map[string][]string `json:"images,omitempty"`
 	// LastReclaim is what the image hygiene of the last apply removed; nil when it
 	// removed nothing.
