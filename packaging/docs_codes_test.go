@@ -46,7 +46,7 @@ func TestBundleDocNamesEveryRefusal(t *testing.T) {
 func TestOperationsMetrics(t *testing.T) {
 	src := readRepoFile(t, "internal/metrics/metrics.go")
 	var code []string
-	for _, m := range regexp.MustCompile(`gauge\("([a-z_]+)"`).FindAllStringSubmatch(src, -1) {
+	for _, m := range regexp.MustCompile(`(?:gauge|head)\("([a-z_]+)"`).FindAllStringSubmatch(src, -1) {
 		code = append(code, "monky_deployd_"+m[1])
 	}
 	require.NotEmpty(t, code)
