@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/monky/monky-deployd/deployd/compose"
 )
@@ -162,32 +163,67 @@ func healthFromStatus(status string) string {
 	return ""
 }
 
+// inspectParallel bounds how many inspections run at once: a release's containers are
+// inspected together, so that the live health of a check-in costs about one round
+// trip more than the list, not one per container.
+const inspectParallel = 4
+
 // Inspect returns what docker inspect says of the given containers (IDs or names), in
-// their order (GET /containers/{id}/json each). A container that went away since it
-// was listed (404) is left out, without an error.
+// their order (GET /containers/{id}/json each, up to inspectParallel at once). A
+// container that went away since it was listed (404) is left out, without an error.
 func (c *Client) Inspect(ctx context.Context, ids []string) ([]compose.Inspected, error) {
 	const op = "inspect"
-	var out []compose.Inspected
 	for _, id := range ids {
-		path := "/containers/" + url.PathEscape(id) + "/json"
 		if id == "" || strings.ContainsAny(id, "/?#") {
 			return nil, &Error{Op: op, Host: c.host, Path: "/containers/{id}/json", Err: errors.New("an empty container ID or one with / ? #")}
 		}
-		body, err := c.do(ctx, op, http.MethodGet, path, nil)
-		if errors.Is(err, ErrNotFound) {
-			c.log.DebugContext(ctx, "docker engine: container went away before inspect", "container", id)
-			continue
+	}
+	type result struct {
+		in   compose.Inspected
+		gone bool
+		err  error
+	}
+	results := make([]result, len(ids))
+	sem := make(chan struct{}, inspectParallel)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			in, gone, err := c.inspectOne(ctx, op, id)
+			results[i] = result{in: in, gone: gone, err: err}
+		}()
+	}
+	wg.Wait()
+	var out []compose.Inspected
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			return nil, r.err
+		case !r.gone:
+			out = append(out, r.in)
 		}
-		if err != nil {
-			return nil, err
-		}
-		in, err := decodeInspect(body)
-		if err != nil {
-			return nil, &Error{Op: op, Host: c.host, Path: path, Err: err}
-		}
-		out = append(out, in)
 	}
 	return out, nil
+}
+
+// inspectOne is GET /containers/{id}/json; gone when the container went away (404).
+func (c *Client) inspectOne(ctx context.Context, op, id string) (compose.Inspected, bool, error) {
+	path := "/containers/" + url.PathEscape(id) + "/json"
+	body, err := c.do(ctx, op, http.MethodGet, path, nil)
+	if errors.Is(err, ErrNotFound) {
+		c.log.DebugContext(ctx, "docker engine: container went away before inspect", "container", id)
+		return compose.Inspected{}, true, nil
+	}
+	if err != nil {
+		return compose.Inspected{}, false, err
+	}
+	in, err := decodeInspect(body)
+	if err != nil {
+		return compose.Inspected{}, false, &Error{Op: op, Host: c.host, Path: path, Err: err}
+	}
+	return in, false, nil
 }
 
 // decodeInspect decodes one GET /containers/{id}/json answer, the object docker

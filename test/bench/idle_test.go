@@ -18,6 +18,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/logging"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // idleBox is a bootstrapped box whose check-ins answer none: a box between deploys.
@@ -139,6 +140,25 @@ func BenchmarkIdleTickLiveInProcess(b *testing.B) {
 	p.post()
 	before := x.checkins()
 	ratio(b, nil, inProcess(tick), inProcess(p.post))
+	expectCheckins(b, x, before, 2*b.N)
+	expectLive(b, x)
+}
+
+// BenchmarkThinIdleTick measures a design, not the agent: test/bench/thinidle does the
+// idle tick's work of BenchmarkIdleTickLive (lock, state, token lookup-self, the live
+// health through the Engine API, the check-in with live, state saved with fsync) as a
+// process that links only the light packages. The gap to BenchmarkIdleTickLive is what
+// the agent's package initialisation costs every timer tick (docs/BENCHMARKS.md).
+func BenchmarkThinIdleTick(b *testing.B) {
+	x := liveBox(b)
+	thin := testbox.Build(b, "github.com/monky/monky-deployd/test/bench/thinidle", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w")
+	env := x.procEnv()
+	tick := func() time.Duration { return run(b, env, thin, x.CfgPath) }
+	floor := floorRun(b, x)
+	tick()
+	floor()
+	before := x.checkins()
+	ratio(b, nil, tick, floor)
 	expectCheckins(b, x, before, 2*b.N)
 	expectLive(b, x)
 }

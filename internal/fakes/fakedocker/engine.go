@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,11 +43,18 @@ const EngineArgv0 = "engine"
 // 404 and a known path with another method 405, so that a wrong request shows up.
 type Engine struct {
 	cfg Config
+
+	mu sync.Mutex
+	// cached is the script as last read, with its file's info: a script replaced
+	// (a rename, a write) is another file or has another size or time.
+	cached   Script
+	cachedFI os.FileInfo
 }
 
 // NewEngine returns the fake engine over the record, state and script of cfg (the
 // paths of the fake docker program's ConfigFile; State "" means Log + ".state"). The
-// script file is read at every request once it exists, as the program does. Without
+// script file is read again whenever its size or modification time changed, once it
+// exists. Without
 // Log and State nothing is kept and no project is up.
 func NewEngine(cfg Config) *Engine {
 	if cfg.State == "" && cfg.Log != "" {
@@ -170,18 +178,30 @@ func (e *Engine) serverVersion() string {
 	return DefaultServerVersion
 }
 
-// script reads the script file, the zero Script while there is none.
+// script reads the script file, the zero Script while there is none. It is parsed
+// again only when the file changed: another file (a rename), or another size or
+// modification time.
 func (e *Engine) script() (Script, error) {
 	if e.cfg.Script == "" {
 		return Script{}, nil
 	}
-	if _, err := os.Stat(e.cfg.Script); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Stat(e.cfg.Script)
+	if errors.Is(err, fs.ErrNotExist) {
 		return Script{}, nil // read once a test puts it in place
+	}
+	if err != nil {
+		return Script{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.cachedFI; c != nil && os.SameFile(c, fi) && fi.Size() == c.Size() && fi.ModTime().Equal(c.ModTime()) {
+		return e.cached, nil
 	}
 	s, err := ReadScript(e.cfg.Script)
 	if err != nil {
 		return Script{}, err
 	}
+	e.cached, e.cachedFI = *s, fi
 	return *s, nil
 }
 
@@ -289,6 +309,16 @@ func (e *Engine) withState(fn func(r *run, st *Status) error) error {
 	}
 	r := &run{statePath: e.cfg.State, script: s}
 	return withStatus(r.statePath, func() Status { return Status{} }, func(st *Status) error { return fn(r, st) })
+}
+
+// viewState is withState for a read that changes nothing: the state is not written.
+func (e *Engine) viewState(fn func(r *run, st *Status) error) error {
+	s, err := e.script()
+	if err != nil {
+		return errorf(http.StatusInternalServerError, "fake engine: %v", err)
+	}
+	r := &run{statePath: e.cfg.State, script: s}
+	return viewStatus(r.statePath, func() Status { return Status{} }, func(st *Status) error { return fn(r, st) })
 }
 
 func (e *Engine) version() (any, error) {
@@ -441,7 +471,7 @@ func findContainer(r *run, st *Status, want string) (container, bool) {
 // docker program prints, in the state of the last ps step.
 func (e *Engine) inspectContainer(want string) (any, error) {
 	var obj map[string]any
-	err := e.withState(func(r *run, st *Status) error {
+	err := e.viewState(func(r *run, st *Status) error {
 		c, ok := findContainer(r, st, want)
 		if !ok {
 			return errorf(http.StatusNotFound, "No such container: %s", want)
@@ -476,7 +506,7 @@ func (e *Engine) listImages(req *http.Request) (any, error) {
 		return nil, errorf(http.StatusBadRequest, "fake engine: image filters are not modelled")
 	}
 	list := []imageSummary{}
-	err = e.withState(func(_ *run, st *Status) error {
+	err = e.viewState(func(_ *run, st *Status) error {
 		for _, im := range st.Images {
 			list = append(list, imageSummary{
 				Containers: -1, Created: im.Created, ID: im.ID, Labels: map[string]string{},

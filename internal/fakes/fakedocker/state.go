@@ -111,3 +111,22 @@ func withStatus(path string, fresh func() Status, fn func(*Status) error) error 
 	}
 	return writeStatus(path, st)
 }
+
+// viewStatus runs fn on the state under the lock and saves nothing: for the reads
+// that change no state (inspect, the images list), as cheap as a daemon's.
+func viewStatus(path string, fresh func() Status, fn func(*Status) error) error {
+	if path == "" {
+		st := fresh()
+		return fn(&st)
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return fmt.Errorf("lock state: %w", err)
+	}
+	defer unlock()
+	st, err := ReadStatus(path)
+	if err != nil {
+		return err
+	}
+	return fn(&st)
+}
