@@ -32,9 +32,13 @@
 //     might bring it up later: a service that crashes while the agent watches is not
 //     one to promote, and failing fast keeps the old release serving sooner.
 //   - A running container without a healthcheck counts as ready only once it was
-//     seen running at two polls in a row (one Poll apart), with its uptime not gone
-//     backwards: a container that crashes right after start is caught instead of
-//     promoted. A healthy container is ready at once; its healthcheck proved it.
+//     seen running at two polls in a row, with its uptime not gone backwards, and has
+//     run for a second (by docker's uptime or since the wait first saw it): a
+//     container that crashes right after start is caught instead of promoted, even
+//     when the polls, read through the Engine API, come 50 ms apart. A healthy
+//     container is ready at once; its healthcheck proved it. Observe, a snapshot
+//     between applies, counts every running container without a healthcheck as
+//     ready.
 //   - With no expected services, the wait covers every service ps shows; the agent
 //     always passes the bundle's services, so that a service compose never created is
 //     caught ("missing"). Services that are not meant to run (replicas: 0, a profile
