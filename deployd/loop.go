@@ -34,7 +34,10 @@ type LoopOptions struct {
 // the interval tenancy asked for at the last check-in (State.NextCheckin), or
 // Interval when it asked for none. After a temporary failure (exit 75) it waits
 // Interval, doubled after each further consecutive one up to MaxBackoff, so that 75
-// never becomes a busy loop. Every pause between ticks is spread by ±10%.
+// never becomes a busy loop. Every pause between ticks is spread by ±10%. When
+// tenancy's answer carried a Retry-After (429, 503), the pause is at least that long
+// (capped at MaxBackoff), spread by up to +10% after it, never before: a tenancy that
+// recovers from an outage tells a fleet when to come back.
 func (a *Agent) Loop(ctx context.Context, opts LoopOptions) int {
 	if opts.Tick == nil {
 		opts.Tick = func(ctx context.Context) int {
@@ -63,8 +66,9 @@ func (a *Agent) Loop(ctx context.Context, opts LoopOptions) int {
 			a.log.Error("stopping the loop: AGENT_ENV_MISMATCH is never retried")
 			return code
 		}
+		st, _ := ReadState(a.cfg) // unreadable: the zero State, the interval
 		wait = opts.Interval
-		if st, err := ReadState(a.cfg); err == nil && st.NextCheckin > 0 {
+		if st.NextCheckin > 0 {
 			wait = st.NextCheckin
 		}
 		if code == ExitTemporary {
@@ -74,7 +78,20 @@ func (a *Agent) Loop(ctx context.Context, opts LoopOptions) int {
 			failures = 0
 		}
 		wait = jitter(wait, opts.Rand)
+		if code == ExitTemporary && st.RetryAfter > 0 {
+			wait = max(wait, retryAfter(st.RetryAfter, opts.Rand))
+		}
 	}
+}
+
+// retryAfter is the pause tenancy asked for, capped at MaxBackoff, spread by up to
+// +10% after it.
+func retryAfter(d time.Duration, rnd func(int64) int64) time.Duration {
+	d = min(d, MaxBackoff)
+	if spread := int64(d) / 10; spread > 0 {
+		d += time.Duration(rnd(spread))
+	}
+	return d
 }
 
 // firstDelay is the pause before the first tick: random in [0, interval/10), 0 for an

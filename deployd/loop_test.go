@@ -3,7 +3,10 @@ package deployd_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,4 +123,49 @@ func TestLoopRunsRealTicks(t *testing.T) {
 	code := b.agent.Loop(ctx, deployd.LoopOptions{Interval: time.Minute, After: after})
 	assert.Equal(t, 0, code)
 	assert.GreaterOrEqual(t, b.TenancyCalls("/v1/agent/checkin"), 2)
+}
+
+// TestLoopHonoursRetryAfter: after a 75 whose tenancy answer carried Retry-After, the
+// pause is at least that (capped at 15 minutes, spread only after it); without one the
+// back-off applies.
+func TestLoopHonoursRetryAfter(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	write := func(ra time.Duration) {
+		require.NoError(t, os.WriteFile(b.Cfg.StatePath(), fmt.Appendf(nil, `{"schema":1,"env_id":%q,"retry_after_ns":%d}`, b.Env, ra), 0o600))
+	}
+	write(5 * time.Minute)
+	r, _ := runLoop(t, b, time.Minute, low, 75)
+	assert.Equal(t, []time.Duration{0, 5 * time.Minute}, r.pauses, "Retry-After over the back-off")
+	r, _ = runLoop(t, b, time.Minute, high, 75)
+	assert.Equal(t, 5*time.Minute+30*time.Second-1, r.pauses[1], "spread after it, up to +10%")
+	write(time.Hour)
+	r, _ = runLoop(t, b, time.Minute, low, 75)
+	assert.Equal(t, 15*time.Minute, r.pauses[1], "capped at MaxBackoff")
+	write(time.Second)
+	r, _ = runLoop(t, b, time.Minute, low, 75)
+	assert.Equal(t, 54*time.Second, r.pauses[1], "a shorter Retry-After does not shorten the back-off")
+	write(5 * time.Minute)
+	r, _ = runLoop(t, b, time.Minute, low, 0)
+	assert.Equal(t, 54*time.Second, r.pauses[1], "only after a temporary failure")
+}
+
+// TestTickRemembersRetryAfter: a 503 with Retry-After ends the tick on 75 and the state
+// keeps the pause for the loop; the next tick that succeeds clears it.
+func TestTickRemembersRetryAfter(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
+		if strings.HasSuffix(req.URL.Path, "/v1/agent/checkin") {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"120"}},
+				Body: io.NopCloser(strings.NewReader(`{"code":"UNAVAILABLE","message":"maintenance"}`)), Request: req}
+		}
+		return resp
+	})
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitTemporary, code)
+	assert.Equal(t, 2*time.Minute, b.State().RetryAfter)
+	b.rt.set(nil)
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.Zero(t, b.State().RetryAfter)
 }

@@ -64,6 +64,9 @@ type State struct {
 	// (UNAVAILABLE, RATE_LIMITED, …), "" when the last tick ended otherwise. It is
 	// shown by status and never replaces the reported LastCode.
 	LastTemporary codes.Code `json:"last_temporary,omitempty"`
+	// RetryAfter is the Retry-After of the tenancy answer (429, 503) that ended the
+	// last tick on a temporary condition; 0 otherwise. Loop waits at least this long.
+	RetryAfter time.Duration `json:"retry_after_ns,omitempty"`
 	// LastTick is when the last tick ended, and LastExit its exit code.
 	LastTick time.Time `json:"last_tick,omitzero"`
 	LastExit int       `json:"last_exit"`

@@ -102,9 +102,10 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	if err != nil && out.Code == "" {
 		out.Code = CodeOf(err)
 	}
-	st.LastTemporary = ""
+	st.LastTemporary, st.RetryAfter = "", 0
 	if IsTemporary(err) {
 		st.LastTemporary = CodeOf(err)
+		st.RetryAfter, _ = tenancy.RetryAfter(err)
 	}
 	out.Duration = a.now().Sub(start)
 	st.LastTick = a.now()
