@@ -111,3 +111,49 @@ func ExampleClient_WaitHealthy() {
 	// web running healthy
 	// worker running
 }
+
+// stateReader is a Reader that answers from fixed containers: in the agent it is the
+// docker Engine API client, which answers in milliseconds.
+type stateReader []compose.Container
+
+func (r stateReader) Containers(context.Context, string) ([]compose.Container, error) {
+	return r, nil
+}
+
+func (r stateReader) Inspect(_ context.Context, ids []string) ([]compose.Inspected, error) {
+	var out []compose.Inspected
+	for _, c := range r {
+		if c.Service == "worker" {
+			out = append(out, compose.Inspected{ID: c.ID, Service: c.Service, RestartCount: 4})
+		}
+	}
+	return out, nil
+}
+
+// ExampleClient_Observe judges a project's services once, as a check-in reports them
+// between two applies.
+func ExampleClient_Observe() {
+	reader := stateReader{
+		{ID: "a1", Service: "web", State: "running", Health: "healthy", Status: "Up 3 hours (healthy)"},
+		{ID: "b2", Service: "worker", State: "restarting", ExitCode: 2, Status: "Restarting (2) 1 second ago"},
+	}
+	cc, err := compose.New(compose.Config{Project: "monky", Dir: os.TempDir(), Reader: reader})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	obs, err := cc.Observe(context.Background(), []string{"web", "worker", "db"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("healthy:", obs.Healthy)
+	for _, s := range obs.Services {
+		fmt.Printf("  %s: %s %s, %d restarts, ready %t\n", s.Name, s.State, s.Health, s.Restarts, s.Ready)
+	}
+	// Output:
+	// healthy: false
+	//   db: missing , 0 restarts, ready false
+	//   web: running healthy, 0 restarts, ready true
+	//   worker: restarting , 4 restarts, ready false
+}
