@@ -33,6 +33,12 @@ type Restore struct {
 	At time.Time `json:"at,omitzero"`
 }
 
+// Degraded reports whether the box was left degraded: the restored release is not
+// healthy, or nothing could be restored.
+func (r Restore) Degraded() bool {
+	return r.Result == RestoreUnhealthy || r.Result == RestoreFailed
+}
+
 // String is the restore as the report's detail ends with it, e.g.
 // "restore: restored-healthy 1f2e3d4c5b6a".
 func (r Restore) String() string {

@@ -42,3 +42,12 @@ func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	assert.Equal(t, codes.Rollback, out.Code)
 	assert.Equal(t, downloads, b.TenancyCalls("/v1/agent/bundles/"), "a remembered failure is re-reported without a download")
 }
+
+func TestRestoreDegraded(t *testing.T) {
+	for result, want := range map[string]bool{
+		deployd.RestoreHealthy: false, deployd.RestoreNone: false,
+		deployd.RestoreUnhealthy: true, deployd.RestoreFailed: true,
+	} {
+		assert.Equal(t, want, deployd.Restore{Result: result}.Degraded(), result)
+	}
+}

@@ -184,8 +184,8 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 		if !st.TokenExpires.IsZero() {
 			snap.TokenTTL = max(time.Until(st.TokenExpires), 0)
 		}
-		if st.LastRestore != nil {
-			snap.LastRestore = st.LastRestore.Result
+		if r := st.LastRestore; r != nil {
+			snap.LastRestore, snap.Degraded = r.Result, r.Degraded()
 		}
 		if r := st.LastReclaim; r != nil {
 			snap.ImagesRemoved, snap.ImagesReclaimedBytes = r.Images, r.Bytes

@@ -41,10 +41,14 @@ func TestCrashDuringRestore(t *testing.T) {
 
 	// The next run: the new sha is asked for again and fails again.
 	c.setScript(unhealthyScript(nil))
-	res := c.tick()
+	metricsPath := filepath.Join(t.TempDir(), "monky-deployd.prom")
+	res := c.tick("--metrics-file", metricsPath)
 	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 	assert.Equal(t, "UNHEALTHY", c.LastReport().Code)
 	assert.Equal(t, c.oldSHA, c.Live(), "the box goes on serving the old release")
+	// The restored release is as unhealthy here: the box is degraded, and says so.
+	assert.Equal(t, `{result="restored-unhealthy"}`, labelsOf(t, metricsPath, "monky_deployd_last_restore"))
+	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_last_restore"])
 	assert.Equal(t, c.oldSHA, c.State().LiveSHA)
 	ups2 := c.DockerCalls("up")
 	require.NotEmpty(t, ups2)

@@ -70,9 +70,12 @@ type Snapshot struct {
 	// ExitCode is the exit code of the tick: 0, 75, 78 or 1 (any 0–255 is accepted).
 	ExitCode int
 	// LastRestore is what became of the box after the last apply that failed after
-	// promote: "restored-healthy", "restored-unhealthy", "restore-failed", "none", or ""
-	// when no failure needed a restore since the last successful apply.
+	// promote (deployd's restore results: lowercase letters and dashes), or "" when no
+	// failure needed a restore since the last successful apply.
 	LastRestore string
+	// Degraded is true when that restore left the box degraded (deployd's
+	// Restore.Degraded): the metric's value.
+	Degraded bool
 	// Live is the live release's health at the last check-in; nil when nothing is
 	// live (then no live or service metric is written).
 	Live *Live
@@ -109,7 +112,7 @@ var (
 	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~-]{0,63}$`)
 	codePattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 	servicePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$`)
-	restorePattern = regexp.MustCompile(`^(restored-healthy|restored-unhealthy|restore-failed|none)$`)
+	restorePattern = regexp.MustCompile(`^[a-z][a-z-]{0,31}$`)
 )
 
 func (s Snapshot) validate() error {
@@ -131,7 +134,7 @@ func (s Snapshot) validate() error {
 	case s.TokenTTL < 0:
 		return &FieldError{Field: "TokenTTL", Reason: "must not be negative"}
 	case s.LastRestore != "" && !restorePattern.MatchString(s.LastRestore):
-		return &FieldError{Field: "LastRestore", Reason: `must be "restored-healthy", "restored-unhealthy", "restore-failed", "none" or empty`}
+		return &FieldError{Field: "LastRestore", Reason: "must be lowercase letters and dashes, or empty"}
 	case s.ExitCode < 0 || s.ExitCode > 255:
 		return &FieldError{Field: "ExitCode", Reason: "must be in 0..255"}
 	case s.ImagesRemoved < 0 || s.ImagesReclaimedBytes < 0:
@@ -184,10 +187,7 @@ func Format(s Snapshot) ([]byte, error) {
 		"", latched)
 	gauge("exit_code", "Exit code of the last tick: 0 done, 75 temporary, 78 env mismatch, 1 failure.",
 		"", strconv.Itoa(s.ExitCode))
-	degraded := "0"
-	if s.LastRestore == "restored-unhealthy" || s.LastRestore == "restore-failed" {
-		degraded = "1"
-	}
+	degraded := boolValue(s.Degraded)
 	gauge("last_restore", "What became of the box after the last apply that failed after promote (restored-healthy, restored-unhealthy, restore-failed, none; empty since a successful apply); 1 when the box is degraded, else 0.",
 		labelSet("result", s.LastRestore), degraded)
 	gauge("images_removed", "Images the image hygiene of the last apply that removed any removed (images only pruned releases used).",

@@ -149,13 +149,13 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 		},
 		{
 			name:   "failed apply, the restored release unhealthy: degraded",
-			snap:   metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-unhealthy", ExitCode: 1},
+			snap:   metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-unhealthy", Degraded: true, ExitCode: 1},
 			values: map[string]float64{"monky_deployd_last_restore": 1},
 			labels: map[string]map[string]string{"monky_deployd_last_restore": {"result": "restored-unhealthy"}},
 		},
 		{
 			name:   "failed apply, restore failed: degraded",
-			snap:   metrics.Snapshot{LastRestore: "restore-failed"},
+			snap:   metrics.Snapshot{LastRestore: "restore-failed", Degraded: true},
 			values: map[string]float64{"monky_deployd_last_restore": 1},
 		},
 		{
@@ -224,7 +224,7 @@ func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {
 		{"serial", func(s *metrics.Snapshot) { s.LiveSerial = -1 }, "LiveSerial"},
 		{"tick duration", func(s *metrics.Snapshot) { s.TickDuration = -time.Second }, "TickDuration"},
 		{"token ttl", func(s *metrics.Snapshot) { s.TokenTTL = -time.Second }, "TokenTTL"},
-		{"restore outside the vocabulary", func(s *metrics.Snapshot) { s.LastRestore = "restored" }, "LastRestore"},
+		{"restore with a label-breaking character", func(s *metrics.Snapshot) { s.LastRestore = `restored"}` }, "LastRestore"},
 		{"restore secret", func(s *metrics.Snapshot) { s.LastRestore = planted }, "LastRestore"},
 		{"exit code high", func(s *metrics.Snapshot) { s.ExitCode = 256 }, "ExitCode"},
 		{"exit code negative", func(s *metrics.Snapshot) { s.ExitCode = -1 }, "ExitCode"},
