@@ -16,6 +16,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // apply converges the box to the instruction's sha: verify everything, then lease,
@@ -23,7 +24,7 @@ import (
 // tick as a sequence"). A step's error ends it; end decides what the error means.
 func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	t.out.SHA, t.out.Serial = inst.SHA, inst.Serial
-	t.log = t.log.With("sha", short(inst.SHA), "serial", inst.Serial)
+	t.log = t.log.With("sha", release.Short(inst.SHA), "serial", inst.Serial)
 	if done, err := t.shortcut(ctx, inst); done {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // takeDown takes the live release down: compose down (with volumes only when tenancy
@@ -34,7 +35,7 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 		if err != nil {
 			return &Error{Op: "compose down", Code: codes.ApplyFailed, Err: err}
 		}
-		t.log.Info("took the environment down", "sha", short(cur.SHA), "volumes_removed", purge)
+		t.log.Info("took the environment down", "sha", release.Short(cur.SHA), "volumes_removed", purge)
 	}
 	live, err := t.a.store.Down(cur)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // liveTimeout bounds the reading of the live release's health before a check-in, so
@@ -64,7 +65,7 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 	if err != nil {
 		h.Reason = a.red.Redact(err.Error())
 		a.log.Warn("could not read the live release's health; the check-in says why and goes out all the same. Is dockerd running? (systemctl status docker)",
-			"live_sha", short(st.LiveSHA), "err", h.Reason)
+			"live_sha", release.Short(st.LiveSHA), "err", h.Reason)
 		return h
 	}
 	h.Healthy = obs.Healthy
@@ -78,7 +79,7 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 	}
 	if !obs.Healthy {
 		a.log.Warn("the live release is not healthy; the agent changes nothing on its own (tenancy sees it in the check-in and decides). Read the logs: cd "+a.store.CurrentLink()+" && docker compose -p "+a.cfg.Compose.Project+" logs --tail 100",
-			"live_sha", short(st.LiveSHA), "services", strings.Join(bad, "; "))
+			"live_sha", release.Short(st.LiveSHA), "services", strings.Join(bad, "; "))
 	}
 	return h
 }
@@ -91,7 +92,7 @@ func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, er
 	if a.engine == nil {
 		m, err := a.store.Manifest(st.LiveSHA)
 		if err != nil {
-			return compose.Observation{}, fmt.Errorf("the live release %s cannot be read: %w", short(st.LiveSHA), err)
+			return compose.Observation{}, fmt.Errorf("the live release %s cannot be read: %w", release.Short(st.LiveSHA), err)
 		}
 		files = m.ComposeFiles
 	}

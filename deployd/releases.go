@@ -97,10 +97,3 @@ func (a *Agent) readDockerVersion(ctx context.Context) (string, error) {
 	}
 	return cc.DockerVersion(ctx)
 }
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
-}

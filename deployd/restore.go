@@ -44,7 +44,7 @@ func (r Restore) Degraded() bool {
 func (r Restore) String() string {
 	s := "restore: " + r.Result
 	if r.SHA != "" {
-		s += " " + short(r.SHA)
+		s += " " + release.Short(r.SHA)
 	}
 	if r.Detail != "" {
 		s += " (" + r.Detail + ")"
@@ -59,10 +59,10 @@ func (r Restore) String() string {
 func (t *tick) restore(ctx context.Context, cause error) error {
 	var r Restore
 	if cur := t.st.live(); t.a.store.CanRestore(cur) {
-		t.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", short(cur.SHA), "restore_sha", short(cur.Previous), "err", cause)
+		t.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", release.Short(cur.SHA), "restore_sha", release.Short(cur.Previous), "err", cause)
 		r = t.restorePrevious(ctx, cur)
 	} else {
-		t.log.Warn("apply failed after promote and there is no previous release; taking the failed release down", "failed_sha", short(cur.SHA), "err", cause)
+		t.log.Warn("apply failed after promote and there is no previous release; taking the failed release down", "failed_sha", release.Short(cur.SHA), "err", cause)
 		r = t.discard(ctx, cur)
 	}
 	r.At = t.a.now()
@@ -79,14 +79,14 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 	live, err := t.a.store.Restore(cur)
 	if err != nil {
 		t.log.Error("could not point current back at the previous release; fix the symlink by hand, then run `docker compose up -d` in it",
-			"link", t.a.store.CurrentLink(), "restore_sha", short(prev), "err", err)
+			"link", t.a.store.CurrentLink(), "restore_sha", release.Short(prev), "err", err)
 		r.Detail = "current could not be pointed back at it"
 		return r
 	}
 	t.st.setLive(live)
 	rel, err := t.a.store.Read(ctx, prev, t.a.expect())
 	if err != nil {
-		t.log.Error("the restored release cannot be read; the box may be degraded", "restore_sha", short(prev), "err", err)
+		t.log.Error("the restored release cannot be read; the box may be degraded", "restore_sha", release.Short(prev), "err", err)
 		r.Detail = "its manifest or compose files could not be read"
 		return r
 	}
@@ -97,18 +97,18 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 	}
 	if err != nil {
 		t.log.Error("compose up of the restored release failed; the box may be degraded. Look with `docker compose ps --all` in the current directory",
-			"restore_sha", short(prev), "err", err)
+			"restore_sha", release.Short(prev), "err", err)
 		r.Detail = "compose up failed"
 		return r
 	}
 	if _, err := cc.WaitHealthy(ctx, t.a.waitOptions(rel.Services)); err != nil {
 		t.log.Error("restored the previous release, but it is not healthy either; the box is degraded. Look with `docker compose ps --all` and `docker compose logs` in the current directory",
-			"restore_sha", short(prev), "err", err)
+			"restore_sha", release.Short(prev), "err", err)
 		r.Result, r.Detail = RestoreUnhealthy, t.a.red.Redact(err.Error())
 		return r
 	}
 	t.st.confirmLive(rel.Services)
-	t.log.Info("restored the previous release and it is healthy: the box serves what it served before the failed apply", "restore_sha", short(prev))
+	t.log.Info("restored the previous release and it is healthy: the box serves what it served before the failed apply", "restore_sha", release.Short(prev))
 	r.Result = RestoreHealthy
 	return r
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // Outcome is what one tick did, for the caller's log line and for tests.
@@ -231,7 +232,7 @@ func (t *tick) stopped(ctx context.Context, cause error) error {
 		return nil
 	}
 	t.log.Warn("the tick was stopped mid-way; leaving the release where it is, the next tick resumes",
-		"sha", short(t.out.SHA), "err", cause)
+		"sha", release.Short(t.out.SHA), "err", cause)
 	return &Error{Op: "tick stopped", Code: codes.Interrupted, Err: errors.Join(ctx.Err(), cause)}
 }
 
@@ -242,7 +243,7 @@ type repeatedError struct {
 }
 
 func (e *repeatedError) Error() string {
-	return fmt.Sprintf("apply: sha %s failed before on this box (%s): %s", short(e.sha), e.f.Code, e.f.Detail)
+	return fmt.Sprintf("apply: sha %s failed before on this box (%s): %s", release.Short(e.sha), e.f.Code, e.f.Detail)
 }
 
 // Code is the code of the remembered failure.

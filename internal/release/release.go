@@ -234,7 +234,7 @@ func (s *Store) Down(cur Live) (Live, error) {
 // point swaps current to releases/<sha> atomically.
 func (s *Store) point(sha string) error {
 	if !s.Has(sha) {
-		return fmt.Errorf("release: %s is not staged", short(sha))
+		return fmt.Errorf("release: %s is not staged", Short(sha))
 	}
 	return fsutil.SwapSymlink(filepath.Join("releases", sha), s.CurrentLink())
 }
@@ -289,7 +289,7 @@ func (s *Store) sweep() {
 			if _, err := os.Lstat(s.Dir(sha)); errors.Is(err, fs.ErrNotExist) {
 				if rerr := os.Rename(p, s.Dir(sha)); rerr == nil {
 					_ = fsutil.SyncDir(rel)
-					s.log.Info("put back a release moved aside by an interrupted restage", "sha", short(sha))
+					s.log.Info("put back a release moved aside by an interrupted restage", "sha", Short(sha))
 					continue
 				} else {
 					s.log.Warn("could not put back a release moved aside by an interrupted restage", "path", p, "err", rerr)
@@ -339,7 +339,7 @@ func (s *Store) Prune(cur Live, keep int) []string {
 			s.log.Warn("could not prune an old release", "path", s.Dir(r.sha), "err", err)
 			continue
 		}
-		s.log.Info("pruned an old release", "sha", short(r.sha))
+		s.log.Info("pruned an old release", "sha", Short(r.sha))
 		pruned = append(pruned, r.sha)
 	}
 	return pruned
@@ -348,7 +348,7 @@ func (s *Store) Prune(cur Live, keep int) []string {
 // Read reads a staged release's manifest and services through bundle.ReadStaged.
 func (s *Store) Read(ctx context.Context, sha string, exp bundle.Expect) (bundle.Staged, error) {
 	if !s.Has(sha) {
-		return bundle.Staged{}, fmt.Errorf("release %s is not staged", short(sha))
+		return bundle.Staged{}, fmt.Errorf("release %s is not staged", Short(sha))
 	}
 	return bundle.ReadStaged(ctx, s.Dir(sha), exp)
 }
@@ -397,7 +397,8 @@ func (s *Store) EnvValues(sha string, names []string) ([]string, error) {
 	return out, nil
 }
 
-func short(sha string) string {
+// Short is a release's sha as logs and details name it: its first 12 characters.
+func Short(sha string) string {
 	if len(sha) > 12 {
 		return sha[:12]
 	}

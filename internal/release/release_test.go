@@ -191,7 +191,7 @@ func TestPruneKeepsTheNewestAndNeverLiveOrPrevious(t *testing.T) {
 	pruned := s.Prune(cur, 3)
 	assert.ElementsMatch(t, shas[2:4], pruned)
 	for _, sha := range []string{shas[0], shas[1], shas[4]} {
-		assert.True(t, s.Has(sha), short(sha))
+		assert.True(t, s.Has(sha), Short(sha))
 	}
 	assert.Empty(t, s.Prune(cur, 3), "nothing more to prune")
 	assert.Len(t, s.Prune(Live{SHA: shas[0]}, 1), 2, "keep 1: only the live one")
