@@ -59,11 +59,12 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 
 // shortcut handles an apply that needs no lease: the live, confirmed sha (report
 // applied again), a sha that failed before (told again unless tenancy asks for a
-// retry or makes a refused rollback explicit), and the live sha that never came up
-// healthy (a crash after promote: converge it again).
+// retry or makes a refused rollback explicit), the live sha that never came up
+// healthy (a crash after promote: converge it again), and the live sha with retry
+// (tenancy's answer to a live release that turned unhealthy: run it again).
 func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, error) {
 	st := t.st
-	if inst.SHA == st.LiveSHA && st.Confirmed {
+	if inst.SHA == st.LiveSHA && st.Confirmed && !inst.Retry {
 		t.log.Debug("apply of the live release: nothing to do, reporting applied again")
 		return true, t.report(ctx, tenancy.ResultApplied, nil, nil)
 	}
@@ -82,7 +83,11 @@ func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, er
 		return false, nil
 	}
 	// The release is staged with its .env: converge it without a new lease.
-	t.log.Warn("the live release never came up healthy (interrupted apply); running compose up again without a new lease")
+	if st.Confirmed {
+		t.log.Warn("tenancy asks to apply the live release again (retry); running compose up on it again without a new lease")
+	} else {
+		t.log.Warn("the live release never came up healthy (interrupted apply); running compose up again without a new lease")
+	}
 	rel, err := t.a.store.Read(ctx, inst.SHA, t.a.expect())
 	if err != nil {
 		return true, &Error{Op: "resume", Code: codes.ApplyFailed, Err: err}
@@ -280,6 +285,7 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 	if err != nil {
 		return &Error{Op: "compose", Code: codes.ApplyFailed, Err: err}
 	}
+	t.st.LiveServices = slices.Clone(services)
 	upOut, err := cc.Up(ctx)
 	t.tail = upOut.String()
 	if err != nil {
@@ -297,14 +303,16 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 		}
 		return &Error{Op: "health", Code: CodeOf(err), Err: err}
 	}
-	t.st.confirmLive(services)
+	t.st.confirmLive(states)
 	t.st.LastRestore = nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))
 	t.a.store.Prune(t.st.live(), t.a.cfg.Compose.KeepReleases)
 	if r := t.reclaimImages(ctx); r != nil {
-		t.st.LastReclaim = r
 		t.note = r.String()
+		if r.Images > 0 {
+			t.st.LastReclaim = r
+		}
 	}
 	return t.report(ctx, tenancy.ResultApplied, nil, toServiceStates(states))
 }

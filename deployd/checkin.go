@@ -34,6 +34,14 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		Live:          st.Live.tenancy(),
 	}
 	inst, err := a.tenancy.Checkin(ctx, req)
+	if errors.Is(err, tenancy.ErrInvalidArgument) && req.Live != nil {
+		// The heartbeat never depends on the optional live object: what docker said
+		// did not pass the client's checks, so the check-in says that instead.
+		a.log.Warn("the live health read from docker cannot be sent; the check-in carries why instead", "err", err)
+		st.Live = &LiveHealth{SHA: st.LiveSHA, ObservedAt: req.Live.ObservedAt, Reason: "the live health read from docker was refused by the client: " + a.red.Redact(err.Error())}
+		req.Live = st.Live.tenancy()
+		inst, err = a.tenancy.Checkin(ctx, req)
+	}
 	if err != nil {
 		return inst, a.tenancyFailure(st, "check-in", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // Reclaim is what the image hygiene after an apply removed.
@@ -52,44 +54,77 @@ func (t *tick) recordImages(ctx context.Context, sha string) {
 	t.st.Images[sha] = slices.Sorted(maps.Keys(ids))
 }
 
+// hygieneTimeout bounds the image hygiene of an apply as a whole, so that a slow
+// daemon delays the applied report by this much at most.
+const hygieneTimeout = 2 * time.Minute
+
 // reclaimImages removes, by ID, the images that only releases no longer staged (the
 // ones Prune just removed, or gone otherwise) named, and that no container uses. It
 // never removes an image the agent's releases did not name, never forces, and never
-// prunes: what docker refuses stays, and is tried again after the next apply.
+// prunes: what docker refuses stays, and is tried again after the next apply. While a
+// staged release has no record of its images (staged by an older agent), nothing is
+// removed: an image it shares with a pruned release would look unused.
 func (t *tick) reclaimImages(ctx context.Context) *Reclaim {
+	if t.a.engine == nil {
+		return nil
+	}
+	for _, sha := range t.a.store.Staged() {
+		if _, ok := t.st.Images[sha]; !ok {
+			t.log.Info("image hygiene waits: a kept release has no record of its images (it was applied by an older agent); it runs once that release is pruned",
+				"release", release.Short(sha))
+			return nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, hygieneTimeout)
+	defer cancel()
 	gone := func(sha string) bool { return !t.a.store.Has(sha) }
 	o, err := t.a.orphanImages(ctx, t.st, gone)
 	if err != nil {
 		t.log.Warn("image hygiene skipped: could not ask docker which images are in use; the next apply tries again", "err", err)
 		return nil
 	}
+	pending := map[string]bool{}
+	for _, id := range o.held {
+		pending[id] = true
+	}
 	if len(o.held) > 0 {
 		t.log.Info("image hygiene kept images of pruned releases that a container outside the live release still uses; the next apply tries again",
 			"images", strings.Join(o.held, " "))
 	}
-	var r *Reclaim
-	if len(o.ids) > 0 {
-		r = &Reclaim{At: t.a.now()}
-		for _, id := range o.ids {
-			if err := t.a.engine.RemoveImage(ctx, id); err != nil {
-				r.Failed++
-				t.log.Warn("could not remove an image only pruned releases used; the next apply tries again", "image", id, "err", err)
-				continue
-			}
-			r.Images++
-			r.Bytes += o.sizes[id]
+	r := &Reclaim{At: t.a.now()}
+	for _, id := range o.ids {
+		if err := t.a.engine.RemoveImage(ctx, id); err != nil {
+			r.Failed++
+			pending[id] = true
+			t.log.Warn("could not remove an image only pruned releases used; the next apply tries again", "image", id, "err", err)
+			continue
 		}
-		t.log.Info("image hygiene: "+r.String(), "images", r.Images, "bytes", r.Bytes)
+		r.Images++
+		r.Bytes += o.sizes[id]
 	}
-	if len(o.held) == 0 && (r == nil || r.Failed == 0) {
-		t.forgetImages(gone)
+	t.keepPending(gone, pending)
+	if r.Images == 0 && r.Failed == 0 {
+		return nil
 	}
+	t.log.Info("image hygiene: "+r.String(), "images", r.Images, "bytes", r.Bytes)
 	return r
 }
 
-// forgetImages drops the image records of the releases drop names.
-func (t *tick) forgetImages(drop func(sha string) bool) {
-	maps.DeleteFunc(t.st.Images, func(sha string, _ []string) bool { return drop(sha) })
+// keepPending keeps, of the records of the releases gone names, only the images
+// still pending (in use, or a removal that failed), and drops a record with none:
+// the records never outgrow the images waiting to be removed.
+func (t *tick) keepPending(gone func(sha string) bool, pending map[string]bool) {
+	for sha, ids := range t.st.Images {
+		if !gone(sha) {
+			continue
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool { return !pending[id] })
+		if len(ids) == 0 {
+			delete(t.st.Images, sha)
+		} else {
+			t.st.Images[sha] = ids
+		}
+	}
 }
 
 // orphans are the images of releases being let go: those that can be removed now

@@ -1,7 +1,9 @@
 package deployd_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -118,4 +120,38 @@ func TestImageHygieneRemovesTheImagesOfAFailedRelease(t *testing.T) {
 	}
 	assert.NotContains(t, b.Releases(), bad)
 	assert.Equal(t, []string{"example.invalid/app:3", "example.invalid/app:4", "example.invalid/cache:7"}, b.images())
+}
+
+// TestImageHygieneWaitsForUnrecordedReleases: while a kept release has no record of
+// its images (staged by an older agent), nothing is removed — an image it shares with
+// a pruned release would look unused; once it is pruned, hygiene runs again.
+func TestImageHygieneWaitsForUnrecordedReleases(t *testing.T) {
+	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
+	var shas []string
+	for serial := int64(1); serial <= 2; serial++ {
+		shas = append(shas, b.Publish(imageApp(b.Env, serial)))
+		_, code := b.tick()
+		require.Equal(t, deployd.ExitOK, code)
+	}
+	// Release 2 was staged by an agent that kept no records.
+	var raw map[string]any
+	data, err := os.ReadFile(b.Cfg.StatePath())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &raw))
+	delete(raw["images"].(map[string]any), shas[1])
+	data, err = json.Marshal(raw)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
+
+	b.Publish(imageApp(b.Env, 3))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.Contains(t, b.images(), "example.invalid/app:1", "release 2 has no record: nothing is removed")
+	assert.Contains(t, b.Logs.String(), "image hygiene waits")
+
+	b.Publish(imageApp(b.Env, 4))
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.NotContains(t, b.images(), "example.invalid/app:1", "release 2 is pruned: hygiene runs again")
+	assert.Contains(t, b.images(), "example.invalid/app:2", "never recorded, so never removed")
 }

@@ -3,6 +3,7 @@ package deployd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,10 +87,18 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 
 // observe asks docker about the live release's services. Through the Engine API the
 // project name is all it takes; the CLI (docker compose ps) also needs the release's
-// compose files, from its manifest.
+// compose files, from its manifest. Services not recorded (a repaired state, one
+// written by an older agent) are read from the release once and recorded.
 func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, error) {
 	var files []string
-	if a.engine == nil {
+	switch {
+	case len(st.LiveServices) == 0:
+		rel, err := a.store.Read(ctx, st.LiveSHA, a.expect())
+		if err != nil {
+			return compose.Observation{}, fmt.Errorf("the live release %s cannot be read: %w", release.Short(st.LiveSHA), err)
+		}
+		files, st.LiveServices = rel.Manifest.ComposeFiles, slices.Clone(rel.Services)
+	case a.engine == nil:
 		m, err := a.store.Manifest(st.LiveSHA)
 		if err != nil {
 			return compose.Observation{}, fmt.Errorf("the live release %s cannot be read: %w", release.Short(st.LiveSHA), err)
@@ -100,7 +109,7 @@ func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, er
 	if err != nil {
 		return compose.Observation{}, err
 	}
-	return cc.Observe(ctx, st.LiveServices)
+	return cc.Observe(ctx, st.LiveServices, st.LiveOneShots)
 }
 
 // describeService is one service that is not ready, for a log line.

@@ -1,6 +1,7 @@
 package deployd_test
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -118,4 +119,126 @@ func TestLiveHealthThroughTheCLI(t *testing.T) {
 		assert.NotEqual(t, "engine", c.Argv[0], "no Engine API request: %v", c.Argv)
 	}
 	assert.NotEmpty(t, b.DockerCalls("ps"), "read through docker compose ps")
+}
+
+// TestLiveHealthTellsAStoppedServiceFromADoneOneShot: a one-shot seen done when the
+// release came up stays ready when exited 0; a service that stops with exit 0 later
+// (docker compose stop, a reboot without a restart policy) is not ready.
+func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	done := fakedocker.State{State: "exited", ExitCode: 0}
+	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+		sha: {"migrate": {States: []fakedocker.State{done}}},
+	}})
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	st := b.State()
+	assert.Equal(t, []string{"migrate", "web"}, st.LiveServices)
+	assert.Equal(t, []string{"migrate"}, st.LiveOneShots)
+
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+		sha: {"migrate": {States: []fakedocker.State{done}}, "web": {States: []fakedocker.State{done}}},
+	}})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(t, ok)
+	require.NotNil(t, live.Healthy)
+	assert.False(t, *live.Healthy, "web stopped: not healthy, though it exited 0")
+	require.Len(t, live.Services, 2)
+	assert.Equal(t, "exited", live.Services[1].State)
+	assert.True(t, b.State().Live.Services[0].Ready, "migrate is a one-shot that is done")
+	assert.False(t, b.State().Live.Services[1].Ready)
+}
+
+// TestLiveHealthOfAStateWithoutServices: a state written by an older agent (or
+// repaired) has no record of the live release's services; the check-in reads them from
+// the release and records them, so that a service with no container is "missing".
+func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	var raw map[string]any
+	data, err := os.ReadFile(b.Cfg.StatePath())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &raw))
+	delete(raw, "live_services")
+	delete(raw, "live_one_shots")
+	data, err = json.Marshal(raw)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
+
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.Equal(t, []string{"migrate", "web"}, b.State().LiveServices, "read from the release and recorded")
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(t, ok)
+	assert.Len(t, live.Services, 2)
+}
+
+// TestRetryOfAnUnhealthyLiveReleaseRunsItAgain: tenancy's answer to an unhealthy live
+// release is apply of the same sha with retry: the agent runs compose up on it again,
+// without a new lease, and reports what it finds.
+func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	leases, ups := b.Leases(), len(b.DockerCalls("up"))
+
+	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.Equal(t, "applied", out.Result)
+	assert.Len(t, b.DockerCalls("up"), ups+1, "compose up ran again")
+	assert.Equal(t, leases, b.Leases(), "no new lease: the release is staged with its .env")
+
+	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.Len(t, b.DockerCalls("up"), ups+1, "without retry the live, confirmed sha is only reported again")
+}
+
+// TestHeartbeatDoesNotDependOnLive: a live object the tenancy client refuses (here a
+// service with no name, from a hand-edited state.json) is replaced by a reason, and the
+// check-in goes out.
+func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	var raw map[string]any
+	data, err := os.ReadFile(b.Cfg.StatePath())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &raw))
+	raw["live_services"] = []string{"", "web"}
+	data, err = json.Marshal(raw)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
+
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	checkins := len(b.Stack.Tenancy.Checkins(b.Env))
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, "the heartbeat went out")
+	assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1)
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(t, ok)
+	assert.Nil(t, live.Healthy)
+	assert.Contains(t, live.Reason, "refused by the client")
+	assert.Contains(t, b.Logs.String(), "the live health read from docker cannot be sent")
+}
+
+// TestEngineVersionIsChecked: a server version the engine answers goes through the
+// same check as the CLI's: one that is not a version is not sent.
+func TestEngineVersionIsChecked(t *testing.T) {
+	b := newBox(t, boxOptions{script: &fakedockertest.Script{ServerVersion: "27.3.1\x1b[2J"}})
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	cs := b.Stack.Tenancy.Checkins(b.Env)
+	require.NotEmpty(t, cs)
+	assert.Empty(t, cs[len(cs)-1].Host.DockerVersion)
 }

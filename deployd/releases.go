@@ -2,6 +2,7 @@ package deployd
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -26,15 +27,23 @@ func (s *State) live() release.Live {
 // the live, previous and confirmed fields.
 func (s *State) setLive(l release.Live) {
 	if l.SHA != s.LiveSHA {
-		s.LiveServices = nil
+		// What was known of the release that was live is not true of this one.
+		s.LiveServices, s.LiveOneShots, s.Live = nil, nil, nil
 	}
 	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
 }
 
-// confirmLive records that the live release came up healthy with services.
-func (s *State) confirmLive(services []string) {
+// confirmLive records that the live release came up healthy: its services as the
+// health wait saw them, and which of them were one-shots already done.
+func (s *State) confirmLive(states []compose.ServiceState) {
 	s.setLive(release.Confirm(s.live()))
-	s.LiveServices = slices.Clone(services)
+	s.LiveServices, s.LiveOneShots = nil, []string{}
+	for _, st := range states {
+		s.LiveServices = append(s.LiveServices, st.Name)
+		if st.State == "exited" {
+			s.LiveOneShots = append(s.LiveOneShots, st.Name)
+		}
+	}
 }
 
 // composeFor returns a compose client for the release of sha. The project directory
@@ -89,7 +98,11 @@ func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
 // readDockerVersion asks the Engine API, or docker version.
 func (a *Agent) readDockerVersion(ctx context.Context) (string, error) {
 	if a.engine != nil {
-		return a.engine.Version(ctx)
+		v, err := a.engine.Version(ctx)
+		if err == nil && !compose.ValidServerVersion(v) {
+			return "", fmt.Errorf("the docker engine answered a server version that is not one (%d bytes)", len(v))
+		}
+		return v, err
 	}
 	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: fsutil.ExistingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
 	if err != nil {

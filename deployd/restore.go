@@ -2,6 +2,7 @@ package deployd
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/monky/monky-deployd/internal/release"
@@ -91,6 +92,7 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 		return r
 	}
 	t.a.learnReleaseSecrets(prev, rel.Manifest)
+	t.st.LiveServices = slices.Clone(rel.Services)
 	cc, err := t.a.composeFor(prev, rel.Manifest.ComposeFiles)
 	if err == nil {
 		_, err = cc.Up(ctx)
@@ -101,13 +103,14 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 		r.Detail = "compose up failed"
 		return r
 	}
-	if _, err := cc.WaitHealthy(ctx, t.a.waitOptions(rel.Services)); err != nil {
+	states, err := cc.WaitHealthy(ctx, t.a.waitOptions(rel.Services))
+	if err != nil {
 		t.log.Error("restored the previous release, but it is not healthy either; the box is degraded. Look with `docker compose ps --all` and `docker compose logs` in the current directory",
 			"restore_sha", release.Short(prev), "err", err)
 		r.Result, r.Detail = RestoreUnhealthy, t.a.red.Redact(err.Error())
 		return r
 	}
-	t.st.confirmLive(rel.Services)
+	t.st.confirmLive(states)
 	t.log.Info("restored the previous release and it is healthy: the box serves what it served before the failed apply", "restore_sha", release.Short(prev))
 	r.Result = RestoreHealthy
 	return r

@@ -38,9 +38,15 @@ type State struct {
 	// PreviousSHA is the release restored when an apply fails after promote.
 	PreviousSHA string `json:"previous_sha,omitempty"`
 	// LiveServices are the compose services of the live release, recorded when it
-	// came up healthy, so that a check-in sees a service whose container is gone;
-	// empty after a repair, and then every service with a container counts.
+	// was brought up, so that a check-in sees a service whose container is gone.
+	// Empty after a repair or an upgrade: the next check-in reads them from the
+	// release.
 	LiveServices []string `json:"live_services,omitempty"`
+	// LiveOneShots are the services of the live release that were done (exited 0)
+	// when it came up healthy: between applies, an exited container is ready only for
+	// them. Null while not known (before that, or after a repair): then an exit 0 is
+	// ready for every service.
+	LiveOneShots []string `json:"live_one_shots"`
 	// Live is the live release's health as the last check-in read it; nil when
 	// nothing was live.
 	Live *LiveHealth `json:"live,omitempty"`

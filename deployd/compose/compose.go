@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Defaults of Config.
@@ -234,10 +235,25 @@ func (c *Client) DockerVersion(ctx context.Context) (string, error) {
 		return "", err
 	}
 	v := strings.TrimSpace(string(out.Tail))
-	if v == "" || strings.ContainsAny(v, " \n\t") || len(v) > 64 {
+	if !ValidServerVersion(v) {
 		return "", &Error{Op: "version", Kind: ErrCommandFailed, ExitCode: out.ExitCode, Detail: "docker printed no server version"}
 	}
 	return v, nil
+}
+
+// ValidServerVersion reports whether v can be a docker server version as a check-in
+// sends it: 1 to 64 printable characters without spaces. Whatever the daemon answers,
+// through the CLI or the Engine API, passes here first.
+func ValidServerVersion(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // hint is the shell command an operator runs to look at the project by hand.

@@ -383,3 +383,12 @@ func TestErrorCodes(t *testing.T) {
 		})
 	}
 }
+
+func TestValidServerVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"27.3.1": true, "20.10.24+dfsg1": true, "": false, "27.3.1 extra": false, "a\nb": false,
+		"x\x1b[31m": false, strings.Repeat("9", 64): true, strings.Repeat("9", 65): false,
+	} {
+		assert.Equal(t, want, ValidServerVersion(v), "%q", v)
+	}
+}

@@ -142,7 +142,7 @@ func ExampleClient_Observe() {
 		fmt.Println(err)
 		return
 	}
-	obs, err := cc.Observe(context.Background(), []string{"web", "worker", "db"})
+	obs, err := cc.Observe(context.Background(), []string{"web", "worker", "db"}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return

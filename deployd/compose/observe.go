@@ -49,9 +49,12 @@ type ObservedService struct {
 
 // Observe reads the project's containers once and judges each of services (every
 // service with a container when services is empty). Unlike WaitHealthy it does not
-// wait: a service still starting is not ready. Failure to read matches
+// wait: a service still starting is not ready. A container that exited 0 is ready only
+// when its service is one of oneShots (the services that were seen done when the
+// release came up); with oneShots nil (not known) it is ready whatever its service.
+// With no service at all the observation is not healthy. Failure to read matches
 // ErrCommandFailed, or is the Reader's error.
-func (c *Client) Observe(ctx context.Context, services []string) (Observation, error) {
+func (c *Client) Observe(ctx context.Context, services, oneShots []string) (Observation, error) {
 	at := time.Now()
 	cs, err := c.containers(ctx)
 	if err != nil {
@@ -67,15 +70,16 @@ func (c *Client) Observe(ctx context.Context, services []string) (Observation, e
 		return Observation{}, err
 	}
 	for _, in := range ins {
-		restarts[in.Service] += in.RestartCount
+		restarts[in.Service] += max(in.RestartCount, 0)
 	}
 	// A snapshot has no previous poll: every running container counts as settled.
 	seen := map[string]sighting{}
 	for _, ctr := range cs {
 		seen[ctr.ID] = sighting{snapshot: true}
 	}
-	obs := Observation{At: at, Healthy: true}
-	for _, name := range serviceNames(services, cs) {
+	names := serviceNames(services, cs)
+	obs := Observation{At: at, Healthy: len(names) > 0}
+	for _, name := range names {
 		s := ObservedService{Name: name, State: StateMissing, Restarts: restarts[name]}
 		worst := -1 // badness of the container speaking for the service; -1: none yet
 		for _, ctr := range cs {
@@ -83,6 +87,9 @@ func (c *Client) Observe(ctx context.Context, services []string) (Observation, e
 				continue
 			}
 			v, _ := judge(ctr, seen)
+			if v == ready && ctr.State == "exited" && oneShots != nil && !slices.Contains(oneShots, name) {
+				v = notReady // a service that stopped, not a one-shot that is done
+			}
 			if badness(v) > worst {
 				worst = badness(v)
 				s.State, s.Health, s.ExitCode, s.Ready = ctr.State, ctr.Health, 0, v == ready
@@ -110,12 +117,21 @@ func serviceNames(expected []string, cs []Container) []string {
 	return slices.Compact(names)
 }
 
-// containers reads the project's containers through the Reader, or docker compose ps.
+// OneOffLabel marks the containers of `docker compose run`: they are not a service's
+// containers, and a leftover one that exited says nothing of the service.
+const OneOffLabel = "com.docker.compose.oneoff"
+
+// containers reads the project's containers through the Reader, or docker compose ps,
+// without the one-off containers of `docker compose run`.
 func (c *Client) containers(ctx context.Context) ([]Container, error) {
+	var cs []Container
+	var err error
 	if c.reader != nil {
-		return c.reader.Containers(ctx, c.project)
+		cs, err = c.reader.Containers(ctx, c.project)
+	} else {
+		cs, err = c.PS(ctx)
 	}
-	return c.PS(ctx)
+	return slices.DeleteFunc(cs, func(ctr Container) bool { return ctr.Labels[OneOffLabel] == "True" }), err
 }
 
 // inspect inspects containers through the Reader, or docker inspect.

@@ -49,6 +49,7 @@ func TestObserve(t *testing.T) {
 	tests := []struct {
 		name     string
 		services []string
+		oneShots []string
 		cs       []compose.Container
 		ins      []compose.Inspected
 		healthy  bool
@@ -97,6 +98,36 @@ func TestObserve(t *testing.T) {
 			want: []compose.ObservedService{{Name: "web", State: "running", Health: "starting", Restarts: 3}},
 		},
 		{
+			name: "a stopped service is not a one-shot that is done", services: []string{"migrate", "web"}, oneShots: []string{"migrate"},
+			cs: []compose.Container{
+				ctr("a", "web", "exited", "", "Exited (0) 1 minute ago", 0),
+				ctr("b", "migrate", "exited", "", "Exited (0) 2 hours ago", 0),
+			},
+			want: []compose.ObservedService{
+				{Name: "migrate", State: "exited", Ready: true},
+				{Name: "web", State: "exited"},
+			},
+		},
+		{
+			name: "a one-off container of docker compose run says nothing of its service", services: []string{"web"},
+			cs: []compose.Container{
+				ctr("a", "web", "running", "healthy", "Up 1 hour (healthy)", 0),
+				{ID: "z", Service: "web", State: "exited", ExitCode: 1, Status: "Exited (1) 1 hour ago", Labels: map[string]string{compose.OneOffLabel: "True"}},
+			},
+			healthy: true,
+			want:    []compose.ObservedService{{Name: "web", State: "running", Health: "healthy", Ready: true}},
+		},
+		{
+			name: "nothing runs and nothing is expected: not healthy",
+		},
+		{
+			name: "a negative restart count from the daemon counts as none", services: []string{"web"},
+			cs:      []compose.Container{ctr("a", "web", "running", "", "Up 1 hour", 0)},
+			ins:     []compose.Inspected{{ID: "a", Service: "web", RestartCount: -5}},
+			healthy: true,
+			want:    []compose.ObservedService{{Name: "web", State: "running", Ready: true}},
+		},
+		{
 			name:    "no expected services: every service with a container",
 			cs:      []compose.Container{ctr("a", "web", "running", "", "Up 1 hour", 0)},
 			healthy: true,
@@ -108,7 +139,7 @@ func TestObserve(t *testing.T) {
 			r := &stubReader{cs: tt.cs, ins: tt.ins}
 			c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: r})
 			require.NoError(t, err)
-			obs, err := c.Observe(context.Background(), tt.services)
+			obs, err := c.Observe(context.Background(), tt.services, tt.oneShots)
 			require.NoError(t, err)
 			assert.Equal(t, tt.healthy, obs.Healthy)
 			assert.Equal(t, tt.want, obs.Services)
@@ -123,7 +154,7 @@ func TestObserveReadFailure(t *testing.T) {
 	boom := errors.New("engine not answering")
 	c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: &stubReader{err: boom}})
 	require.NoError(t, err)
-	_, err = c.Observe(context.Background(), []string{"web"})
+	_, err = c.Observe(context.Background(), []string{"web"}, nil)
 	require.ErrorIs(t, err, boom)
 }
 

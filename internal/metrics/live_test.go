@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,13 +92,24 @@ func TestFormatLiveGolden(t *testing.T) {
 	assert.Equal(t, string(want), string(data))
 }
 
-func TestFormatLiveRefusesBadServices(t *testing.T) {
-	for _, sv := range []metrics.Service{{Name: ""}, {Name: "we b"}, {Name: `x"}`}, {Name: "ok", Restarts: -1}} {
-		s := sample()
-		s.Live = &metrics.Live{Known: true, Services: []metrics.Service{sv}}
-		_, err := metrics.Format(s)
-		require.ErrorIs(t, err, metrics.ErrInvalid, "%+v", sv)
-		assert.NotContains(t, err.Error(), `x"}`)
+// TestFormatLiveSkipsUnshowableServices: a service name from docker that cannot be a
+// label value is left out; the file is still written, other names are escaped.
+func TestFormatLiveSkipsUnshowableServices(t *testing.T) {
+	s := sample()
+	s.Live = &metrics.Live{Known: true, Services: []metrics.Service{
+		{Name: ""}, {Name: strings.Repeat("x", 129)}, {Name: "bad\xff"},
+		{Name: "_worker", Healthy: true}, {Name: `we"b`, Restarts: -3},
+	}}
+	data, err := metrics.Format(s)
+	require.NoError(t, err)
+	families := parse(t, data)
+	got := map[string]float64{}
+	for _, p := range families["monky_deployd_service_healthy"].samples {
+		got[p.labels["service"]] = p.value
+	}
+	assert.Equal(t, map[string]float64{"_worker": 1, `we"b`: 0}, got)
+	for _, p := range families["monky_deployd_service_restarts"].samples {
+		assert.GreaterOrEqual(t, p.value, 0.0)
 	}
 }
 

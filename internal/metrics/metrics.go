@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
@@ -111,7 +113,6 @@ type Service struct {
 var (
 	versionPattern = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~-]{0,63}$`)
 	codePattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
-	servicePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$`)
 	restorePattern = regexp.MustCompile(`^[a-z][a-z-]{0,31}$`)
 )
 
@@ -139,16 +140,6 @@ func (s Snapshot) validate() error {
 		return &FieldError{Field: "ExitCode", Reason: "must be in 0..255"}
 	case s.ImagesRemoved < 0 || s.ImagesReclaimedBytes < 0:
 		return &FieldError{Field: "ImagesRemoved", Reason: "must not be negative"}
-	}
-	if s.Live != nil {
-		for _, sv := range s.Live.Services {
-			if !servicePattern.MatchString(sv.Name) {
-				return &FieldError{Field: "Live.Services.Name", Reason: "must be a compose service name of [a-zA-Z0-9._-]"}
-			}
-			if sv.Restarts < 0 {
-				return &FieldError{Field: "Live.Services.Restarts", Reason: "must not be negative"}
-			}
-		}
 	}
 	return nil
 }
@@ -217,14 +208,24 @@ func formatLive(b *bytes.Buffer, l *Live) {
 	}
 	name = head("live_healthy", "1 when every service of the live release is ready, else 0.")
 	fmt.Fprintf(b, "%s %s\n", name, boolValue(l.Healthy))
+	services := labelled(l.Services)
 	name = head("service_healthy", "1 when the service of the live release is ready (running and healthy, or a one-shot that exited 0), else 0.")
-	for _, sv := range l.Services {
+	for _, sv := range services {
 		fmt.Fprintf(b, "%s%s %s\n", name, labelSet("service", sv.Name), boolValue(sv.Healthy))
 	}
 	name = head("service_restarts", "How often docker restarted the service's containers (resets when compose recreates them).")
-	for _, sv := range l.Services {
-		fmt.Fprintf(b, "%s%s %d\n", name, labelSet("service", sv.Name), sv.Restarts)
+	for _, sv := range services {
+		fmt.Fprintf(b, "%s%s %d\n", name, labelSet("service", sv.Name), max(sv.Restarts, 0))
 	}
+}
+
+// labelled are the services whose name can be a label value: valid UTF-8, 1 to 128
+// bytes (the value is escaped). The names come from docker; one that cannot be shown
+// is left out rather than costing the whole file.
+func labelled(services []Service) []Service {
+	return slices.DeleteFunc(slices.Clone(services), func(sv Service) bool {
+		return sv.Name == "" || len(sv.Name) > 128 || !utf8.ValidString(sv.Name)
+	})
 }
 
 func boolValue(v bool) string {

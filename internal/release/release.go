@@ -304,6 +304,22 @@ func (s *Store) sweep() {
 	}
 }
 
+// Staged returns the shas of the staged releases (the directories under releases/),
+// sorted.
+func (s *Store) Staged() []string {
+	entries, err := os.ReadDir(s.releases())
+	if err != nil {
+		return nil
+	}
+	var shas []string
+	for _, e := range entries {
+		if e.IsDir() && ids.ValidSHA(e.Name()) {
+			shas = append(shas, e.Name())
+		}
+	}
+	return shas
+}
+
 // Prune keeps the newest keep releases in all, counting the live and the previous
 // one (which are always kept), and returns the shas it removed.
 func (s *Store) Prune(cur Live, keep int) []string {

@@ -209,3 +209,15 @@ func TestEnvValues(t *testing.T) {
 }
 
 func expectNone() bundle.Expect { return bundle.Expect{} }
+
+func TestStaged(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir, nil)
+	assert.Empty(t, s.Staged(), "no releases directory yet")
+	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	for _, name := range []string{b, a, "." + a + ".tmp", "not-a-sha"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "releases", name), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "releases", "."+a+".bundle"), nil, 0o600))
+	assert.Equal(t, []string{a, b}, s.Staged())
+}

@@ -142,7 +142,7 @@ func observe(ctx context.Context, cfg config, st map[string]any) (*tenancy.Live,
 	if err != nil {
 		return nil, err
 	}
-	obs, err := cc.Observe(ctx, nil)
+	obs, err := cc.Observe(ctx, nil, nil)
 	if err != nil {
 		return nil, err
 	}
