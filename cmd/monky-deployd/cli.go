@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 
@@ -285,7 +287,7 @@ func restoreLine(r deployd.Restore) string {
 
 func writeStatus(w *strings.Builder, v statusView) {
 	st := v.State
-	p := func(k string, val any) { fmt.Fprintf(w, "%-14s %v\n", k+":", val) }
+	p := func(k string, val any) { fmt.Fprintf(w, "%-14s %s\n", printable(k+":"), printable(fmt.Sprint(val))) }
 	p("env", v.EnvID)
 	p("agent", v.Version)
 	if st.LiveSHA == "" {
@@ -366,6 +368,17 @@ func serviceLine(s deployd.LiveService) string {
 		line += fmt.Sprintf(", exit code %d", s.ExitCode)
 	}
 	return line + fmt.Sprintf(", %d restarts", s.Restarts)
+}
+
+// printable replaces control characters with "?": service names and states come from
+// docker labels and must not drive the operator's terminal.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 func timeOrNever(t time.Time) string {

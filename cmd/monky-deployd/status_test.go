@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/tenancy"
 )
 
 // TestStatusListsFailedSHAsNewestFirst: status prints the failed shas newest first
@@ -36,4 +37,23 @@ func TestStatusListsFailedSHAsNewestFirst(t *testing.T) {
 		}
 		assert.Equal(t, want, got)
 	}
+}
+
+// TestStatusPrintsLiveHealthWithoutControlCharacters: the live health shows each
+// service; names and states come from docker and never reach the terminal raw.
+func TestStatusPrintsLiveHealthWithoutControlCharacters(t *testing.T) {
+	sha := strings.Repeat("a", 64)
+	st := deployd.State{LiveSHA: sha, LiveSerial: 3, Confirmed: true, Live: &deployd.LiveHealth{
+		SHA: sha, ObservedAt: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), Healthy: false,
+		Services: []deployd.LiveService{
+			{LiveService: tenancy.LiveService{Name: "web\x1b[2J", State: "exited", ExitCode: 137, Restarts: 2}},
+		},
+	}}
+	var b strings.Builder
+	writeStatus(&b, statusView{EnvID: "env-dev-01", State: st})
+	out := b.String()
+	assert.Contains(t, out, "live health:   UNHEALTHY at 2026-12-01T09:00:00Z")
+	assert.Contains(t, out, "web?[2J:")
+	assert.Contains(t, out, "exited, exit code 137, 2 restarts")
+	assert.NotContains(t, out, "\x1b")
 }
