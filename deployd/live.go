@@ -69,20 +69,46 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 			"live_sha", release.Short(st.LiveSHA), "err", h.Reason)
 		return h
 	}
-	h.Healthy = obs.Healthy
+	restarted := restartedSince(st.Live, obs)
+	h.Healthy = obs.Healthy && len(restarted) == 0
 	var bad []string
 	for _, s := range obs.Services {
-		h.Services = append(h.Services, LiveService{Ready: s.Ready, LiveService: tenancy.LiveService{
+		ready := s.Ready && !restarted[s.Name]
+		h.Services = append(h.Services, LiveService{Ready: ready, LiveService: tenancy.LiveService{
 			Name: s.Name, State: s.State, Health: s.Health, ExitCode: s.ExitCode, Restarts: s.Restarts}})
-		if !s.Ready {
+		switch {
+		case !s.Ready:
 			bad = append(bad, describeService(s))
+		case restarted[s.Name]:
+			bad = append(bad, describeService(s)+" (restarted since the last check-in)")
 		}
 	}
-	if !obs.Healthy {
+	if !h.Healthy {
 		a.log.Warn("the live release is not healthy; the agent changes nothing on its own (tenancy sees it in the check-in and decides). Read the logs: cd "+a.store.CurrentLink()+" && docker compose -p "+a.cfg.Compose.Project+" logs --tail 100",
 			"live_sha", release.Short(st.LiveSHA), "services", strings.Join(bad, "; "))
 	}
 	return h
+}
+
+// restartedSince names the services whose restart count rose since prev, the last
+// observation of the same release: a service without a healthcheck that crash-loops
+// may be seen running at every check-in, and only its restarts tell. A count that
+// fell (compose recreated the containers) says nothing.
+func restartedSince(prev *LiveHealth, obs compose.Observation) map[string]bool {
+	restarted := map[string]bool{}
+	if prev == nil || prev.Reason != "" {
+		return restarted
+	}
+	before := map[string]int{}
+	for _, s := range prev.Services {
+		before[s.Name] = s.Restarts
+	}
+	for _, s := range obs.Services {
+		if n, seen := before[s.Name]; seen && s.Restarts > n {
+			restarted[s.Name] = true
+		}
+	}
+	return restarted
 }
 
 // observe asks docker about the live release's services. Through the Engine API the

@@ -242,3 +242,44 @@ func TestEngineVersionIsChecked(t *testing.T) {
 	require.NotEmpty(t, cs)
 	assert.Empty(t, cs[len(cs)-1].Host.DockerVersion)
 }
+
+// TestLiveHealthSeesRestartsSinceTheLastCheckin: a service without a healthcheck that
+// crash-loops can be seen running at every check-in; a restart count that rose since
+// the last one makes it not ready for that check-in.
+func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	restarts := func(n int) {
+		b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+			sha: {"migrate": {States: []fakedocker.State{{RestartCount: n}}}},
+		}})
+	}
+	healthy := func() bool {
+		live, ok := b.Stack.Tenancy.LastLive(b.Env)
+		require.True(t, ok)
+		require.NotNil(t, live.Healthy)
+		return *live.Healthy
+	}
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.True(t, healthy(), "the first check-in after the apply: the baseline")
+	restarts(1)
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.False(t, healthy(), "migrate restarted since the last check-in")
+	assert.Contains(t, b.Logs.String(), "migrate: running, restarted 1 times (restarted since the last check-in)")
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.True(t, healthy(), "no restart since the last check-in")
+	restarts(4)
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.False(t, healthy())
+	restarts(0)
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	assert.True(t, healthy(), "a count that fell (containers recreated) says nothing")
+}
