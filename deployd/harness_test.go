@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,20 @@ func (b *box) newAgent() {
 func (b *box) tick() (deployd.Outcome, int) {
 	b.T.Helper()
 	return b.Tick(b.agent)
+}
+
+// editState changes state.json as a hand or an older agent would: edit gets it as
+// decoded JSON.
+func (b *box) editState(edit func(raw map[string]any)) {
+	b.T.Helper()
+	data, err := os.ReadFile(b.Cfg.StatePath())
+	require.NoError(b.T, err)
+	var raw map[string]any
+	require.NoError(b.T, json.Unmarshal(data, &raw))
+	edit(raw)
+	data, err = json.Marshal(raw)
+	require.NoError(b.T, err)
+	require.NoError(b.T, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
 }
 
 func projectDir(argv []string) string {

@@ -1,9 +1,7 @@
 package deployd_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -134,14 +132,9 @@ func TestImageHygieneWaitsForUnrecordedReleases(t *testing.T) {
 		require.Equal(t, deployd.ExitOK, code)
 	}
 	// Release 2 was staged by an agent that kept no records.
-	var raw map[string]any
-	data, err := os.ReadFile(b.Cfg.StatePath())
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &raw))
-	delete(raw["images"].(map[string]any), shas[1])
-	data, err = json.Marshal(raw)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
+	b.editState(func(raw map[string]any) {
+		delete(raw["images"].(map[string]any), shas[1])
+	})
 
 	b.Publish(imageApp(b.Env, 3))
 	_, code := b.tick()

@@ -1,7 +1,6 @@
 package deployd_test
 
 import (
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -161,15 +160,10 @@ func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	var raw map[string]any
-	data, err := os.ReadFile(b.Cfg.StatePath())
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &raw))
-	delete(raw, "live_services")
-	delete(raw, "live_one_shots")
-	data, err = json.Marshal(raw)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
+	b.editState(func(raw map[string]any) {
+		delete(raw, "live_services")
+		delete(raw, "live_one_shots")
+	})
 
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	_, code = b.tick()
@@ -211,14 +205,9 @@ func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	var raw map[string]any
-	data, err := os.ReadFile(b.Cfg.StatePath())
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &raw))
-	raw["live_services"] = []string{"", "web"}
-	data, err = json.Marshal(raw)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
+	b.editState(func(raw map[string]any) {
+		raw["live_services"] = []string{"", "web"}
+	})
 
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	checkins := len(b.Stack.Tenancy.Checkins(b.Env))

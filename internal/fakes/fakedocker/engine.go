@@ -303,22 +303,23 @@ func (e *Engine) allowScripted(allow func(...string) error, name string) error {
 // withState runs fn on the state under the lock of the fake docker program, with a run
 // that knows the script.
 func (e *Engine) withState(fn func(r *run, st *Status) error) error {
-	s, err := e.script()
-	if err != nil {
-		return errorf(http.StatusInternalServerError, "fake engine: %v", err)
-	}
-	r := &run{statePath: e.cfg.State, script: s}
-	return withStatus(r.statePath, func() Status { return Status{} }, func(st *Status) error { return fn(r, st) })
+	return e.state(true, fn)
 }
 
 // viewState is withState for a read that changes nothing: the state is not written.
 func (e *Engine) viewState(fn func(r *run, st *Status) error) error {
+	return e.state(false, fn)
+}
+
+// state runs fn under the state's lock with a run that knows the script, and saves
+// the state when save is true.
+func (e *Engine) state(save bool, fn func(r *run, st *Status) error) error {
 	s, err := e.script()
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "fake engine: %v", err)
 	}
 	r := &run{statePath: e.cfg.State, script: s}
-	return viewStatus(r.statePath, func() Status { return Status{} }, func(st *Status) error { return fn(r, st) })
+	return lockedStatus(r.statePath, func() Status { return Status{} }, save, func(st *Status) error { return fn(r, st) })
 }
 
 func (e *Engine) version() (any, error) {

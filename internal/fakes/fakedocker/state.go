@@ -93,6 +93,12 @@ func writeStatus(path string, st Status) error {
 // withStatus runs fn on the state under an exclusive lock and saves what fn leaves.
 // With no path the state lives only for this call and starts as "up".
 func withStatus(path string, fresh func() Status, fn func(*Status) error) error {
+	return lockedStatus(path, fresh, true, fn)
+}
+
+// lockedStatus runs fn on the state under the lock, and saves what fn leaves when
+// save is true.
+func lockedStatus(path string, fresh func() Status, save bool, fn func(*Status) error) error {
 	if path == "" {
 		st := fresh()
 		return fn(&st)
@@ -106,27 +112,8 @@ func withStatus(path string, fresh func() Status, fn func(*Status) error) error 
 	if err != nil {
 		return err
 	}
-	if err := fn(&st); err != nil {
+	if err := fn(&st); err != nil || !save {
 		return err
 	}
 	return writeStatus(path, st)
-}
-
-// viewStatus runs fn on the state under the lock and saves nothing: for the reads
-// that change no state (inspect, the images list), as cheap as a daemon's.
-func viewStatus(path string, fresh func() Status, fn func(*Status) error) error {
-	if path == "" {
-		st := fresh()
-		return fn(&st)
-	}
-	unlock, err := lockFile(path + ".lock")
-	if err != nil {
-		return fmt.Errorf("lock state: %w", err)
-	}
-	defer unlock()
-	st, err := ReadStatus(path)
-	if err != nil {
-		return err
-	}
-	return fn(&st)
 }
