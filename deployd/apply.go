@@ -217,7 +217,7 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	if err := t.a.replaceToken(ctx, info); err != nil {
 		return secret.Value{}, err
 	}
-	t.st.TokenExpires = info.ExpireTime
+	t.a.noteToken(t.st, info)
 	return info.Token, nil
 }
 
@@ -265,11 +265,11 @@ func (t *tick) stage(ctx context.Context, f *os.File, sha string, m bundle.Manif
 
 // promote swaps current to the staged release; a failure from now on restores.
 func (t *tick) promote(sha string, serial int64) error {
-	live, err := t.a.store.Promote(t.st.live(), sha, serial, t.a.now())
+	live, err := t.a.store.Promote(t.st.Serving(), sha, serial, t.a.now())
 	if err != nil {
 		return &Error{Op: "promote", Code: codes.ApplyFailed, Err: err}
 	}
-	t.st.setLive(live)
+	t.st.SetServing(live)
 	t.promoted = true
 	if err := t.a.saveState(t.st); err != nil {
 		t.log.Warn("could not save the state after promote; the next tick repairs it from the current symlink", "err", err)
@@ -303,11 +303,11 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 		}
 		return &Error{Op: "health", Code: CodeOf(err), Err: err}
 	}
-	t.st.confirmLive(states)
+	confirmLive(t.st, states)
 	t.st.LastRestore = nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))
-	t.a.store.Prune(t.st.live(), t.a.cfg.Compose.KeepReleases)
+	t.a.store.Prune(t.st.Serving(), t.a.cfg.Compose.KeepReleases)
 	if r := t.reclaimImages(ctx); r != nil {
 		t.note = r.String()
 		if r.Images > 0 {

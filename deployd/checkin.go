@@ -31,7 +31,7 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		LastResult:    tenancy.Result(st.LastResult),
 		LastCode:      st.LastCode,
 		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
-		Live:          st.Live.tenancy(),
+		Live:          st.Live.Tenancy(),
 	}
 	inst, err := a.tenancy.Checkin(ctx, req)
 	if errors.Is(err, tenancy.ErrInvalidArgument) && req.Live != nil {
@@ -39,7 +39,7 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		// did not pass the client's checks, so the check-in says that instead.
 		a.log.Warn("the live health read from docker cannot be sent; the check-in carries why instead", "err", err)
 		st.Live = &LiveHealth{SHA: st.LiveSHA, ObservedAt: req.Live.ObservedAt, Reason: "the live health read from docker was refused by the client: " + a.red.Redact(err.Error())}
-		req.Live = st.Live.tenancy()
+		req.Live = st.Live.Tenancy()
 		inst, err = a.tenancy.Checkin(ctx, req)
 	}
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // asks for a purge and the tier is not prod), current removed, report down. The
 // report names the release that was live (its sha and serial), or none.
 func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
-	cur := t.st.live()
+	cur := t.st.Serving()
 	t.out.SHA, t.out.Serial = cur.SHA, cur.Serial
 	purge := inst.Purge
 	if purge && t.a.cfg.Tier() == "prod" {
@@ -41,6 +41,6 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 	if err != nil {
 		return &Error{Op: "down", Code: codes.ApplyFailed, Err: err}
 	}
-	t.st.setLive(live)
+	t.st.SetServing(live)
 	return t.report(ctx, tenancy.ResultDown, nil, nil)
 }

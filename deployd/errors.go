@@ -9,6 +9,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/state"
 )
 
 // Exit codes: the contract with the systemd timer and with `run --loop` (docs/OPERATIONS.md, "Exit codes").
@@ -35,10 +36,10 @@ var (
 	// ErrStateUnreadable: state.json exists but cannot be read (EACCES, EIO, a mount
 	// gone). The tick ends on a temporary STATE_UNAVAILABLE (exit 75) and leaves the
 	// file as it is, so that its latch and its memory of failed shas survive.
-	ErrStateUnreadable = errors.New("state file cannot be read")
+	ErrStateUnreadable = state.ErrStateUnreadable
 	// ErrStateCorrupt: state.json reads but does not parse. The tick moves it aside
 	// and rebuilds the state from the live release.
-	ErrStateCorrupt = errors.New("state file is corrupt")
+	ErrStateCorrupt = state.ErrStateCorrupt
 )
 
 // Error is a tick failure with its stable code. Op says what the agent was doing.

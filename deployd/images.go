@@ -9,30 +9,8 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/internal/release"
+	"github.com/monky/monky-deployd/internal/state"
 )
-
-// Reclaim is what the image hygiene after an apply removed.
-type Reclaim struct {
-	// At is when it ran.
-	At time.Time `json:"at"`
-	// Images is how many images were removed.
-	Images int `json:"images"`
-	// Bytes adds up the removed images' sizes: an upper bound of the space freed, as
-	// layers shared with images still kept stay on disk.
-	Bytes int64 `json:"bytes"`
-	// Failed is how many removals docker refused or failed; they are tried again
-	// after the next apply.
-	Failed int `json:"failed,omitempty"`
-}
-
-// String is the summary a report's detail and the log carry.
-func (r Reclaim) String() string {
-	s := fmt.Sprintf("removed %d images only pruned releases used (up to %s)", r.Images, mib(r.Bytes))
-	if r.Failed > 0 {
-		s += fmt.Sprintf(", %d could not be removed", r.Failed)
-	}
-	return s
-}
 
 // recordImages remembers the images the release's containers run right after compose
 // up, as the engine resolved them (IDs), so that they can be removed once the release
@@ -197,10 +175,5 @@ func (t *tick) freeableNote(ctx context.Context) string {
 		total += o.sizes[id]
 	}
 	return fmt.Sprintf("images only releases older than the live and the previous one use could free up to %s (%d images: lower compose.keep_releases, or docker image rm %s)",
-		mib(total), len(o.ids), strings.Join(o.ids, " "))
-}
-
-// mib is a byte count for a person.
-func mib(n int64) string {
-	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		state.MiB(total), len(o.ids), strings.Join(o.ids, " "))
 }

@@ -18,25 +18,10 @@ import (
 // that the idle tick runs no subprocess.
 const dockerVersionTTL = time.Hour
 
-// live is what the state says the box serves.
-func (s *State) live() release.Live {
-	return release.Live{SHA: s.LiveSHA, Serial: s.LiveSerial, Previous: s.PreviousSHA, Confirmed: s.Confirmed}
-}
-
-// setLive records what the release store says the box serves: the only writer of
-// the live, previous and confirmed fields.
-func (s *State) setLive(l release.Live) {
-	if l.SHA != s.LiveSHA {
-		// What was known of the release that was live is not true of this one.
-		s.LiveServices, s.LiveOneShots, s.Live = nil, nil, nil
-	}
-	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
-}
-
 // confirmLive records that the live release came up healthy: its services as the
 // health wait saw them, and which of them were one-shots already done.
-func (s *State) confirmLive(states []compose.ServiceState) {
-	s.setLive(release.Confirm(s.live()))
+func confirmLive(s *State, states []compose.ServiceState) {
+	s.SetServing(release.Confirm(s.Serving()))
 	s.LiveServices, s.LiveOneShots = nil, []string{}
 	for _, st := range states {
 		s.LiveServices = append(s.LiveServices, st.Name)

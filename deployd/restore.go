@@ -3,55 +3,9 @@ package deployd
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/monky/monky-deployd/internal/release"
 )
-
-// Results of a Restore: what became of the box after an apply failed after promote.
-const (
-	// RestoreHealthy: the previous release is live again and every service is ready.
-	RestoreHealthy = "restored-healthy"
-	// RestoreUnhealthy: the previous release is live again but did not become healthy
-	// within health_timeout; the box is degraded.
-	RestoreUnhealthy = "restored-unhealthy"
-	// RestoreFailed: the previous release could not be brought back (current could not
-	// be swapped, or its compose up failed); the box is degraded.
-	RestoreFailed = "restore-failed"
-	// RestoreNone: there was no previous release; the failed one was taken down.
-	RestoreNone = "none"
-)
-
-// Restore is what became of the box after an apply failed after promote.
-type Restore struct {
-	// Result is RestoreHealthy, RestoreUnhealthy, RestoreFailed or RestoreNone.
-	Result string `json:"result"`
-	// SHA is the restored release, "" with RestoreNone.
-	SHA string `json:"sha,omitempty"`
-	// Detail says why a restore is not healthy; it names services, never a value.
-	Detail string `json:"detail,omitempty"`
-	// At is when the restore ended.
-	At time.Time `json:"at,omitzero"`
-}
-
-// Degraded reports whether the box was left degraded: the restored release is not
-// healthy, or nothing could be restored.
-func (r Restore) Degraded() bool {
-	return r.Result == RestoreUnhealthy || r.Result == RestoreFailed
-}
-
-// String is the restore as the report's detail ends with it, e.g.
-// "restore: restored-healthy 1f2e3d4c5b6a".
-func (r Restore) String() string {
-	s := "restore: " + r.Result
-	if r.SHA != "" {
-		s += " " + release.Short(r.SHA)
-	}
-	if r.Detail != "" {
-		s += " (" + r.Detail + ")"
-	}
-	return s
-}
 
 // restore puts the previous release back after a failure after promote (or, when
 // there is none, takes the failed one down), waits for it to be healthy, and returns
@@ -59,7 +13,7 @@ func (r Restore) String() string {
 // (docs/OPERATIONS.md, "After a failed apply").
 func (t *tick) restore(ctx context.Context, cause error) error {
 	var r Restore
-	if cur := t.st.live(); t.a.store.CanRestore(cur) {
+	if cur := t.st.Serving(); t.a.store.CanRestore(cur) {
 		t.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", release.Short(cur.SHA), "restore_sha", release.Short(cur.Previous), "err", cause)
 		r = t.restorePrevious(ctx, cur)
 	} else {
@@ -84,7 +38,7 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 		r.Detail = "current could not be pointed back at it"
 		return r
 	}
-	t.st.setLive(live)
+	t.st.SetServing(live)
 	rel, err := t.a.store.Read(ctx, prev, t.a.expect())
 	if err != nil {
 		t.log.Error("the restored release cannot be read; the box may be degraded", "restore_sha", release.Short(prev), "err", err)
@@ -110,7 +64,7 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 		r.Result, r.Detail = RestoreUnhealthy, t.a.red.Redact(err.Error())
 		return r
 	}
-	t.st.confirmLive(states)
+	confirmLive(t.st, states)
 	t.log.Info("restored the previous release and it is healthy: the box serves what it served before the failed apply", "restore_sha", release.Short(prev))
 	r.Result = RestoreHealthy
 	return r
@@ -130,7 +84,7 @@ func (t *tick) discard(ctx context.Context, cur release.Live) Restore {
 	if err != nil {
 		t.log.Error("could not remove the current symlink", "link", t.a.store.CurrentLink(), "err", err)
 	}
-	t.st.setLive(live)
+	t.st.SetServing(live)
 	return Restore{Result: RestoreNone}
 }
 

@@ -1,169 +1,61 @@
 package deployd
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
-	"time"
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/state"
 )
-
-// stateSchema is the version of state.json this agent writes.
-const stateSchema = 1
-
-// maxFailedMemory bounds how many failed shas the state remembers.
-const maxFailedMemory = 16
 
 // State is what the agent remembers between ticks, stored in state.json (mode 0600).
 // It never holds a secret value: shas, serials, codes, times and details that name
 // files, variables and services only. `monky-deployd status` prints it.
-type State struct {
-	// Schema is the version of the file's format.
-	Schema int `json:"schema"`
-	// EnvID is the environment the box served when the state was written.
-	EnvID string `json:"env_id"`
-	// LiveSHA and LiveSerial identify the release `current` points to; empty when down.
-	LiveSHA    string `json:"live_sha,omitempty"`
-	LiveSerial int64  `json:"live_serial,omitempty"`
-	// Confirmed is true once the live release came up healthy. A crash between promote
-	// and health leaves it false, and the next apply of the same sha converges it
-	// without a new lease.
-	Confirmed bool `json:"confirmed"`
-	// PreviousSHA is the release restored when an apply fails after promote.
-	PreviousSHA string `json:"previous_sha,omitempty"`
-	// LiveServices are the compose services of the live release, recorded when it
-	// was brought up, so that a check-in sees a service whose container is gone.
-	// Empty after a repair or an upgrade: the next check-in reads them from the
-	// release.
-	LiveServices []string `json:"live_services,omitempty"`
-	// LiveOneShots are the services of the live release that were done (exited 0)
-	// when it came up healthy: between applies, an exited container is ready only for
-	// them. Null while not known (before that, or after a repair): then an exit 0 is
-	// ready for every service.
-	LiveOneShots []string `json:"live_one_shots"`
-	// Live is the live release's health as the last check-in read it; nil when
-	// nothing was live.
-	Live *LiveHealth `json:"live,omitempty"`
-	// Images are the image IDs each release's containers ran, by sha, recorded after its
-	// compose up: image hygiene removes those only pruned releases named.
-	Images map[string][]string `json:"images,omitempty"`
-	// LastReclaim is what the image hygiene of the last apply removed; nil when it
-	// removed nothing.
-	LastReclaim *Reclaim `json:"last_reclaim,omitempty"`
-	// LastCheckin is when tenancy last answered a check-in.
-	LastCheckin time.Time `json:"last_checkin,omitzero"`
-	// LastAction is the action of the last check-in.
-	LastAction string `json:"last_action,omitempty"`
-	// LastResult, LastCode, LastDetail and LastSHA describe the last outcome reported;
-	// the check-in carries LastResult and LastCode as a pair.
-	LastResult string     `json:"last_result,omitempty"`
-	LastCode   codes.Code `json:"last_code,omitempty"`
-	LastDetail string     `json:"last_detail,omitempty"`
-	LastSHA    string     `json:"last_sha,omitempty"`
-	// LastTemporary is the code of a temporary condition that ended the last tick
-	// (UNAVAILABLE, RATE_LIMITED, …), "" when the last tick ended otherwise. It is
-	// shown by status and never replaces the reported LastCode.
-	LastTemporary codes.Code `json:"last_temporary,omitempty"`
-	// RetryAfter is the Retry-After of the tenancy answer (429, 503) that ended the
-	// last tick on a temporary condition; 0 otherwise. Loop waits at least this long.
-	RetryAfter time.Duration `json:"retry_after_ns,omitempty"`
-	// LastTick is when the last tick ended, and LastExit its exit code.
-	LastTick time.Time `json:"last_tick,omitzero"`
-	LastExit int       `json:"last_exit"`
-	// NextCheckin is the interval tenancy asked for at the last check-in.
-	NextCheckin time.Duration `json:"next_checkin_ns,omitempty"`
-	// DockerVersion is the docker server version sent in the check-in, read at
-	// DockerVersionAt and reused for an hour, so that the idle tick runs no subprocess.
-	DockerVersion   string    `json:"docker_version,omitempty"`
-	DockerVersionAt time.Time `json:"docker_version_at,omitzero"`
-	// TokenExpires is when the OpenBao token expires, as last looked up.
-	TokenExpires time.Time `json:"token_expires,omitzero"`
-	// Failed remembers shas that failed on this box, so that they cost no new lease
-	// until tenancy asks with retry.
-	Failed map[string]Failure `json:"failed,omitempty"`
-	// LastRestore says what became of the box after the last apply that failed after
-	// promote; nil once a later apply succeeded.
-	LastRestore *Restore `json:"last_restore,omitempty"`
-	// EnvMismatch is the latch set by AGENT_ENV_MISMATCH: while it names the
-	// configured env_id, every run exits 78 without touching the network.
-	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
-}
+type State = state.State
 
 // Failure is the memory of a sha that failed on this box.
-type Failure struct {
-	Serial int64      `json:"serial"`
-	Code   codes.Code `json:"code"`
-	Detail string     `json:"detail,omitempty"`
-	At     time.Time  `json:"at"`
-}
+type Failure = state.Failure
 
 // Latch records an AGENT_ENV_MISMATCH answer from tenancy.
-type Latch struct {
-	EnvID   string    `json:"env_id"`
-	At      time.Time `json:"at"`
-	Message string    `json:"message"`
-}
+type Latch = state.Latch
 
-// rememberFailure records sha as failed, keeping the newest maxFailedMemory entries.
-func (s *State) rememberFailure(sha string, f Failure) {
-	if s.Failed == nil {
-		s.Failed = map[string]Failure{}
-	}
-	s.Failed[sha] = f
-	if len(s.Failed) <= maxFailedMemory {
-		return
-	}
-	type kv struct {
-		sha string
-		at  time.Time
-	}
-	all := make([]kv, 0, len(s.Failed))
-	for k, v := range s.Failed {
-		all = append(all, kv{k, v.At})
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
-	for _, e := range all[maxFailedMemory:] {
-		delete(s.Failed, e.sha)
-	}
-}
+// LiveHealth is the live release's health as a tick last read it from docker: what
+// the check-in's live object carries, and what status and the metrics show.
+type LiveHealth = state.LiveHealth
+
+// LiveService is one service of LiveHealth: what the check-in carries, and the
+// agent's verdict.
+type LiveService = state.LiveService
+
+// Restore is what became of the box after an apply failed after promote.
+type Restore = state.Restore
+
+// Reclaim is what the image hygiene after an apply removed.
+type Reclaim = state.Reclaim
+
+// Results of a Restore: what became of the box after an apply failed after promote.
+const (
+	// RestoreHealthy: the previous release is live again and every service is ready.
+	RestoreHealthy = state.RestoreHealthy
+	// RestoreUnhealthy: the previous release is live again but did not become healthy
+	// within health_timeout; the box is degraded.
+	RestoreUnhealthy = state.RestoreUnhealthy
+	// RestoreFailed: the previous release could not be brought back; the box is
+	// degraded.
+	RestoreFailed = state.RestoreFailed
+	// RestoreNone: there was no previous release; the failed one was taken down.
+	RestoreNone = state.RestoreNone
+)
 
 // ReadState reads the state file of cfg without taking the lock and without touching
 // the network. A missing file is an empty State. A file that cannot be read is an error
 // matching ErrStateUnreadable; a file that reads but does not parse is an error
 // matching ErrStateCorrupt.
-func ReadState(cfg Config) (State, error) {
-	data, err := os.ReadFile(cfg.StatePath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return State{Schema: stateSchema, EnvID: cfg.EnvID}, nil
-	}
-	if err != nil {
-		return State{}, fmt.Errorf("read state %s: %w: %w", cfg.StatePath(), ErrStateUnreadable, err)
-	}
-	var st State
-	if err := json.Unmarshal(data, &st); err != nil {
-		return State{}, &corruptError{path: cfg.StatePath(), err: err}
-	}
-	return st, nil
-}
-
-// corruptError is a state.json that reads but does not parse; it matches
-// ErrStateCorrupt.
-type corruptError struct {
-	path string
-	err  error
-}
-
-func (e *corruptError) Error() string {
-	return fmt.Sprintf("state %s is corrupt (%v): the next run moves it aside and rebuilds it from the live release", e.path, e.err)
-}
-
-func (e *corruptError) Unwrap() []error { return []error{ErrStateCorrupt, e.err} }
+func ReadState(cfg Config) (State, error) { return state.Read(cfg.StatePath(), cfg.EnvID) }
 
 // loadState reads state.json. A file that reads but does not parse is moved aside
 // (never a crash loop) and the state is rebuilt from what is on disk. A file that
@@ -174,7 +66,7 @@ func (a *Agent) loadState() (State, error) {
 	st, err := ReadState(a.cfg)
 	if err == nil {
 		if st.Schema == 0 {
-			st.Schema = stateSchema
+			st.Schema = state.Schema
 		}
 		return st, nil
 	}
@@ -191,22 +83,12 @@ func (a *Agent) loadState() (State, error) {
 		a.log.Error("state file was corrupt; moved it aside and rebuilt the state from the live release",
 			"path", a.cfg.StatePath(), "moved_to", aside, "err", err)
 	}
-	return State{Schema: stateSchema, EnvID: a.cfg.EnvID}, nil
+	return State{Schema: state.Schema, EnvID: a.cfg.EnvID}, nil
 }
 
 // saveState writes state.json atomically with mode 0600, through the redactor.
 func (a *Agent) saveState(st *State) error {
-	st.Schema = stateSchema
-	st.EnvID = a.cfg.EnvID
-	data, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
-	}
-	data = a.red.RedactBytes(append(data, '\n'))
-	if err := fsutil.WriteFileAtomic(a.cfg.StatePath(), data, 0o600); err != nil {
-		return fmt.Errorf("write state %s: %w", a.cfg.StatePath(), err)
-	}
-	return nil
+	return state.Save(a.cfg.StatePath(), a.cfg.EnvID, st, a.red.RedactBytes)
 }
 
 // readToken reads the OpenBao token file; a missing file is the zero Value.

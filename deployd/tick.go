@@ -95,7 +95,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		st.EnvMismatch = nil
 	}
-	st.setLive(a.store.Repair(st.live()))
+	st.SetServing(a.store.Repair(st.Serving()))
 
 	t := &tick{a: a, st: &st, started: start, log: a.log}
 	err = t.run(ctx)
@@ -215,7 +215,7 @@ func (t *tick) end(ctx context.Context, err error) error {
 	}
 	if d.remember {
 		detail := boundDetail(t.a.red.Redact(err.Error()))
-		t.st.rememberFailure(t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
+		t.st.RememberFailure(t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
 	}
 	if !d.report {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
@@ -51,17 +52,26 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 	default:
 		return false, &Error{Op: "token lookup", Code: CodeOf(err), Err: err}
 	}
-	st.TokenExpires = info.ExpireTime
+	a.noteToken(st, info)
 	if info.NeedsRenew(a.now()) {
 		renewed, rerr := a.bao.RenewSelf(ctx, tok)
 		if rerr != nil {
 			a.log.Warn("could not renew the OpenBao token; it stays valid until it expires", "expires", info.ExpireTime, "err", rerr)
 			return false, nil
 		}
-		st.TokenExpires = renewed.ExpireTime
+		// A renew-self answer does not say the creation TTL: the next tick looks the
+		// token up again (TokenRenewAt zero) and learns it.
+		st.TokenExpires, st.TokenRenewAt = renewed.ExpireTime, time.Time{}
 		a.log.Info("renewed the OpenBao token", "expires", renewed.ExpireTime)
 	}
 	return false, nil
+}
+
+// noteToken records what a lookup or a login said of the token: when it expires, and
+// when it is next due for a lookup (the timer's idle tick skips lookups until then).
+func (a *Agent) noteToken(st *State, info bao.TokenInfo) {
+	st.TokenExpires = info.ExpireTime
+	st.TokenRenewAt = info.LookupDue(a.now())
 }
 
 // Bootstrap consumes the grant at grantPath (the config's bootstrap_grant when
@@ -127,7 +137,7 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 	if err := a.replaceToken(ctx, info); err != nil {
 		return err
 	}
-	st.TokenExpires = info.ExpireTime
+	a.noteToken(st, info)
 	st.EnvMismatch = nil
 	// The grant is consumed: truncate it first so that a failed unlink leaves nothing usable.
 	if err := os.Truncate(path, 0); err != nil {

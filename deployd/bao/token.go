@@ -51,6 +51,37 @@ func (t TokenInfo) NeedsRenew(now time.Time) bool {
 	return remaining < t.CreationTTL/3
 }
 
+// maxLookupGap bounds LookupDue: a token is looked up at least once a day.
+const maxLookupGap = 24 * time.Hour
+
+// LookupDue is when the token should next be looked up, as seen at now: when
+// NeedsRenew turns true for a renewable token, its expiry for one that is not, and at
+// most a day away. A caller that skips lookups until then (the timer's idle tick)
+// renews in time. It is now when that time has come or cannot be told (a TokenInfo
+// without TTL and expiry is looked up a day later).
+func (t TokenInfo) LookupDue(now time.Time) time.Time {
+	remaining := t.TTL
+	if remaining <= 0 && !t.ExpireTime.IsZero() {
+		remaining = t.ExpireTime.Sub(now)
+	}
+	due := now.Add(maxLookupGap)
+	switch {
+	case t.Renewable && t.CreationTTL > 0:
+		due = now.Add(remaining - t.CreationTTL/3)
+	case remaining > 0:
+		due = now.Add(remaining)
+	case !t.ExpireTime.IsZero():
+		due = now
+	}
+	if due.After(now.Add(maxLookupGap)) {
+		due = now.Add(maxLookupGap)
+	}
+	if due.Before(now) {
+		due = now
+	}
+	return due
+}
+
 // authWire is the "auth" block of a login or renew-self answer: vault/api's
 // SecretAuth plus the fields it does not decode.
 type authWire struct {

@@ -32,26 +32,16 @@ import (
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/layout"
 )
 
-// Live is what a box serves: the release current points to, the release that was
-// live before it (restored when an apply fails after promote), and whether the live
-// release was seen healthy. The zero Live is a box that serves nothing.
-type Live struct {
-	// SHA is the live release, "" when nothing is live.
-	SHA string
-	// Serial is the live release's manifest serial, 0 when nothing is live.
-	Serial int64
-	// Previous is the release live before SHA, "" when there was none.
-	Previous string
-	// Confirmed is true once the live release came up healthy.
-	Confirmed bool
-}
+// Live is what a box serves (layout.Live).
+type Live = layout.Live
 
 // Store is the release store under one deploy directory.
 type Store struct {
-	deployDir string
-	log       *slog.Logger
+	layout.Dirs
+	log *slog.Logger
 }
 
 // New returns the store under deployDir; nil log discards. It touches nothing.
@@ -59,38 +49,7 @@ func New(deployDir string, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{deployDir: deployDir, log: log}
-}
-
-// Dir is the directory of the release sha.
-func (s *Store) Dir(sha string) string { return filepath.Join(s.releases(), sha) }
-
-// CurrentLink is the path of the current symlink.
-func (s *Store) CurrentLink() string { return filepath.Join(s.deployDir, "current") }
-
-func (s *Store) releases() string { return filepath.Join(s.deployDir, "releases") }
-
-// Has reports whether the release sha is staged.
-func (s *Store) Has(sha string) bool {
-	if !ids.ValidSHA(sha) {
-		return false
-	}
-	fi, err := os.Stat(s.Dir(sha))
-	return err == nil && fi.IsDir()
-}
-
-// Current is the sha that current points to, "" when there is none (or it points at
-// something that is not a staged release).
-func (s *Store) Current() string {
-	target, err := os.Readlink(s.CurrentLink())
-	if err != nil {
-		return ""
-	}
-	sha := filepath.Base(target)
-	if !s.Has(sha) {
-		return ""
-	}
-	return sha
+	return &Store{Dirs: layout.Dirs{DeployDir: deployDir}, log: log}
 }
 
 // Download creates releases/.<sha>.bundle (0600) for the bundle's bytes. The caller
@@ -99,10 +58,10 @@ func (s *Store) Download(sha string) (f *os.File, remove func(), err error) {
 	if !ids.ValidSHA(sha) {
 		return nil, nil, fmt.Errorf("release: %q is not a bundle sha", sha)
 	}
-	if err := fsutil.MkdirMode(s.releases(), 0o755); err != nil {
+	if err := fsutil.MkdirMode(s.Releases(), 0o755); err != nil {
 		return nil, nil, err
 	}
-	p := filepath.Join(s.releases(), "."+sha+".bundle")
+	p := filepath.Join(s.Releases(), "."+sha+".bundle")
 	f, err = os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, nil, err
@@ -122,7 +81,7 @@ func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte) 
 	if !ids.ValidSHA(sha) {
 		return fmt.Errorf("release: %q is not a bundle sha", sha)
 	}
-	tmp := filepath.Join(s.releases(), "."+sha+".tmp")
+	tmp := filepath.Join(s.Releases(), "."+sha+".tmp")
 	_ = os.RemoveAll(tmp)
 	if err := fsutil.MkdirMode(tmp, 0o755); err != nil { // container users read the release
 		return err
@@ -148,7 +107,7 @@ func (s *Store) fill(ctx context.Context, r io.Reader, tmp, sha string, env []by
 // replace renames the staged tmp to releases/<sha>, moving an existing copy aside
 // first (releases/.<sha>.old) and putting it back when the rename fails.
 func (s *Store) replace(tmp, sha string) error {
-	final, old := s.Dir(sha), filepath.Join(s.releases(), "."+sha+".old")
+	final, old := s.Dir(sha), filepath.Join(s.Releases(), "."+sha+".old")
 	moved := false
 	if _, err := os.Stat(final); err == nil {
 		if err := os.Rename(final, old); err != nil {
@@ -172,7 +131,7 @@ func (s *Store) replace(tmp, sha string) error {
 			s.log.Warn("could not remove the replaced copy of a release; the next tick removes it", "path", old, "err", err)
 		}
 	}
-	return fsutil.SyncDir(s.releases())
+	return fsutil.SyncDir(s.Releases())
 }
 
 // Promote makes the staged release sha live: current is swapped atomically and the
@@ -243,7 +202,7 @@ func (s *Store) unlink() error {
 	if err := os.Remove(s.CurrentLink()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	_ = fsutil.SyncDir(fsutil.ExistingParent(s.deployDir))
+	_ = fsutil.SyncDir(fsutil.ExistingParent(s.DeployDir))
 	return nil
 }
 
@@ -274,7 +233,7 @@ func (s *Store) Repair(cur Live) Live {
 // sweep removes the hidden leftovers of interrupted applies and puts back a release
 // that an interrupted restage moved aside.
 func (s *Store) sweep() {
-	rel := s.releases()
+	rel := s.Releases()
 	entries, err := os.ReadDir(rel)
 	if err != nil {
 		return
@@ -307,7 +266,7 @@ func (s *Store) sweep() {
 // Staged returns the shas of the staged releases (the directories under releases/),
 // sorted.
 func (s *Store) Staged() []string {
-	entries, err := os.ReadDir(s.releases())
+	entries, err := os.ReadDir(s.Releases())
 	if err != nil {
 		return nil
 	}
@@ -323,7 +282,7 @@ func (s *Store) Staged() []string {
 // Prune keeps the newest keep releases in all, counting the live and the previous
 // one (which are always kept), and returns the shas it removed.
 func (s *Store) Prune(cur Live, keep int) []string {
-	entries, err := os.ReadDir(s.releases())
+	entries, err := os.ReadDir(s.Releases())
 	if err != nil {
 		return nil
 	}
@@ -414,9 +373,4 @@ func (s *Store) EnvValues(sha string, names []string) ([]string, error) {
 }
 
 // Short is a release's sha as logs and details name it: its first 12 characters.
-func Short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
-}
+func Short(sha string) string { return layout.Short(sha) }

@@ -87,7 +87,7 @@ func TestStageRefusesWhatIsNotTheSHA(t *testing.T) {
 	err := s.Stage(t.Context(), bytes.NewReader(data), other, nil)
 	require.Error(t, err)
 	assert.False(t, s.Has(other))
-	entries, _ := os.ReadDir(filepath.Join(s.deployDir, "releases"))
+	entries, _ := os.ReadDir(filepath.Join(s.DeployDir, "releases"))
 	assert.Empty(t, entries, "nothing half-written is left")
 	assert.Error(t, s.Stage(t.Context(), bytes.NewReader(data), "../x", nil))
 }
@@ -140,7 +140,7 @@ func TestLiveTransitions(t *testing.T) {
 func TestRepair(t *testing.T) {
 	s := New(t.TempDir(), nil)
 	a, b := staged(t, s, 1), staged(t, s, 2)
-	rel := filepath.Join(s.deployDir, "releases")
+	rel := filepath.Join(s.DeployDir, "releases")
 	require.NoError(t, os.WriteFile(filepath.Join(rel, "."+a+".bundle"), []byte("x"), 0o600))
 	require.NoError(t, os.Mkdir(filepath.Join(rel, "."+a+".tmp"), 0o755))
 	require.NoError(t, os.Rename(s.Dir(b), filepath.Join(rel, "."+b+".old")))

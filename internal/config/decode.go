@@ -1,4 +1,4 @@
-package deployd
+package config
 
 import (
 	"bytes"

@@ -1,0 +1,120 @@
+package state
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/layout"
+)
+
+// LiveHealth is the live release's health as a tick last read it from docker: what
+// the check-in's live object carries, and what status and the metrics show.
+type LiveHealth struct {
+	// SHA is the live release that was looked at.
+	SHA string `json:"sha"`
+	// ObservedAt is when docker was asked.
+	ObservedAt time.Time `json:"observed_at"`
+	// Healthy is true when every service of the release is ready; meaningful only when
+	// Reason is "".
+	Healthy bool `json:"healthy"`
+	// Reason says why docker could not be asked, "" when it answered.
+	Reason string `json:"reason,omitempty"`
+	// Services are the release's services, sorted by name.
+	Services []LiveService `json:"services,omitempty"`
+}
+
+// LiveService is one service of LiveHealth: what the check-in carries, and the
+// agent's verdict.
+type LiveService struct {
+	tenancy.LiveService
+	// Ready is true when the service counts as healthy (compose.ObservedService.Ready).
+	Ready bool `json:"ready"`
+}
+
+// Tenancy is h as the check-in carries it; nil for nil.
+func (h *LiveHealth) Tenancy() *tenancy.Live {
+	if h == nil {
+		return nil
+	}
+	l := &tenancy.Live{ObservedAt: h.ObservedAt, Healthy: h.Healthy, Reason: h.Reason}
+	for _, s := range h.Services {
+		l.Services = append(l.Services, s.LiveService)
+	}
+	return l
+}
+
+// Judge turns what docker said of the live release sha (obs, read at at) into the
+// health a check-in carries, judged against prev, the last observation: a service
+// whose restart count rose since then is not ready now. When the release is not
+// healthy it logs a warning that names the services and how to read their logs
+// (currentLink and project say where); it changes nothing.
+func Judge(log *slog.Logger, sha string, at time.Time, prev *LiveHealth, obs compose.Observation, currentLink, project string) *LiveHealth {
+	h := &LiveHealth{SHA: sha, ObservedAt: at}
+	restarted := restartedSince(prev, obs)
+	h.Healthy = obs.Healthy && len(restarted) == 0
+	var bad []string
+	for _, s := range obs.Services {
+		ready := s.Ready && !restarted[s.Name]
+		h.Services = append(h.Services, LiveService{Ready: ready, LiveService: tenancy.LiveService{
+			Name: s.Name, State: s.State, Health: s.Health, ExitCode: s.ExitCode, Restarts: s.Restarts}})
+		switch {
+		case !s.Ready:
+			bad = append(bad, describeService(s))
+		case restarted[s.Name]:
+			bad = append(bad, describeService(s)+" (restarted since the last check-in)")
+		}
+	}
+	if !h.Healthy {
+		log.Warn("the live release is not healthy; the agent changes nothing on its own (tenancy sees it in the check-in and decides). Read the logs: cd "+currentLink+" && docker compose -p "+project+" logs --tail 100",
+			"live_sha", layout.Short(sha), "services", strings.Join(bad, "; "))
+	}
+	return h
+}
+
+// Unobserved is the health of the live release sha when docker could not be asked at
+// at: reason says why (already redacted). It logs a warning that says what to check.
+func Unobserved(log *slog.Logger, sha string, at time.Time, reason string) *LiveHealth {
+	log.Warn("could not read the live release's health; the check-in says why and goes out all the same. Is dockerd running? (systemctl status docker)",
+		"live_sha", layout.Short(sha), "err", reason)
+	return &LiveHealth{SHA: sha, ObservedAt: at, Reason: reason}
+}
+
+// restartedSince names the services whose restart count rose since prev, the last
+// observation of the same release: a service without a healthcheck that crash-loops
+// may be seen running at every check-in, and only its restarts tell. A count that
+// fell (compose recreated the containers) says nothing.
+func restartedSince(prev *LiveHealth, obs compose.Observation) map[string]bool {
+	restarted := map[string]bool{}
+	if prev == nil || prev.Reason != "" {
+		return restarted
+	}
+	before := map[string]int{}
+	for _, s := range prev.Services {
+		before[s.Name] = s.Restarts
+	}
+	for _, s := range obs.Services {
+		if n, seen := before[s.Name]; seen && s.Restarts > n {
+			restarted[s.Name] = true
+		}
+	}
+	return restarted
+}
+
+// describeService is one service that is not ready, for a log line.
+func describeService(s compose.ObservedService) string {
+	d := s.Name + ": " + s.State
+	if s.Health != "" {
+		d += ", health " + s.Health
+	}
+	if s.State == "exited" || s.State == "dead" {
+		d += fmt.Sprintf(", exit code %d", s.ExitCode)
+	}
+	if s.Restarts > 0 {
+		d += fmt.Sprintf(", restarted %d times", s.Restarts)
+	}
+	return d
+}
