@@ -8,6 +8,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/contract"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/state"
 )
@@ -15,14 +16,14 @@ import (
 // Exit codes: the contract with the systemd timer and with `run --loop` (docs/OPERATIONS.md, "Exit codes").
 const (
 	// ExitOK: applied, nothing to do, or down.
-	ExitOK = 0
+	ExitOK = contract.ExitOK
 	// ExitFailed: a refusal, a failed apply, a bad config, unauthenticated.
-	ExitFailed = 1
+	ExitFailed = contract.ExitFailed
 	// ExitTemporary: network, 5xx, 429, OpenBao sealed or unreachable, lock held.
 	// The unit treats it as success (SuccessExitStatus=75); the next tick retries.
-	ExitTemporary = 75
+	ExitTemporary = contract.ExitTemporary
 	// ExitEnvMismatch: AGENT_ENV_MISMATCH. Never retried.
-	ExitEnvMismatch = 78
+	ExitEnvMismatch = contract.ExitEnvMismatch
 )
 
 var (

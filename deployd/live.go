@@ -4,16 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/internal/release"
 	"github.com/monky/monky-deployd/internal/state"
 )
-
-// liveTimeout bounds the reading of the live release's health before a check-in, so
-// that a docker that hangs delays the heartbeat by this much at most.
-const liveTimeout = 5 * time.Second
 
 // observeLive reads the live release's health for the check-in; nil when nothing is
 // live. It never fails: what cannot be read becomes the Reason, and the check-in goes
@@ -22,7 +17,7 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 	if st.LiveSHA == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, state.LiveTimeout)
 	defer cancel()
 	at := a.now()
 	obs, err := a.observe(ctx, st)

@@ -6,17 +6,12 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
 )
-
-// dockerVersionTTL is how long the docker version sent in the check-in is cached, so
-// that the idle tick runs no subprocess.
-const dockerVersionTTL = time.Hour
 
 // confirmLive records that the live release came up healthy: its services as the
 // health wait saw them, and which of them were one-shots already done.
@@ -69,7 +64,7 @@ func (a *Agent) learnReleaseSecrets(sha string, m bundle.Manifest) {
 // subprocess.
 func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
 	now := a.now()
-	if !st.DockerVersionAt.IsZero() && now.Sub(st.DockerVersionAt) < dockerVersionTTL && now.After(st.DockerVersionAt) {
+	if st.DockerVersionFresh(now) {
 		return st.DockerVersion
 	}
 	v, err := a.readDockerVersion(ctx)

@@ -103,14 +103,14 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	if err != nil && out.Code == "" {
 		out.Code = CodeOf(err)
 	}
-	st.LastTemporary, st.RetryAfter = "", 0
+	var temporary codes.Code
+	var retryAfter time.Duration
 	if IsTemporary(err) {
-		st.LastTemporary = CodeOf(err)
-		st.RetryAfter, _ = tenancy.RetryAfter(err)
+		temporary = CodeOf(err)
+		retryAfter, _ = tenancy.RetryAfter(err)
 	}
 	out.Duration = a.now().Sub(start)
-	st.LastTick = a.now()
-	st.LastExit = ExitCode(err)
+	st.EndTick(a.now(), ExitCode(err), temporary, retryAfter)
 	if serr := a.saveState(&st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {

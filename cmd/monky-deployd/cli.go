@@ -178,27 +178,7 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 	}
 	if metricsFile != "" {
 		st, _ := deployd.ReadState(cfg)
-		snap := metrics.Snapshot{
-			EnvID: cfg.EnvID, Version: deployd.Version, LastRun: time.Now(), LastCheckin: st.LastCheckin,
-			LastResult: st.LastResult, LastCode: st.LastCode, TickDuration: out.Duration,
-			LiveSHA: st.LiveSHA, LiveSerial: st.LiveSerial, EnvMismatchLatched: st.EnvMismatch != nil, ExitCode: code,
-		}
-		if !st.TokenExpires.IsZero() {
-			snap.TokenTTL = max(time.Until(st.TokenExpires), 0)
-		}
-		if r := st.LastRestore; r != nil {
-			snap.LastRestore, snap.Degraded = r.Result, r.Degraded()
-		}
-		if r := st.LastReclaim; r != nil {
-			snap.ImagesRemoved, snap.ImagesReclaimedBytes = r.Images, r.Bytes
-		}
-		if h := st.Live; h != nil && st.LiveSHA != "" {
-			snap.Live = &metrics.Live{Known: h.Reason == "", Healthy: h.Healthy, ObservedAt: h.ObservedAt}
-			for _, sv := range h.Services {
-				snap.Live.Services = append(snap.Live.Services, metrics.Service{Name: sv.Name,
-					Healthy: sv.Ready, Restarts: sv.Restarts})
-			}
-		}
+		snap := metrics.FromState(st, cfg.EnvID, deployd.Version, time.Now(), out.Duration, code)
 		if err := metrics.Write(metricsFile, snap); err != nil {
 			c.log.Warn("could not write the metrics file", "path", metricsFile, "err", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/state"
 )
 
 // Prefix starts every metric name.
@@ -296,4 +297,30 @@ func unixSeconds(t time.Time) string {
 
 func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+// FromState is the snapshot of a tick that ended at now with exit after tick, as st
+// (read back after the tick) tells it, for the box serving envID.
+func FromState(st state.State, envID, version string, now time.Time, tick time.Duration, exit int) Snapshot {
+	snap := Snapshot{
+		EnvID: envID, Version: version, LastRun: now, LastCheckin: st.LastCheckin,
+		LastResult: st.LastResult, LastCode: st.LastCode, TickDuration: tick,
+		LiveSHA: st.LiveSHA, LiveSerial: st.LiveSerial, EnvMismatchLatched: st.EnvMismatch != nil, ExitCode: exit,
+	}
+	if !st.TokenExpires.IsZero() {
+		snap.TokenTTL = max(st.TokenExpires.Sub(now), 0)
+	}
+	if r := st.LastRestore; r != nil {
+		snap.LastRestore, snap.Degraded = r.Result, r.Degraded()
+	}
+	if r := st.LastReclaim; r != nil {
+		snap.ImagesRemoved, snap.ImagesReclaimedBytes = r.Images, r.Bytes
+	}
+	if h := st.Live; h != nil && st.LiveSHA != "" {
+		snap.Live = &Live{Known: h.Reason == "", Healthy: h.Healthy, ObservedAt: h.ObservedAt}
+		for _, sv := range h.Services {
+			snap.Live.Services = append(snap.Live.Services, Service{Name: sv.Name, Healthy: sv.Ready, Restarts: sv.Restarts})
+		}
+	}
+	return snap
 }

@@ -11,6 +11,10 @@ import (
 	"github.com/monky/monky-deployd/internal/layout"
 )
 
+// LiveTimeout bounds the reading of the live release's health before a check-in, so
+// that a docker that hangs delays the heartbeat by this much at most.
+const LiveTimeout = 5 * time.Second
+
 // LiveHealth is the live release's health as a tick last read it from docker: what
 // the check-in's live object carries, and what status and the metrics show.
 type LiveHealth struct {

@@ -214,3 +214,20 @@ func (s *State) SetServing(l layout.Live) {
 	}
 	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
 }
+
+// EndTick records how a tick ended at: its exit code and, for a temporary condition,
+// its code and tenancy's Retry-After ("" and 0 otherwise).
+func (s *State) EndTick(at time.Time, exit int, temporary codes.Code, retryAfter time.Duration) {
+	s.LastTemporary, s.RetryAfter = temporary, retryAfter
+	s.LastTick, s.LastExit = at, exit
+}
+
+// DockerVersionTTL is how long the docker version sent in the check-in is reused, so
+// that the idle tick asks docker nothing but the live release's containers.
+const DockerVersionTTL = time.Hour
+
+// DockerVersionFresh reports whether DockerVersion, read at DockerVersionAt, may still
+// be sent at now.
+func (s *State) DockerVersionFresh(now time.Time) bool {
+	return !s.DockerVersionAt.IsZero() && now.Sub(s.DockerVersionAt) < DockerVersionTTL && now.After(s.DockerVersionAt)
+}
