@@ -16,6 +16,7 @@ import (
 	"github.com/monky/monky-deployd/internal/engine"
 	"github.com/monky/monky-deployd/internal/release"
 	"github.com/monky/monky-deployd/internal/transport"
+	"github.com/monky/monky-deployd/internal/transport/zititransport"
 )
 
 // DefaultDockerEnv returns the environment docker compose runs with when
@@ -134,7 +135,7 @@ func (a *Agent) reader() compose.Reader {
 func (a *Agent) connectTenancy(ctx context.Context) error {
 	httpc := a.opts.TenancyHTTP
 	if httpc == nil {
-		tc, err := transport.New(ctx, transport.Config{
+		tc, err := zititransport.New(ctx, transport.Config{
 			Transport:  a.cfg.Tenancy.Transport,
 			URL:        a.cfg.Tenancy.URL,
 			Service:    a.cfg.Tenancy.Service,
