@@ -16,7 +16,7 @@ import (
 	"github.com/monky/monky-deployd/internal/engine"
 	"github.com/monky/monky-deployd/internal/heartbeat"
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/transport"
+	"github.com/monky/monky-deployd/internal/transport/zititransport"
 )
 
 // DefaultDockerEnv returns the environment docker compose runs with when
@@ -135,7 +135,7 @@ func (a *Agent) reader() compose.Reader {
 func (a *Agent) connectTenancy(ctx context.Context) error {
 	httpc := a.opts.TenancyHTTP
 	if httpc == nil {
-		tc, err := transport.New(ctx, heartbeat.TransportConfig(a.cfg, a.log))
+		tc, err := zititransport.New(ctx, heartbeat.TransportConfig(a.cfg, a.log))
 		if err != nil {
 			return &Error{Op: "tenancy transport", Code: codes.ConfigInvalid, Err: err}
 		}

@@ -3,12 +3,20 @@
 // tunneler's HTTP proxy ("proxy") or directly over the host's network ("system").
 // docs/TRANSPORTS.md says when to choose which.
 //
+// This package does not link the OpenZiti SDK (a test keeps it so): New builds "proxy"
+// and "system" and refuses "sdk" with ErrNeedsSDK. The sdk transport's HTTP side is
+// here (NewWithDialer, NewWithOwnedDialer over a Dialer); its OpenZiti side, the
+// identity loading and the ZitiDialer, is internal/transport/zititransport, whose New
+// builds all three. A program that needs no sdk transport imports only this package
+// and so pays nothing of the SDK's package init.
+//
 // # The three transports
 //
 //   - sdk: an http.Transport built here (never the SDK's NewHttpClient or
 //     NewZitiTransport, which share one connection between concurrent requests and
 //     mishandle TLS: docs/TRANSPORTS.md) whose DialContext ignores the network address and dials
-//     Config.Service through a Dialer, by default a *ZitiDialer over a ziti.Context.
+//     Config.Service through a Dialer (with zititransport.New, a *zititransport.ZitiDialer
+//     over a ziti.Context).
 //     The blocking Dial runs in a goroutine so that the dial's context, Config.Timeout
 //     and Client.Close interrupt it; a connection that arrives late is closed. (A
 //     request cancelled during its dial returns at once: since Go 1.23 net/http detaches
@@ -53,10 +61,11 @@
 //
 // # Errors
 //
-// Configuration errors come from New and name the key (and the file): ErrInvalidConfig,
-// ErrCAFile, ErrIdentity. An identity error never carries key material: the file is
-// loaded and checked here, the SDK's loader is not used on it (it ends the process with
-// a logrus Fatal on a bad key, and its texts can quote the key address).
+// Configuration errors come from New (and zititransport.New) and name the key (and the
+// file): ErrInvalidConfig, ErrCAFile, ErrIdentity; ErrNeedsSDK is "sdk" given to New. An
+// identity error never carries key material: zititransport loads and checks the file
+// itself, the SDK's loader is not used on it (it ends the process with a logrus Fatal
+// on a bad key, and its texts can quote the key address).
 //
 // A failed dial reaches the caller of Do as *url.Error → *net.OpError → *Error, so that
 // it is a network error for the tenancy client, errors.Is classifies it and
@@ -80,13 +89,14 @@
 //
 // # OpenZiti SDK
 //
-// The SDK is touched only by the sdk transport: New with "proxy" or "system" creates
-// no ziti.Context. Importing it is not free of side effects, though: its package init
+// The SDK is linked only through internal/transport/zititransport, and touched only by
+// the sdk transport: zititransport.New with "proxy" or "system" creates no
+// ziti.Context. Linking it is not free of side effects, though: its package init
 // reads ZITI_IDENTITIES and loads every identity listed there into a process-wide
-// collection (and ends the process if one of them has a bad key). The agent's unit
-// should unset that variable. The SDK logs through the process-global logrus logger;
-// this package does not touch it (cmd/ routes it into slog), and at debug level the SDK
-// logs its API session and service session tokens. ZitiDialer.Close closes the context
-// (the refresh goroutine, the edge-router channels) and the controller's idle HTTP
-// connections that the SDK's Close leaves behind.
+// collection (and ends the process if one of them has a bad key). The agent links it;
+// its unit should unset that variable. The SDK logs through the process-global logrus
+// logger; neither package touches it (cmd/ routes it into slog), and at debug level the
+// SDK logs its API session and service session tokens. ZitiDialer.Close closes the
+// context (the refresh goroutine, the edge-router channels) and the controller's idle
+// HTTP connections that the SDK's Close leaves behind.
 package transport

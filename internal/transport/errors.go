@@ -35,6 +35,9 @@ var (
 	ErrController = errors.New("transport: OpenZiti controller authentication failed")
 	// ErrClosed is a dial through a Client after Close.
 	ErrClosed = errors.New("transport: client closed")
+	// ErrNeedsSDK is tenancy.transport "sdk" given to New, which does not link the
+	// OpenZiti SDK: internal/transport/zititransport.New builds that transport.
+	ErrNeedsSDK = errors.New("transport: the sdk transport needs the OpenZiti SDK")
 )
 
 // Error is the one error type of the package. Its text names the config key, the file

@@ -18,12 +18,18 @@ import (
 
 // Dialer opens one connection to an OpenZiti service. It is the part of a ziti.Context
 // the sdk transport uses, so that the transport can run over any dialer (a test's, or a
-// caller's long-lived *ZitiDialer). Dial may block; it must be safe for concurrent use.
+// caller's long-lived *zititransport.ZitiDialer). Dial may block; it must be safe for
+// concurrent use.
 type Dialer interface {
 	Dial(service string) (net.Conn, error)
 }
 
-var _ Dialer = (*ZitiDialer)(nil)
+// DialCloser is a Dialer that holds resources to release, such as the OpenZiti context
+// of a *zititransport.ZitiDialer. NewWithOwnedDialer takes one.
+type DialCloser interface {
+	Dialer
+	io.Closer
+}
 
 // Client is the HTTP client for tenancy over one transport. HTTP has no overall
 // Timeout: the tenancy client puts a deadline on each call's context (a bundle download
@@ -41,38 +47,33 @@ type Client struct {
 	closed   atomic.Bool
 	once     sync.Once
 	closeErr error
-	// owned is closed by Close: the ziti context New created (nil otherwise).
+	// owned is closed by Close: the dialer of NewWithOwnedDialer (nil otherwise).
 	owned io.Closer
 }
 
 // Transport returns the kind of transport: "sdk", "proxy" or "system".
 func (c *Client) Transport() string { return c.kind }
 
-// New builds the client for cfg.Transport. For "sdk" it loads the identity file with the
-// OpenZiti SDK and creates the SDK context (no network I/O yet: the first dial
-// authenticates with the controller) and Close closes that context. For "proxy" and
-// "system" nothing of the SDK is touched. ctx bounds the loading; it is not kept.
+// New builds the client for cfg.Transport "proxy" or "system". This package does not
+// link the OpenZiti SDK: for "sdk" New returns an *Error of kind ErrNeedsSDK, and the
+// caller builds the client with zititransport.New (internal/transport/zititransport),
+// which handles all three. ctx is checked, not kept.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if cfg.Transport == TransportSDK {
+		return nil, &Error{Kind: ErrNeedsSDK, Key: "tenancy.transport",
+			Detail: `"sdk" needs the OpenZiti SDK, which this program does not link`}
 	}
 	s, err := validate(cfg)
 	if err != nil {
 		return nil, err
 	}
-	switch s.kind {
-	case TransportProxy:
+	if s.kind == TransportProxy {
 		return newProxy(s), nil
-	case TransportSystem:
-		return newSystem(s), nil
 	}
-	zd, err := NewZitiDialer(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	c := newSDK(s, zd)
-	c.owned = zd
-	return c, nil
+	return newSystem(s), nil
 }
 
 // NewWithDialer builds the sdk transport over d, whatever cfg.Transport says: requests
@@ -89,6 +90,33 @@ func NewWithDialer(cfg Config, d Dialer) (*Client, error) {
 		return nil, err
 	}
 	return newSDK(s, d), nil
+}
+
+// NewWithOwnedDialer builds the sdk transport like NewWithDialer, over a dialer the
+// Client owns: cfg is validated first, open is called only if cfg is valid (so a
+// config error comes before the dialer's own, and no dialer is created in vain), and
+// Client.Close closes what open returned. An error of open is returned as it is. It is
+// the hook through which zititransport.New builds a Client that releases its OpenZiti
+// context.
+func NewWithOwnedDialer(cfg Config, open func() (DialCloser, error)) (*Client, error) {
+	if open == nil {
+		return nil, invalid("tenancy.transport", "sdk transport without a dialer")
+	}
+	cfg.Transport = TransportSDK
+	s, err := validate(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d, err := open()
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, invalid("tenancy.transport", "sdk transport without a dialer")
+	}
+	c := newSDK(s, d)
+	c.owned = d
+	return c, nil
 }
 
 // baseTransport holds the settings every transport shares.
@@ -279,9 +307,10 @@ type stringAddr struct{ net, addr string }
 func (a stringAddr) Network() string { return a.net }
 func (a stringAddr) String() string  { return a.addr }
 
-// Close closes the idle connections, refuses new dials and, for a Client built by New
-// with the sdk transport, closes the OpenZiti context (its edge-router channels, its
-// refresh goroutine and the controller's idle HTTP connections). Requests in flight are
+// Close closes the idle connections, refuses new dials and, for a Client built by
+// NewWithOwnedDialer (zititransport.New with the sdk transport), closes the dialer (a
+// ZitiDialer closes its OpenZiti context: its edge-router channels, its refresh
+// goroutine and the controller's idle HTTP connections). Requests in flight are
 // not waited for. Close is idempotent; it returns the first close error.
 func (c *Client) Close() error {
 	c.once.Do(func() {

@@ -513,6 +513,79 @@ func TestSDKTransport(t *testing.T) {
 		_, err := NewWithDialer(cfg, nil)
 		require.ErrorIs(t, err, ErrInvalidConfig)
 	})
+
+	t.Run("without service", func(t *testing.T) {
+		c2 := cfg
+		c2.Service = " "
+		_, err := NewWithDialer(c2, &loopDialer{addr: ts.addr()})
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		assert.Contains(t, err.Error(), "tenancy.service")
+	})
+}
+
+func TestNewWithOwnedDialer(t *testing.T) {
+	ts := newTenancyServer(t)
+	base := "https://" + tenancyName
+	cfg := Config{Transport: TransportSystem, URL: base, Service: "monky-tenancy", CAFile: ts.CAFile, Timeout: 5 * time.Second}
+
+	t.Run("Close closes the dialer", func(t *testing.T) {
+		d := &loopDialer{addr: ts.addr()}
+		c, err := NewWithOwnedDialer(cfg, func() (DialCloser, error) { return d, nil })
+		require.NoError(t, err)
+		assert.Equal(t, TransportSDK, c.Transport(), "the sdk transport, whatever cfg.Transport says")
+		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
+		require.NoError(t, err)
+		assert.Equal(t, "tenancy says hello", body)
+		assert.False(t, d.closed.Load())
+		require.NoError(t, c.Close())
+		assert.True(t, d.closed.Load())
+		require.NoError(t, c.Close())
+	})
+
+	t.Run("a config error comes first and opens nothing", func(t *testing.T) {
+		c2 := cfg
+		c2.Service = ""
+		opened := false
+		_, err := NewWithOwnedDialer(c2, func() (DialCloser, error) { opened = true; return &loopDialer{}, nil })
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		assert.Contains(t, err.Error(), "tenancy.service")
+		assert.False(t, opened)
+	})
+
+	t.Run("the error of open is returned", func(t *testing.T) {
+		want := &Error{Kind: ErrIdentity, Key: "tenancy.identity", Detail: "not enrolled"}
+		c, err := NewWithOwnedDialer(cfg, func() (DialCloser, error) { return nil, want })
+		require.Nil(t, c)
+		require.ErrorIs(t, err, ErrIdentity)
+		assert.Same(t, want, err)
+	})
+
+	t.Run("no dialer", func(t *testing.T) {
+		_, err := NewWithOwnedDialer(cfg, nil)
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		_, err = NewWithOwnedDialer(cfg, func() (DialCloser, error) { return nil, nil })
+		require.ErrorIs(t, err, ErrInvalidConfig)
+	})
+}
+
+// TestNewRefusesSDK: New does not build the sdk transport (this package does not link
+// the SDK); its error says so and names the key, before any other check.
+func TestNewRefusesSDK(t *testing.T) {
+	for _, cfg := range []Config{
+		{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: "/etc/monky-deployd/identity.json"},
+		{Transport: TransportSDK}, // nothing else set: still the same answer
+	} {
+		c, err := New(t.Context(), cfg)
+		require.Nil(t, c)
+		require.ErrorIs(t, err, ErrNeedsSDK)
+		assert.NotErrorIs(t, err, ErrInvalidConfig)
+		assert.Equal(t, `transport: tenancy.transport: "sdk" needs the OpenZiti SDK, which this program does not link`, err.Error())
+		var te *Error
+		require.ErrorAs(t, err, &te)
+		assert.Equal(t, "tenancy.transport", te.Key)
+		assert.Empty(t, te.Code())
+		assert.False(t, te.Temporary())
+	}
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -576,8 +649,6 @@ func TestConfigErrors(t *testing.T) {
 		{"relative url", Config{Transport: TransportSystem, URL: "/v1"}, "tenancy.url"},
 		{"user info in url", Config{Transport: TransportSystem, URL: "https://a:b@t"}, "tenancy.url"},
 		{"query in url", Config{Transport: TransportSystem, URL: "https://t/?x=1"}, "tenancy.url"},
-		{"sdk without service", Config{Transport: TransportSDK, URL: "https://t", Identity: "/x.json"}, "tenancy.service"},
-		{"sdk without identity", Config{Transport: TransportSDK, URL: "https://t", Service: "s"}, "tenancy.identity"},
 		{"proxy without proxy", Config{Transport: TransportProxy, URL: "https://t"}, "tenancy.proxy"},
 		{"proxy without host", Config{Transport: TransportProxy, URL: "https://t", Proxy: "http://"}, "tenancy.proxy"},
 		{"negative timeout", Config{Transport: TransportSystem, URL: "https://t", Timeout: -time.Second}, "tenancy.timeout"},

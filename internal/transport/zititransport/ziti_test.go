@@ -1,4 +1,4 @@
-package transport
+package zititransport
 
 import (
 	"bytes"
@@ -23,6 +23,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/transport"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -42,49 +44,6 @@ func golden(t *testing.T, name, got string) {
 	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
 }
 
-func TestCAFileErrors(t *testing.T) {
-	fixtures, err := filepath.Glob(filepath.Join("testdata", "ca", "*.pem"))
-	require.NoError(t, err)
-	require.NotEmpty(t, fixtures)
-	for _, p := range fixtures {
-		name := strings.TrimSuffix(filepath.Base(p), ".pem")
-		t.Run(name, func(t *testing.T) {
-			_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
-			require.ErrorIs(t, err, ErrCAFile)
-			msg := err.Error()
-			assert.Contains(t, msg, "tenancy.ca_file")
-			assert.Contains(t, msg, p)
-			assert.NotContains(t, msg, "S0VZTUFURVJJQUx") // the private key block's content
-			golden(t, filepath.Join("ca", name), strings.ReplaceAll(msg, p, "<path>"))
-		})
-	}
-
-	t.Run("missing file", func(t *testing.T) {
-		p := filepath.Join(t.TempDir(), "nope.pem")
-		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
-		require.ErrorIs(t, err, ErrCAFile)
-		require.ErrorIs(t, err, fs.ErrNotExist)
-		assert.Equal(t, "transport: tenancy.ca_file "+p+": cannot read: no such file or directory", err.Error())
-	})
-
-	t.Run("a directory", func(t *testing.T) {
-		p := t.TempDir()
-		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
-		require.ErrorIs(t, err, ErrCAFile)
-		assert.Contains(t, err.Error(), "not a regular file")
-	})
-
-	t.Run("a bundle with comments and two certificates", func(t *testing.T) {
-		a, b := newTestCA(t), newTestCA(t)
-		data := append([]byte("# monky CA bundle\n"), a.pem...)
-		data = append(data, []byte("\nsecond one:\n")...)
-		data = append(data, b.pem...)
-		certs, err := parseCABundle(data)
-		require.NoError(t, err)
-		assert.Len(t, certs, 2)
-	})
-}
-
 func TestIdentityFileErrors(t *testing.T) {
 	fixtures, err := filepath.Glob(filepath.Join("testdata", "identity", "*.json"))
 	require.NoError(t, err)
@@ -92,9 +51,9 @@ func TestIdentityFileErrors(t *testing.T) {
 	for _, p := range fixtures {
 		name := strings.TrimSuffix(filepath.Base(p), ".json")
 		t.Run(name, func(t *testing.T) {
-			c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "monky-tenancy", Identity: p})
+			c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "monky-tenancy", Identity: p})
 			require.Nil(t, c)
-			require.ErrorIs(t, err, ErrIdentity)
+			require.ErrorIs(t, err, transport.ErrIdentity)
 			msg := err.Error()
 			assert.Contains(t, msg, "tenancy.identity")
 			assert.Contains(t, msg, p)
@@ -105,8 +64,8 @@ func TestIdentityFileErrors(t *testing.T) {
 
 	t.Run("missing file", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "identity.json")
-		_, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: p})
-		require.ErrorIs(t, err, ErrIdentity)
+		_, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "s", Identity: p})
+		require.ErrorIs(t, err, transport.ErrIdentity)
 		require.ErrorIs(t, err, fs.ErrNotExist)
 		assert.Equal(t, "transport: tenancy.identity "+p+": cannot read: no such file or directory", err.Error())
 	})
@@ -116,8 +75,8 @@ func TestIdentityFileErrors(t *testing.T) {
 		_, certPEM, _ := ca.issue(t, true, nil, nil)
 		_, _, otherKey := ca.issue(t, true, nil, nil)
 		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", certPEM, otherKey, ca.pem)
-		_, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: p})
-		require.ErrorIs(t, err, ErrIdentity)
+		_, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "s", Identity: p})
+		require.ErrorIs(t, err, transport.ErrIdentity)
 		assert.Equal(t, "transport: tenancy.identity "+p+": id.key does not belong to the certificate of id.cert", err.Error())
 		assert.NotContains(t, err.Error(), "PRIVATE KEY")
 	})
@@ -126,8 +85,8 @@ func TestIdentityFileErrors(t *testing.T) {
 		ca := newTestCA(t)
 		_, _, keyPEM := ca.issue(t, true, nil, nil)
 		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", []byte("not a cert"), keyPEM, ca.pem)
-		_, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: p})
-		require.ErrorIs(t, err, ErrIdentity)
+		_, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "s", Identity: p})
+		require.ErrorIs(t, err, transport.ErrIdentity)
 		assert.Contains(t, err.Error(), "id.cert (inline PEM) is not a usable certificate")
 	})
 }
@@ -194,11 +153,11 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 		require.NoError(t, ln.Close())
 		p := writeIdentity(t, "https://"+closedAddr+"/edge/client/v1", certPEM, keyPEM, ca.pem)
 
-		c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 		require.NoError(t, err)
 		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
-		require.ErrorIs(t, err, ErrController)
-		require.ErrorIs(t, err, ErrUnreachable)
+		require.ErrorIs(t, err, transport.ErrController)
+		require.ErrorIs(t, err, transport.ErrUnreachable)
 		var op *net.OpError
 		require.ErrorAs(t, err, &op)
 		assert.True(t, op.Temporary())
@@ -213,10 +172,10 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 		ctrl, hits := fakeController(t, ca)
 		p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.pem)
 
-		c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 		require.NoError(t, err)
 		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
-		require.ErrorIs(t, err, ErrController)
+		require.ErrorIs(t, err, transport.ErrController)
 		t.Logf("error: %v", err)
 		assert.NotContains(t, err.Error(), "PRIVATE KEY")
 		assert.NotContains(t, err.Error(), string(keyPEM[40:80]))
@@ -312,13 +271,13 @@ func TestZitiDialerServiceNotFound(t *testing.T) {
 	ctrl, paths := authenticatingController(t, ca)
 	p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.pem)
 
-	c, err := New(t.Context(), Config{Transport: TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+	c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
 	t.Logf("controller saw %v; error: %v", paths(), err)
-	require.ErrorIs(t, err, ErrServiceNotFound, "%v", err)
-	require.ErrorIs(t, err, ErrUnreachable)
-	assert.NotErrorIs(t, err, ErrController)
+	require.ErrorIs(t, err, transport.ErrServiceNotFound, "%v", err)
+	require.ErrorIs(t, err, transport.ErrUnreachable)
+	assert.NotErrorIs(t, err, transport.ErrController)
 	assert.Contains(t, paths(), "GET /edge/client/v1/services")
 
 	require.Positive(t, stacksWith(t, "openziti"), "the authenticated context runs its refresh goroutine")

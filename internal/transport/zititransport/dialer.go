@@ -1,4 +1,4 @@
-package transport
+package zititransport
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,8 @@ import (
 	"github.com/openziti/identity"
 	edgeapis "github.com/openziti/sdk-golang/edge-apis"
 	"github.com/openziti/sdk-golang/ziti"
+
+	"github.com/monky/monky-deployd/internal/transport"
 )
 
 // maxIdentityFileSize bounds an identity file; a real one is a few KB.
@@ -29,7 +32,7 @@ const maxIdentityFileSize = 1 << 20
 // ZitiDialer dials OpenZiti services through one ziti.Context created from an identity
 // file. It is what New uses for the sdk transport; a long-running caller can keep one
 // across ticks (so that the controller session and the edge-router channels are reused)
-// and give it to NewWithDialer.
+// and give it to transport.NewWithDialer.
 type ZitiDialer struct {
 	zctx    ziti.Context
 	timeout time.Duration
@@ -41,26 +44,28 @@ type ZitiDialer struct {
 }
 
 // NewZitiDialer loads cfg.Identity and creates the OpenZiti context; cfg.Timeout (zero:
-// DefaultTimeout) becomes the SDK's connect timeout. No network I/O happens here: the
+// transport.DefaultTimeout) becomes the SDK's connect timeout. No network I/O happens here: the
 // first Dial authenticates with the controller. ctx is checked before and after the
 // load (which may involve a key engine) and not kept.
 //
 // The identity is loaded and checked here, not by the SDK: the SDK's lazy loader ends
 // the process (logrus Fatal) on a bad key or certificate, and its error texts may
 // echo key material. Controller requests never use a proxy from the environment.
-func NewZitiDialer(ctx context.Context, cfg Config) (*ZitiDialer, error) {
+func NewZitiDialer(ctx context.Context, cfg transport.Config) (*ZitiDialer, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if cfg.Identity == "" {
-		return nil, invalid("tenancy.identity", "missing: the sdk transport needs the OpenZiti identity file")
+		return nil, &transport.Error{Kind: transport.ErrInvalidConfig, Key: "tenancy.identity",
+			Detail: "missing: the sdk transport needs the OpenZiti identity file"}
 	}
 	timeout := cfg.Timeout
 	if timeout < 0 {
-		return nil, invalid("tenancy.timeout", fmt.Sprintf("negative timeout %s", timeout))
+		return nil, &transport.Error{Kind: transport.ErrInvalidConfig, Key: "tenancy.timeout",
+			Detail: fmt.Sprintf("negative timeout %s", timeout)}
 	}
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = transport.DefaultTimeout
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -94,7 +99,7 @@ func NewZitiDialer(ctx context.Context, cfg Config) (*ZitiDialer, error) {
 	if err != nil {
 		// NewContext only fails on a controller URL it cannot parse; parseIdentity
 		// checked them, so this is unexpected. The SDK text names the URL only.
-		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: cfg.Identity,
+		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: cfg.Identity,
 			Detail: "the OpenZiti SDK refused the identity", Err: err}
 	}
 	log.Debug("transport: OpenZiti identity loaded", "identity", cfg.Identity, "controller", controllerHost(zcfg))
@@ -102,22 +107,24 @@ func NewZitiDialer(ctx context.Context, cfg Config) (*ZitiDialer, error) {
 }
 
 // Dial opens a connection to service. Without an API session it first authenticates
-// with the controller, so that a failure there is reported as ErrController with its
-// real cause (the SDK's own Dial flattens it into a string). A failed dial is
-// ErrServiceNotFound when the identity cannot see the service (it does not exist or
-// no Dial policy grants it) and ErrUnreachable otherwise.
+// with the controller, so that a failure there is reported as transport.ErrController
+// with its real cause (the SDK's own Dial flattens it into a string). A failed dial is
+// transport.ErrServiceNotFound when the identity cannot see the service (it does not
+// exist or no Dial policy grants it) and transport.ErrUnreachable otherwise. Every
+// error is a *transport.Error.
 func (z *ZitiDialer) Dial(service string) (net.Conn, error) {
 	if err := z.ensureSession(); err != nil {
-		return nil, &Error{Kind: ErrController, Service: service,
-			Detail: "cannot authenticate with the OpenZiti controller", Err: err, timeout: isTimeout(err)}
+		// Error.Timeout finds a timeout in Err.
+		return nil, &transport.Error{Kind: transport.ErrController, Service: service,
+			Detail: "cannot authenticate with the OpenZiti controller", Err: err}
 	}
 	conn, err := z.zctx.DialWithOptions(service, &ziti.DialOptions{ConnectTimeout: z.timeout})
 	if err != nil {
 		if _, found := z.zctx.GetService(service); !found {
-			return nil, &Error{Kind: ErrServiceNotFound, Service: service,
+			return nil, &transport.Error{Kind: transport.ErrServiceNotFound, Service: service,
 				Detail: "the identity sees no such service (missing, or no Dial policy)", Err: err}
 		}
-		return nil, &Error{Kind: ErrUnreachable, Service: service, Err: err, timeout: isTimeout(err)}
+		return nil, &transport.Error{Kind: transport.ErrUnreachable, Service: service, Err: err}
 	}
 	return conn, nil
 }
@@ -153,11 +160,6 @@ func (z *ZitiDialer) Close() error {
 	return nil
 }
 
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
 func controllerHost(c *ziti.Config) string {
 	if u, err := url.Parse(c.ZtAPI); err == nil {
 		return u.Host
@@ -165,13 +167,13 @@ func controllerHost(c *ziti.Config) string {
 	return ""
 }
 
-func identityErr(detail string) *Error {
-	return &Error{Kind: ErrIdentity, Key: "tenancy.identity", Detail: detail}
+func identityErr(detail string) *transport.Error {
+	return &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Detail: detail}
 }
 
 // identityPath sets the path on an identity *Error.
 func identityPath(err error, path string) error {
-	var e *Error
+	var e *transport.Error
 	if errors.As(err, &e) {
 		e.Path = path
 	}
@@ -181,22 +183,22 @@ func identityPath(err error, path string) error {
 func readIdentityFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
+		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
 	}
 	defer func() { _ = f.Close() }() // read-only: nothing to flush
 	st, err := f.Stat()
 	if err != nil {
-		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
+		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
 	}
 	if !st.Mode().IsRegular() {
-		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "not a regular file"}
+		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "not a regular file"}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxIdentityFileSize+1))
 	if err != nil {
-		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
+		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
 	}
 	if len(data) > maxIdentityFileSize {
-		return nil, &Error{Kind: ErrIdentity, Key: "tenancy.identity", Path: path, Detail: fmt.Sprintf("larger than %d bytes", maxIdentityFileSize)}
+		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: fmt.Sprintf("larger than %d bytes", maxIdentityFileSize)}
 	}
 	return data, nil
 }
@@ -331,4 +333,14 @@ func addressScheme(addr string) string {
 		return "file"
 	}
 	return "unrecognised form"
+}
+
+// pathCause strips the *fs.PathError of err (the path is already in the *Error) and
+// keeps the errno, so errors.Is(err, fs.ErrNotExist) still holds.
+func pathCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

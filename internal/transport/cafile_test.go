@@ -1,0 +1,86 @@
+package transport
+
+import (
+	"crypto/tls"
+	"flag"
+	"io"
+	"io/fs"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// golden compares got with testdata/<name>.golden (rewritten with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(p, []byte(got+"\n"), 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err, "missing golden file; run go test -update")
+	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
+}
+
+func TestCAFileErrors(t *testing.T) {
+	fixtures, err := filepath.Glob(filepath.Join("testdata", "ca", "*.pem"))
+	require.NoError(t, err)
+	require.NotEmpty(t, fixtures)
+	for _, p := range fixtures {
+		name := strings.TrimSuffix(filepath.Base(p), ".pem")
+		t.Run(name, func(t *testing.T) {
+			_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+			require.ErrorIs(t, err, ErrCAFile)
+			msg := err.Error()
+			assert.Contains(t, msg, "tenancy.ca_file")
+			assert.Contains(t, msg, p)
+			assert.NotContains(t, msg, "S0VZTUFURVJJQUx") // the private key block's content
+			golden(t, filepath.Join("ca", name), strings.ReplaceAll(msg, p, "<path>"))
+		})
+	}
+
+	t.Run("missing file", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "nope.pem")
+		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+		require.ErrorIs(t, err, ErrCAFile)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+		assert.Equal(t, "transport: tenancy.ca_file "+p+": cannot read: no such file or directory", err.Error())
+	})
+
+	t.Run("a directory", func(t *testing.T) {
+		p := t.TempDir()
+		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+		require.ErrorIs(t, err, ErrCAFile)
+		assert.Contains(t, err.Error(), "not a regular file")
+	})
+
+	t.Run("a bundle with comments and two certificates", func(t *testing.T) {
+		a, b := newTestCA(t), newTestCA(t)
+		data := append([]byte("# monky CA bundle\n"), a.pem...)
+		data = append(data, []byte("\nsecond one:\n")...)
+		data = append(data, b.pem...)
+		certs, err := parseCABundle(data)
+		require.NoError(t, err)
+		assert.Len(t, certs, 2)
+	})
+}
+
+// newTLSServer serves h over TLS with leaf on loopback and returns its address.
+func newTLSServer(t *testing.T, leaf tls.Certificate, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
