@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,10 +103,28 @@ func BenchmarkIdleTick(b *testing.B) {
 	b.ReportMetric(float64(len(x.Docker.Calls())-calls)/float64(b.N), "docker-execs/op")
 }
 
-// BenchmarkIdleTickLive is BenchmarkIdleTick on a box with a live release: the tick
-// also reads the live release's health (Engine API: the containers, an inspection of
-// each) and sends it. Floor: the same one POST.
+// BenchmarkIdleTickLive is the timer's idle tick on a box with a live release, as
+// the unit runs it: monky-deployd-tick (the agent binary next to it), which reads the
+// live release's health (Engine API: the containers, an inspection of each), checks
+// in with it and saves the state, without handing over to the agent. Floor: the same
+// one POST.
 func BenchmarkIdleTickLive(b *testing.B) {
+	x := liveBox(b)
+	tick, floor := tickRun(b, x), floorRun(b, x)
+	tick()
+	floor()
+	calls := len(x.Docker.Calls())
+	before := x.checkins()
+	ratio(b, nil, tick, floor)
+	expectCheckins(b, x, before, 2*b.N)
+	expectLive(b, x)
+	reportExecs(b, x, calls)
+}
+
+// BenchmarkIdleTickLiveAgent is BenchmarkIdleTickLive run by the agent binary
+// (`monky-deployd run`), as before there was a tick binary and as a box without it
+// would: the difference is the agent's package initialisation.
+func BenchmarkIdleTickLiveAgent(b *testing.B) {
 	x := liveBox(b)
 	agent, floor := agentRun(b, x), floorRun(b, x)
 	agent()
@@ -114,6 +134,11 @@ func BenchmarkIdleTickLive(b *testing.B) {
 	ratio(b, nil, agent, floor)
 	expectCheckins(b, x, before, 2*b.N)
 	expectLive(b, x)
+	reportExecs(b, x, calls)
+}
+
+// reportExecs reports the docker processes (not Engine API reads) per op since calls.
+func reportExecs(b *testing.B, x *box, calls int) {
 	execs := 0
 	for _, c := range x.Docker.Calls()[calls:] {
 		if c.Argv[0] != "engine" {
@@ -121,6 +146,21 @@ func BenchmarkIdleTickLive(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(execs)/float64(b.N), "docker-execs/op")
+}
+
+// tickRun returns a func that runs `monky-deployd-tick run --config …` as a process
+// with the fake docker's environment, after checking once that the tick binary does
+// the tick itself rather than hand it to the agent.
+func tickRun(b *testing.B, x *box) func() time.Duration {
+	bin := testbox.BuildTick(b, "-trimpath", "-buildvcs=false", "-ldflags", "-s -w")
+	env := x.procEnv()
+	cmd := exec.Command(bin, "run", "--config", x.CfgPath)
+	cmd.Env = append(slices.Clone(env), "MONKY_DEPLOYD_DEBUG=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Contains(string(out), "handing the tick") {
+		b.Fatalf("the tick binary did not do the idle tick itself: %v\n%s", err, out)
+	}
+	return func() time.Duration { return run(b, env, bin, "run", "--config", x.CfgPath) }
 }
 
 // BenchmarkIdleTickLiveInProcess is the --loop idle tick with a live release:
@@ -140,25 +180,6 @@ func BenchmarkIdleTickLiveInProcess(b *testing.B) {
 	p.post()
 	before := x.checkins()
 	ratio(b, nil, inProcess(tick), inProcess(p.post))
-	expectCheckins(b, x, before, 2*b.N)
-	expectLive(b, x)
-}
-
-// BenchmarkThinIdleTick measures a design, not the agent: test/bench/thinidle does the
-// idle tick's work of BenchmarkIdleTickLive (lock, state, token lookup-self, the live
-// health through the Engine API, the check-in with live, state saved with fsync) as a
-// process that links only the light packages. The gap to BenchmarkIdleTickLive is what
-// the agent's package initialisation costs every timer tick (docs/BENCHMARKS.md).
-func BenchmarkThinIdleTick(b *testing.B) {
-	x := liveBox(b)
-	thin := testbox.Build(b, "github.com/monky/monky-deployd/test/bench/thinidle", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w")
-	env := x.procEnv()
-	tick := func() time.Duration { return run(b, env, thin, x.CfgPath) }
-	floor := floorRun(b, x)
-	tick()
-	floor()
-	before := x.checkins()
-	ratio(b, nil, tick, floor)
 	expectCheckins(b, x, before, 2*b.N)
 	expectLive(b, x)
 }
