@@ -51,5 +51,5 @@ func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, er
 	if err != nil {
 		return compose.Observation{}, err
 	}
-	return cc.Observe(ctx, st.LiveServices, st.LiveOneShots)
+	return cc.ObserveAfter(ctx, st.Live.Observation(), st.LiveServices, st.LiveOneShots)
 }

@@ -197,7 +197,7 @@ func (b *box) observe(ctx context.Context, ec *engine.Client, st *state.State) *
 		Dir: dirs.Dir(st.LiveSHA), Logger: b.log, Reader: ec})
 	if err == nil {
 		var obs compose.Observation
-		if obs, err = cc.Observe(ctx, st.LiveServices, st.LiveOneShots); err == nil {
+		if obs, err = cc.ObserveAfter(ctx, st.Live.Observation(), st.LiveServices, st.LiveOneShots); err == nil {
 			return state.Judge(b.log, st.LiveSHA, at, st.Live, obs, dirs.CurrentLink(), b.cfg.Compose.Project)
 		}
 	}

@@ -302,3 +302,45 @@ func uptime(ctr Container) (time.Duration, bool) {
 	}[m[3]]
 	return time.Duration(n) * unit, true
 }
+
+// minUptime is the least time a running container can have been up when docker
+// describes it with status ("Up 2 hours (healthy)"): docker writes the uptime with
+// go-units' HumanDuration, which truncates seconds and minutes and rounds hours, so
+// "2 hours" is at least an hour and a half. ok is false for a status that is not an
+// uptime.
+func minUptime(status string) (up time.Duration, ok bool) {
+	m := uptimeRe.FindStringSubmatch(status)
+	if m == nil {
+		return 0, false
+	}
+	switch m[1] {
+	case "Less than a second":
+		return 0, true
+	case "About a minute":
+		return time.Minute, true
+	case "About an hour":
+		return time.Hour, true
+	}
+	n, err := strconv.Atoi(m[2])
+	if err != nil || n < 0 || n > 1000 {
+		return 0, false // no container has been up for a thousand years
+	}
+	const half = 30 * time.Minute // hours are rounded: int(d.Hours() + 0.5)
+	switch m[3] {
+	case "second":
+		return time.Duration(n) * time.Second, true
+	case "minute":
+		return time.Duration(n) * time.Minute, true
+	case "hour":
+		return max(time.Duration(n)*time.Hour-half, 0), true
+	case "day":
+		return max(time.Duration(24*n)*time.Hour-half, 0), true
+	case "week":
+		return max(time.Duration(24*7*n)*time.Hour-half, 0), true
+	case "month":
+		return max(time.Duration(24*30*n)*time.Hour-half, 0), true
+	case "year":
+		return time.Duration(24*365*n) * time.Hour, true
+	}
+	return 0, false
+}

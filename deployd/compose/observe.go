@@ -45,6 +45,8 @@ type ObservedService struct {
 	Restarts int
 	// Ready is the service's verdict (see Observation.Healthy).
 	Ready bool
+	// Containers are the IDs of the service's containers, sorted.
+	Containers []string
 }
 
 // Observe reads the project's containers once and judges each of services (every
@@ -55,22 +57,23 @@ type ObservedService struct {
 // With no service at all the observation is not healthy. Failure to read matches
 // ErrCommandFailed, or is the Reader's error.
 func (c *Client) Observe(ctx context.Context, services, oneShots []string) (Observation, error) {
+	return c.ObserveAfter(ctx, Observation{}, services, oneShots)
+}
+
+// ObserveAfter is Observe knowing prev, an earlier observation of the same project:
+// a service whose containers are the same as then and have all been running since
+// before prev.At (docker's uptime says so) cannot have restarted since, so its
+// restart count is prev's and its containers are not inspected. Everything else is
+// inspected as Observe does. The zero prev knows nothing.
+func (c *Client) ObserveAfter(ctx context.Context, prev Observation, services, oneShots []string) (Observation, error) {
 	at := time.Now()
 	cs, err := c.containers(ctx)
 	if err != nil {
 		return Observation{}, err
 	}
-	var ids []string
-	for _, ctr := range cs {
-		ids = append(ids, ctr.ID)
-	}
-	restarts := map[string]int{}
-	ins, err := c.inspect(ctx, ids)
+	restarts, err := c.restarts(ctx, prev, cs, time.Now())
 	if err != nil {
 		return Observation{}, err
-	}
-	for _, in := range ins {
-		restarts[in.Service] += max(in.RestartCount, 0)
 	}
 	// A snapshot has no previous poll: every running container counts as settled.
 	seen := map[string]sighting{}
@@ -80,7 +83,7 @@ func (c *Client) Observe(ctx context.Context, services, oneShots []string) (Obse
 	names := serviceNames(services, cs)
 	obs := Observation{At: at, Healthy: len(names) > 0}
 	for _, name := range names {
-		s := ObservedService{Name: name, State: StateMissing, Restarts: restarts[name]}
+		s := ObservedService{Name: name, State: StateMissing, Restarts: restarts[name], Containers: containerIDs(cs, name)}
 		worst := -1 // badness of the container speaking for the service; -1: none yet
 		for _, ctr := range cs {
 			if ctr.Service != name {
@@ -102,6 +105,65 @@ func (c *Client) Observe(ctx context.Context, services, oneShots []string) (Obse
 		obs.Services = append(obs.Services, s)
 	}
 	return obs, nil
+}
+
+// restarts is the restart count of each service of cs, listed no later than listed:
+// prev's for a service unchanged since prev (unchangedSince), docker inspect's for the
+// others.
+func (c *Client) restarts(ctx context.Context, prev Observation, cs []Container, listed time.Time) (map[string]int, error) {
+	restarts := map[string]int{}
+	known := map[string]ObservedService{}
+	for _, s := range prev.Services {
+		known[s.Name] = s
+	}
+	var ids []string
+	for _, name := range serviceNames(nil, cs) {
+		if p, ok := known[name]; ok && unchangedSince(prev.At, listed, p, cs) {
+			restarts[name] = p.Restarts
+			continue
+		}
+		ids = append(ids, containerIDs(cs, name)...)
+	}
+	ins, err := c.inspect(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range ins {
+		restarts[in.Service] += max(in.RestartCount, 0)
+	}
+	return restarts, nil
+}
+
+// unchangedSince reports whether the containers of service p in cs, listed no later
+// than listed, are those p saw at since and have all been running since before it:
+// docker's uptime is at least minUptime, so each started no later than listed minus
+// that, and a restart would have started it again.
+func unchangedSince(since, listed time.Time, p ObservedService, cs []Container) bool {
+	if since.IsZero() || len(p.Containers) == 0 || !slices.Equal(containerIDs(cs, p.Name), p.Containers) {
+		return false
+	}
+	for _, ctr := range cs {
+		if ctr.Service != p.Name {
+			continue
+		}
+		up, ok := minUptime(ctr.Status)
+		if ctr.State != "running" || !ok || !listed.Add(-up).Before(since) {
+			return false
+		}
+	}
+	return true
+}
+
+// containerIDs are the IDs of service's containers in cs, sorted.
+func containerIDs(cs []Container, service string) []string {
+	var ids []string
+	for _, ctr := range cs {
+		if ctr.Service == service {
+			ids = append(ids, ctr.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // serviceNames is expected, or the services of cs when expected is empty: sorted,

@@ -3,6 +3,7 @@ package compose_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -142,6 +143,10 @@ func TestObserve(t *testing.T) {
 			obs, err := c.Observe(context.Background(), tt.services, tt.oneShots)
 			require.NoError(t, err)
 			assert.Equal(t, tt.healthy, obs.Healthy)
+			for i, sv := range obs.Services {
+				assert.Equal(t, containerIDsOf(tt.cs, sv.Name), sv.Containers, sv.Name)
+				obs.Services[i].Containers = nil // compared above
+			}
 			assert.Equal(t, tt.want, obs.Services)
 			assert.False(t, obs.At.IsZero())
 			assert.Equal(t, 1, r.lists)
@@ -226,4 +231,65 @@ func TestWaitHealthySettles(t *testing.T) {
 		require.NoError(t, err)
 		assert.Less(t, time.Since(start), 500*time.Millisecond)
 	})
+}
+
+// containerIDsOf are the sorted IDs of service's containers in cs, one-off containers
+// left out.
+func containerIDsOf(cs []compose.Container, service string) []string {
+	var ids []string
+	for _, c := range cs {
+		if c.Service == service && c.Labels[compose.OneOffLabel] != "True" {
+			ids = append(ids, c.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestObserveAfter: a service whose containers are those of the previous observation
+// and have run since before it keeps its restart count without an inspection; any
+// other service is inspected.
+func TestObserveAfter(t *testing.T) {
+	prevAt := time.Now().Add(-time.Minute)
+	prev := compose.Observation{At: prevAt, Services: []compose.ObservedService{
+		{Name: "web", State: "running", Restarts: 4, Containers: []string{"a"}},
+	}}
+	web := func(id, state, status string) []compose.Container {
+		return []compose.Container{ctr(id, "web", state, "", status, 0)}
+	}
+	tests := []struct {
+		name      string
+		prev      compose.Observation
+		cs        []compose.Container
+		inspected bool
+		restarts  int
+	}{
+		{"up for hours, same container: prev's count", prev, web("a", "running", "Up 3 hours"), false, 4},
+		{"up 2 minutes, observed a minute ago: prev's count", prev, web("a", "running", "Up 2 minutes"), false, 4},
+		{"up about a minute, observed a minute ago: it may have restarted since", prev, web("a", "running", "Up About a minute"), true, 7},
+		{"up 30 seconds: restarted since", prev, web("a", "running", "Up 30 seconds"), true, 7},
+		{"another container: recreated", prev, web("b", "running", "Up 3 hours"), true, 1},
+		{"a second container", prev, append(web("a", "running", "Up 3 hours"), ctr("b", "web", "running", "", "Up 3 hours", 0)), true, 7 + 1},
+		{"restarting", prev, web("a", "restarting", "Restarting (1) 1 second ago"), true, 7},
+		{"paused", prev, web("a", "paused", "Up 3 hours (Paused)"), true, 7},
+		{"a status that is no uptime", prev, web("a", "running", "Up forever"), true, 7},
+		{"no previous observation", compose.Observation{}, web("a", "running", "Up 3 hours"), true, 7},
+		{"a previous observation that recorded no containers",
+			compose.Observation{At: prevAt, Services: []compose.ObservedService{{Name: "web", Restarts: 4}}},
+			web("a", "running", "Up 3 hours"), true, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &stubReader{cs: tt.cs, ins: []compose.Inspected{
+				{ID: "a", Service: "web", RestartCount: 7}, {ID: "b", Service: "web", RestartCount: 1}}}
+			c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: r})
+			require.NoError(t, err)
+			obs, err := c.ObserveAfter(context.Background(), tt.prev, []string{"web"}, nil)
+			require.NoError(t, err)
+			require.Len(t, obs.Services, 1)
+			assert.Equal(t, tt.inspected, r.insp > 0, "inspected")
+			assert.Equal(t, tt.restarts, obs.Services[0].Restarts)
+			assert.Equal(t, containerIDsOf(tt.cs, "web"), obs.Services[0].Containers)
+		})
+	}
 }

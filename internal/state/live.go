@@ -37,6 +37,24 @@ type LiveService struct {
 	tenancy.LiveService
 	// Ready is true when the service counts as healthy (compose.ObservedService.Ready).
 	Ready bool `json:"ready"`
+	// Containers are the IDs of the service's containers, sorted: the next
+	// observation inspects them again only if they changed or may have restarted
+	// (compose.Client.ObserveAfter).
+	Containers []string `json:"containers,omitempty"`
+}
+
+// Observation is h as an earlier observation for compose.Client.ObserveAfter: the
+// zero Observation (nothing known) for nil or for a health docker could not tell.
+func (h *LiveHealth) Observation() compose.Observation {
+	if h == nil || h.Reason != "" {
+		return compose.Observation{}
+	}
+	obs := compose.Observation{At: h.ObservedAt, Healthy: h.Healthy}
+	for _, s := range h.Services {
+		obs.Services = append(obs.Services, compose.ObservedService{Name: s.Name, State: s.State, Health: s.Health,
+			ExitCode: s.ExitCode, Restarts: s.Restarts, Ready: s.Ready, Containers: s.Containers})
+	}
+	return obs
 }
 
 // Tenancy is h as the check-in carries it; nil for nil.
@@ -63,7 +81,7 @@ func Judge(log *slog.Logger, sha string, at time.Time, prev *LiveHealth, obs com
 	var bad []string
 	for _, s := range obs.Services {
 		ready := s.Ready && !restarted[s.Name]
-		h.Services = append(h.Services, LiveService{Ready: ready, LiveService: tenancy.LiveService{
+		h.Services = append(h.Services, LiveService{Ready: ready, Containers: s.Containers, LiveService: tenancy.LiveService{
 			Name: s.Name, State: s.State, Health: s.Health, ExitCode: s.ExitCode, Restarts: s.Restarts}})
 		switch {
 		case !s.Ready:

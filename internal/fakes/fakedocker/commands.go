@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/docker/go-units"
 )
 
 var upFlags = flagSpec{
@@ -44,7 +46,7 @@ func (r *run) up(args []string) int {
 		st.Healthchecks = healthchecks
 		st.ServiceImages = serviceImages(r.project, services, images)
 		st.Generation++
-		st.PSCalls = 0
+		st.PSCalls, st.Starts = 0, nil
 		st.UpAt = time.Now().Unix()
 		for _, c := range r.containers(st) {
 			r.learnImage(st, c)
@@ -72,7 +74,7 @@ func (r *run) down(args []string) int {
 			fmt.Fprintf(&out.stderr, " Container %s  Removed\n", c.name)
 		}
 		st.Up = false
-		st.PSCalls = 0
+		st.PSCalls, st.Starts = 0, nil
 		st.DownVolumes = has(vals, "-v", "--volumes")
 		if st.DownVolumes {
 			fmt.Fprintf(&out.stderr, " Volume %s_data  Removed\n", r.project)
@@ -106,7 +108,7 @@ func (r *run) ps(args []string) int {
 			if len(pos) > 0 && !slices.Contains(pos, c.service) {
 				continue
 			}
-			c.state = r.service(st, c.service).step(n)
+			r.stepTo(st, &c, n)
 			if !all && !c.running() {
 				continue
 			}
@@ -244,6 +246,9 @@ type container struct {
 	image   string
 	hasHC   bool
 	state   State
+	// restartedAt is when docker last started it again (Status.Starts), in Unix
+	// nanoseconds; 0 when it has run since the up.
+	restartedAt int64
 }
 
 func (r *run) serviceNames(st *Status) []string {
@@ -326,12 +331,35 @@ func (c container) id(st *Status) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// status is docker's status text; the uptime grows by two seconds per ps call.
+// stepTo puts c in the state its script gives it at ps call n. A restart count other
+// than the one last seen (Status.Starts) means docker started the container again:
+// its uptime counts from now, in real time.
+func (r *run) stepTo(st *Status, c *container, n int) {
+	c.state = r.service(st, c.service).step(n)
+	rec, seen := st.Starts[c.service]
+	if !seen || rec.RestartCount != c.state.RestartCount {
+		rec = Start{RestartCount: c.state.RestartCount}
+		if seen {
+			rec.At = time.Now().UnixNano()
+		}
+		if st.Starts == nil {
+			st.Starts = map[string]Start{}
+		}
+		st.Starts[c.service] = rec
+	}
+	c.restartedAt = rec.At
+}
+
+// status is docker's status text; the uptime grows by two seconds per ps call, or
+// since a restart as docker writes it (go-units' HumanDuration), in real time.
 func (c container) status(n int) string {
 	if c.state.Status != "" {
 		return c.state.Status
 	}
 	up := fmt.Sprintf("Up %d seconds", 2*n+3)
+	if c.restartedAt != 0 {
+		up = "Up " + units.HumanDuration(time.Since(time.Unix(0, c.restartedAt)))
+	}
 	switch c.stateName() {
 	case "running":
 		switch c.health() {
@@ -474,7 +502,7 @@ func (r *run) inspect(args []string) int {
 				out.code = 1
 				continue
 			}
-			found.state = r.service(st, found.service).step(n)
+			r.stepTo(st, found, n)
 			list = append(list, found.inspectJSON(st))
 		}
 		if list == nil {

@@ -427,7 +427,7 @@ func (e *Engine) listContainers(req *http.Request) (any, error) {
 		n := st.PSCalls
 		st.PSCalls++
 		for _, c := range r.containers(st) {
-			c.state = r.service(st, c.service).step(n)
+			r.stepTo(st, &c, n)
 			labels := c.labels(st)
 			if !all && !c.running() {
 				continue
@@ -461,7 +461,7 @@ func findContainer(r *run, st *Status, want string) (container, bool) {
 	for _, c := range r.containers(st) {
 		id := c.id(st)
 		if c.name == name || id == want || (len(want) >= 12 && strings.HasPrefix(id, want)) {
-			c.state = r.service(st, c.service).step(max(st.PSCalls-1, 0))
+			r.stepTo(st, &c, max(st.PSCalls-1, 0))
 			return c, true
 		}
 	}
@@ -544,7 +544,7 @@ func (e *Engine) removeImage(req *http.Request, want string) (any, error) {
 			if imageID(c.image) != im.ID {
 				continue
 			}
-			c.state = r.service(st, c.service).step(max(st.PSCalls-1, 0))
+			r.stepTo(st, &c, max(st.PSCalls-1, 0))
 			if c.running() {
 				return errorf(http.StatusConflict, "conflict: unable to delete %s (cannot be forced) - image is being used by running container %s", short, c.id(st)[:12])
 			}

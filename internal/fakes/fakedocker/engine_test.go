@@ -483,3 +483,39 @@ func TestReadCommand(t *testing.T) {
 		assert.Equal(t, want, ReadCommand(path), path)
 	}
 }
+
+// TestEngineRestartStartsTheUptimeOver: a restart count that rises (scripted, or a new
+// script) starts the container again, as docker does: its uptime counts from then in
+// real time, so that an agent that reads uptimes cannot take a restarted container
+// for an old one. Without a restart the fast uptime clock goes on; up starts it over.
+func TestEngineRestartStartsTheUptimeOver(t *testing.T) {
+	e := newEnv(t, &Script{Services: map[string]Service{
+		"web": {States: []State{{Times: 2}, {RestartCount: 1}}},
+	}})
+	code, _, stderr := e.compose("up", "-d")
+	require.Equal(t, 0, code, stderr)
+	status := func() string {
+		var list []struct {
+			Labels map[string]string
+			Status string
+		}
+		e.engineJSON("GET", "/containers/json?all=1&filters="+projectFilter("p"), 200, &list)
+		for _, c := range list {
+			if c.Labels["com.docker.compose.service"] == "web" {
+				return strings.TrimSuffix(c.Status, " (healthy)")
+			}
+		}
+		t.Fatal("no web container")
+		return ""
+	}
+	assert.Equal(t, "Up 3 seconds", status())
+	assert.Equal(t, "Up 5 seconds", status())
+	assert.Equal(t, "Up Less than a second", status(), "restarted: RestartCount 0 → 1")
+	assert.Equal(t, "Up Less than a second", status(), "no further restart; under a second of real time")
+	require.NoError(t, (&Script{Services: map[string]Service{"web": {States: []State{{RestartCount: 3}}}}}).WriteFile(e.script))
+	assert.Equal(t, "Up Less than a second", status(), "a new script with a higher count: restarted again")
+	assert.Equal(t, 3, e.status().Starts["web"].RestartCount)
+	code, _, stderr = e.compose("up", "-d")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "Up 3 seconds", status(), "up starts the fast clock over")
+}

@@ -37,6 +37,20 @@ type Status struct {
 	// Images are the images the fake engine holds: learned from every up, kept after
 	// down and after an up of another release, until DELETE /images/{id} removes them.
 	Images []Image `json:"images,omitempty"`
+	// Starts records, per service, the restart count its container was last seen with
+	// and when that count changed: docker started the container again then, so its
+	// uptime counts from that moment in real time (a container not restarted since the
+	// up keeps the fake's fast uptime clock). Cleared by up.
+	Starts map[string]Start `json:"starts,omitempty"`
+}
+
+// Start is when a container was last started, as Status.Starts records it.
+type Start struct {
+	// RestartCount is the restart count it was seen with.
+	RestartCount int `json:"restart_count"`
+	// At is when the count changed, in Unix nanoseconds; 0 when it has not changed
+	// since the up.
+	At int64 `json:"at,omitempty"`
 }
 
 // Image is one image the fake engine holds.
