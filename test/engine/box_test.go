@@ -48,6 +48,7 @@ var (
 var built struct {
 	once   sync.Once
 	err    error
+	tick   string // monky-deployd-tick, as shipped: what the unit runs, beside agent
 	agent  string // monky-deployd, as shipped
 	testap string // the static test app
 	image  string // the image of the test app on the engine ("" without the engine)
@@ -60,7 +61,8 @@ func engineWanted() bool { return os.Getenv("MONKY_ENGINE") == "1" }
 // engine half runs.
 func buildAll(tb testing.TB) {
 	tb.Helper()
-	built.agent = testbox.Build(tb, testbox.AgentPkg, "-trimpath")
+	built.tick = testbox.BuildTick(tb, "-trimpath")
+	built.agent = filepath.Join(filepath.Dir(built.tick), "monky-deployd")
 	built.testap = testbox.Build(tb, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath")
 	built.once.Do(func() {
 		if engineWanted() {
@@ -187,7 +189,9 @@ func newBox(t testing.TB, be backend, o boxOpts) *box {
 	b := &box{be: be, project: "monky-e2e-" + randomHex(4)}
 	b.Box = testbox.New(t, testbox.Options{
 		Env: o.env, Stack: &fakestack.Options{LeaseBudget: o.leaseBudget}, RealDocker: be.engine,
-		Secret: canary, Binary: built.agent,
+		// Every command goes through the tick binary, as the unit's runs do: it does
+		// an idle tick itself and hands everything else to the agent beside it.
+		Secret: canary, Binary: built.tick,
 		Config: func(c *deployd.Config) {
 			c.Compose.Project = b.project
 			c.Compose.HealthTimeout = deployd.Duration(health)
