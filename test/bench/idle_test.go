@@ -87,10 +87,26 @@ func expectCheckins(b *testing.B, x *box, before, want int) {
 	}
 }
 
-// BenchmarkIdleTick is the timer's idle tick as a whole process: exec, config, token
-// lookup, check-in (action none), state save, exit 0. Floor: the floor program's one
-// POST, run next to each tick.
+// BenchmarkIdleTick is the timer's idle tick as a whole process, as the unit runs
+// it: monky-deployd-tick on a box with nothing live (exec, config, state, check-in
+// with action none, state save, exit 0), without handing over to the agent. Floor: the
+// floor program's one POST, run next to each tick.
 func BenchmarkIdleTick(b *testing.B) {
+	x := idleBox(b)
+	tick, floor := tickRun(b, x), floorRun(b, x)
+	tick()
+	floor()
+	calls := len(x.Docker.Calls())
+	before := x.checkins()
+	ratio(b, nil, tick, floor)
+	expectCheckins(b, x, before, 2*b.N)
+	reportExecs(b, x, calls)
+}
+
+// BenchmarkIdleTickAgent is BenchmarkIdleTick run by the agent binary (`monky-deployd
+// run`): token lookup, check-in, state save; the difference is mostly the agent's
+// package initialisation.
+func BenchmarkIdleTickAgent(b *testing.B) {
 	x := idleBox(b)
 	agent, floor := agentRun(b, x), floorRun(b, x)
 	agent() // warm: the page cache holds the binary, the state file exists
@@ -184,12 +200,12 @@ func BenchmarkIdleTickLiveInProcess(b *testing.B) {
 	expectLive(b, x)
 }
 
-// BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and
+// BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTickAgent with SSL_CERT_FILE and
 // SSL_CERT_DIR naming an empty file and an empty directory, so that the agent's
 // x509.SystemCertPool finds nothing to parse. The tenancy URL of the benchmark is
 // plain http on loopback, so the pool is never used: the difference to
-// BenchmarkIdleTick is what loading the system roots costs every timer tick (see
-// docs/BENCHMARKS.md).
+// BenchmarkIdleTickAgent is what loading the system roots costs a tick of the agent
+// binary (see docs/BENCHMARKS.md).
 func BenchmarkIdleTickNoSystemRoots(b *testing.B) {
 	x := idleBox(b)
 	empty := b.TempDir()
