@@ -18,7 +18,7 @@ import (
 
 // This file reads a config: the strict YAML walker that fills a DefaultConfig from the
 // node tree, naming the file, the line and the key of every problem. The checks of the
-// values are in config_validate.go.
+// values are in validate.go.
 
 // maxConfigSize bounds the config file; a larger file is refused.
 const maxConfigSize = 1 << 20

@@ -101,7 +101,9 @@
 // starting, healthy, unhealthy), exit_code, status (overrides the generated docker
 // status text, e.g. to make the uptime go backwards as a restart loop does),
 // health_output (what docker inspect shows as the healthcheck's output in
-// State.Health.Log) and restart_count. inspect shows the state of the last ps call. Health is
+// State.Health.Log) and restart_count (a count other than the one last shown is a
+// restart: from then the container's uptime is real time, as docker starts it over).
+// inspect shows the state of the last ps call. Health is
 // printed only for running containers with a healthcheck, as docker does; a service has
 // a healthcheck when its compose file declares one, when healthcheck is set in the
 // script, or when one of its states names a health. ps without --all hides containers
