@@ -21,9 +21,9 @@ if ! [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+([~+][0-9A-Za-z.~+]+)?$ ]]; then
 	echo "build-deb: VERSION must look like 1.2.3 (optionally ~rc1 or +build), got an invalid one" >&2
 	exit 2
 fi
-code_version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/deployd/version.go")
+code_version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/internal/contract/contract.go")
 if [ "$version" != "$code_version" ]; then
-	echo "build-deb: VERSION $version differs from deployd.Version $code_version (deployd/version.go)" >&2
+	echo "build-deb: VERSION $version differs from deployd.Version $code_version (internal/contract/contract.go)" >&2
 	exit 1
 fi
 

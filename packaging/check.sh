@@ -101,8 +101,8 @@ ok "the role refuses a value with a newline before rendering"
 
 # --- the .deb -------------------------------------------------------------------------
 step "build the .deb"
-version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
-[ -n "$version" ] || fail "no Version in deployd/version.go"
+version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' internal/contract/contract.go)
+[ -n "$version" ] || fail "no Version in internal/contract/contract.go (deployd.Version)"
 bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd
 deb=$(ls "$work"/out/monky-deployd_"$version"_*.deb)
 ok "$deb"

@@ -188,7 +188,7 @@ prio_of() { journal_since | jq -r --arg p "$1" 'select(.MESSAGE | test($p)) | .P
 # ---------------------------------------------------------------------------------------
 # prepare: the .deb, monky-fakes, the app image, the bundle, the box image.
 
-version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
+version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' internal/contract/contract.go)
 deb=$work/out/monky-deployd_${version}_$(dpkg --print-architecture).deb
 secret="sysbox-secret-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 app_image=""
