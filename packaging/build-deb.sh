@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# build-deb.sh VERSION OUTDIR [GO_PACKAGE]
+# build-deb.sh VERSION OUTDIR [GO_PACKAGE [TICK_PACKAGE]]
 #
-# Builds monky-deployd_VERSION_ARCH.deb into OUTDIR with dpkg-deb: the agent binary
-# (CGO_ENABLED=0, -trimpath, the git commit stamped into main.commit), the systemd
-# units, the example config (the real config is not shipped: install.sh or the ansible
-# role writes it), the maintainer scripts. VERSION must equal deployd.Version.
-# GO_PACKAGE defaults to ./cmd/monky-deployd.
+# Builds monky-deployd_VERSION_ARCH.deb into OUTDIR with dpkg-deb: the two binaries side
+# by side in /usr/bin, the agent monky-deployd and the idle tick monky-deployd-tick that
+# the service runs (it execs monky-deployd in its own directory for everything but a
+# steady box's idle tick), both built alike (CGO_ENABLED=0, -trimpath, the git commit
+# stamped into main.commit); the systemd units, the example config (the real config is
+# not shipped: install.sh or the ansible role writes it), the maintainer scripts.
+# VERSION must equal deployd.Version. GO_PACKAGE defaults to ./cmd/monky-deployd,
+# TICK_PACKAGE to ./cmd/monky-deployd-tick.
 set -euo pipefail
 
-usage() { echo "usage: $0 VERSION OUTDIR [GO_PACKAGE]" >&2; exit 2; }
-if [ $# -lt 2 ] || [ $# -gt 3 ]; then usage; fi
+usage() { echo "usage: $0 VERSION OUTDIR [GO_PACKAGE [TICK_PACKAGE]]" >&2; exit 2; }
+if [ $# -lt 2 ] || [ $# -gt 4 ]; then usage; fi
 version=$1
 outdir=$2
 gopkg=${3:-./cmd/monky-deployd}
+tickpkg=${4:-./cmd/monky-deployd-tick}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -21,9 +25,9 @@ if ! [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+([~+][0-9A-Za-z.~+]+)?$ ]]; then
 	echo "build-deb: VERSION must look like 1.2.3 (optionally ~rc1 or +build), got an invalid one" >&2
 	exit 2
 fi
-code_version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/deployd/version.go")
+code_version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/internal/contract/contract.go")
 if [ "$version" != "$code_version" ]; then
-	echo "build-deb: VERSION $version differs from deployd.Version $code_version (deployd/version.go)" >&2
+	echo "build-deb: VERSION $version differs from deployd.Version $code_version (internal/contract/contract.go)" >&2
 	exit 1
 fi
 
@@ -44,12 +48,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
 
-echo "build-deb: building $gopkg ($version, commit $commit, $arch)"
 install -d -m 0755 "$root/usr/bin"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-	-ldflags "-s -w -X main.commit=$commit" \
-	-o "$root/usr/bin/monky-deployd" "$gopkg")
-chmod 0755 "$root/usr/bin/monky-deployd"
+# The tick hands over to monky-deployd in its own directory: both go to /usr/bin.
+for bin in "monky-deployd:$gopkg" "monky-deployd-tick:$tickpkg"; do
+	echo "build-deb: building ${bin#*:} as /usr/bin/${bin%%:*} ($version, commit $commit, $arch)"
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X main.commit=$commit" \
+		-o "$root/usr/bin/${bin%%:*}" "${bin#*:}")
+	chmod 0755 "$root/usr/bin/${bin%%:*}"
+done
 
 install -d -m 0755 "$root/lib/systemd/system" "$root/etc/monky-deployd" \
 	"$root/usr/share/doc/monky-deployd" "$root/var/lib"
@@ -106,7 +113,9 @@ Description: on-box pull agent for Monky backend environments
  asks for a deploy lease, reads the environment's secrets from OpenBao,
  stages and promotes a release, runs docker compose, waits for health and
  reports. The package enables the timer; the agent starts working once
- /etc/monky-deployd/config.yaml exists (install.sh writes it).
+ /etc/monky-deployd/config.yaml exists (install.sh writes it). The timer runs
+ monky-deployd-tick, a small binary that does an idle tick itself and hands
+ everything else to monky-deployd.
 CONTROL
 chmod 0644 "$root/DEBIAN/control"
 

@@ -3,8 +3,9 @@
 #
 # Installs what it needs with apt (one apt-get update), then: bash -n and shellcheck on
 # every *.sh of the repo and the maintainer scripts; the ansible template re-rendered and
-# diffed against packaging/testdata; the .deb built, unpacked and checked file by file,
-# lintian on it; systemd-analyze verify and security on the units; install.sh --root run
+# diffed against packaging/testdata; the .deb built, unpacked and checked file by file
+# (both binaries; the tick hands over to the agent next to it), lintian on it;
+# systemd-analyze verify and security on the units; install.sh --root run
 # twice (idempotent) with its config diffed against packaging/testdata; the Go tests of
 # packaging/ (configs parse with the agent's parser, one version). Runs as root on a
 # fresh Debian machine; changes nothing outside a temp dir except the apt installs.
@@ -101,9 +102,9 @@ ok "the role refuses a value with a newline before rendering"
 
 # --- the .deb -------------------------------------------------------------------------
 step "build the .deb"
-version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
-[ -n "$version" ] || fail "no Version in deployd/version.go"
-bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd
+version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' internal/contract/contract.go)
+[ -n "$version" ] || fail "no Version in internal/contract/contract.go (deployd.Version)"
+bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd ./cmd/monky-deployd-tick
 deb=$(ls "$work"/out/monky-deployd_"$version"_*.deb)
 ok "$deb"
 
@@ -119,6 +120,7 @@ expect() { # PATH TYPE MODE
 	ok "/$1 $2 $3"
 }
 expect usr/bin/monky-deployd "regular file" 755
+expect usr/bin/monky-deployd-tick "regular file" 755
 expect lib/systemd/system/monky-deployd.service "regular file" 644
 expect lib/systemd/system/monky-deployd.timer "regular file" 644
 expect etc/monky-deployd directory 750
@@ -143,13 +145,28 @@ dpkg-deb -f "$deb" Recommends | grep -qx 'docker-compose-plugin | docker-compose
 ok "control: monky-deployd $version, Depends: $(dpkg-deb -f "$deb" Depends), Recommends: $(dpkg-deb -f "$deb" Recommends)"
 (cd "$pkgroot" && md5sum --quiet -c DEBIAN/md5sums) || fail "md5sums"
 ok "md5sums"
-file_out=$(od -An -c -N4 "$pkgroot/usr/bin/monky-deployd" | tr -d ' ')
-[ "$file_out" = '177ELF' ] || fail "usr/bin/monky-deployd is not an ELF binary"
-ok "usr/bin/monky-deployd is an ELF binary"
+for bin in monky-deployd monky-deployd-tick; do
+	file_out=$(od -An -c -N4 "$pkgroot/usr/bin/$bin" | tr -d ' ')
+	[ "$file_out" = '177ELF' ] || fail "usr/bin/$bin is not an ELF binary"
+	ok "usr/bin/$bin is an ELF binary"
+done
 got_version=$("$pkgroot/usr/bin/monky-deployd" version)
 # The commit is build-deb.sh's stamp (-X main.commit): 12 hex digits, not "unknown".
 [[ $got_version =~ ^monky-deployd\ ${version//./\\.}\ \(commit\ [0-9a-f]{12}\)$ ]] || fail "'monky-deployd version' printed '$got_version'"
 ok "monky-deployd version: $got_version"
+# The tick hands every command but an idle `run` to monky-deployd in its own directory,
+# by exec: `monky-deployd-tick version` is the packaged agent's answer.
+tick_version=$("$pkgroot/usr/bin/monky-deployd-tick" version) || fail "'monky-deployd-tick version' failed"
+[ "$tick_version" = "$got_version" ] || fail "'monky-deployd-tick version' printed '$tick_version', not the agent's '$got_version'"
+ok "monky-deployd-tick hands over to the monky-deployd next to it: $tick_version"
+# Alone in a directory it cannot hand over: exit 1, with a line that says why.
+mkdir -p "$work/tick-alone"
+cp "$pkgroot/usr/bin/monky-deployd-tick" "$work/tick-alone/"
+rc=0
+"$work/tick-alone/monky-deployd-tick" version >"$work/tick-alone.out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || { cat "$work/tick-alone.out"; fail "monky-deployd-tick without monky-deployd next to it exited $rc, want 1"; }
+grep -q 'could not hand the tick to the full agent' "$work/tick-alone.out" || { cat "$work/tick-alone.out"; fail "monky-deployd-tick alone did not say why it failed"; }
+ok "monky-deployd-tick without monky-deployd next to it: exit 1, says why"
 
 step "maintainer scripts (in a DPKG_ROOT scratch root, systemd helpers replaced by recorders)"
 mroot=$work/mroot
@@ -214,12 +231,13 @@ ok "lintian: no errors or warnings beyond the documented overrides"
 # --- systemd units --------------------------------------------------------------------
 step "systemd-analyze verify"
 # verify needs ExecStart's binary at its path and the standard targets: check in a
-# scratch root holding a copy of this machine's units, ours and the packaged binary.
+# scratch root holding a copy of this machine's units, ours and the packaged binaries
+# (ExecStart= runs monky-deployd-tick, which execs monky-deployd next to it).
 unitroot=$work/unitroot
 mkdir -p "$unitroot/lib/systemd/system" "$unitroot/usr/bin"
 cp -a /lib/systemd/system/. "$unitroot/lib/systemd/system/"
 cp packaging/systemd/monky-deployd.service packaging/systemd/monky-deployd.timer "$unitroot/lib/systemd/system/"
-cp "$pkgroot/usr/bin/monky-deployd" "$unitroot/usr/bin/monky-deployd"
+cp "$pkgroot/usr/bin/monky-deployd" "$pkgroot/usr/bin/monky-deployd-tick" "$unitroot/usr/bin/"
 verify_units() {
 	if ! systemd-analyze verify --man=no --root="$unitroot" \
 		/lib/systemd/system/monky-deployd.service /lib/systemd/system/monky-deployd.timer >"$work/verify.out" 2>&1; then
@@ -236,6 +254,9 @@ verify_units
 ok "monky-deployd.service, monky-deployd.timer"
 grep -qx 'SuccessExitStatus=75' packaging/systemd/monky-deployd.service || fail "SuccessExitStatus=75"
 grep -qx 'Type=oneshot' packaging/systemd/monky-deployd.service || fail "Type=oneshot"
+grep -qx 'ExecStart=/usr/bin/monky-deployd-tick run --config /etc/monky-deployd/config.yaml --metrics-file /var/lib/prometheus/node-exporter/monky-deployd.prom' \
+	packaging/systemd/monky-deployd.service || fail "ExecStart= must run /usr/bin/monky-deployd-tick run --config … --metrics-file …"
+ok "ExecStart=/usr/bin/monky-deployd-tick run (the agent next to it takes over all but an idle tick)"
 grep -q '^RandomizedDelaySec=' packaging/systemd/monky-deployd.timer || fail "RandomizedDelaySec"
 ok "Type=oneshot, SuccessExitStatus=75, RandomizedDelaySec"
 
@@ -290,6 +311,12 @@ grep -qx 'ReadWritePaths=/data/monky' "$inst/etc/systemd/system/monky-deployd.se
 [ "$(stat -c '%a' "$inst/var/lib/monky-deployd")" = 700 ] || fail "state dir mode"
 [ -d "$inst/data/monky" ] || fail "deploy dir"
 ok "drop-in for /data/monky, state dir 0700, deploy dir created"
+for bin in monky-deployd monky-deployd-tick; do
+	[ "$(stat -c '%F %a' "$inst/usr/bin/$bin")" = "regular file 755" ] || fail "install.sh: /usr/bin/$bin is not a 0755 file"
+	cmp -s "$pkgroot/usr/bin/$bin" "$inst/usr/bin/$bin" || fail "install.sh: /usr/bin/$bin is not the packaged one"
+done
+grep -q 'binaries: /usr/bin/monky-deployd-tick (the timer.s tick) next to /usr/bin/monky-deployd' "$work/first.out" || fail "install.sh did not check the two binaries"
+ok "install.sh: /usr/bin/monky-deployd and /usr/bin/monky-deployd-tick side by side, 0755"
 mkdir -p "$unitroot/etc/systemd/system"
 cp -a "$inst/etc/systemd/system/monky-deployd.service.d" "$unitroot/etc/systemd/system/"
 verify_units "(with install.sh's deploy-dir drop-in)"
@@ -309,6 +336,13 @@ if bash packaging/install.sh --root "$work/bad" --skip-package --env-id env-dev-
 	fail "install.sh accepted a bad env_id"
 fi
 ok "a bad env_id is refused"
+rm "$inst/usr/bin/monky-deployd-tick"
+if bash packaging/install.sh --root "$inst" --skip-package >"$work/notick.out" 2>&1; then
+	cat "$work/notick.out"
+	fail "install.sh accepted a box whose unit runs a missing /usr/bin/monky-deployd-tick"
+fi
+grep -q 'monky-deployd-tick is missing or not executable' "$work/notick.out" || { cat "$work/notick.out"; fail "install.sh did not name the missing tick binary"; }
+ok "a box whose unit runs the tick without /usr/bin/monky-deployd-tick is refused"
 
 # --- Go tests of packaging/ -----------------------------------------------------------
 step "go test ./packaging/ (configs parse with the agent's parser; one version)"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # install.sh — the monky-deployd install kit.
 #
-# Installs the package, writes /etc/monky-deployd/config.yaml from its arguments, places
-# the deploy grant (mode 0600, atomically) and enables the timer. Idempotent: a second
-# run with the same arguments changes nothing; an existing config is kept unless
-# --force-config. With --root DIR everything goes into a scratch root (the .deb is
-# unpacked there, systemctl is not called): that is how CI tests this script.
+# Installs the package (the agent monky-deployd and, next to it, monky-deployd-tick that
+# the timer's service runs: it checks both are there), writes
+# /etc/monky-deployd/config.yaml from its arguments, places the deploy grant (mode 0600,
+# atomically) and enables the timer. Idempotent: a second run with the same arguments
+# changes nothing; an existing config is kept unless --force-config. With --root DIR
+# everything goes into a scratch root (the .deb is unpacked there, systemctl is not
+# called): that is how CI tests this script.
 #
 #   install.sh --env-id env-dev-01 --tenancy-url https://tenancy.monky.internal \
 #              --bao-addr https://bao.monky.internal:8200 --grant /tmp/grant.jwt
@@ -315,6 +317,19 @@ else
 		changed=1
 		run apt-get install -y "monky-deployd=$version"
 	fi
+fi
+
+# The packaged service runs /usr/bin/monky-deployd-tick, which hands every tick but an
+# idle one to /usr/bin/monky-deployd in its own directory: when the installed unit runs
+# the tick, both binaries must be there, side by side, or every tick would fail.
+unit=/lib/systemd/system/monky-deployd.service
+if [ -f "$root$unit" ] && grep -q '^ExecStart=/usr/bin/monky-deployd-tick ' "$root$unit"; then
+	for bin in /usr/bin/monky-deployd-tick /usr/bin/monky-deployd; do
+		if [ ! -f "$root$bin" ] || [ ! -x "$root$bin" ]; then
+			die "$bin is missing or not executable, and $unit runs /usr/bin/monky-deployd-tick: the package installs monky-deployd and monky-deployd-tick side by side; reinstall it"
+		fi
+	done
+	say "binaries: /usr/bin/monky-deployd-tick (the timer's tick) next to /usr/bin/monky-deployd"
 fi
 
 # --- 2. directories -------------------------------------------------------------------

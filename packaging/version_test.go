@@ -71,3 +71,18 @@ func TestOneVersion(t *testing.T) {
 		assert.Equal(t, deployd.Version, v, "%s disagrees with deployd.Version", place)
 	}
 }
+
+// TestScriptsReadTheVersion checks that the shell scripts that read the version from Go
+// source (build-deb.sh refuses a VERSION that differs; check.sh and test/systemd build
+// the .deb of it) read a file that holds `const Version = "<deployd.Version>"`.
+func TestScriptsReadTheVersion(t *testing.T) {
+	sedVersion := regexp.MustCompile(`sed -n 's/\^const Version = [^\n]*?p' "?(?:\$repo/)?([A-Za-z0-9_/]+\.go)"?\)`)
+	for _, script := range []string{"packaging/build-deb.sh", "packaging/check.sh", "test/systemd/run.sh"} {
+		m := sedVersion.FindStringSubmatch(readRepoFile(t, script))
+		if !assert.NotNil(t, m, "%s does not read the version with sed", script) {
+			continue
+		}
+		src := readRepoFile(t, m[1])
+		assert.Contains(t, src, "\nconst Version = \""+deployd.Version+"\"\n", "%s reads the version from %s, which does not hold deployd.Version", script, m[1])
+	}
+}

@@ -8,12 +8,14 @@
 # debootstrap rootfs: rootfs.sh) on the docker engine of this machine, with the
 # engine's socket mounted and the host's network, and runs the scenarios below under
 # that systemd: the .deb installed with apt, install.sh and the ansible role for real,
-# the timer firing ticks that apply a bundle on the real engine, exit codes 75 and 78
-# as the unit sees them, the sandbox, the journal, remove and purge, the exposure
-# measured online, and a box without docker compose v2. The agent talks to monky-fakes
-# on loopback (transport: system). Prints a scenario table and exits non-zero when a
-# scenario failed. With CI=true a scenario that cannot run is a failure; elsewhere the
-# script may skip, naming the command that enables it.
+# the timer firing ticks that apply a bundle on the real engine (the unit runs
+# monky-deployd-tick, which hands them to monky-deployd next to it), an idle tick the
+# tick binary does itself, exit codes 75 and 78 as the unit sees them, the sandbox, the
+# journal, remove and purge, the exposure measured online, and a box without docker
+# compose v2. The agent talks to monky-fakes on loopback (transport: system). Prints a
+# scenario table and exits non-zero when a scenario failed. With CI=true a scenario
+# that cannot run is a failure; elsewhere the script may skip, naming the command that
+# enables it.
 #
 # Needs: root, a running docker engine (cgroup v1 or v2) and the docker compose v2
 # plugin on this machine (`bash tools/compose/build.sh --install`), Go, and the Debian
@@ -188,14 +190,15 @@ prio_of() { journal_since | jq -r --arg p "$1" 'select(.MESSAGE | test($p)) | .P
 # ---------------------------------------------------------------------------------------
 # prepare: the .deb, monky-fakes, the app image, the bundle, the box image.
 
-version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
+version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' internal/contract/contract.go)
 deb=$work/out/monky-deployd_${version}_$(dpkg --print-architecture).deb
 secret="sysbox-secret-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 app_image=""
 box_image=""
 
 prepare_builds() {
-	bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd
+	# The .deb as CI builds it: the agent and the timer's tick, side by side in /usr/bin.
+	bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd ./cmd/monky-deployd-tick
 	[ -f "$deb" ] || fail "no $deb"
 	go build -o "$work/monky-fakes" ./cmd/monky-fakes
 	mkdir -p "$work/app"
@@ -339,6 +342,13 @@ sc_deb() {
 	got=$(bsh 'stat -c "%n %a" /etc/monky-deployd /var/lib/monky-deployd /var/lib/monky-deployd/docker /srv/monky' | tr '\n' ' ')
 	[ "$got" = "/etc/monky-deployd 750 /var/lib/monky-deployd 700 /var/lib/monky-deployd/docker 700 /srv/monky 755 " ] || fail "modes: $got"
 	ok "directories: $got"
+	got=$(bsh 'stat -c "%n %F %a %U:%G" /usr/bin/monky-deployd /usr/bin/monky-deployd-tick' | tr '\n' ' ')
+	[ "$got" = "/usr/bin/monky-deployd regular file 755 root:root /usr/bin/monky-deployd-tick regular file 755 root:root " ] ||
+		fail "binaries: $got"
+	unit_prop $UNIT ExecStart | grep -q 'path=/usr/bin/monky-deployd-tick ; argv\[\]=/usr/bin/monky-deployd-tick run --config /etc/monky-deployd/config.yaml --metrics-file ' ||
+		fail "the service does not run /usr/bin/monky-deployd-tick: $(unit_prop $UNIT ExecStart)"
+	[ "$(box monky-deployd-tick version)" = "$(box monky-deployd version)" ] || fail "monky-deployd-tick version is not the agent's answer"
+	ok "/usr/bin/monky-deployd-tick next to /usr/bin/monky-deployd (0755 root), the service runs the tick, which hands 'version' to the agent"
 	box systemctl start $UNIT
 	[ "$(unit_prop $UNIT ConditionResult)" = no ] || fail "the service ran without a config"
 	[ "$(box systemctl is-failed $UNIT || true)" != failed ] || fail "an unconfigured start failed the unit"
@@ -438,6 +448,33 @@ sc_timer_apply() {
 	ok "container $(docker inspect -f '{{.Name}}' "$cid") healthy on the engine, with the secret read from OpenBao"
 	[ "$(prio_of 'msg="tick done"')" = "6 " ] || fail "tick done priority: $(prio_of 'msg="tick done"')"
 	box systemctl stop $TIMER
+}
+
+# --- scenario: an idle tick done by monky-deployd-tick itself ------------------------------
+sc_idle_tick() {
+	# After the apply the box is steady: when tenancy answers none (the fakes keep
+	# answering apply of the live sha until told otherwise), the tick binary the unit
+	# runs does that tick without handing it to the agent. Its debug lines say which:
+	# it logs "handing the tick to the full agent" before every exec. (The other
+	# scenarios' ticks are handed over: the bootstrap and apply, exit 78.)
+	local desired
+	desired=$(jq -nc --arg sha "$(cat "$work/sha")" '{action: "apply", sha: $sha, serial: 1}')
+	admin PUT "/envs/$ENV_ID/desired" -d '{"action":"none"}' >/dev/null
+	box systemctl set-environment MONKY_DEPLOYD_DEBUG=1
+	# shellcheck disable=SC2064 # $desired is expanded now, on purpose
+	trap "box systemctl unset-environment MONKY_DEPLOYD_DEBUG; admin PUT /envs/$ENV_ID/desired -d '$desired' >/dev/null" EXIT
+	local n
+	n=$(reports)
+	journal_mark
+	box systemctl start $UNIT || fail "the idle tick failed: $(box journalctl -u $UNIT -n 20 --no-pager)"
+	[ "$(unit_prop $UNIT Result) $(unit_prop $UNIT ExecMainStatus)" = "success 0" ] || fail "the idle tick did not exit 0"
+	[ "$(prio_of 'msg="tick done"')" = "6 " ] || fail "no 'tick done' line: $(journal_since | jq -r .MESSAGE)"
+	if [ -n "$(prio_of 'handing the tick to the full agent')" ]; then
+		journal_since | jq -r .MESSAGE
+		fail "monky-deployd-tick handed a steady box's idle tick to the agent"
+	fi
+	[ "$(reports)" = "$n" ] || fail "an idle tick reported"
+	ok "a steady box's idle tick (check-in answered none) done by monky-deployd-tick itself, exit 0, no hand-over"
 }
 
 # --- scenario: exit 75 is success -------------------------------------------------------
@@ -633,6 +670,7 @@ scenario "deb: apt install, timer enabled not started, purge" sc_deb
 scenario "install.sh: apt + systemctl path, custom deploy dir, idempotent" sc_install_kit needed
 scenario "no compose v2: COMPOSE_MISSING, exit 1, no check-in" sc_no_compose
 scenario "timer: a tick applies the bundle on the engine (sandbox)" sc_timer_apply needed
+scenario "idle tick: done by monky-deployd-tick itself, no hand-over" sc_idle_tick
 scenario "exit 75: success for the unit, warning in the journal" sc_exit75
 scenario "exit 78: unit failed, timer keeps running, latch" sc_exit78
 scenario "journal: priorities, no secret, grant or token" sc_journal
