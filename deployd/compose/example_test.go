@@ -157,3 +157,47 @@ func ExampleClient_Observe() {
 	//   web: running healthy, 0 restarts, ready true
 	//   worker: restarting , 4 restarts, ready false
 }
+
+// countingReader is stateReader that counts the containers it inspects.
+type countingReader struct {
+	stateReader
+	inspected *int
+}
+
+func (r countingReader) Inspect(ctx context.Context, ids []string) ([]compose.Inspected, error) {
+	*r.inspected += len(ids)
+	return r.stateReader.Inspect(ctx, ids)
+}
+
+// ExampleClient_ObserveAfter observes a project a minute after an earlier observation:
+// web's container is the same and has been up for hours, so it cannot have restarted
+// and is not inspected; the worker is restarting and is.
+func ExampleClient_ObserveAfter() {
+	inspected := 0
+	reader := countingReader{stateReader: stateReader{
+		{ID: "a1", Service: "web", State: "running", Health: "healthy", Status: "Up 3 hours (healthy)"},
+		{ID: "b2", Service: "worker", State: "restarting", ExitCode: 2, Status: "Restarting (2) 1 second ago"},
+	}, inspected: &inspected}
+	cc, err := compose.New(compose.Config{Project: "monky", Dir: os.TempDir(), Reader: reader})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	prev := compose.Observation{At: time.Now().Add(-time.Minute), Services: []compose.ObservedService{
+		{Name: "web", State: "running", Health: "healthy", Restarts: 1, Ready: true, Containers: []string{"a1"}},
+		{Name: "worker", State: "running", Restarts: 3, Ready: true, Containers: []string{"b2"}},
+	}}
+	obs, err := cc.ObserveAfter(context.Background(), prev, []string{"web", "worker"}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range obs.Services {
+		fmt.Printf("%s: %s, %d restarts, ready %t\n", s.Name, s.State, s.Restarts, s.Ready)
+	}
+	fmt.Println("containers inspected:", inspected)
+	// Output:
+	// web: running, 1 restarts, ready true
+	// worker: restarting, 4 restarts, ready false
+	// containers inspected: 1
+}

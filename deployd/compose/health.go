@@ -303,12 +303,15 @@ func uptime(ctr Container) (time.Duration, bool) {
 	return time.Duration(n) * unit, true
 }
 
+// maxUptime bounds the uptimes minUptime reads.
+const maxUptime = 100 * 365 * 24 * time.Hour
+
 // minUptime is the least time a running container can have been up when docker
 // describes it with status ("Up 2 hours (healthy)"): docker writes the uptime with
 // go-units' HumanDuration, which truncates seconds and minutes and rounds hours, so
 // "2 hours" is at least an hour and a half. ok is false for a status that is not an
 // uptime.
-func minUptime(status string) (up time.Duration, ok bool) {
+func minUptime(status string) (time.Duration, bool) {
 	m := uptimeRe.FindStringSubmatch(status)
 	if m == nil {
 		return 0, false
@@ -322,25 +325,37 @@ func minUptime(status string) (up time.Duration, ok bool) {
 		return time.Hour, true
 	}
 	n, err := strconv.Atoi(m[2])
-	if err != nil || n < 0 || n > 1000 {
-		return 0, false // no container has been up for a thousand years
+	if err != nil || n < 0 {
+		return 0, false
 	}
-	const half = 30 * time.Minute // hours are rounded: int(d.Hours() + 0.5)
+	// Lower bounds: seconds and minutes are truncated; hours are rounded (int(d.Hours()
+	// + 0.5)), and days, weeks and months are counted from those rounded hours, so
+	// each loses half an hour; years are truncated hours again.
+	var up time.Duration
 	switch m[3] {
 	case "second":
-		return time.Duration(n) * time.Second, true
+		up = time.Second
 	case "minute":
-		return time.Duration(n) * time.Minute, true
+		up = time.Minute
 	case "hour":
-		return max(time.Duration(n)*time.Hour-half, 0), true
+		up = time.Hour
 	case "day":
-		return max(time.Duration(24*n)*time.Hour-half, 0), true
+		up = 24 * time.Hour
 	case "week":
-		return max(time.Duration(24*7*n)*time.Hour-half, 0), true
+		up = 7 * 24 * time.Hour
 	case "month":
-		return max(time.Duration(24*30*n)*time.Hour-half, 0), true
+		up = 30 * 24 * time.Hour
 	case "year":
-		return time.Duration(24*365*n) * time.Hour, true
+		up = 365 * 24 * time.Hour
+	default:
+		return 0, false
 	}
-	return 0, false
+	if int64(n) > int64(maxUptime/up) {
+		return 0, false // no container has been up for a century
+	}
+	up *= time.Duration(n)
+	if m[3] != "second" && m[3] != "minute" && m[3] != "year" {
+		up = max(up-30*time.Minute, 0)
+	}
+	return up, true
 }

@@ -32,8 +32,30 @@ func TestMinUptimeBoundsDocker(t *testing.T) {
 		}
 	}
 	assert.Greater(t, n, 10000)
-	for _, s := range []string{"Exited (0) 2 hours ago", "Up forever", "Restarting (1) 1 second ago", "Created", "Up 99999999999 years", ""} {
+	for _, s := range []string{"Exited (0) 2 hours ago", "Up forever", "Restarting (1) 1 second ago", "Created", "Up 99999999999 years", "Up 101 years", ""} {
 		_, ok := minUptime(s)
 		assert.False(t, ok, s)
 	}
+}
+
+// FuzzMinUptime: any status text gives either no uptime or one between zero and a
+// thousand years; a text docker writes gives no more than the uptime it was written
+// from.
+func FuzzMinUptime(f *testing.F) {
+	for _, s := range []string{"Up 2 hours (healthy)", "Up Less than a second", "Up 1 second", "Up About an hour",
+		"Up 3 weeks (Paused)", "Exited (0) 2 hours ago", "Up 9999999999999999999 years", "Up -3 days", ""} {
+		f.Add(s, int64(0))
+	}
+	f.Add("", int64(90*time.Minute))
+	f.Fuzz(func(t *testing.T, status string, d int64) {
+		if up, ok := minUptime(status); ok {
+			require.GreaterOrEqual(t, up, time.Duration(0))
+			require.LessOrEqual(t, up, maxUptime)
+		}
+		if d >= 0 && d < int64(100*365*24*time.Hour) {
+			up, ok := minUptime("Up " + units.HumanDuration(time.Duration(d)))
+			require.True(t, ok)
+			require.LessOrEqual(t, up, time.Duration(d))
+		}
+	})
 }
