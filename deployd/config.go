@@ -24,7 +24,9 @@ type Duration = config.Duration
 // Config is the agent's configuration (docs/OPERATIONS.md, "What is on a box" and "The
 // config"). Build it with LoadConfig or ParseConfig, which start from DefaultConfig and
 // validate; a Config built in code should start from DefaultConfig too and be checked
-// with Validate. The zero Config is not valid.
+// with Validate. The zero Config is not valid. It is defined in internal/config, whose
+// fields (with their YAML keys and defaults) are documented there and in
+// docs/OPERATIONS.md, "The config".
 type Config = config.Config
 
 // TenancyConfig says how the agent reaches monky-tenancy.

@@ -7,13 +7,14 @@ import (
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/release"
+	"github.com/monky/monky-deployd/internal/state"
 )
 
 // takeDown takes the live release down: compose down (with volumes only when tenancy
 // asks for a purge and the tier is not prod), current removed, report down. The
 // report names the release that was live (its sha and serial), or none.
 func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
-	cur := t.st.Serving()
+	cur := state.Serving(t.st)
 	t.out.SHA, t.out.Serial = cur.SHA, cur.Serial
 	purge := inst.Purge
 	if purge && t.a.cfg.Tier() == "prod" {
@@ -41,6 +42,6 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 	if err != nil {
 		return &Error{Op: "down", Code: codes.ApplyFailed, Err: err}
 	}
-	t.st.SetServing(live)
+	state.SetServing(t.st, live)
 	return t.report(ctx, tenancy.ResultDown, nil, nil)
 }

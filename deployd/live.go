@@ -24,7 +24,7 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 	if err != nil {
 		return state.Unobserved(a.log, st.LiveSHA, at, a.red.Redact(err.Error()))
 	}
-	return state.Judge(a.log, st.LiveSHA, at, st.Live, obs, a.store.CurrentLink(), a.cfg.Compose.Project)
+	return state.Judge(a.log, st.LiveSHA, st.Live, obs, a.store.CurrentLink(), a.cfg.Compose.Project)
 }
 
 // observe asks docker about the live release's services. Through the Engine API the
@@ -51,5 +51,5 @@ func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, er
 	if err != nil {
 		return compose.Observation{}, err
 	}
-	return cc.ObserveAfter(ctx, st.Live.Observation(), st.LiveServices, st.LiveOneShots)
+	return cc.ObserveAfter(ctx, state.Observation(st.Live), st.LiveServices, st.LiveOneShots)
 }

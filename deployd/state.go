@@ -3,7 +3,6 @@ package deployd
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 
 	"github.com/monky/monky-deployd/deployd/codes"
@@ -14,7 +13,9 @@ import (
 
 // State is what the agent remembers between ticks, stored in state.json (mode 0600).
 // It never holds a secret value: shas, serials, codes, times and details that name
-// files, variables and services only. `monky-deployd status` prints it.
+// files, variables and services only. `monky-deployd status` prints it. It is defined
+// in internal/state, which the timer's tick binary links without the rest of the
+// agent; its fields and their JSON names are documented there.
 type State = state.State
 
 // Failure is the memory of a sha that failed on this box.
@@ -93,14 +94,10 @@ func (a *Agent) saveState(st *State) error {
 
 // readToken reads the OpenBao token file; a missing file is the zero Value.
 func (a *Agent) readToken() (secret.Value, error) {
-	data, err := os.ReadFile(a.cfg.TokenPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return secret.Value{}, nil
-	}
+	tok, err := state.ReadToken(a.cfg.TokenPath())
 	if err != nil {
-		return secret.Value{}, fmt.Errorf("read token file %s: %w", a.cfg.TokenPath(), err)
+		return secret.Value{}, err
 	}
-	tok := string(trimSpace(data))
 	a.red.Add(tok)
 	return secret.New(tok), nil
 }
@@ -111,14 +108,4 @@ func (a *Agent) writeToken(tok secret.Value) error {
 		return fmt.Errorf("write token file %s: %w", a.cfg.TokenPath(), err)
 	}
 	return nil
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n') {
-		b = b[1:]
-	}
-	return b
 }

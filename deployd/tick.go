@@ -13,6 +13,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
+	"github.com/monky/monky-deployd/internal/state"
 )
 
 // Outcome is what one tick did, for the caller's log line and for tests.
@@ -95,7 +96,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		st.EnvMismatch = nil
 	}
-	st.SetServing(a.store.Repair(st.Serving()))
+	state.SetServing(&st, a.store.Repair(state.Serving(&st)))
 
 	t := &tick{a: a, st: &st, started: start, log: a.log}
 	err = t.run(ctx)
@@ -110,7 +111,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		retryAfter, _ = tenancy.RetryAfter(err)
 	}
 	out.Duration = a.now().Sub(start)
-	st.EndTick(a.now(), ExitCode(err), temporary, retryAfter)
+	state.EndTick(&st, a.now(), ExitCode(err), temporary, retryAfter)
 	if serr := a.saveState(&st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {
@@ -215,7 +216,7 @@ func (t *tick) end(ctx context.Context, err error) error {
 	}
 	if d.remember {
 		detail := boundDetail(t.a.red.Redact(err.Error()))
-		t.st.RememberFailure(t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
+		state.RememberFailure(t.st, t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
 	}
 	if !d.report {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/state"
 )
 
 // ensureToken is the tick's token upkeep; it notes when OpenBao was down.
@@ -124,7 +125,7 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 	if err != nil {
 		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
 	}
-	raw := string(trimSpace(data))
+	raw := string(state.TrimSecret(data))
 	a.red.Add(raw)
 	if raw == "" {
 		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(

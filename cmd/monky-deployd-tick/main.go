@@ -15,11 +15,12 @@
 // Everything else it hands to the full agent, monky-deployd next to it, by exec with
 // the same arguments: any other command or flag, the sdk transport, a config or state
 // it does not accept as steady, a token due for a lookup, a docker version to read
-// again, a live release to repair or to read through the CLI, a latch, and every
-// check-in answer but none or a temporary failure. It hands over before it sends
-// anything, except after the check-in: then the agent checks in again (a heartbeat
-// twice, once per apply or down) and does what tenancy asked (docs/ARCHITECTURE.md,
-// "Two binaries").
+// again, a live release to repair or to read through the CLI, a latch, a clock that
+// went back, and every check-in answer but none or a temporary failure. It decides
+// all but the last before it calls tenancy or reads docker; after the check-in the
+// agent checks in again (a heartbeat twice, once per apply or down) and does what
+// tenancy asked. A tick stopped by SIGTERM or SIGINT is never handed over: it exits 75
+// (docs/ARCHITECTURE.md, "Two binaries").
 package main
 
 import (

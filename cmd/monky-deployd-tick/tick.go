@@ -32,9 +32,17 @@ import (
 // agentName is the full agent's binary, looked for next to this one.
 const agentName = "monky-deployd"
 
-// result is how a tick ended: an exit code, or why the full agent takes it over.
+// maxLookupGap is the longest a token goes without a lookup (bao.TokenInfo.LookupDue
+// never sets token_renew_at further ahead); a token_renew_at beyond it is not trusted.
+const maxLookupGap = 24 * time.Hour
+
+// result is how a tick ended: an exit code (with the check-in's action, and a
+// failure's code and error), or why the full agent takes it over.
 type result struct {
 	exit     int
+	action   string
+	code     codes.Code
+	err      error
 	handover string
 	log      *slog.Logger
 }
@@ -55,10 +63,21 @@ type box struct {
 }
 
 // tick runs `run` when it is a steady-state idle tick; anything else is handed over
-// before the network is touched, or after a check-in that asked for more than none.
+// before tenancy is called, or after a check-in that asked for more than none. A tick
+// stopped by a signal is never handed over: it ends with 75, as the agent's would.
 func tick(ctx context.Context, args, environ []string, stderr io.Writer) result {
 	b := &box{environ: environ, env: envMap(environ), red: secret.NewRedactor(), start: time.Now()}
 	b.log = newLogger(b.env, b.red, stderr)
+	r := b.run(ctx, args)
+	if r.handover != "" && ctx.Err() != nil {
+		b.log.Warn("the tick was stopped mid-way; exiting 75, the next tick resumes", "err", ctx.Err(), "exit", contract.ExitTemporary)
+		return result{exit: contract.ExitTemporary}
+	}
+	return r
+}
+
+// run is tick after the logger.
+func (b *box) run(ctx context.Context, args []string) result {
 	configPath, metricsFile, ok := parseRun(args)
 	if !ok {
 		return handedOver(b.log, "a command or flag the full agent runs")
@@ -68,6 +87,7 @@ func tick(ctx context.Context, args, environ []string, stderr io.Writer) result 
 		return handedOver(b.log, "the config does not load (the agent says why)")
 	}
 	b.cfg = cfg
+	b.log = b.log.With("env_id", cfg.EnvID)
 	if why := b.unsupported(); why != "" {
 		return handedOver(b.log, why)
 	}
@@ -80,15 +100,14 @@ func tick(ctx context.Context, args, environ []string, stderr io.Writer) result 
 	if err != nil {
 		return handedOver(b.log, "state.json does not read")
 	}
-	if why := b.unsteady(&st); why != "" {
+	if why := b.unsteady(&st, time.Now()); why != "" {
 		return handedOver(b.log, why)
 	}
 	r := b.checkIn(ctx, &st)
 	if r.handover != "" {
 		return r
 	}
-	b.finish(&st, r.exit, metricsFile)
-	return r
+	return b.finish(&st, r, metricsFile)
 }
 
 // unsupported names what of the config or the box this binary leaves to the agent.
@@ -109,8 +128,7 @@ func hasComposePlugin(env map[string]string) bool {
 
 // unsteady names what in st (or on disk) needs the agent: anything a tick of the
 // agent would repair, renew, read or decide before its check-in.
-func (b *box) unsteady(st *state.State) string {
-	now := time.Now()
+func (b *box) unsteady(st *state.State, now time.Time) string {
 	dirs := layout.Dirs{DeployDir: b.cfg.DeployDir}
 	switch {
 	case st.Schema != state.Schema || st.EnvID != b.cfg.EnvID:
@@ -121,11 +139,15 @@ func (b *box) unsteady(st *state.State) string {
 		return "the release store needs a repair"
 	case st.LiveSHA != "" && (!st.Confirmed || len(st.LiveServices) == 0):
 		return "a live release not confirmed or without its services recorded"
-	case st.TokenRenewAt.IsZero() || !now.Before(st.TokenRenewAt):
+	case now.Before(st.LastTick):
+		// token_renew_at and token_expires are times of this clock: after it went
+		// back they may lie too far ahead, and the agent's lookup sets them again.
+		return "the clock went back since the last tick"
+	case st.TokenRenewAt.IsZero() || !now.Before(st.TokenRenewAt) || st.TokenRenewAt.After(now.Add(maxLookupGap)):
 		return "the OpenBao token is due for a lookup"
 	case !st.TokenExpires.IsZero() && !now.Before(st.TokenExpires):
 		return "the OpenBao token has expired"
-	case !st.DockerVersionFresh(now):
+	case !state.DockerVersionFresh(st, now):
 		return "the docker version is due to be read again"
 	}
 	return ""
@@ -135,19 +157,11 @@ func (b *box) unsteady(st *state.State) string {
 // tick on none (0) or on a temporary failure of tenancy (75); anything else is handed
 // over.
 func (b *box) checkIn(ctx context.Context, st *state.State) result {
-	tok, err := os.ReadFile(b.cfg.TokenPath())
-	token := strings.TrimSpace(string(tok))
+	token, err := state.ReadToken(b.cfg.TokenPath())
 	if err != nil || token == "" {
 		return handedOver(b.log, "no OpenBao token")
 	}
 	b.red.Add(token)
-	ec, err := engine.New(b.environ, engine.Options{Logger: b.log})
-	if err != nil {
-		return handedOver(b.log, "docker is read through the CLI ("+err.Error()+")")
-	}
-	defer func() { _ = ec.Close() }()
-	st.Live = b.observe(ctx, ec, st)
-
 	tc, err := transport.New(ctx, heartbeat.TransportConfig(b.cfg, b.log))
 	if err != nil {
 		return handedOver(b.log, "the tenancy transport does not build here")
@@ -158,8 +172,18 @@ func (b *box) checkIn(ctx context.Context, st *state.State) result {
 	if err != nil {
 		return handedOver(b.log, "the tenancy client does not build here")
 	}
+	ec, err := engine.New(b.environ, engine.Options{Logger: b.log})
+	if err != nil {
+		return handedOver(b.log, "docker is read through the CLI ("+err.Error()+")")
+	}
+	defer func() { _ = ec.Close() }()
+
+	st.Live = b.observe(ctx, ec, st)
 	free, _ := fsutil.FreeMB(fsutil.ExistingParent(b.cfg.DeployDir))
 	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown" // as the agent sends it
+	}
 	req := heartbeat.Request(b.cfg.EnvID, contract.Version, st, tenancy.Host{Hostname: host, DockerVersion: st.DockerVersion, FreeMB: free})
 	inst, err := heartbeat.Send(ctx, client, req, st, time.Now, b.log, b.red.Redact)
 	if err != nil {
@@ -168,19 +192,15 @@ func (b *box) checkIn(ctx context.Context, st *state.State) result {
 			return handedOver(b.log, "the check-in failed (the agent checks in again and says why)")
 		}
 		retry, _ := tenancy.RetryAfter(err)
-		st.EndTick(time.Now(), contract.ExitTemporary, code, retry)
-		b.log.Warn("tick ended on a temporary condition; the next tick retries",
-			"action", "", "code", code, "duration", time.Since(b.start).Round(time.Millisecond), "exit", contract.ExitTemporary, "err", err)
-		return result{exit: contract.ExitTemporary}
+		state.EndTick(st, time.Now(), contract.ExitTemporary, code, retry)
+		return result{exit: contract.ExitTemporary, code: code, err: err}
 	}
 	if inst.Action != tenancy.ActionNone {
 		return handedOver(b.log, "tenancy asked for "+string(inst.Action))
 	}
 	b.log.Debug("check-in: nothing to do", "live_sha", st.LiveSHA)
-	st.EndTick(time.Now(), contract.ExitOK, "", 0)
-	b.log.Info("tick done", "action", inst.Action, "result", "", "code", codes.Code(""), "sha", "", "serial", 0,
-		"leased", false, "duration", time.Since(b.start).Round(time.Millisecond), "exit", contract.ExitOK)
-	return result{exit: contract.ExitOK}
+	state.EndTick(st, time.Now(), contract.ExitOK, "", 0)
+	return result{exit: contract.ExitOK, action: string(inst.Action)}
 }
 
 // observe is the live release's health through the Engine API; nil when nothing is
@@ -197,25 +217,41 @@ func (b *box) observe(ctx context.Context, ec *engine.Client, st *state.State) *
 		Dir: dirs.Dir(st.LiveSHA), Logger: b.log, Reader: ec})
 	if err == nil {
 		var obs compose.Observation
-		if obs, err = cc.ObserveAfter(ctx, st.Live.Observation(), st.LiveServices, st.LiveOneShots); err == nil {
-			return state.Judge(b.log, st.LiveSHA, at, st.Live, obs, dirs.CurrentLink(), b.cfg.Compose.Project)
+		if obs, err = cc.ObserveAfter(ctx, state.Observation(st.Live), st.LiveServices, st.LiveOneShots); err == nil {
+			return state.Judge(b.log, st.LiveSHA, st.Live, obs, dirs.CurrentLink(), b.cfg.Compose.Project)
 		}
 	}
 	return state.Unobserved(b.log, st.LiveSHA, at, b.red.Redact(err.Error()))
 }
 
-// finish saves st and writes the metrics, as the agent does after its tick.
-func (b *box) finish(st *state.State, exit int, metricsFile string) {
+// finish saves st, writes the metrics and logs the tick's line, as the agent's run
+// does after its tick: a state that cannot be saved fails the tick (exit 1,
+// STATE_UNAVAILABLE), as it fails the agent's.
+func (b *box) finish(st *state.State, r result, metricsFile string) result {
 	if err := state.Save(b.cfg.StatePath(), b.cfg.EnvID, st, b.red.RedactBytes); err != nil {
 		b.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", err)
+		if r.err == nil {
+			r = result{exit: contract.ExitFailed, action: r.action, code: codes.StateUnavailable, err: err}
+		}
 	}
-	if metricsFile == "" {
-		return
+	took := time.Since(b.start)
+	attrs := []any{"action", r.action, "result", "", "code", r.code, "sha", "", "serial", 0, "leased", false,
+		"duration", took.Round(time.Millisecond), "exit", r.exit}
+	switch r.exit {
+	case contract.ExitOK:
+		b.log.Info("tick done", attrs...)
+	case contract.ExitTemporary:
+		b.log.Warn("tick ended on a temporary condition; the next tick retries", append(attrs, "err", r.err)...)
+	default:
+		b.log.Error("tick failed", append(attrs, "err", r.err)...)
 	}
-	snap := metrics.FromState(*st, b.cfg.EnvID, contract.Version, time.Now(), time.Since(b.start), exit)
-	if err := metrics.Write(metricsFile, snap); err != nil {
-		b.log.Warn("could not write the metrics file", "path", metricsFile, "err", err)
+	if metricsFile != "" {
+		snap := metrics.FromState(*st, b.cfg.EnvID, contract.Version, time.Now(), took, r.exit)
+		if err := metrics.Write(metricsFile, snap); err != nil {
+			b.log.Warn("could not write the metrics file", "path", metricsFile, "err", err)
+		}
 	}
+	return r
 }
 
 // parseRun accepts `run [--config PATH] [--metrics-file PATH]` and nothing else.

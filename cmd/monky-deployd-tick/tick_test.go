@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -13,7 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -72,7 +76,7 @@ func TestIdleTickByItself(t *testing.T) {
 	res := b.Run(10*time.Second, []string{"run", "--config", b.CfgPath, "--metrics-file", metricsFile})
 	require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
 	assert.NoFileExists(t, marker, "the tick was not handed over")
-	assert.Contains(t, res.Stderr, `msg="tick done" action=none`)
+	assert.Contains(t, res.Stderr, `msg="tick done" env_id=env-dev-01 action=none`)
 
 	cs := b.Stack.Checkins(b.Env)
 	require.Len(t, cs, checkins+1)
@@ -106,9 +110,12 @@ func TestSameAsTheAgent(t *testing.T) {
 	b := liveBox(t, agent)
 	run := func(bin string) (faketenancy.CheckinRequest, map[string]any) {
 		cmd := exec.Command(bin, "run", "--config", b.CfgPath)
-		cmd.Env = b.ProcEnv()
+		cmd.Env = b.ProcEnv("MONKY_DEPLOYD_DEBUG=1")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "%s", out)
+		if bin == tick {
+			require.NotContains(t, string(out), "handing the tick", "the tick binary did the tick itself")
+		}
 		cs := b.Stack.Checkins(b.Env)
 		data, err := os.ReadFile(b.Cfg.StatePath())
 		require.NoError(t, err)
@@ -141,56 +148,74 @@ func TestHandsOver(t *testing.T) {
 	tick, marker := stubbed(t)
 	cases := []struct {
 		name     string
+		why      string // in the hand-over's log line
 		args     []string
 		edit     func(t *testing.T, b *testbox.Box)
 		env      []string
 		checksIn bool
 	}{
-		{name: "another command", args: []string{"status", "--config", "CFG"}},
-		{name: "run --loop", args: []string{"run", "--loop", "--config", "CFG"}},
-		{name: "a stray argument", args: []string{"run", "--config", "CFG", "extra"}},
-		{name: "a config that does not load", args: []string{"run", "--config", "/nonexistent/config.yaml"}},
-		{name: "the sdk transport", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "another command", why: "a command or flag", args: []string{"status", "--config", "CFG"}},
+		{name: "run --loop", why: "a command or flag", args: []string{"run", "--loop", "--config", "CFG"}},
+		{name: "a stray argument", why: "a command or flag", args: []string{"run", "--config", "CFG", "extra"}},
+		{name: "a config that does not load", why: "the config does not load", args: []string{"run", "--config", "/nonexistent/config.yaml"}},
+		{name: "the sdk transport", why: "the sdk transport", edit: func(t *testing.T, b *testbox.Box) {
 			b.Configure(func(c *deployd.Config) { c.Tenancy.Transport = "sdk" })
 		}},
-		{name: "the env mismatch latch", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "the env mismatch latch", why: "AGENT_ENV_MISMATCH latch", edit: func(t *testing.T, b *testbox.Box) {
 			editState(t, b, func(st *deployd.State) { st.EnvMismatch = &deployd.Latch{EnvID: b.Env, At: time.Now()} })
 		}},
-		{name: "a token due for a lookup", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "a token due for a lookup", why: "due for a lookup", edit: func(t *testing.T, b *testbox.Box) {
 			editState(t, b, func(st *deployd.State) { st.TokenRenewAt = time.Now().Add(-time.Second) })
 		}},
-		{name: "a token never looked up", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "a token never looked up", why: "due for a lookup", edit: func(t *testing.T, b *testbox.Box) {
 			editState(t, b, func(st *deployd.State) { st.TokenRenewAt = time.Time{} })
 		}},
-		{name: "a docker version to read again", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "a token past its expiry", why: "has expired", edit: func(t *testing.T, b *testbox.Box) {
+			editState(t, b, func(st *deployd.State) { st.TokenExpires = time.Now().Add(-time.Second) })
+		}},
+		{name: "a token lookup due further ahead than a day", why: "due for a lookup", edit: func(t *testing.T, b *testbox.Box) {
+			editState(t, b, func(st *deployd.State) { st.TokenRenewAt = time.Now().Add(25 * time.Hour) })
+		}},
+		{name: "the clock went back since the last tick", why: "the clock went back", edit: func(t *testing.T, b *testbox.Box) {
+			editState(t, b, func(st *deployd.State) { st.LastTick = time.Now().Add(10 * time.Minute) })
+		}},
+		{name: "a state of another format", why: "another format", edit: func(t *testing.T, b *testbox.Box) {
+			editState(t, b, func(st *deployd.State) { st.Schema = 2 })
+		}},
+		{name: "the run lock held", why: "the run lock", edit: func(t *testing.T, b *testbox.Box) {
+			l, err := fsutil.TryLock(b.Cfg.LockPath())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = l.Unlock() })
+		}},
+		{name: "a docker version to read again", why: "docker version", edit: func(t *testing.T, b *testbox.Box) {
 			editState(t, b, func(st *deployd.State) { st.DockerVersionAt = time.Now().Add(-2 * time.Hour) })
 		}},
-		{name: "a live release not confirmed", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "a live release not confirmed", why: "not confirmed or without its services", edit: func(t *testing.T, b *testbox.Box) {
 			editState(t, b, func(st *deployd.State) { st.Confirmed = false })
 		}},
-		{name: "services not recorded", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "services not recorded", why: "not confirmed or without its services", edit: func(t *testing.T, b *testbox.Box) {
 			editState(t, b, func(st *deployd.State) { st.LiveServices = nil })
 		}},
-		{name: "current disagrees with the state", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "current disagrees with the state", why: "needs a repair", edit: func(t *testing.T, b *testbox.Box) {
 			require.NoError(t, os.Remove(b.Cfg.CurrentLink()))
 		}},
-		{name: "a leftover of an interrupted apply", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "a leftover of an interrupted apply", why: "needs a repair", edit: func(t *testing.T, b *testbox.Box) {
 			require.NoError(t, os.WriteFile(filepath.Join(b.Cfg.ReleasesDir(), ".leftover.bundle"), nil, 0o600))
 		}},
-		{name: "another env_id in the state", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "another env_id in the state", why: "another format or env_id", edit: func(t *testing.T, b *testbox.Box) {
 			editState(t, b, func(st *deployd.State) { st.EnvID = "env-dev-99" })
 		}},
-		{name: "a state that does not parse", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "a state that does not parse", why: "state.json does not read", edit: func(t *testing.T, b *testbox.Box) {
 			require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{"), 0o600))
 		}},
-		{name: "no token", edit: func(t *testing.T, b *testbox.Box) {
+		{name: "no token", why: "no OpenBao token", edit: func(t *testing.T, b *testbox.Box) {
 			require.NoError(t, os.Remove(b.Cfg.TokenPath()))
 		}},
-		{name: "a docker the Engine API client does not speak", env: []string{"DOCKER_HOST=ssh://box"}},
-		{name: "tenancy asks for an apply", checksIn: true, edit: func(t *testing.T, b *testbox.Box) {
+		{name: "a docker the Engine API client does not speak", why: "read through the CLI", env: []string{"DOCKER_HOST=ssh://box"}},
+		{name: "tenancy asks for an apply", why: "tenancy asked for apply", checksIn: true, edit: func(t *testing.T, b *testbox.Box) {
 			b.Publish(faketenancy.SampleApp(b.Env, 2))
 		}},
-		{name: "tenancy refuses the token", checksIn: true, edit: func(t *testing.T, b *testbox.Box) {
+		{name: "tenancy refuses the token", why: "the check-in failed", checksIn: true, edit: func(t *testing.T, b *testbox.Box) {
 			b.Stack.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 401}})
 		}},
 	}
@@ -210,8 +235,10 @@ func TestHandsOver(t *testing.T) {
 				args[i] = strings.ReplaceAll(a, "CFG", b.CfgPath)
 			}
 			checkins := b.TenancyCalls("/v1/agent/checkin")
-			res := b.Run(10*time.Second, args, tc.env...)
+			res := b.Run(10*time.Second, args, append([]string{"MONKY_DEPLOYD_DEBUG=1"}, tc.env...)...)
 			require.Equal(t, handedOverCode, res.Code, res.Stderr)
+			assert.Contains(t, res.Stderr, "handing the tick to the full agent")
+			assert.Contains(t, res.Stderr, tc.why)
 			got, err := os.ReadFile(marker)
 			require.NoError(t, err)
 			assert.Equal(t, strings.Join(args, "\n")+"\n", string(got), "the agent gets the same arguments")
@@ -274,4 +301,34 @@ func TestLinksOnlyLightPackages(t *testing.T) {
 			assert.False(t, d == strings.TrimSuffix(h, "/") || strings.HasPrefix(d, h), "the tick binary links %s", d)
 		}
 	}
+}
+
+// TestStoppedIsNotHandedOver: a tick stopped by a signal (its context cancelled)
+// before the check-in ends with 75, as the agent's would, and never starts the agent.
+func TestStoppedIsNotHandedOver(t *testing.T) {
+	b := liveBox(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr strings.Builder
+	r := tick(ctx, []string{"run", "--config", b.CfgPath}, b.ProcEnv(), &stderr)
+	assert.Empty(t, r.handover)
+	assert.Equal(t, deployd.ExitTemporary, r.exit)
+	assert.Contains(t, stderr.String(), "the tick was stopped mid-way; exiting 75")
+}
+
+// TestStateNotSavedFails: a state that cannot be saved fails the tick (exit 1,
+// STATE_UNAVAILABLE), as it fails the agent's, and says so.
+func TestStateNotSavedFails(t *testing.T) {
+	b := liveBox(t, "")
+	var stderr strings.Builder
+	x := &box{cfg: b.Cfg, red: secret.NewRedactor(), start: time.Now()}
+	x.log = newLogger(nil, x.red, &stderr)
+	x.cfg.StateDir = filepath.Join(b.Dir, "gone")
+	st := b.State()
+	r := x.finish(&st, result{exit: deployd.ExitOK, action: "none"}, "")
+	assert.Equal(t, deployd.ExitFailed, r.exit)
+	assert.Equal(t, codes.StateUnavailable, r.code)
+	assert.Contains(t, stderr.String(), "could not save the state")
+	assert.Contains(t, stderr.String(), `msg="tick failed"`)
+	assert.NotContains(t, stderr.String(), "tick done")
 }

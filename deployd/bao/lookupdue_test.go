@@ -40,3 +40,16 @@ func TestLookupDue(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupDueHugeTTL: a TTL no server sends (as a lookup would decode it, bounded to
+// a century) gives a lookup within a day, not an overflow into the past or far future.
+func TestLookupDueHugeTTL(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	huge := 100 * 365 * 24 * time.Hour
+	for _, info := range []bao.TokenInfo{
+		{Renewable: true, TTL: huge, CreationTTL: huge},
+		{TTL: huge},
+	} {
+		assert.Equal(t, now.Add(24*time.Hour), info.LookupDue(now))
+	}
+}

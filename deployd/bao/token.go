@@ -132,7 +132,7 @@ func decodeAuth(body []byte, reg secret.Registry, now time.Time) (TokenInfo, *Er
 	case w.Auth.LeaseDuration < 0:
 		return TokenInfo{}, &Error{Kind: ErrLeaseShape, Detail: "the token has a negative lease_duration"}
 	}
-	ttl := time.Duration(w.Auth.LeaseDuration) * time.Second
+	ttl := seconds(int64(w.Auth.LeaseDuration))
 	info := TokenInfo{
 		Token:       secret.New(w.Auth.ClientToken),
 		Accessor:    w.Auth.Accessor,
@@ -231,6 +231,21 @@ type lookupWire struct {
 	} `json:"data"`
 }
 
+// maxTTL bounds the TTLs read from OpenBao, so that a number no server sends cannot
+// overflow a Duration (or LookupDue's arithmetic).
+const maxTTL = 100 * 365 * 24 * time.Hour
+
+// seconds is a TTL in seconds as OpenBao writes it, within 0 and maxTTL.
+func seconds(n int64) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	if n > int64(maxTTL/time.Second) {
+		return maxTTL
+	}
+	return time.Duration(n) * time.Second
+}
+
 // decodeLookup decodes a lookup-self body for token.
 func decodeLookup(body []byte, token secret.Value) (TokenInfo, *Error) {
 	var w lookupWire
@@ -241,8 +256,8 @@ func decodeLookup(body []byte, token secret.Value) (TokenInfo, *Error) {
 	info := TokenInfo{
 		Token:       token,
 		Accessor:    d.Accessor,
-		TTL:         time.Duration(d.TTL) * time.Second,
-		CreationTTL: time.Duration(d.CreationTTL) * time.Second,
+		TTL:         seconds(d.TTL),
+		CreationTTL: seconds(d.CreationTTL),
 		Renewable:   d.Renewable,
 		Policies:    slices.Clone(d.Policies),
 		EnvID:       d.Meta["env_id"],

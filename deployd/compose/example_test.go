@@ -183,9 +183,10 @@ func ExampleClient_ObserveAfter() {
 		fmt.Println(err)
 		return
 	}
-	prev := compose.Observation{At: time.Now().Add(-time.Minute), Services: []compose.ObservedService{
-		{Name: "web", State: "running", Health: "healthy", Restarts: 1, Ready: true, Containers: []string{"a1"}},
-		{Name: "worker", State: "running", Restarts: 3, Ready: true, Containers: []string{"b2"}},
+	then := time.Now().Add(-time.Minute)
+	prev := compose.Observation{At: then, Services: []compose.ObservedService{
+		{Name: "web", State: "running", Health: "healthy", Restarts: 1, Ready: true, Containers: []string{"a1"}, InspectedAt: then},
+		{Name: "worker", State: "running", Restarts: 3, Ready: true, Containers: []string{"b2"}, InspectedAt: then},
 	}}
 	obs, err := cc.ObserveAfter(context.Background(), prev, []string{"web", "worker"}, nil)
 	if err != nil {

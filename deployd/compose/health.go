@@ -183,7 +183,7 @@ func evaluate(expected []string, cs []Container, seen map[string]sighting) (stat
 	now := time.Now()
 	for _, ctr := range cs {
 		if ctr.State == "running" {
-			up, ok := uptime(ctr)
+			up, ok := minUptime(ctr.Status)
 			since := now
 			if p, was := prev[ctr.ID]; was {
 				since = p.since
@@ -211,14 +211,14 @@ func judge(ctr Container, seen map[string]sighting) (verdict, string) {
 		return ready, "exited 0 (one-shot, done)"
 	case "running":
 		prev, wasRunning := seen[ctr.ID]
-		if up, ok := uptime(ctr); ok && wasRunning && prev.hasUptime && up < prev.uptime {
+		if up, ok := minUptime(ctr.Status); ok && wasRunning && prev.hasUptime && up < prev.uptime {
 			return failed, "container restarted between two polls (restart loop)"
 		}
 		switch ctr.Health {
 		case "healthy":
 			return ready, "running, healthy"
 		case "":
-			switch up, ok := uptime(ctr); {
+			switch up, ok := minUptime(ctr.Status); {
 			case prev.snapshot:
 				return ready, "running"
 			case !wasRunning:
@@ -275,39 +275,13 @@ func describe(states []ServiceState, names []string) string {
 
 var uptimeRe = regexp.MustCompile(`^Up (Less than a second|About a minute|About an hour|(\d+) (second|minute|hour|day|week|month|year)s?)`)
 
-// uptime reads docker's human uptime ("Up 3 minutes (healthy)") into an approximate
-// duration; docker's wording grows monotonically with time, so a smaller value at a
-// later poll means the container was restarted.
-func uptime(ctr Container) (time.Duration, bool) {
-	m := uptimeRe.FindStringSubmatch(ctr.Status)
-	if m == nil {
-		return 0, false
-	}
-	switch m[1] {
-	case "Less than a second":
-		return 0, true
-	case "About a minute":
-		return time.Minute, true
-	case "About an hour":
-		return time.Hour, true
-	}
-	n, err := strconv.Atoi(m[2])
-	if err != nil {
-		return 0, false
-	}
-	unit := map[string]time.Duration{
-		"second": time.Second, "minute": time.Minute, "hour": time.Hour,
-		"day": 24 * time.Hour, "week": 7 * 24 * time.Hour, "month": 30 * 24 * time.Hour,
-		"year": 365 * 24 * time.Hour,
-	}[m[3]]
-	return time.Duration(n) * unit, true
-}
-
 // maxUptime bounds the uptimes minUptime reads.
 const maxUptime = 100 * 365 * 24 * time.Hour
 
 // minUptime is the least time a running container can have been up when docker
-// describes it with status ("Up 2 hours (healthy)"): docker writes the uptime with
+// describes it with status. Docker's wording grows monotonically with time, and so does
+// minUptime: a smaller value at a later poll means the container was restarted. It is
+// read from status ("Up 2 hours (healthy)"): docker writes the uptime with
 // go-units' HumanDuration, which truncates seconds and minutes and rounds hours, so
 // "2 hours" is at least an hour and a half. ok is false for a status that is not an
 // uptime.

@@ -286,7 +286,9 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-func TestUptime(t *testing.T) {
+// TestMinUptime: the least uptime each wording of docker allows (hours, days and weeks
+// come from rounded hours: half an hour less).
+func TestMinUptime(t *testing.T) {
 	for status, want := range map[string]time.Duration{
 		"Up Less than a second":            0,
 		"Up 1 second":                      time.Second,
@@ -294,16 +296,17 @@ func TestUptime(t *testing.T) {
 		"Up About a minute (healthy)":      time.Minute,
 		"Up 12 minutes":                    12 * time.Minute,
 		"Up About an hour":                 time.Hour,
-		"Up 30 hours (unhealthy)":          30 * time.Hour,
-		"Up 3 days":                        72 * time.Hour,
-		"Up 2 weeks (Paused)":              14 * 24 * time.Hour,
+		"Up 30 hours (unhealthy)":          29*time.Hour + 30*time.Minute,
+		"Up 3 days":                        71*time.Hour + 30*time.Minute,
+		"Up 2 weeks (Paused)":              14*24*time.Hour - 30*time.Minute,
+		"Up 2 years":                       2 * 365 * 24 * time.Hour,
 	} {
-		got, ok := uptime(Container{Status: status})
+		got, ok := minUptime(status)
 		assert.True(t, ok, status)
 		assert.Equal(t, want, got, status)
 	}
 	for _, status := range []string{"", "Exited (0) 2 seconds ago", "Restarting (1) 1 second ago", "Created"} {
-		_, ok := uptime(Container{Status: status})
+		_, ok := minUptime(status)
 		assert.False(t, ok, status)
 	}
 }

@@ -47,7 +47,14 @@ type ObservedService struct {
 	Ready bool
 	// Containers are the IDs of the service's containers, sorted.
 	Containers []string
+	// InspectedAt is when Restarts was last read by inspecting the containers: this
+	// observation's At, or an earlier one's that ObserveAfter carried the count from.
+	InspectedAt time.Time
 }
+
+// maxCarry is how long ObserveAfter carries a restart count without inspecting: a
+// count that a clock step hid is read again within it.
+const maxCarry = time.Hour
 
 // Observe reads the project's containers once and judges each of services (every
 // service with a container when services is empty). Unlike WaitHealthy it does not
@@ -60,18 +67,20 @@ func (c *Client) Observe(ctx context.Context, services, oneShots []string) (Obse
 	return c.ObserveAfter(ctx, Observation{}, services, oneShots)
 }
 
-// ObserveAfter is Observe knowing prev, an earlier observation of the same project:
-// a service whose containers are the same as then and have all been running since
-// before prev.At (docker's uptime says so) cannot have restarted since, so its
-// restart count is prev's and its containers are not inspected. Everything else is
-// inspected as Observe does. The zero prev knows nothing.
+// ObserveAfter is Observe knowing prev, an earlier observation of the same project
+// by this host's clock (its At and InspectedAt as ObserveAfter set them): a service
+// whose containers are the same as then and have all been running since before
+// prev.At (docker's uptime says so) cannot have restarted since, so its restart count
+// is prev's and its containers are not inspected — for at most an hour after they
+// last were. Everything else is inspected as Observe does. The zero prev knows
+// nothing.
 func (c *Client) ObserveAfter(ctx context.Context, prev Observation, services, oneShots []string) (Observation, error) {
 	at := time.Now()
 	cs, err := c.containers(ctx)
 	if err != nil {
 		return Observation{}, err
 	}
-	restarts, err := c.restarts(ctx, prev, cs, time.Now())
+	restarts, inspectedAt, err := c.restarts(ctx, prev, cs, at, time.Now())
 	if err != nil {
 		return Observation{}, err
 	}
@@ -83,7 +92,8 @@ func (c *Client) ObserveAfter(ctx context.Context, prev Observation, services, o
 	names := serviceNames(services, cs)
 	obs := Observation{At: at, Healthy: len(names) > 0}
 	for _, name := range names {
-		s := ObservedService{Name: name, State: StateMissing, Restarts: restarts[name], Containers: containerIDs(cs, name)}
+		s := ObservedService{Name: name, State: StateMissing, Restarts: restarts[name], Containers: containerIDs(cs, name),
+			InspectedAt: inspectedAt[name]}
 		worst := -1 // badness of the container speaking for the service; -1: none yet
 		for _, ctr := range cs {
 			if ctr.Service != name {
@@ -107,11 +117,11 @@ func (c *Client) ObserveAfter(ctx context.Context, prev Observation, services, o
 	return obs, nil
 }
 
-// restarts is the restart count of each service of cs, listed no later than listed:
-// prev's for a service unchanged since prev (unchangedSince), docker inspect's for the
-// others.
-func (c *Client) restarts(ctx context.Context, prev Observation, cs []Container, listed time.Time) (map[string]int, error) {
-	restarts := map[string]int{}
+// restarts is the restart count of each service of cs, listed between at and listed,
+// and when it was read: prev's for a service unchanged since prev (unchangedSince),
+// docker inspect's, at, for the others.
+func (c *Client) restarts(ctx context.Context, prev Observation, cs []Container, at, listed time.Time) (map[string]int, map[string]time.Time, error) {
+	restarts, inspectedAt := map[string]int{}, map[string]time.Time{}
 	known := map[string]ObservedService{}
 	for _, s := range prev.Services {
 		known[s.Name] = s
@@ -119,27 +129,30 @@ func (c *Client) restarts(ctx context.Context, prev Observation, cs []Container,
 	var ids []string
 	for _, name := range serviceNames(nil, cs) {
 		if p, ok := known[name]; ok && unchangedSince(prev.At, listed, p, cs) {
-			restarts[name] = p.Restarts
+			restarts[name], inspectedAt[name] = p.Restarts, p.InspectedAt
 			continue
 		}
+		inspectedAt[name] = at
 		ids = append(ids, containerIDs(cs, name)...)
 	}
 	ins, err := c.inspect(ctx, ids)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, in := range ins {
 		restarts[in.Service] += max(in.RestartCount, 0)
 	}
-	return restarts, nil
+	return restarts, inspectedAt, nil
 }
 
 // unchangedSince reports whether the containers of service p in cs, listed no later
 // than listed, are those p saw at since and have all been running since before it:
 // docker's uptime is at least minUptime, so each started no later than listed minus
-// that, and a restart would have started it again.
+// that, and a restart would have started it again. A since that is not before listed
+// (a clock that went back) and a count inspected more than maxCarry ago say no.
 func unchangedSince(since, listed time.Time, p ObservedService, cs []Container) bool {
-	if since.IsZero() || len(p.Containers) == 0 || !slices.Equal(containerIDs(cs, p.Name), p.Containers) {
+	if since.IsZero() || !since.Before(listed) || p.InspectedAt.IsZero() || listed.Sub(p.InspectedAt) >= maxCarry ||
+		len(p.Containers) == 0 || !slices.Equal(containerIDs(cs, p.Name), p.Containers) {
 		return false
 	}
 	for _, ctr := range cs {

@@ -145,7 +145,12 @@ func TestObserve(t *testing.T) {
 			assert.Equal(t, tt.healthy, obs.Healthy)
 			for i, sv := range obs.Services {
 				assert.Equal(t, containerIDsOf(tt.cs, sv.Name), sv.Containers, sv.Name)
-				obs.Services[i].Containers = nil // compared above
+				if len(sv.Containers) > 0 {
+					assert.Equal(t, obs.At, sv.InspectedAt, sv.Name)
+				} else {
+					assert.True(t, sv.InspectedAt.IsZero(), "%s: no container, nothing inspected", sv.Name)
+				}
+				obs.Services[i].Containers, obs.Services[i].InspectedAt = nil, time.Time{} // compared above
 			}
 			assert.Equal(t, tt.want, obs.Services)
 			assert.False(t, obs.At.IsZero())
@@ -252,8 +257,14 @@ func containerIDsOf(cs []compose.Container, service string) []string {
 func TestObserveAfter(t *testing.T) {
 	prevAt := time.Now().Add(-time.Minute)
 	prev := compose.Observation{At: prevAt, Services: []compose.ObservedService{
-		{Name: "web", State: "running", Restarts: 4, Containers: []string{"a"}},
+		{Name: "web", State: "running", Restarts: 4, Containers: []string{"a"}, InspectedAt: prevAt.Add(-5 * time.Minute)},
 	}}
+	with := func(edit func(p *compose.Observation)) compose.Observation {
+		p := prev
+		p.Services = slices.Clone(prev.Services)
+		edit(&p)
+		return p
+	}
 	web := func(id, state, status string) []compose.Container {
 		return []compose.Container{ctr(id, "web", state, "", status, 0)}
 	}
@@ -275,8 +286,16 @@ func TestObserveAfter(t *testing.T) {
 		{"a status that is no uptime", prev, web("a", "running", "Up forever"), true, 7},
 		{"no previous observation", compose.Observation{}, web("a", "running", "Up 3 hours"), true, 7},
 		{"a previous observation that recorded no containers",
-			compose.Observation{At: prevAt, Services: []compose.ObservedService{{Name: "web", Restarts: 4}}},
-			web("a", "running", "Up 3 hours"), true, 7},
+			with(func(p *compose.Observation) { p.Services[0].Containers = nil }), web("a", "running", "Up 3 hours"), true, 7},
+		{"a count not inspected for an hour: read again",
+			with(func(p *compose.Observation) { p.Services[0].InspectedAt = prevAt.Add(-time.Hour) }), web("a", "running", "Up 3 hours"), true, 7},
+		{"a count never inspected",
+			with(func(p *compose.Observation) { p.Services[0].InspectedAt = time.Time{} }), web("a", "running", "Up 3 hours"), true, 7},
+		{"a previous observation after now: the clock went back",
+			with(func(p *compose.Observation) { p.At = time.Now().Add(10 * time.Minute) }), web("a", "running", "Up 2 minutes"), true, 7},
+		{"two containers, both unchanged: prev's count",
+			with(func(p *compose.Observation) { p.Services[0].Containers = []string{"a", "b"} }),
+			append(web("a", "running", "Up 3 hours"), ctr("b", "web", "running", "", "Up 2 days", 0)), false, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,6 +309,11 @@ func TestObserveAfter(t *testing.T) {
 			assert.Equal(t, tt.inspected, r.insp > 0, "inspected")
 			assert.Equal(t, tt.restarts, obs.Services[0].Restarts)
 			assert.Equal(t, containerIDsOf(tt.cs, "web"), obs.Services[0].Containers)
+			if tt.inspected {
+				assert.Equal(t, obs.At, obs.Services[0].InspectedAt, "inspected now")
+			} else {
+				assert.Equal(t, tt.prev.Services[0].InspectedAt, obs.Services[0].InspectedAt, "carried with the count")
+			}
 		})
 	}
 }

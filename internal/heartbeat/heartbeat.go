@@ -31,7 +31,7 @@ func Request(envID, version string, st *state.State, host tenancy.Host) tenancy.
 		LastResult:    tenancy.Result(st.LastResult),
 		LastCode:      st.LastCode,
 		Host:          host,
-		Live:          st.Live.Tenancy(),
+		Live:          state.Tenancy(st.Live),
 	}
 }
 
@@ -45,7 +45,7 @@ func Send(ctx context.Context, c *tenancy.Client, req tenancy.Checkin, st *state
 	if errors.Is(err, tenancy.ErrInvalidArgument) && req.Live != nil {
 		log.Warn("the live health read from docker cannot be sent; the check-in carries why instead", "err", err)
 		st.Live = &state.LiveHealth{SHA: st.LiveSHA, ObservedAt: req.Live.ObservedAt, Reason: "the live health read from docker was refused by the client: " + redact(err.Error())}
-		req.Live = st.Live.Tenancy()
+		req.Live = state.Tenancy(st.Live)
 		inst, err = c.Checkin(ctx, req)
 	}
 	if err != nil {

@@ -41,24 +41,27 @@ type LiveService struct {
 	// observation inspects them again only if they changed or may have restarted
 	// (compose.Client.ObserveAfter).
 	Containers []string `json:"containers,omitempty"`
+	// InspectedAt is when Restarts was last read by an inspection
+	// (compose.ObservedService.InspectedAt).
+	InspectedAt time.Time `json:"inspected_at,omitzero"`
 }
 
 // Observation is h as an earlier observation for compose.Client.ObserveAfter: the
 // zero Observation (nothing known) for nil or for a health docker could not tell.
-func (h *LiveHealth) Observation() compose.Observation {
+func Observation(h *LiveHealth) compose.Observation {
 	if h == nil || h.Reason != "" {
 		return compose.Observation{}
 	}
 	obs := compose.Observation{At: h.ObservedAt, Healthy: h.Healthy}
 	for _, s := range h.Services {
 		obs.Services = append(obs.Services, compose.ObservedService{Name: s.Name, State: s.State, Health: s.Health,
-			ExitCode: s.ExitCode, Restarts: s.Restarts, Ready: s.Ready, Containers: s.Containers})
+			ExitCode: s.ExitCode, Restarts: s.Restarts, Ready: s.Ready, Containers: s.Containers, InspectedAt: s.InspectedAt})
 	}
 	return obs
 }
 
 // Tenancy is h as the check-in carries it; nil for nil.
-func (h *LiveHealth) Tenancy() *tenancy.Live {
+func Tenancy(h *LiveHealth) *tenancy.Live {
 	if h == nil {
 		return nil
 	}
@@ -69,19 +72,20 @@ func (h *LiveHealth) Tenancy() *tenancy.Live {
 	return l
 }
 
-// Judge turns what docker said of the live release sha (obs, read at at) into the
+// Judge turns what docker said of the live release sha (obs, read at obs.At, by this
+// host's clock, which the next ObserveAfter compares with docker's uptimes) into the
 // health a check-in carries, judged against prev, the last observation: a service
 // whose restart count rose since then is not ready now. When the release is not
 // healthy it logs a warning that names the services and how to read their logs
 // (currentLink and project say where); it changes nothing.
-func Judge(log *slog.Logger, sha string, at time.Time, prev *LiveHealth, obs compose.Observation, currentLink, project string) *LiveHealth {
-	h := &LiveHealth{SHA: sha, ObservedAt: at}
+func Judge(log *slog.Logger, sha string, prev *LiveHealth, obs compose.Observation, currentLink, project string) *LiveHealth {
+	h := &LiveHealth{SHA: sha, ObservedAt: obs.At}
 	restarted := restartedSince(prev, obs)
 	h.Healthy = obs.Healthy && len(restarted) == 0
 	var bad []string
 	for _, s := range obs.Services {
 		ready := s.Ready && !restarted[s.Name]
-		h.Services = append(h.Services, LiveService{Ready: ready, Containers: s.Containers, LiveService: tenancy.LiveService{
+		h.Services = append(h.Services, LiveService{Ready: ready, Containers: s.Containers, InspectedAt: s.InspectedAt, LiveService: tenancy.LiveService{
 			Name: s.Name, State: s.State, Health: s.Health, ExitCode: s.ExitCode, Restarts: s.Restarts}})
 		switch {
 		case !s.Ready:

@@ -99,9 +99,11 @@ type State struct {
 	DockerVersionAt time.Time `json:"docker_version_at,omitzero"`
 	// TokenExpires is when the OpenBao token expires, as last looked up.
 	TokenExpires time.Time `json:"token_expires,omitzero"`
-	// TokenRenewAt is when the OpenBao token is due for renewal (a third of its TTL
-	// left), as last looked up; zero when not known. Until then the timer's idle tick
-	// (cmd/monky-deployd-tick) does not look the token up.
+	// TokenRenewAt is when the OpenBao token is next due for a lookup
+	// (bao.TokenInfo.LookupDue: when a third of its TTL is left for a renewable token,
+	// its expiry for one that is not, at most a day after the lookup); zero when not
+	// known. Until then the timer's idle tick (cmd/monky-deployd-tick) does not look
+	// the token up.
 	TokenRenewAt time.Time `json:"token_renew_at,omitzero"`
 	// Failed remembers shas that failed on this box, so that they cost no new lease
 	// until tenancy asks with retry.
@@ -129,8 +131,8 @@ type Latch struct {
 	Message string    `json:"message"`
 }
 
-// RememberFailure records sha as failed, keeping the newest maxFailedMemory entries.
-func (s *State) RememberFailure(sha string, f Failure) {
+// RememberFailure records in s that sha failed, keeping the newest maxFailedMemory entries.
+func RememberFailure(s *State, sha string, f Failure) {
 	if s.Failed == nil {
 		s.Failed = map[string]Failure{}
 	}
@@ -200,14 +202,14 @@ func Save(path, envID string, st *State, redact func([]byte) []byte) error {
 	return nil
 }
 
-// Serving is what the state says the box serves.
-func (s *State) Serving() layout.Live {
+// Serving is what s says the box serves.
+func Serving(s *State) layout.Live {
 	return layout.Live{SHA: s.LiveSHA, Serial: s.LiveSerial, Previous: s.PreviousSHA, Confirmed: s.Confirmed}
 }
 
-// SetServing records what the release store says the box serves: the only writer of
-// the live, previous and confirmed fields.
-func (s *State) SetServing(l layout.Live) {
+// SetServing records in s what the release store says the box serves: the only
+// writer of the live, previous and confirmed fields.
+func SetServing(s *State, l layout.Live) {
 	if l.SHA != s.LiveSHA {
 		// What was known of the release that was live is not true of this one.
 		s.LiveServices, s.LiveOneShots, s.Live = nil, nil, nil
@@ -215,9 +217,9 @@ func (s *State) SetServing(l layout.Live) {
 	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
 }
 
-// EndTick records how a tick ended at: its exit code and, for a temporary condition,
-// its code and tenancy's Retry-After ("" and 0 otherwise).
-func (s *State) EndTick(at time.Time, exit int, temporary codes.Code, retryAfter time.Duration) {
+// EndTick records in s how a tick ended at: its exit code and, for a temporary
+// condition, its code and tenancy's Retry-After ("" and 0 otherwise).
+func EndTick(s *State, at time.Time, exit int, temporary codes.Code, retryAfter time.Duration) {
 	s.LastTemporary, s.RetryAfter = temporary, retryAfter
 	s.LastTick, s.LastExit = at, exit
 }
@@ -226,8 +228,33 @@ func (s *State) EndTick(at time.Time, exit int, temporary codes.Code, retryAfter
 // that the idle tick asks docker nothing but the live release's containers.
 const DockerVersionTTL = time.Hour
 
-// DockerVersionFresh reports whether DockerVersion, read at DockerVersionAt, may still
-// be sent at now.
-func (s *State) DockerVersionFresh(now time.Time) bool {
+// DockerVersionFresh reports whether s's DockerVersion, read at DockerVersionAt, may
+// still be sent at now.
+func DockerVersionFresh(s *State, now time.Time) bool {
 	return !s.DockerVersionAt.IsZero() && now.Sub(s.DockerVersionAt) < DockerVersionTTL && now.After(s.DockerVersionAt)
+}
+
+// ReadToken reads the OpenBao token file at path, trimmed (TrimSecret); a missing file
+// is "". The caller registers the token with its redactor.
+func ReadToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read token file %s: %w", path, err)
+	}
+	return string(TrimSecret(data)), nil
+}
+
+// TrimSecret trims the line ends and blanks around a secret read from a file (a token,
+// a grant), and nothing inside it.
+func TrimSecret(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n') {
+		b = b[1:]
+	}
+	return b
 }

@@ -1,0 +1,89 @@
+package state_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/layout"
+	"github.com/monky/monky-deployd/internal/state"
+)
+
+// TestSaveRead: what Save writes, Read gives back, with the schema and env set, mode
+// 0600 and through the redactor; a missing file is an empty state, a broken one
+// ErrStateCorrupt.
+func TestSaveRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state.json")
+	st, err := state.Read(p, "env-dev-01")
+	require.NoError(t, err)
+	assert.Equal(t, state.State{Schema: state.Schema, EnvID: "env-dev-01"}, st)
+
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	state.SetServing(&st, layout.Live{SHA: strings.Repeat("a", 64), Serial: 3, Confirmed: true})
+	state.EndTick(&st, at, 75, codes.Unavailable, 7*time.Second)
+	st.LastDetail = "the secret hunter2 leaked"
+	require.NoError(t, state.Save(p, "env-dev-01", &st, func(b []byte) []byte {
+		return []byte(strings.ReplaceAll(string(b), "hunter2", "[REDACTED]"))
+	}))
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	back, err := state.Read(p, "env-dev-01")
+	require.NoError(t, err)
+	assert.Equal(t, st.LiveSHA, back.LiveSHA)
+	assert.Equal(t, int64(3), back.LiveSerial)
+	assert.True(t, back.Confirmed)
+	assert.Equal(t, codes.Unavailable, back.LastTemporary)
+	assert.Equal(t, 7*time.Second, back.RetryAfter)
+	assert.Equal(t, 75, back.LastExit)
+	assert.True(t, at.Equal(back.LastTick))
+	assert.Equal(t, "the secret [REDACTED] leaked", back.LastDetail)
+
+	require.NoError(t, os.WriteFile(p, []byte("{"), 0o600))
+	_, err = state.Read(p, "env-dev-01")
+	assert.True(t, errors.Is(err, state.ErrStateCorrupt), "%v", err)
+}
+
+// TestSetServingForgetsTheReplacedRelease: what was known of the live release is not
+// true of another one.
+func TestSetServingForgetsTheReplacedRelease(t *testing.T) {
+	st := state.State{LiveSHA: "a", LiveServices: []string{"web"}, LiveOneShots: []string{}, Live: &state.LiveHealth{SHA: "a"}}
+	state.SetServing(&st, layout.Live{SHA: "a", Confirmed: true})
+	assert.NotNil(t, st.Live, "the same release keeps it")
+	state.SetServing(&st, layout.Live{SHA: "b"})
+	assert.Nil(t, st.Live)
+	assert.Nil(t, st.LiveServices)
+	assert.Nil(t, st.LiveOneShots)
+}
+
+// TestReadToken: the token file trimmed of line ends and blanks around it; none is "".
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	tok, err := state.ReadToken(filepath.Join(dir, "none"))
+	require.NoError(t, err)
+	assert.Empty(t, tok)
+	p := filepath.Join(dir, "bao.token")
+	require.NoError(t, os.WriteFile(p, []byte(" \ts.abc def\r\n\n"), 0o600))
+	tok, err = state.ReadToken(p)
+	require.NoError(t, err)
+	assert.Equal(t, "s.abc def", tok)
+}
+
+// TestDockerVersionFresh: the docker version is reused for an hour, and not from a
+// time in the future.
+func TestDockerVersionFresh(t *testing.T) {
+	now := time.Now()
+	for at, want := range map[time.Duration]bool{-time.Minute: true, -59 * time.Minute: true, -time.Hour: false, time.Minute: false} {
+		st := state.State{DockerVersion: "27.3.1", DockerVersionAt: now.Add(at)}
+		assert.Equal(t, want, state.DockerVersionFresh(&st, now), at)
+	}
+	assert.False(t, state.DockerVersionFresh(&state.State{}, now))
+}
