@@ -65,9 +65,9 @@ func TestCAFileErrors(t *testing.T) {
 
 	t.Run("a bundle with comments and two certificates", func(t *testing.T) {
 		a, b := newTestCA(t), newTestCA(t)
-		data := append([]byte("# monky CA bundle\n"), a.pem...)
+		data := append([]byte("# monky CA bundle\n"), a.PEM...)
 		data = append(data, []byte("\nsecond one:\n")...)
-		data = append(data, b.pem...)
+		data = append(data, b.PEM...)
 		certs, err := parseCABundle(data)
 		require.NoError(t, err)
 		assert.Len(t, certs, 2)

@@ -27,7 +27,7 @@ func seedFiles(f *testing.F, glob string) {
 
 func FuzzParseCABundle(f *testing.F) {
 	seedFiles(f, "ca/*.pem")
-	f.Add(newTestCA(f).pem)
+	f.Add(newTestCA(f).PEM)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		certs, err := parseCABundle(data)
 		if err != nil {

@@ -1,98 +1,28 @@
 package transport
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
 
 // tenancyName is the name the test server's certificate is issued for.
 const tenancyName = "tenancy.monky.internal"
 
-// testCA is a throw-away certificate authority.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+// The certificate authority and the temp files come from transporttest, shared with
+// the other transport package's tests.
+type testCA = transporttest.CA
 
-func newTestCA(t testing.TB) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "monky test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a leaf certificate for the DNS names and IPs given, as a tls.Certificate
-// and as PEM (certificate, key).
-func (ca *testCA) issue(t testing.TB, client bool, names []string, ips []net.IP) (tls.Certificate, []byte, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "leaf"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     names,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	tc, err := tls.X509KeyPair(certPEM, keyPEM)
-	require.NoError(t, err)
-	return tc, certPEM, keyPEM
-}
-
-// writeFile writes data to name in a fresh temp dir and returns the path.
-func writeFile(t testing.TB, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, data, 0o600))
-	return p
-}
+var (
+	newTestCA = transporttest.NewCA
+	writeFile = transporttest.WriteFile
+)
 
 // seen is what a test tenancy server observed for one request.
 type seen struct {
@@ -119,7 +49,7 @@ type tenancyServer struct {
 func newTenancyServer(t testing.TB) *tenancyServer {
 	t.Helper()
 	ca := newTestCA(t)
-	leaf, _, _ := ca.issue(t, false, []string{tenancyName}, nil)
+	leaf, _, _ := ca.Issue(t, false, []string{tenancyName}, nil)
 	ts := &tenancyServer{CA: ca, sni: map[string]string{}}
 	ts.Server = httptest.NewUnstartedServer(http.HandlerFunc(ts.serve))
 	ts.TLS = &tls.Config{
@@ -134,7 +64,7 @@ func newTenancyServer(t testing.TB) *tenancyServer {
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
-	ts.CAFile = writeFile(t, "ca.pem", ca.pem)
+	ts.CAFile = writeFile(t, "ca.pem", ca.PEM)
 	return ts
 }
 

@@ -22,22 +22,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
 
-// get does a GET of url with c and returns the body.
+// get does a GET of rawURL with c and returns the body (transporttest.Get).
 func get(ctx context.Context, t *testing.T, c *Client, rawURL string) (string, error) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	require.NoError(t, err)
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	return string(b), nil
+	return transporttest.Get(ctx, t, c.HTTP, rawURL)
 }
 
 func TestSystemTransport(t *testing.T) {
@@ -706,7 +697,7 @@ func TestErrorText(t *testing.T) {
 
 func TestRedirects(t *testing.T) {
 	ca := newTestCA(t)
-	leaf, _, _ := ca.issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	leaf, _, _ := ca.Issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	var addr string
 	addr = newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -723,7 +714,7 @@ func TestRedirects(t *testing.T) {
 		}
 	}))
 	base := "https://" + addr
-	c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: writeFile(t, "ca.pem", ca.pem)})
+	c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: writeFile(t, "ca.pem", ca.PEM)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 

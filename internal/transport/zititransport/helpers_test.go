@@ -2,113 +2,26 @@ package zititransport
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"io"
-	"math/big"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/internal/transport"
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
-
-// The helpers below are copies of those of internal/transport (helpers_test.go,
-// transport_test.go), which a test of another package cannot import.
 
 // tenancyName is the name the test server's certificate is issued for.
 const tenancyName = "tenancy.monky.internal"
 
-// testCA is a throw-away certificate authority.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+// The certificate authority and the temp files come from transporttest, shared with
+// the other transport package's tests.
+type testCA = transporttest.CA
 
-func newTestCA(t testing.TB) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "monky test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
+var (
+	newTestCA = transporttest.NewCA
+	writeFile = transporttest.WriteFile
+)
 
-// issue returns a leaf certificate for the DNS names and IPs given, as a tls.Certificate
-// and as PEM (certificate, key).
-func (ca *testCA) issue(t testing.TB, client bool, names []string, ips []net.IP) (tls.Certificate, []byte, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "leaf"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     names,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	tc, err := tls.X509KeyPair(certPEM, keyPEM)
-	require.NoError(t, err)
-	return tc, certPEM, keyPEM
-}
-
-// writeFile writes data to name in a fresh temp dir and returns the path.
-func writeFile(t testing.TB, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, data, 0o600))
-	return p
-}
-
-// get does a GET of url with c and returns the body.
+// get does a GET of rawURL with c and returns the body (transporttest.Get).
 func get(ctx context.Context, t *testing.T, c *transport.Client, rawURL string) (string, error) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	require.NoError(t, err)
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	return string(b), nil
+	return transporttest.Get(ctx, t, c.HTTP, rawURL)
 }

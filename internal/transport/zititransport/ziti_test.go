@@ -72,9 +72,9 @@ func TestIdentityFileErrors(t *testing.T) {
 
 	t.Run("key of another certificate", func(t *testing.T) {
 		ca := newTestCA(t)
-		_, certPEM, _ := ca.issue(t, true, nil, nil)
-		_, _, otherKey := ca.issue(t, true, nil, nil)
-		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", certPEM, otherKey, ca.pem)
+		_, certPEM, _ := ca.Issue(t, true, nil, nil)
+		_, _, otherKey := ca.Issue(t, true, nil, nil)
+		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", certPEM, otherKey, ca.PEM)
 		_, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "s", Identity: p})
 		require.ErrorIs(t, err, transport.ErrIdentity)
 		assert.Equal(t, "transport: tenancy.identity "+p+": id.key does not belong to the certificate of id.cert", err.Error())
@@ -83,8 +83,8 @@ func TestIdentityFileErrors(t *testing.T) {
 
 	t.Run("certificate that is not PEM", func(t *testing.T) {
 		ca := newTestCA(t)
-		_, _, keyPEM := ca.issue(t, true, nil, nil)
-		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", []byte("not a cert"), keyPEM, ca.pem)
+		_, _, keyPEM := ca.Issue(t, true, nil, nil)
+		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", []byte("not a cert"), keyPEM, ca.PEM)
 		_, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "s", Identity: p})
 		require.ErrorIs(t, err, transport.ErrIdentity)
 		assert.Contains(t, err.Error(), "id.cert (inline PEM) is not a usable certificate")
@@ -132,7 +132,7 @@ func stacksWith(t testing.TB, needle string) int {
 // authentication with the edge API's 401 envelope.
 func fakeController(t *testing.T, ca *testCA) (url string, hits func() int) {
 	t.Helper()
-	leaf, _, _ := ca.issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	leaf, _, _ := ca.Issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	var n atomic.Int32
 	srv := newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		n.Add(1)
@@ -146,12 +146,12 @@ func fakeController(t *testing.T, ca *testCA) (url string, hits func() int) {
 func TestZitiDialerWithTheSDK(t *testing.T) {
 	t.Run("controller unreachable", func(t *testing.T) {
 		ca := newTestCA(t)
-		_, certPEM, keyPEM := ca.issue(t, true, nil, nil)
+		_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		closedAddr := ln.Addr().String()
 		require.NoError(t, ln.Close())
-		p := writeIdentity(t, "https://"+closedAddr+"/edge/client/v1", certPEM, keyPEM, ca.pem)
+		p := writeIdentity(t, "https://"+closedAddr+"/edge/client/v1", certPEM, keyPEM, ca.PEM)
 
 		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 		require.NoError(t, err)
@@ -168,9 +168,9 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 
 	t.Run("controller refuses the identity; Close leaves no goroutine behind", func(t *testing.T) {
 		ca := newTestCA(t)
-		_, certPEM, keyPEM := ca.issue(t, true, nil, nil)
+		_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 		ctrl, hits := fakeController(t, ca)
-		p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.pem)
+		p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.PEM)
 
 		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 		require.NoError(t, err)
@@ -221,7 +221,7 @@ func TestZitiIdentitiesEnvTrap(t *testing.T) {
 // identity and lists no service: the shape of an identity without a Dial policy.
 func authenticatingController(t *testing.T, ca *testCA) (url string, paths func() []string) {
 	t.Helper()
-	leaf, _, _ := ca.issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	leaf, _, _ := ca.Issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	var mu sync.Mutex
 	var seen []string
 	now := time.Now().UTC()
@@ -267,9 +267,9 @@ func authenticatingController(t *testing.T, ca *testCA) (url string, paths func(
 
 func TestZitiDialerServiceNotFound(t *testing.T) {
 	ca := newTestCA(t)
-	_, certPEM, keyPEM := ca.issue(t, true, nil, nil)
+	_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 	ctrl, paths := authenticatingController(t, ca)
-	p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.pem)
+	p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.PEM)
 
 	c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 	require.NoError(t, err)
