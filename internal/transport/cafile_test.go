@@ -2,33 +2,24 @@ package transport
 
 import (
 	"crypto/tls"
-	"flag"
 	"io"
 	"io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/<name>.golden (rewritten with -update).
+// golden compares got with testdata/<name>.golden (transporttest.Golden).
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.WriteFile(p, []byte(got+"\n"), 0o644))
-	}
-	want, err := os.ReadFile(p)
-	require.NoError(t, err, "missing golden file; run go test -update")
-	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
+	transporttest.Golden(t, name, got)
 }
 
 func TestCAFileErrors(t *testing.T) {

@@ -12,17 +12,35 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"flag"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// Golden compares got with testdata/<name>.golden of the test's package (rewritten
+// with go test -update).
+func Golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(p, []byte(got+"\n"), 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err, "missing golden file; run go test -update")
+	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
+}
 
 // CA is a throw-away certificate authority.
 type CA struct {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
-	"flag"
 	"io"
 	"io/fs"
 	"log"
@@ -25,23 +24,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/internal/transport"
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // secretMarker is planted in every broken fixture's key; no error may carry it.
 const secretMarker = "KEYMATERIAL"
 
-// golden compares got with testdata/<name>.golden (rewritten with -update).
+// golden compares got with testdata/<name>.golden (transporttest.Golden).
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	p := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.WriteFile(p, []byte(got+"\n"), 0o644))
-	}
-	want, err := os.ReadFile(p)
-	require.NoError(t, err, "missing golden file; run go test -update")
-	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
+	transporttest.Golden(t, name, got)
 }
 
 func TestIdentityFileErrors(t *testing.T) {
