@@ -32,10 +32,6 @@ import (
 // agentName is the full agent's binary, looked for next to this one.
 const agentName = "monky-deployd"
 
-// maxLookupGap is the longest a token goes without a lookup (bao.TokenInfo.LookupDue
-// never sets token_renew_at further ahead); a token_renew_at beyond it is not trusted.
-const maxLookupGap = 24 * time.Hour
-
 // result is how a tick ended: an exit code (with the check-in's action, and a
 // failure's code and error), or why the full agent takes it over.
 type result struct {
@@ -67,7 +63,7 @@ type box struct {
 // stopped by a signal is never handed over: it ends with 75, as the agent's would.
 func tick(ctx context.Context, args, environ []string, stderr io.Writer) result {
 	b := &box{environ: environ, env: envMap(environ), red: secret.NewRedactor(), start: time.Now()}
-	b.log = newLogger(b.env, b.red, stderr)
+	b.log = logging.ForAgent(stderr, b.env, b.red.Handler)
 	r := b.run(ctx, args)
 	if r.handover != "" && ctx.Err() != nil {
 		b.log.Warn("the tick was stopped mid-way; exiting 75, the next tick resumes", "err", ctx.Err(), "exit", contract.ExitTemporary)
@@ -143,7 +139,7 @@ func (b *box) unsteady(st *state.State, now time.Time) string {
 		// token_renew_at and token_expires are times of this clock: after it went
 		// back they may lie too far ahead, and the agent's lookup sets them again.
 		return "the clock went back since the last tick"
-	case st.TokenRenewAt.IsZero() || !now.Before(st.TokenRenewAt) || st.TokenRenewAt.After(now.Add(maxLookupGap)):
+	case st.TokenRenewAt.IsZero() || !now.Before(st.TokenRenewAt) || st.TokenRenewAt.After(now.Add(contract.MaxLookupGap)):
 		return "the OpenBao token is due for a lookup"
 	case !st.TokenExpires.IsZero() && !now.Before(st.TokenExpires):
 		return "the OpenBao token has expired"
@@ -267,17 +263,6 @@ func parseRun(args []string) (configPath, metricsFile string, ok bool) {
 		return "", "", false
 	}
 	return *cp, *mf, true
-}
-
-// newLogger is the agent's logger: logfmt (journal priorities under systemd), debug
-// with MONKY_DEPLOYD_DEBUG, every line through the redactor.
-func newLogger(env map[string]string, red *secret.Redactor, stderr io.Writer) *slog.Logger {
-	level := slog.LevelInfo
-	if env["MONKY_DEPLOYD_DEBUG"] != "" {
-		level = slog.LevelDebug
-	}
-	h := logging.NewHandler(stderr, logging.Options{Level: level, Journal: env["JOURNAL_STREAM"] != ""})
-	return slog.New(red.Handler(h))
 }
 
 func envMap(environ []string) map[string]string {

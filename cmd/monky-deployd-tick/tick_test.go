@@ -18,6 +18,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/logging"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -322,7 +323,7 @@ func TestStateNotSavedFails(t *testing.T) {
 	b := liveBox(t, "")
 	var stderr strings.Builder
 	x := &box{cfg: b.Cfg, red: secret.NewRedactor(), start: time.Now()}
-	x.log = newLogger(nil, x.red, &stderr)
+	x.log = logging.ForAgent(&stderr, nil, x.red.Handler)
 	x.cfg.StateDir = filepath.Join(b.Dir, "gone")
 	st := b.State()
 	r := x.finish(&st, result{exit: deployd.ExitOK, action: "none"}, "")

@@ -59,12 +59,7 @@ func Main(ctx context.Context, args []string, env []string, stdout, stderr io.Wr
 			c.env[k] = v
 		}
 	}
-	level := slog.LevelInfo
-	if c.env["MONKY_DEPLOYD_DEBUG"] != "" {
-		level = slog.LevelDebug
-	}
-	h := logging.NewHandler(stderr, logging.Options{Level: level, Journal: c.env["JOURNAL_STREAM"] != ""})
-	c.log = slog.New(c.red.Handler(h))
+	c.log = logging.ForAgent(stderr, c.env, c.red.Handler)
 	// compose-go and the OpenZiti SDK log through the process-global logrus logger:
 	// route it into slog (and so through the redactor), never to raw stderr.
 	logging.RouteLogrus(logrus.StandardLogger(), c.log)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/internal/contract"
 )
 
 // TokenInfo is what OpenBao says about a token.
@@ -51,9 +52,6 @@ func (t TokenInfo) NeedsRenew(now time.Time) bool {
 	return remaining < t.CreationTTL/3
 }
 
-// maxLookupGap bounds LookupDue: a token is looked up at least once a day.
-const maxLookupGap = 24 * time.Hour
-
 // LookupDue is when the token should next be looked up, as seen at now: when
 // NeedsRenew turns true for a renewable token, its expiry for one that is not, and at
 // most a day away. A caller that skips lookups until then (the timer's idle tick)
@@ -64,7 +62,7 @@ func (t TokenInfo) LookupDue(now time.Time) time.Time {
 	if remaining <= 0 && !t.ExpireTime.IsZero() {
 		remaining = t.ExpireTime.Sub(now)
 	}
-	due := now.Add(maxLookupGap)
+	due := now.Add(contract.MaxLookupGap)
 	switch {
 	case t.Renewable && t.CreationTTL > 0:
 		due = now.Add(remaining - t.CreationTTL/3)
@@ -73,8 +71,8 @@ func (t TokenInfo) LookupDue(now time.Time) time.Time {
 	case !t.ExpireTime.IsZero():
 		due = now
 	}
-	if due.After(now.Add(maxLookupGap)) {
-		due = now.Add(maxLookupGap)
+	if due.After(now.Add(contract.MaxLookupGap)) {
+		due = now.Add(contract.MaxLookupGap)
 	}
 	if due.Before(now) {
 		due = now

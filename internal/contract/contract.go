@@ -1,7 +1,10 @@
-// Package contract holds the numbers the agent promises to what runs it: its version
-// and the exit codes of a tick (docs/OPERATIONS.md, "Exit codes"). Package deployd
-// re-exports them; the timer's idle tick (cmd/monky-deployd-tick) links only this.
+// Package contract holds the numbers the agent promises to what runs it: its version,
+// the exit codes of a tick (docs/OPERATIONS.md, "Exit codes") and how long its OpenBao
+// token may go without a lookup. Package deployd re-exports the version and the exit
+// codes; the timer's idle tick (cmd/monky-deployd-tick) links only this package.
 package contract
+
+import "time"
 
 // Version is the agent's version. deployd.Version, DEFAULT_VERSION in
 // packaging/install.sh and the newest release in CHANGELOG.md agree; a test checks it.
@@ -19,3 +22,8 @@ const (
 	// ExitEnvMismatch: AGENT_ENV_MISMATCH. Never retried.
 	ExitEnvMismatch = 78
 )
+
+// MaxLookupGap is the longest the OpenBao token goes without a lookup:
+// bao.TokenInfo.LookupDue never sets token_renew_at further ahead, and the tick binary
+// trusts no token_renew_at beyond it.
+const MaxLookupGap = 24 * time.Hour

@@ -109,3 +109,15 @@ func (h *journalHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h *journalHandler) WithGroup(name string) slog.Handler {
 	return &journalHandler{st: h.st, inner: h.inner.WithGroup(name)}
 }
+
+// ForAgent is the logger of both binaries: logfmt on stderr (with sd-daemon priorities
+// and no timestamp when JOURNAL_STREAM says stderr is the journal), debug when
+// MONKY_DEPLOYD_DEBUG is set in env, every record through wrap (the redactor's
+// handler).
+func ForAgent(stderr io.Writer, env map[string]string, wrap func(slog.Handler) slog.Handler) *slog.Logger {
+	level := slog.LevelInfo
+	if env["MONKY_DEPLOYD_DEBUG"] != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(wrap(NewHandler(stderr, Options{Level: level, Journal: env["JOURNAL_STREAM"] != ""})))
+}

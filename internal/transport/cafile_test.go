@@ -16,12 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// golden compares got with testdata/<name>.golden (transporttest.Golden).
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	transporttest.Golden(t, name, got)
-}
-
 func TestCAFileErrors(t *testing.T) {
 	fixtures, err := filepath.Glob(filepath.Join("testdata", "ca", "*.pem"))
 	require.NoError(t, err)
@@ -35,7 +29,7 @@ func TestCAFileErrors(t *testing.T) {
 			assert.Contains(t, msg, "tenancy.ca_file")
 			assert.Contains(t, msg, p)
 			assert.NotContains(t, msg, "S0VZTUFURVJJQUx") // the private key block's content
-			golden(t, filepath.Join("ca", name), strings.ReplaceAll(msg, p, "<path>"))
+			transporttest.Golden(t, filepath.Join("ca", name), strings.ReplaceAll(msg, p, "<path>"))
 		})
 	}
 

@@ -3,30 +3,14 @@ package transport
 import (
 	"errors"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
 
-// seedFiles adds every file matching glob under testdata to f's corpus.
-func seedFiles(f *testing.F, glob string) {
-	f.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", glob))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-}
-
 func FuzzParseCABundle(f *testing.F) {
-	seedFiles(f, "ca/*.pem")
+	transporttest.SeedFiles(f, "ca/*.pem")
 	f.Add(newTestCA(f).PEM)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		certs, err := parseCABundle(data)

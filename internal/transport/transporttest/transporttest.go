@@ -1,6 +1,6 @@
-// Package transporttest holds the test helpers of internal/transport and its
-// zititransport: a throw-away certificate authority, files in temporary directories
-// and a GET. Only tests import it.
+// Package transporttest holds the test helpers of internal/transport, its
+// zititransport and test/ziti: a throw-away certificate authority, files in temporary
+// directories, golden files, fuzz seeds and a GET. Only tests import it.
 package transporttest
 
 import (
@@ -28,6 +28,23 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// SeedFiles adds every file matching glob under the test package's testdata to f's
+// corpus.
+func SeedFiles(f *testing.F, glob string) {
+	f.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", glob))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+}
 
 // Golden compares got with testdata/<name>.golden of the test's package (rewritten
 // with go test -update).

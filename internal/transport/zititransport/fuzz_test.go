@@ -3,30 +3,13 @@ package zititransport
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
 
 	"github.com/monky/monky-deployd/internal/transport"
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
-
-// seedFiles adds every file matching glob under testdata to f's corpus.
-func seedFiles(f *testing.F, glob string) {
-	f.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", glob))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-}
 
 // longWord returns a run of at least 24 non-space characters of s, if any: such a
 // run in an identity's key must never appear in an error (the messages are made of
@@ -41,7 +24,7 @@ func longWord(s string) string {
 }
 
 func FuzzParseIdentity(f *testing.F) {
-	seedFiles(f, "identity/*.json")
+	transporttest.SeedFiles(f, "identity/*.json")
 	f.Add([]byte(`{"ztAPIs":["https://c1:1280/edge/client/v1"],"id":{"cert":"pem:x","key":"pem:y"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := parseIdentity(data)

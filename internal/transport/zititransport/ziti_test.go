@@ -30,12 +30,6 @@ import (
 // secretMarker is planted in every broken fixture's key; no error may carry it.
 const secretMarker = "KEYMATERIAL"
 
-// golden compares got with testdata/<name>.golden (transporttest.Golden).
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	transporttest.Golden(t, name, got)
-}
-
 func TestIdentityFileErrors(t *testing.T) {
 	fixtures, err := filepath.Glob(filepath.Join("testdata", "identity", "*.json"))
 	require.NoError(t, err)
@@ -50,7 +44,7 @@ func TestIdentityFileErrors(t *testing.T) {
 			assert.Contains(t, msg, "tenancy.identity")
 			assert.Contains(t, msg, p)
 			assert.NotContains(t, msg, secretMarker)
-			golden(t, filepath.Join("identity", name), strings.ReplaceAll(msg, p, "<path>"))
+			transporttest.Golden(t, filepath.Join("identity", name), strings.ReplaceAll(msg, p, "<path>"))
 		})
 	}
 
