@@ -14,7 +14,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/engine"
-	"github.com/monky/monky-deployd/internal/heartbeat"
+	"github.com/monky/monky-deployd/internal/transport"
 	"github.com/monky/monky-deployd/internal/release"
 	"github.com/monky/monky-deployd/internal/transport/zititransport"
 )
@@ -135,14 +135,37 @@ func (a *Agent) reader() compose.Reader {
 func (a *Agent) connectTenancy(ctx context.Context) error {
 	httpc := a.opts.TenancyHTTP
 	if httpc == nil {
-		tc, err := zititransport.New(ctx, heartbeat.TransportConfig(a.cfg, a.log))
+		tc, err := zititransport.New(ctx, transport.Config{
+			Transport:  a.cfg.Tenancy.Transport,
+			URL:        a.cfg.Tenancy.URL,
+			Service:    a.cfg.Tenancy.Service,
+			Identity:   a.cfg.Tenancy.Identity,
+			Proxy:      a.cfg.Tenancy.Proxy,
+			CAFile:     a.cfg.Tenancy.CAFile,
+			ServerName: a.cfg.Tenancy.ServerName,
+			// Shorter than the call's deadline, so that a dial that hangs (a frozen
+			// controller) ends with the transport's error, which names the service and
+			// the controller, rather than the call's bare deadline.
+			Timeout: time.Duration(a.cfg.Tenancy.Timeout) * 4 / 5,
+			Logger:  a.log,
+		})
 		if err != nil {
 			return &Error{Op: "tenancy transport", Code: codes.ConfigInvalid, Err: err}
 		}
 		httpc = tc.HTTP
 		a.closers = append(a.closers, tc.Close)
 	}
-	tcl, err := heartbeat.NewClient(a.cfg, httpc, a.bearer, a.red, a.log)
+	tcl, err := tenancy.New(tenancy.Config{
+		BaseURL:    a.cfg.Tenancy.URL,
+		HTTPClient: httpc,
+		Token:      a.bearer,
+		UserAgent:  "monky-deployd/" + Version,
+		Timeout:    time.Duration(a.cfg.Tenancy.Timeout),
+		AuthMount:  a.cfg.Bao.AuthMount,
+		Role:       a.cfg.Bao.Role,
+		Secrets:    a.red,
+		Logger:     a.log,
+	})
 	if err != nil {
 		return &Error{Op: "tenancy client", Code: codes.ConfigInvalid, Err: err}
 	}

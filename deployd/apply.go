@@ -17,7 +17,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // apply converges the box to the instruction's sha: verify everything, then lease,
@@ -266,11 +265,11 @@ func (t *tick) stage(ctx context.Context, f *os.File, sha string, m bundle.Manif
 
 // promote swaps current to the staged release; a failure from now on restores.
 func (t *tick) promote(sha string, serial int64) error {
-	live, err := t.a.store.Promote(state.Serving(t.st), sha, serial, t.a.now())
+	live, err := t.a.store.Promote(serving(t.st), sha, serial, t.a.now())
 	if err != nil {
 		return &Error{Op: "promote", Code: codes.ApplyFailed, Err: err}
 	}
-	state.SetServing(t.st, live)
+	setServing(t.st, live)
 	t.promoted = true
 	if err := t.a.saveState(t.st); err != nil {
 		t.log.Warn("could not save the state after promote; the next tick repairs it from the current symlink", "err", err)
@@ -308,7 +307,7 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 	t.st.LastRestore = nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))
-	t.a.store.Prune(state.Serving(t.st), t.a.cfg.Compose.KeepReleases)
+	t.a.store.Prune(serving(t.st), t.a.cfg.Compose.KeepReleases)
 	if r := t.reclaimImages(ctx); r != nil {
 		t.note = r.String()
 		if r.Images > 0 {

@@ -7,7 +7,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/heartbeat"
 )
 
 // checkin is the tick's check-in.
@@ -24,12 +23,31 @@ func (t *tick) tenancyFailure(op string, err error) error {
 func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, error) {
 	free, _ := fsutil.FreeMB(fsutil.ExistingParent(a.cfg.DeployDir))
 	st.Live = a.observeLive(ctx, st)
-	req := heartbeat.Request(a.cfg.EnvID, Version, st,
-		tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free})
-	inst, err := heartbeat.Send(ctx, a.tenancy, req, st, a.now, a.log, a.red.Redact)
+	req := tenancy.Checkin{
+		EnvID:         a.cfg.EnvID,
+		AgentVersion:  Version,
+		CurrentSHA:    st.LiveSHA,
+		CurrentSerial: st.LiveSerial,
+		LastResult:    tenancy.Result(st.LastResult),
+		LastCode:      st.LastCode,
+		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
+		Live:          liveForTenancy(st.Live),
+	}
+	inst, err := a.tenancy.Checkin(ctx, req)
+	if errors.Is(err, tenancy.ErrInvalidArgument) && req.Live != nil {
+		// The heartbeat never depends on the optional live object: when the client
+		// refuses what docker said, the check-in carries why instead.
+		a.log.Warn("the live health read from docker cannot be sent; the check-in carries why instead", "err", err)
+		st.Live = &LiveHealth{SHA: st.LiveSHA, ObservedAt: req.Live.ObservedAt, Reason: "the live health read from docker was refused by the client: " + a.red.Redact(err.Error())}
+		req.Live = liveForTenancy(st.Live)
+		inst, err = a.tenancy.Checkin(ctx, req)
+	}
 	if err != nil {
 		return inst, a.tenancyFailure(st, "check-in", err)
 	}
+	st.LastCheckin = a.now()
+	st.LastAction = string(inst.Action)
+	st.NextCheckin = inst.NextCheckin
 	return inst, nil
 }
 
@@ -47,7 +65,12 @@ func (a *Agent) tenancyFailure(st *State, op string, err error) error {
 			"op", op, "grant", a.cfg.BootstrapGrant, "err", err)
 		return &Error{Op: op, Code: codes.Unauthenticated, Err: err}
 	default:
-		if code, ok := heartbeat.Temporary(a.log, op, err); ok {
+		if tenancy.IsTemporary(err) {
+			code := codes.Unavailable
+			if errors.Is(err, tenancy.ErrRateLimited) {
+				code = codes.RateLimited
+			}
+			a.log.Warn("tenancy unavailable; exiting 75, the next tick retries", "op", op, "code", code, "err", err)
 			return &Error{Op: op, Code: code, Err: err}
 		}
 		a.log.Error("tenancy call failed", "op", op, "err", err)

@@ -1,51 +1,209 @@
 package deployd
 
-import "github.com/monky/monky-deployd/internal/config"
+// The agent's configuration: the Config type and its defaults (this file), the strict
+// YAML decoder (config_decode.go) and the checks (config_validate.go).
 
-// The config lives in internal/config so that the timer's idle tick
-// (cmd/monky-deployd-tick) reads it without linking the rest of the agent; these names
-// are its public face.
+import (
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/ids"
+)
 
 // DefaultConfigPath is where the agent reads its config unless told otherwise.
-const DefaultConfigPath = config.DefaultConfigPath
+const DefaultConfigPath = "/etc/monky-deployd/config.yaml"
 
 // ErrConfigInvalid is matched (errors.Is) by every *ConfigError.
-var ErrConfigInvalid = config.ErrConfigInvalid
+var ErrConfigInvalid = errors.New("invalid config")
 
 // ConfigError is a problem with the agent's config: a parse error or a failed check. It
 // names the file and line where known and always the key. Its code is CONFIG_INVALID; the
 // agent exits 1 on it. Error texts never carry a URL or a secret.
-type ConfigError = config.ConfigError
+type ConfigError struct {
+	File string // the name given to ParseConfig, or the path given to LoadConfig
+	Line int    // 1-based; 0 when unknown (a missing key, a Config built in code)
+	Key  string // dotted key, e.g. "tenancy.url"; "" for file-level problems
+	Msg  string // what is wrong; it names the key
+	Err  error  // the underlying error, if any (a read error)
+}
+
+// Error returns "file:line: msg", leaving out what is unknown.
+func (e *ConfigError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc += ":" + strconv.Itoa(e.Line)
+	}
+	if loc == "" {
+		return e.Msg
+	}
+	return loc + ": " + e.Msg
+}
+
+// Code returns codes.ConfigInvalid.
+func (e *ConfigError) Code() codes.Code { return codes.ConfigInvalid }
+
+// Unwrap returns the underlying error, if any.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrConfigInvalid.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfigInvalid }
 
 // Duration is a time.Duration written in the config as a Go duration string ("30s",
 // "5m").
-type Duration = config.Duration
+type Duration time.Duration
 
-// Config is the agent's configuration (docs/OPERATIONS.md, "What is on a box" and "The
-// config"). Build it with LoadConfig or ParseConfig, which start from DefaultConfig and
-// validate; a Config built in code should start from DefaultConfig too and be checked
-// with Validate. The zero Config is not valid. It is defined in internal/config, whose
-// fields (with their YAML keys and defaults) are documented there and in
-// docs/OPERATIONS.md, "The config".
-type Config = config.Config
+// String returns the duration as time.Duration prints it.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Config is the agent's configuration (docs/OPERATIONS.md, "What is on a box" and "The config"). Build it with LoadConfig or
+// ParseConfig, which start from DefaultConfig and validate; a Config built in code should
+// start from DefaultConfig too and be checked with Validate. The zero Config is not valid.
+type Config struct {
+	// EnvID is the box's environment, env-<tier>-<nn> (e.g. env-prod-03). Required.
+	EnvID string `yaml:"env_id"`
+	// DeployDir holds releases/ and the current symlink. Default /srv/monky.
+	DeployDir string `yaml:"deploy_dir"`
+	// StateDir holds bao.token, state.json and the lock. Default /var/lib/monky-deployd.
+	StateDir string `yaml:"state_dir"`
+	// BootstrapGrant is the bootstrap grant file. Default /etc/monky-deployd/bootstrap.jwt.
+	BootstrapGrant string `yaml:"bootstrap_grant"`
+	// MinFreeMB is the free space (MiB) required under DeployDir before an apply.
+	// Default 1024; 0 turns this floor off.
+	MinFreeMB int64 `yaml:"min_free_mb"`
+	// Tenancy says how to reach monky-tenancy.
+	Tenancy TenancyConfig `yaml:"tenancy"`
+	// Bao says how to reach OpenBao.
+	Bao BaoConfig `yaml:"bao"`
+	// Compose configures the docker compose wrapper.
+	Compose ComposeConfig `yaml:"compose"`
+}
 
 // TenancyConfig says how the agent reaches monky-tenancy.
-type TenancyConfig = config.TenancyConfig
+type TenancyConfig struct {
+	// Transport is sdk (dial the OpenZiti service in-process), proxy (through the local
+	// tunneler's HTTP proxy) or system (the host's own network, e.g. a tunneler's DNS).
+	// Default sdk.
+	Transport string `yaml:"transport"`
+	// URL is the base URL of the agent API; with sdk its host is the Host/SNI name.
+	// Required: an http or https URL with a host and without credentials.
+	URL string `yaml:"url"`
+	// Service is the OpenZiti service to dial (sdk). Default monky-tenancy.
+	Service string `yaml:"service"`
+	// Identity is the box's OpenZiti identity file (sdk). Default
+	// /etc/monky-deployd/identity.json.
+	Identity string `yaml:"identity"`
+	// Proxy is the local tunneler's proxy URL (proxy transport): http, https, socks5 or
+	// socks5h. No default.
+	Proxy string `yaml:"proxy"`
+	// CAFile is an extra CA bundle for TLS; absolute if set. Default none.
+	CAFile string `yaml:"ca_file"`
+	// ServerName overrides the TLS SNI and verification name. Default none.
+	ServerName string `yaml:"server_name"`
+	// Timeout bounds each call. Default 30s.
+	Timeout Duration `yaml:"timeout"`
+}
 
 // BaoConfig says how the agent reaches OpenBao.
-type BaoConfig = config.BaoConfig
+type BaoConfig struct {
+	// Addr is OpenBao's address. Required: an http or https URL with a host.
+	Addr string `yaml:"addr"`
+	// AuthMount is the JWT auth mount. Default jwt-tenancy.
+	AuthMount string `yaml:"auth_mount"`
+	// Role is the JWT role. Default see-env.
+	Role string `yaml:"role"`
+	// KVMount is the KV v2 mount that holds secret/data/envs/<env_id>/. Default secret.
+	KVMount string `yaml:"kv_mount"`
+	// Namespace is the OpenBao namespace. Default none.
+	Namespace string `yaml:"namespace"`
+	// CAFile is an extra CA bundle for TLS; absolute if set. Default none.
+	CAFile string `yaml:"ca_file"`
+}
 
 // ComposeConfig configures the docker compose wrapper.
-type ComposeConfig = config.ComposeConfig
+type ComposeConfig struct {
+	// Project is the compose project name. Default monky.
+	Project string `yaml:"project"`
+	// Docker is the docker CLI: a command looked up on PATH or an absolute path.
+	// Default docker.
+	Docker string `yaml:"docker"`
+	// HealthTimeout bounds the wait for healthy services after up. Default 5m.
+	HealthTimeout Duration `yaml:"health_timeout"`
+	// KeepReleases is how many releases are kept; at least 1. Default 3.
+	KeepReleases int `yaml:"keep_releases"`
+	// AllowPrivileged names the services that may be privileged on this box. Default none.
+	AllowPrivileged []string `yaml:"allow_privileged"`
+}
 
-// DefaultConfig returns a Config holding every default, the one place they are written
-// (the table in docs/OPERATIONS.md, "The config", lists them). EnvID, Tenancy.URL and
-// Bao.Addr have no default, so the result is not valid until they are set.
-func DefaultConfig() Config { return config.DefaultConfig() }
+// DefaultConfig returns a Config holding every default, the one place they are
+// written (the table in docs/OPERATIONS.md, "The config", lists them). EnvID,
+// Tenancy.URL and Bao.Addr have no default, so the result is not valid until they are
+// set. ParseConfig starts from it and overwrites the keys a file sets; a Config built
+// in code (a test, an embedding program) starts from it too, sets fields and calls
+// Validate.
+func DefaultConfig() Config {
+	return Config{
+		DeployDir:      "/srv/monky",
+		StateDir:       "/var/lib/monky-deployd",
+		BootstrapGrant: "/etc/monky-deployd/bootstrap.jwt",
+		MinFreeMB:      1024,
+		Tenancy: TenancyConfig{
+			Transport: "sdk",
+			Service:   "monky-tenancy",
+			Identity:  "/etc/monky-deployd/identity.json",
+			Timeout:   Duration(30 * time.Second),
+		},
+		Bao: BaoConfig{
+			AuthMount: "jwt-tenancy",
+			Role:      "see-env",
+			KVMount:   "secret",
+		},
+		Compose: ComposeConfig{
+			Project:       "monky",
+			Docker:        "docker",
+			HealthTimeout: Duration(5 * time.Minute),
+			KeepReleases:  3,
+		},
+	}
+}
 
-// LoadConfig reads and validates the config file at path. Errors name path.
-func LoadConfig(path string) (Config, error) { return config.LoadConfig(path) }
+// TokenPath is the OpenBao token file: <state_dir>/bao.token.
+func (c Config) TokenPath() string { return filepath.Join(c.StateDir, "bao.token") }
 
-// ParseConfig parses and validates a config. name is used in error messages (the file
-// name); every problem found is reported, each naming its key and line.
-func ParseConfig(name string, data []byte) (Config, error) { return config.ParseConfig(name, data) }
+// StatePath is the agent's state file: <state_dir>/state.json.
+func (c Config) StatePath() string { return filepath.Join(c.StateDir, "state.json") }
+
+// LockPath is the run lock: <state_dir>/lock.
+func (c Config) LockPath() string { return filepath.Join(c.StateDir, "lock") }
+
+// ReleasesDir holds one directory per release: <deploy_dir>/releases.
+func (c Config) ReleasesDir() string { return filepath.Join(c.DeployDir, "releases") }
+
+// CurrentLink is the symlink to the live release: <deploy_dir>/current.
+func (c Config) CurrentLink() string { return filepath.Join(c.DeployDir, "current") }
+
+// Tier returns the tier of the environment, "prod" for env-prod-03, or "" when EnvID is
+// not a valid env_id.
+func (c Config) Tier() string {
+	if !ids.ValidEnvID(c.EnvID) {
+		return ""
+	}
+	s := strings.TrimPrefix(c.EnvID, "env-")
+	return s[:strings.LastIndexByte(s, '-')]
+}

@@ -7,14 +7,13 @@ import (
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // takeDown takes the live release down: compose down (with volumes only when tenancy
 // asks for a purge and the tier is not prod), current removed, report down. The
 // report names the release that was live (its sha and serial), or none.
 func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
-	cur := state.Serving(t.st)
+	cur := serving(t.st)
 	t.out.SHA, t.out.Serial = cur.SHA, cur.Serial
 	purge := inst.Purge
 	if purge && t.a.cfg.Tier() == "prod" {
@@ -42,6 +41,6 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 	if err != nil {
 		return &Error{Op: "down", Code: codes.ApplyFailed, Err: err}
 	}
-	state.SetServing(t.st, live)
+	setServing(t.st, live)
 	return t.report(ctx, tenancy.ResultDown, nil, nil)
 }

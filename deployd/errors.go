@@ -8,22 +8,20 @@ import (
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/contract"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // Exit codes: the contract with the systemd timer and with `run --loop` (docs/OPERATIONS.md, "Exit codes").
 const (
 	// ExitOK: applied, nothing to do, or down.
-	ExitOK = contract.ExitOK
+	ExitOK = 0
 	// ExitFailed: a refusal, a failed apply, a bad config, unauthenticated.
-	ExitFailed = contract.ExitFailed
+	ExitFailed = 1
 	// ExitTemporary: network, 5xx, 429, OpenBao sealed or unreachable, lock held.
 	// The unit treats it as success (SuccessExitStatus=75); the next tick retries.
-	ExitTemporary = contract.ExitTemporary
+	ExitTemporary = 75
 	// ExitEnvMismatch: AGENT_ENV_MISMATCH. Never retried.
-	ExitEnvMismatch = contract.ExitEnvMismatch
+	ExitEnvMismatch = 78
 )
 
 var (
@@ -34,13 +32,6 @@ var (
 	ErrEnvMismatch = errors.New(string(codes.AgentEnvMismatch))
 	// ErrNoCredentials: no OpenBao token and no bootstrap grant.
 	ErrNoCredentials = errors.New("no OpenBao token and no bootstrap grant")
-	// ErrStateUnreadable: state.json exists but cannot be read (EACCES, EIO, a mount
-	// gone). The tick ends on a temporary STATE_UNAVAILABLE (exit 75) and leaves the
-	// file as it is, so that its latch and its memory of failed shas survive.
-	ErrStateUnreadable = state.ErrStateUnreadable
-	// ErrStateCorrupt: state.json reads but does not parse. The tick moves it aside
-	// and rebuilds the state from the live release.
-	ErrStateCorrupt = state.ErrStateCorrupt
 )
 
 // Error is a tick failure with its stable code. Op says what the agent was doing.

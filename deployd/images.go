@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // recordImages remembers the images the release's containers run right after compose
@@ -175,5 +174,5 @@ func (t *tick) freeableNote(ctx context.Context) string {
 		total += o.sizes[id]
 	}
 	return fmt.Sprintf("images only releases older than the live and the previous one use could free up to %s (%d images: lower compose.keep_releases, or docker image rm %s)",
-		state.MiB(total), len(o.ids), strings.Join(o.ids, " "))
+		mib(total), len(o.ids), strings.Join(o.ids, " "))
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // observeLive reads the live release's health for the check-in; nil when nothing is
@@ -17,14 +16,14 @@ func (a *Agent) observeLive(ctx context.Context, st *State) *LiveHealth {
 	if st.LiveSHA == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, state.LiveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, liveTimeout)
 	defer cancel()
 	at := a.now()
 	obs, err := a.observe(ctx, st)
 	if err != nil {
-		return state.Unobserved(a.log, st.LiveSHA, at, a.red.Redact(err.Error()))
+		return unobservedLive(a.log, st.LiveSHA, at, a.red.Redact(err.Error()))
 	}
-	return state.Judge(a.log, st.LiveSHA, st.Live, obs, a.store.CurrentLink(), a.cfg.Compose.Project)
+	return judgeLive(a.log, st.LiveSHA, st.Live, obs, a.store.CurrentLink(), a.cfg.Compose.Project)
 }
 
 // observe asks docker about the live release's services. Through the Engine API the
@@ -51,5 +50,5 @@ func (a *Agent) observe(ctx context.Context, st *State) (compose.Observation, er
 	if err != nil {
 		return compose.Observation{}, err
 	}
-	return cc.ObserveAfter(ctx, state.Observation(st.Live), st.LiveServices, st.LiveOneShots)
+	return cc.ObserveAfter(ctx, liveObservation(st.Live), st.LiveServices, st.LiveOneShots)
 }

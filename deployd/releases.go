@@ -11,13 +11,12 @@ import (
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // confirmLive records that the live release came up healthy: its services as the
 // health wait saw them, and which of them were one-shots already done.
 func confirmLive(s *State, states []compose.ServiceState) {
-	state.SetServing(s, release.Confirm(state.Serving(s)))
+	setServing(s, release.Confirm(serving(s)))
 	s.LiveServices, s.LiveOneShots = nil, []string{}
 	for _, st := range states {
 		s.LiveServices = append(s.LiveServices, st.Name)
@@ -65,7 +64,7 @@ func (a *Agent) learnReleaseSecrets(sha string, m bundle.Manifest) {
 // subprocess.
 func (a *Agent) dockerVersion(ctx context.Context, st *State) string {
 	now := a.now()
-	if state.DockerVersionFresh(st, now) {
+	if dockerVersionFresh(st, now) {
 		return st.DockerVersion
 	}
 	v, err := a.readDockerVersion(ctx)

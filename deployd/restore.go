@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // restore puts the previous release back after a failure after promote (or, when
@@ -14,7 +13,7 @@ import (
 // (docs/OPERATIONS.md, "After a failed apply").
 func (t *tick) restore(ctx context.Context, cause error) error {
 	var r Restore
-	if cur := state.Serving(t.st); t.a.store.CanRestore(cur) {
+	if cur := serving(t.st); t.a.store.CanRestore(cur) {
 		t.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", release.Short(cur.SHA), "restore_sha", release.Short(cur.Previous), "err", cause)
 		r = t.restorePrevious(ctx, cur)
 	} else {
@@ -39,7 +38,7 @@ func (t *tick) restorePrevious(ctx context.Context, cur release.Live) Restore {
 		r.Detail = "current could not be pointed back at it"
 		return r
 	}
-	state.SetServing(t.st, live)
+	setServing(t.st, live)
 	rel, err := t.a.store.Read(ctx, prev, t.a.expect())
 	if err != nil {
 		t.log.Error("the restored release cannot be read; the box may be degraded", "restore_sha", release.Short(prev), "err", err)
@@ -85,7 +84,7 @@ func (t *tick) discard(ctx context.Context, cur release.Live) Restore {
 	if err != nil {
 		t.log.Error("could not remove the current symlink", "link", t.a.store.CurrentLink(), "err", err)
 	}
-	state.SetServing(t.st, live)
+	setServing(t.st, live)
 	return Restore{Result: RestoreNone}
 }
 

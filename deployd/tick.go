@@ -13,7 +13,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // Outcome is what one tick did, for the caller's log line and for tests.
@@ -96,7 +95,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		st.EnvMismatch = nil
 	}
-	state.SetServing(&st, a.store.Repair(state.Serving(&st)))
+	setServing(&st, a.store.Repair(serving(&st)))
 
 	t := &tick{a: a, st: &st, started: start, log: a.log}
 	err = t.run(ctx)
@@ -111,7 +110,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		retryAfter, _ = tenancy.RetryAfter(err)
 	}
 	out.Duration = a.now().Sub(start)
-	state.EndTick(&st, a.now(), ExitCode(err), temporary, retryAfter)
+	endTick(&st, a.now(), ExitCode(err), temporary, retryAfter)
 	if serr := a.saveState(&st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {
@@ -216,7 +215,7 @@ func (t *tick) end(ctx context.Context, err error) error {
 	}
 	if d.remember {
 		detail := boundDetail(t.a.red.Redact(err.Error()))
-		state.RememberFailure(t.st, t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
+		rememberFailure(t.st, t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
 	}
 	if !d.report {
 		return err

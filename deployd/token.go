@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/state"
 )
 
 // ensureToken is the tick's token upkeep; it notes when OpenBao was down.
@@ -60,19 +58,15 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 			a.log.Warn("could not renew the OpenBao token; it stays valid until it expires", "expires", info.ExpireTime, "err", rerr)
 			return false, nil
 		}
-		// A renew-self answer does not say the creation TTL: the next tick looks the
-		// token up again (TokenRenewAt zero) and learns it.
-		st.TokenExpires, st.TokenRenewAt = renewed.ExpireTime, time.Time{}
+		st.TokenExpires = renewed.ExpireTime
 		a.log.Info("renewed the OpenBao token", "expires", renewed.ExpireTime)
 	}
 	return false, nil
 }
 
-// noteToken records what a lookup or a login said of the token: when it expires, and
-// when it is next due for a lookup (the timer's idle tick skips lookups until then).
+// noteToken records what a lookup or a login said of the token: when it expires.
 func (a *Agent) noteToken(st *State, info bao.TokenInfo) {
 	st.TokenExpires = info.ExpireTime
-	st.TokenRenewAt = info.LookupDue(a.now())
 }
 
 // Bootstrap consumes the grant at grantPath (the config's bootstrap_grant when
@@ -125,7 +119,7 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 	if err != nil {
 		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
 	}
-	raw := string(state.TrimSecret(data))
+	raw := string(trimSecret(data))
 	a.red.Add(raw)
 	if raw == "" {
 		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	"github.com/monky/monky-deployd/deployd/secret"
-	"github.com/monky/monky-deployd/internal/contract"
 )
 
 // TokenInfo is what OpenBao says about a token.
@@ -50,34 +49,6 @@ func (t TokenInfo) NeedsRenew(now time.Time) bool {
 		remaining = t.ExpireTime.Sub(now)
 	}
 	return remaining < t.CreationTTL/3
-}
-
-// LookupDue is when the token should next be looked up, as seen at now: when
-// NeedsRenew turns true for a renewable token, its expiry for one that is not, and at
-// most a day away. A caller that skips lookups until then (the timer's idle tick)
-// renews in time. It is now when that time has come or cannot be told (a TokenInfo
-// without TTL and expiry is looked up a day later).
-func (t TokenInfo) LookupDue(now time.Time) time.Time {
-	remaining := t.TTL
-	if remaining <= 0 && !t.ExpireTime.IsZero() {
-		remaining = t.ExpireTime.Sub(now)
-	}
-	due := now.Add(contract.MaxLookupGap)
-	switch {
-	case t.Renewable && t.CreationTTL > 0:
-		due = now.Add(remaining - t.CreationTTL/3)
-	case remaining > 0:
-		due = now.Add(remaining)
-	case !t.ExpireTime.IsZero():
-		due = now
-	}
-	if due.After(now.Add(contract.MaxLookupGap)) {
-		due = now.Add(contract.MaxLookupGap)
-	}
-	if due.Before(now) {
-		due = now
-	}
-	return due
 }
 
 // authWire is the "auth" block of a login or renew-self answer: vault/api's
@@ -230,7 +201,7 @@ type lookupWire struct {
 }
 
 // maxTTL bounds the TTLs read from OpenBao, so that a number no server sends cannot
-// overflow a Duration (or LookupDue's arithmetic).
+// overflow a Duration.
 const maxTTL = 100 * 365 * 24 * time.Hour
 
 // seconds is a TTL in seconds as OpenBao writes it, within 0 and maxTTL.

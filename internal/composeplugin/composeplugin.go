@@ -1,7 +1,7 @@
 // Package composeplugin finds docker compose v2 the way the docker CLI does, without
 // running anything: compose v2 is a CLI plugin, and a box without one would spend a
-// lease on every apply and then fail at `docker compose up`. Both binaries check it
-// before a tick (cmd/monky-deployd and cmd/monky-deployd-tick).
+// lease on every apply and then fail at `docker compose up`. The agent binary checks it
+// before a tick (cmd/monky-deployd).
 package composeplugin
 
 import (

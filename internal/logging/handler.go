@@ -110,7 +110,7 @@ func (h *journalHandler) WithGroup(name string) slog.Handler {
 	return &journalHandler{st: h.st, inner: h.inner.WithGroup(name)}
 }
 
-// ForAgent is the logger of both binaries: logfmt on stderr (with sd-daemon priorities
+// ForAgent is the logger of the agent binary: logfmt on stderr (with sd-daemon priorities
 // and no timestamp when JOURNAL_STREAM says stderr is the journal), debug when
 // MONKY_DEPLOYD_DEBUG is set in env, every record through wrap (the redactor's
 // handler).

@@ -14,7 +14,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/state"
+	"github.com/monky/monky-deployd/deployd"
 )
 
 // Prefix starts every metric name.
@@ -322,7 +322,7 @@ func seconds(d time.Duration) string {
 
 // FromState is the snapshot of a tick that ended at now with exit after tick, as st
 // (read back after the tick) tells it, for the box serving envID.
-func FromState(st state.State, envID, version string, now time.Time, tick time.Duration, exit int) Snapshot {
+func FromState(st deployd.State, envID, version string, now time.Time, tick time.Duration, exit int) Snapshot {
 	snap := Snapshot{
 		EnvID: envID, Version: version, LastRun: now, LastCheckin: st.LastCheckin,
 		LastResult: st.LastResult, LastCode: st.LastCode, TickDuration: tick,

@@ -32,15 +32,11 @@ import (
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/layout"
 )
-
-// Live is what a box serves (layout.Live).
-type Live = layout.Live
 
 // Store is the release store under one deploy directory.
 type Store struct {
-	layout.Dirs
+	Dirs
 	log *slog.Logger
 }
 
@@ -49,7 +45,7 @@ func New(deployDir string, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{Dirs: layout.Dirs{DeployDir: deployDir}, log: log}
+	return &Store{Dirs: Dirs{DeployDir: deployDir}, log: log}
 }
 
 // Download creates releases/.<sha>.bundle (0600) for the bundle's bytes. The caller
@@ -371,6 +367,3 @@ func (s *Store) EnvValues(sha string, names []string) ([]string, error) {
 	}
 	return out, nil
 }
-
-// Short is a release's sha as logs and details name it: its first 12 characters.
-func Short(sha string) string { return layout.Short(sha) }

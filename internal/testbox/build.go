@@ -15,10 +15,6 @@ import (
 // AgentPkg is the import path of the agent binary.
 const AgentPkg = "github.com/monky/monky-deployd/cmd/monky-deployd"
 
-// TickPkg is the import path of the idle tick binary, which hands everything else to
-// the agent binary next to it.
-const TickPkg = "github.com/monky/monky-deployd/cmd/monky-deployd-tick"
-
 // builds holds the programs built by this test process: each (package, flags) once.
 var builds struct {
 	mu   sync.Mutex
@@ -61,30 +57,6 @@ func Build(tb testing.TB, pkg string, flags ...string) string {
 		tb.Fatalf("testbox: %v", b.err)
 	}
 	return b.path
-}
-
-// BuildTick builds the idle tick binary and the agent binary with the extra go build
-// flags and returns the tick's path: the agent is next to it, as a package installs
-// them, so that the tick can hand over to it.
-func BuildTick(tb testing.TB, flags ...string) string {
-	tb.Helper()
-	agent, tick := Build(tb, AgentPkg, flags...), Build(tb, TickPkg, flags...)
-	dir := filepath.Join(filepath.Dir(tick), "pair")
-	out := filepath.Join(dir, filepath.Base(tick))
-	builds.mu.Lock()
-	defer builds.mu.Unlock()
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatalf("testbox: %v", err)
-	}
-	for _, p := range []string{agent, tick} {
-		if err := os.Link(p, filepath.Join(dir, filepath.Base(p))); err != nil {
-			tb.Fatalf("testbox: %v", err)
-		}
-	}
-	return out
 }
 
 // goBuild runs go build -o out flags… pkg.

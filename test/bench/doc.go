@@ -7,16 +7,15 @@
 //
 // # Benchmarks
 //
-//   - BenchmarkIdleTick runs `monky-deployd-tick run --config …` (built once with the
-//     agent beside it, with the flags of packaging/build-deb.sh), what the timer runs,
+//   - BenchmarkIdleTick runs `monky-deployd run --config …` (built once with the
+//     flags of packaging/build-deb.sh), what the timer runs,
 //     as a whole process against the loopback fakes, with the desired action none, and
 //     next to each run (timer stopped) the floor program, which sends one
 //     check-in-sized POST with a bearer to the fake tenancy. It reports the tick's
 //     ns/op, floor-ns/op and x-floor (the ratio). BenchmarkIdleTickLive does the same on
 //     a box with a live release (the check-in carries its health).
-//     BenchmarkIdleTickAgent and BenchmarkIdleTickLiveAgent run the agent binary
-//     (`monky-deployd run`) instead. BenchmarkIdleTickFloor is the floor alone.
-//   - BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTickAgent with SSL_CERT_FILE and
+//     BenchmarkIdleTickFloor is the floor alone.
+//   - BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and
 //     SSL_CERT_DIR pointing at nothing: the price of loading the system roots.
 //   - BenchmarkStartup runs `monky-deployd version` the same way: the process start
 //     and package initialisation of the agent binary, which every timer tick pays.

@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +18,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/logging"
-	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // idleBox is a bootstrapped box whose check-ins answer none: a box between deploys.
@@ -88,36 +85,20 @@ func expectCheckins(b *testing.B, x *box, before, want int) {
 }
 
 // BenchmarkIdleTick is the timer's idle tick as a whole process, as the unit runs
-// it: monky-deployd-tick on a box with nothing live (exec, config, state, check-in
-// with action none, state save, exit 0), without handing over to the agent. Floor: the
-// floor program's one POST, run next to each tick.
+// it: `monky-deployd run` on a box with nothing live (exec, config, state, token
+// lookup, check-in with action none, state save, exit 0). Floor: the floor program's
+// one POST, run next to each tick.
 func BenchmarkIdleTick(b *testing.B) {
-	x := idleBox(b)
-	idleProcess(b, x, tickRun(b, x), false)
-}
-
-// BenchmarkIdleTickAgent is BenchmarkIdleTick run by the agent binary (`monky-deployd
-// run`): token lookup, check-in, state save; the difference is mostly the agent's
-// package initialisation.
-func BenchmarkIdleTickAgent(b *testing.B) {
 	x := idleBox(b)
 	idleProcess(b, x, agentRun(b, x), false)
 }
 
 // BenchmarkIdleTickLive is the timer's idle tick on a box with a live release, as
-// the unit runs it: monky-deployd-tick (the agent binary next to it), which reads the
-// live release's health (Engine API: the containers, and an inspection only of what
-// may have restarted since the last check-in), checks in with it and saves the state,
-// without handing over to the agent. Floor: the same one POST.
+// the unit runs it: `monky-deployd run`, which reads the live release's health
+// (Engine API: the containers, and an inspection only of what may have restarted
+// since the last check-in), checks in with it and saves the state. Floor: the same
+// one POST.
 func BenchmarkIdleTickLive(b *testing.B) {
-	x := liveBox(b)
-	idleProcess(b, x, tickRun(b, x), true)
-}
-
-// BenchmarkIdleTickLiveAgent is BenchmarkIdleTickLive run by the agent binary
-// (`monky-deployd run`), as before there was a tick binary and as a box without it
-// would: the difference is the agent's package initialisation.
-func BenchmarkIdleTickLiveAgent(b *testing.B) {
 	x := liveBox(b)
 	idleProcess(b, x, agentRun(b, x), true)
 }
@@ -151,21 +132,6 @@ func reportExecs(b *testing.B, x *box, calls int) {
 	b.ReportMetric(float64(execs)/float64(b.N), "docker-execs/op")
 }
 
-// tickRun returns a func that runs `monky-deployd-tick run --config …` as a process
-// with the fake docker's environment, after checking once that the tick binary does
-// the tick itself rather than hand it to the agent.
-func tickRun(b *testing.B, x *box) func() time.Duration {
-	bin := testbox.BuildTick(b, "-trimpath", "-buildvcs=false", "-ldflags", "-s -w")
-	env := x.procEnv()
-	cmd := exec.Command(bin, "run", "--config", x.CfgPath)
-	cmd.Env = append(slices.Clone(env), "MONKY_DEPLOYD_DEBUG=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.Contains(string(out), "handing the tick") {
-		b.Fatalf("the tick binary did not do the idle tick itself: %v\n%s", err, out)
-	}
-	return func() time.Duration { return run(b, env, bin, "run", "--config", x.CfgPath) }
-}
-
 // BenchmarkIdleTickLiveInProcess is the --loop idle tick with a live release:
 // Agent.Tick in the benchmark process, the agent kept across ticks. Floor: one
 // check-in POST with a keep-alive client.
@@ -187,11 +153,11 @@ func BenchmarkIdleTickLiveInProcess(b *testing.B) {
 	expectLive(b, x)
 }
 
-// BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTickAgent with SSL_CERT_FILE and
+// BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and
 // SSL_CERT_DIR naming an empty file and an empty directory, so that the agent's
 // x509.SystemCertPool finds nothing to parse. The tenancy URL of the benchmark is
 // plain http on loopback, so the pool is never used: the difference to
-// BenchmarkIdleTickAgent is what loading the system roots costs a tick of the agent
+// BenchmarkIdleTick is what loading the system roots costs a tick of the agent
 // binary (see docs/BENCHMARKS.md).
 func BenchmarkIdleTickNoSystemRoots(b *testing.B) {
 	x := idleBox(b)

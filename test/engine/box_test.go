@@ -48,7 +48,6 @@ var (
 var built struct {
 	once   sync.Once
 	err    error
-	tick   string // monky-deployd-tick, as shipped: what the unit runs, beside agent
 	agent  string // monky-deployd, as shipped
 	testap string // the static test app
 	image  string // the image of the test app on the engine ("" without the engine)
@@ -61,8 +60,7 @@ func engineWanted() bool { return os.Getenv("MONKY_ENGINE") == "1" }
 // engine half runs.
 func buildAll(tb testing.TB) {
 	tb.Helper()
-	built.tick = testbox.BuildTick(tb, "-trimpath")
-	built.agent = filepath.Join(filepath.Dir(built.tick), "monky-deployd")
+	built.agent = testbox.Build(tb, testbox.AgentPkg, "-trimpath")
 	built.testap = testbox.Build(tb, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath")
 	built.once.Do(func() {
 		if engineWanted() {
@@ -189,9 +187,7 @@ func newBox(t testing.TB, be backend, o boxOpts) *box {
 	b := &box{be: be, project: "monky-e2e-" + randomHex(4)}
 	b.Box = testbox.New(t, testbox.Options{
 		Env: o.env, Stack: &fakestack.Options{LeaseBudget: o.leaseBudget}, RealDocker: be.engine,
-		// Every command goes through the tick binary, as the unit's runs do: it does
-		// an idle tick itself and hands everything else to the agent beside it.
-		Secret: canary, Binary: built.tick,
+		Secret: canary, Binary: built.agent,
 		Config: func(c *deployd.Config) {
 			c.Compose.Project = b.project
 			c.Compose.HealthTimeout = deployd.Duration(health)

@@ -1,4 +1,4 @@
-package state
+package deployd
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/layout"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
-// LiveTimeout bounds the reading of the live release's health before a check-in, so
+// liveTimeout bounds the reading of the live release's health before a check-in, so
 // that a docker that hangs delays the heartbeat by this much at most.
-const LiveTimeout = 5 * time.Second
+const liveTimeout = 5 * time.Second
 
 // LiveHealth is the live release's health as a tick last read it from docker: what
 // the check-in's live object carries, and what status and the metrics show.
@@ -46,9 +46,9 @@ type LiveService struct {
 	InspectedAt time.Time `json:"inspected_at,omitzero"`
 }
 
-// Observation is h as an earlier observation for compose.Client.ObserveAfter: the
+// liveObservation is h as an earlier observation for compose.Client.ObserveAfter: the
 // zero Observation (nothing known) for nil or for a health docker could not tell.
-func Observation(h *LiveHealth) compose.Observation {
+func liveObservation(h *LiveHealth) compose.Observation {
 	if h == nil || h.Reason != "" {
 		return compose.Observation{}
 	}
@@ -60,8 +60,8 @@ func Observation(h *LiveHealth) compose.Observation {
 	return obs
 }
 
-// Tenancy is h as the check-in carries it; nil for nil.
-func Tenancy(h *LiveHealth) *tenancy.Live {
+// liveForTenancy is h as the check-in carries it; nil for nil.
+func liveForTenancy(h *LiveHealth) *tenancy.Live {
 	if h == nil {
 		return nil
 	}
@@ -72,13 +72,13 @@ func Tenancy(h *LiveHealth) *tenancy.Live {
 	return l
 }
 
-// Judge turns what docker said of the live release sha (obs, read at obs.At, by this
+// judgeLive turns what docker said of the live release sha (obs, read at obs.At, by this
 // host's clock, which the next ObserveAfter compares with docker's uptimes) into the
 // health a check-in carries, judged against prev, the last observation: a service
 // whose restart count rose since then is not ready now. When the release is not
 // healthy it logs a warning that names the services and how to read their logs
 // (currentLink and project say where); it changes nothing.
-func Judge(log *slog.Logger, sha string, prev *LiveHealth, obs compose.Observation, currentLink, project string) *LiveHealth {
+func judgeLive(log *slog.Logger, sha string, prev *LiveHealth, obs compose.Observation, currentLink, project string) *LiveHealth {
 	h := &LiveHealth{SHA: sha, ObservedAt: obs.At}
 	restarted := restartedSince(prev, obs)
 	h.Healthy = obs.Healthy && len(restarted) == 0
@@ -96,16 +96,16 @@ func Judge(log *slog.Logger, sha string, prev *LiveHealth, obs compose.Observati
 	}
 	if !h.Healthy {
 		log.Warn("the live release is not healthy; the agent changes nothing on its own (tenancy sees it in the check-in and decides). Read the logs: cd "+currentLink+" && docker compose -p "+project+" logs --tail 100",
-			"live_sha", layout.Short(sha), "services", strings.Join(bad, "; "))
+			"live_sha", release.Short(sha), "services", strings.Join(bad, "; "))
 	}
 	return h
 }
 
-// Unobserved is the health of the live release sha when docker could not be asked at
+// unobservedLive is the health of the live release sha when docker could not be asked at
 // at: reason says why (already redacted). It logs a warning that says what to check.
-func Unobserved(log *slog.Logger, sha string, at time.Time, reason string) *LiveHealth {
+func unobservedLive(log *slog.Logger, sha string, at time.Time, reason string) *LiveHealth {
 	log.Warn("could not read the live release's health; the check-in says why and goes out all the same. Is dockerd running? (systemctl status docker)",
-		"live_sha", layout.Short(sha), "err", reason)
+		"live_sha", release.Short(sha), "err", reason)
 	return &LiveHealth{SHA: sha, ObservedAt: at, Reason: reason}
 }
 

@@ -1,4 +1,4 @@
-package state_test
+package deployd
 
 import (
 	"errors"
@@ -12,8 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
-	"github.com/monky/monky-deployd/internal/layout"
-	"github.com/monky/monky-deployd/internal/state"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // TestSaveRead: what Save writes, Read gives back, with the schema and env set, mode
@@ -21,22 +20,22 @@ import (
 // ErrStateCorrupt.
 func TestSaveRead(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "state.json")
-	st, err := state.Read(p, "env-dev-01")
+	st, err := readStateFile(p, "env-dev-01")
 	require.NoError(t, err)
-	assert.Equal(t, state.State{Schema: state.Schema, EnvID: "env-dev-01"}, st)
+	assert.Equal(t, State{Schema: stateSchema, EnvID: "env-dev-01"}, st)
 
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	state.SetServing(&st, layout.Live{SHA: strings.Repeat("a", 64), Serial: 3, Confirmed: true})
-	state.EndTick(&st, at, 75, codes.Unavailable, 7*time.Second)
+	setServing(&st, release.Live{SHA: strings.Repeat("a", 64), Serial: 3, Confirmed: true})
+	endTick(&st, at, 75, codes.Unavailable, 7*time.Second)
 	st.LastDetail = "the secret hunter2 leaked"
-	require.NoError(t, state.Save(p, "env-dev-01", &st, func(b []byte) []byte {
+	require.NoError(t, saveStateFile(p, "env-dev-01", &st, func(b []byte) []byte {
 		return []byte(strings.ReplaceAll(string(b), "hunter2", "[REDACTED]"))
 	}))
 	fi, err := os.Stat(p)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
-	back, err := state.Read(p, "env-dev-01")
+	back, err := readStateFile(p, "env-dev-01")
 	require.NoError(t, err)
 	assert.Equal(t, st.LiveSHA, back.LiveSHA)
 	assert.Equal(t, int64(3), back.LiveSerial)
@@ -48,17 +47,17 @@ func TestSaveRead(t *testing.T) {
 	assert.Equal(t, "the secret [REDACTED] leaked", back.LastDetail)
 
 	require.NoError(t, os.WriteFile(p, []byte("{"), 0o600))
-	_, err = state.Read(p, "env-dev-01")
-	assert.True(t, errors.Is(err, state.ErrStateCorrupt), "%v", err)
+	_, err = readStateFile(p, "env-dev-01")
+	assert.True(t, errors.Is(err, ErrStateCorrupt), "%v", err)
 }
 
 // TestSetServingForgetsTheReplacedRelease: what was known of the live release is not
 // true of another one.
 func TestSetServingForgetsTheReplacedRelease(t *testing.T) {
-	st := state.State{LiveSHA: "a", LiveServices: []string{"web"}, LiveOneShots: []string{}, Live: &state.LiveHealth{SHA: "a"}}
-	state.SetServing(&st, layout.Live{SHA: "a", Confirmed: true})
+	st := State{LiveSHA: "a", LiveServices: []string{"web"}, LiveOneShots: []string{}, Live: &LiveHealth{SHA: "a"}}
+	setServing(&st, release.Live{SHA: "a", Confirmed: true})
 	assert.NotNil(t, st.Live, "the same release keeps it")
-	state.SetServing(&st, layout.Live{SHA: "b"})
+	setServing(&st, release.Live{SHA: "b"})
 	assert.Nil(t, st.Live)
 	assert.Nil(t, st.LiveServices)
 	assert.Nil(t, st.LiveOneShots)
@@ -67,12 +66,12 @@ func TestSetServingForgetsTheReplacedRelease(t *testing.T) {
 // TestReadToken: the token file trimmed of line ends and blanks around it; none is "".
 func TestReadToken(t *testing.T) {
 	dir := t.TempDir()
-	tok, err := state.ReadToken(filepath.Join(dir, "none"))
+	tok, err := readTokenFile(filepath.Join(dir, "none"))
 	require.NoError(t, err)
 	assert.Empty(t, tok)
 	p := filepath.Join(dir, "bao.token")
 	require.NoError(t, os.WriteFile(p, []byte(" \ts.abc def\r\n\n"), 0o600))
-	tok, err = state.ReadToken(p)
+	tok, err = readTokenFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, "s.abc def", tok)
 }
@@ -82,8 +81,8 @@ func TestReadToken(t *testing.T) {
 func TestDockerVersionFresh(t *testing.T) {
 	now := time.Now()
 	for at, want := range map[time.Duration]bool{-time.Minute: true, -59 * time.Minute: true, -time.Hour: false, time.Minute: false} {
-		st := state.State{DockerVersion: "27.3.1", DockerVersionAt: now.Add(at)}
-		assert.Equal(t, want, state.DockerVersionFresh(&st, now), at)
+		st := State{DockerVersion: "27.3.1", DockerVersionAt: now.Add(at)}
+		assert.Equal(t, want, dockerVersionFresh(&st, now), at)
 	}
-	assert.False(t, state.DockerVersionFresh(&state.State{}, now))
+	assert.False(t, dockerVersionFresh(&State{}, now))
 }

@@ -1,4 +1,4 @@
-package layout_test
+package release_test
 
 import (
 	"os"
@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/layout"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // TestCurrentAndTidy: current names a staged release or nothing; releases/ is tidy
 // until a hidden leftover of an interrupted apply lies in it.
 func TestCurrentAndTidy(t *testing.T) {
 	sha := strings.Repeat("ab", 32)
-	d := layout.Dirs{DeployDir: t.TempDir()}
+	d := release.Dirs{DeployDir: t.TempDir()}
 	assert.Empty(t, d.Current(), "no current")
 	assert.True(t, d.Tidy(), "no releases/ at all")
 
@@ -34,6 +34,6 @@ func TestCurrentAndTidy(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join("releases", strings.Repeat("cd", 32)), d.CurrentLink()))
 	assert.Empty(t, d.Current(), "current names a release that is not staged")
 
-	assert.Equal(t, "abababababab", layout.Short(sha))
-	assert.Equal(t, "abc", layout.Short("abc"))
+	assert.Equal(t, "abababababab", release.Short(sha))
+	assert.Equal(t, "abc", release.Short("abc"))
 }

@@ -1,10 +1,10 @@
-package state
+package deployd
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/monky/monky-deployd/internal/layout"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // Results of a Restore: what became of the box after an apply failed after promote.
@@ -44,7 +44,7 @@ func (r Restore) Degraded() bool {
 func (r Restore) String() string {
 	s := "restore: " + r.Result
 	if r.SHA != "" {
-		s += " " + layout.Short(r.SHA)
+		s += " " + release.Short(r.SHA)
 	}
 	if r.Detail != "" {
 		s += " (" + r.Detail + ")"
@@ -68,14 +68,14 @@ type Reclaim struct {
 
 // String is the summary a report's detail and the log carry.
 func (r Reclaim) String() string {
-	s := fmt.Sprintf("removed %d images only pruned releases used (up to %s)", r.Images, MiB(r.Bytes))
+	s := fmt.Sprintf("removed %d images only pruned releases used (up to %s)", r.Images, mib(r.Bytes))
 	if r.Failed > 0 {
 		s += fmt.Sprintf(", %d could not be removed", r.Failed)
 	}
 	return s
 }
 
-// MiB is a byte count for a person ("12.5 MiB").
-func MiB(n int64) string {
+// mib is a byte count for a person ("12.5 MiB").
+func mib(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }

@@ -1,9 +1,4 @@
-// Package state is what the agent remembers between ticks (state.json): its types,
-// reading and writing the file, and the judgement of the live release's health that a
-// check-in carries. It is light (no OpenZiti, no OpenBao client, no compose-go) so
-// that the timer's idle tick (cmd/monky-deployd-tick) links it; package deployd
-// re-exports its types.
-package state
+package deployd
 
 import (
 	"encoding/json"
@@ -16,7 +11,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/layout"
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 var (
@@ -30,7 +25,7 @@ var (
 )
 
 // stateSchema is the version of state.json this agent writes.
-const Schema = 1
+const stateSchema = 1
 
 // maxFailedMemory bounds how many failed shas the state remembers.
 const maxFailedMemory = 16
@@ -99,12 +94,6 @@ type State struct {
 	DockerVersionAt time.Time `json:"docker_version_at,omitzero"`
 	// TokenExpires is when the OpenBao token expires, as last looked up.
 	TokenExpires time.Time `json:"token_expires,omitzero"`
-	// TokenRenewAt is when the OpenBao token is next due for a lookup
-	// (bao.TokenInfo.LookupDue: when a third of its TTL is left for a renewable token,
-	// its expiry for one that is not, at most a day after the lookup); zero when not
-	// known. Until then the timer's idle tick (cmd/monky-deployd-tick) does not look
-	// the token up.
-	TokenRenewAt time.Time `json:"token_renew_at,omitzero"`
 	// Failed remembers shas that failed on this box, so that they cost no new lease
 	// until tenancy asks with retry.
 	Failed map[string]Failure `json:"failed,omitempty"`
@@ -131,8 +120,8 @@ type Latch struct {
 	Message string    `json:"message"`
 }
 
-// RememberFailure records in s that sha failed, keeping the newest maxFailedMemory entries.
-func RememberFailure(s *State, sha string, f Failure) {
+// rememberFailure records in s that sha failed, keeping the newest maxFailedMemory entries.
+func rememberFailure(s *State, sha string, f Failure) {
 	if s.Failed == nil {
 		s.Failed = map[string]Failure{}
 	}
@@ -154,14 +143,14 @@ func RememberFailure(s *State, sha string, f Failure) {
 	}
 }
 
-// Read reads the state file at path (of the box serving envID) without taking the
+// readStateFile reads the state file at path (of the box serving envID) without taking the
 // lock and without touching the network. A missing file is an empty State. A file that cannot be read is an error
 // matching ErrStateUnreadable; a file that reads but does not parse is an error
 // matching ErrStateCorrupt.
-func Read(path, envID string) (State, error) {
+func readStateFile(path, envID string) (State, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return State{Schema: Schema, EnvID: envID}, nil
+		return State{Schema: stateSchema, EnvID: envID}, nil
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("read state %s: %w: %w", path, ErrStateUnreadable, err)
@@ -186,10 +175,10 @@ func (e *corruptError) Error() string {
 
 func (e *corruptError) Unwrap() []error { return []error{ErrStateCorrupt, e.err} }
 
-// Save writes st to path atomically with mode 0600, for the box serving envID,
+// saveStateFile writes st to path atomically with mode 0600, for the box serving envID,
 // through redact (which replaces every secret value the caller knows).
-func Save(path, envID string, st *State, redact func([]byte) []byte) error {
-	st.Schema = Schema
+func saveStateFile(path, envID string, st *State, redact func([]byte) []byte) error {
+	st.Schema = stateSchema
 	st.EnvID = envID
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -202,14 +191,14 @@ func Save(path, envID string, st *State, redact func([]byte) []byte) error {
 	return nil
 }
 
-// Serving is what s says the box serves.
-func Serving(s *State) layout.Live {
-	return layout.Live{SHA: s.LiveSHA, Serial: s.LiveSerial, Previous: s.PreviousSHA, Confirmed: s.Confirmed}
+// serving is what s says the box serves.
+func serving(s *State) release.Live {
+	return release.Live{SHA: s.LiveSHA, Serial: s.LiveSerial, Previous: s.PreviousSHA, Confirmed: s.Confirmed}
 }
 
-// SetServing records in s what the release store says the box serves: the only
+// setServing records in s what the release store says the box serves: the only
 // writer of the live, previous and confirmed fields.
-func SetServing(s *State, l layout.Live) {
+func setServing(s *State, l release.Live) {
 	if l.SHA != s.LiveSHA {
 		// What was known of the release that was live is not true of this one.
 		s.LiveServices, s.LiveOneShots, s.Live = nil, nil, nil
@@ -217,26 +206,26 @@ func SetServing(s *State, l layout.Live) {
 	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
 }
 
-// EndTick records in s how a tick ended at: its exit code and, for a temporary
+// endTick records in s how a tick ended at: its exit code and, for a temporary
 // condition, its code and tenancy's Retry-After ("" and 0 otherwise).
-func EndTick(s *State, at time.Time, exit int, temporary codes.Code, retryAfter time.Duration) {
+func endTick(s *State, at time.Time, exit int, temporary codes.Code, retryAfter time.Duration) {
 	s.LastTemporary, s.RetryAfter = temporary, retryAfter
 	s.LastTick, s.LastExit = at, exit
 }
 
-// DockerVersionTTL is how long the docker version sent in the check-in is reused, so
+// dockerVersionTTL is how long the docker version sent in the check-in is reused, so
 // that the idle tick asks docker nothing but the live release's containers.
-const DockerVersionTTL = time.Hour
+const dockerVersionTTL = time.Hour
 
-// DockerVersionFresh reports whether s's DockerVersion, read at DockerVersionAt, may
+// dockerVersionFresh reports whether s's DockerVersion, read at DockerVersionAt, may
 // still be sent at now.
-func DockerVersionFresh(s *State, now time.Time) bool {
-	return !s.DockerVersionAt.IsZero() && now.Sub(s.DockerVersionAt) < DockerVersionTTL && now.After(s.DockerVersionAt)
+func dockerVersionFresh(s *State, now time.Time) bool {
+	return !s.DockerVersionAt.IsZero() && now.Sub(s.DockerVersionAt) < dockerVersionTTL && now.After(s.DockerVersionAt)
 }
 
-// ReadToken reads the OpenBao token file at path, trimmed (TrimSecret); a missing file
+// readTokenFile reads the OpenBao token file at path, trimmed (TrimSecret); a missing file
 // is "". The caller registers the token with its redactor.
-func ReadToken(path string) (string, error) {
+func readTokenFile(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
@@ -244,12 +233,12 @@ func ReadToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read token file %s: %w", path, err)
 	}
-	return string(TrimSecret(data)), nil
+	return string(trimSecret(data)), nil
 }
 
-// TrimSecret trims the line ends and blanks around a secret read from a file (a token,
+// trimSecret trims the line ends and blanks around a secret read from a file (a token,
 // a grant), and nothing inside it.
-func TrimSecret(b []byte) []byte {
+func trimSecret(b []byte) []byte {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
 		b = b[:len(b)-1]
 	}

@@ -1,9 +1,7 @@
-// Package layout is what a box serves and how it is laid out on disk, as far as a
-// tick that changes nothing needs to know: the Live triple, the current symlink and
-// the short form of a sha. It is light (no compose-go, no bundle reader) so that the
-// timer's idle tick (cmd/monky-deployd-tick) links it; internal/release builds the
-// release store on it.
-package layout
+package release
+
+// What a box serves and how a deploy directory is laid out: the Live triple, the
+// current symlink and the short form of a sha.
 
 import (
 	"os"
