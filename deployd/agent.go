@@ -14,8 +14,8 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/engine"
-	"github.com/monky/monky-deployd/internal/transport"
 	"github.com/monky/monky-deployd/internal/release"
+	"github.com/monky/monky-deployd/internal/transport"
 	"github.com/monky/monky-deployd/internal/transport/zititransport"
 )
 
