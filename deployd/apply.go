@@ -66,7 +66,8 @@ func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, er
 	st := t.st
 	if inst.SHA == st.LiveSHA && st.Confirmed && !inst.Retry {
 		t.log.Debug("apply of the live release: nothing to do, reporting applied again")
-		return true, t.report(ctx, tenancy.ResultApplied, nil, nil)
+		t.result = tenancy.ResultApplied
+		return true, nil
 	}
 	// A ROLLBACK refusal was about a missing rollback flag, not about the sha: an
 	// explicit rollback verifies it again (a refusal costs no lease).
@@ -161,7 +162,7 @@ func (t *tick) refused(ctx context.Context, r *bundle.RefusedError) error {
 	for _, rf := range r.Refusals {
 		details = append(details, string(rf.Code)+": "+rf.Detail)
 	}
-	if onlyDiskLow(r) {
+	if faultOf(r) == faultBox {
 		if note := t.freeableNote(ctx); note != "" {
 			r.Refusals[0].Detail += "; " + note
 			details[0] += "; " + note
@@ -314,7 +315,8 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 			t.st.LastReclaim = r
 		}
 	}
-	return t.report(ctx, tenancy.ResultApplied, nil, toServiceStates(states))
+	t.result, t.services = tenancy.ResultApplied, toServiceStates(states)
+	return nil
 }
 
 // expect is what Verify and ReadStaged need of the box's config.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,7 +13,9 @@ import (
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/engine"
 )
 
 // TestDispose is the table of what a failed step means: the one place that decides
@@ -44,8 +48,15 @@ func TestDispose(t *testing.T) {
 		{"OpenBao sealed", &Error{Op: "login", Code: codes.Unavailable, Err: &bao.Error{Op: "login", Kind: bao.ErrUnavailable}}, false, false, disposition{}, ExitTemporary},
 		{"OpenBao refused the lease's grant (superseded)", &Error{Op: "login", Code: codes.Unauthenticated, Err: &bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}}, false, false, report, ExitFailed},
 		{"a missing secret", &Error{Op: "read secrets", Code: codes.SecretMissing, Err: &bao.Error{Op: "read", Kind: bao.ErrSecretMissing}}, false, false, remember, ExitFailed},
-		{"the box's own disk", &Error{Op: "download", Code: codes.StateUnavailable, Err: errors.New("EIO")}, false, false, disposition{}, ExitFailed},
-		{"staging failed", &Error{Op: "stage", Code: codes.ApplyFailed, Err: errors.New("ENOSPC")}, false, false, remember, ExitFailed},
+		{"the box's own disk", &Error{Op: "download", Code: codes.StateUnavailable, Err: errors.New("EIO")}, false, false, report, ExitFailed},
+		{"staging failed", &Error{Op: "stage", Code: codes.ApplyFailed, Err: errors.New("a file of the bundle")}, false, false, remember, ExitFailed},
+		{"staging found no space", &Error{Op: "stage", Code: codes.ApplyFailed, Err: &fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}}, false, false, report, ExitFailed},
+		{"the download found no space", &Error{Op: "download", Code: codes.StateUnavailable, Err: fmt.Errorf("copy: %w", syscall.ENOSPC)}, false, false, report, ExitFailed},
+		{"the token found no quota", &Error{Op: "write token", Code: codes.StateUnavailable, Err: syscall.EDQUOT}, false, false, report, ExitFailed},
+		{"docker down at compose up, after promote", &Error{Op: "apply", Code: codes.ApplyFailed, Err: &compose.Error{Op: "up", Kind: compose.ErrApplyFailed, Err: fmt.Errorf("%w: exit 1", compose.ErrDockerUnavailable)}}, false, true, disposition{report: true, restore: true}, ExitFailed},
+		{"docker down in the health wait", &Error{Op: "health", Code: codes.DockerUnavailable, Err: &compose.Error{Op: "wait", Kind: compose.ErrDockerUnavailable}}, false, true, disposition{report: true, restore: true}, ExitFailed},
+		{"docker down before the lease", &Error{Op: "docker before the lease", Code: codes.DockerUnavailable, Err: errors.New("no socket")}, false, false, report, ExitFailed},
+		{"a down that found docker down", &Error{Op: "compose down", Code: codes.ApplyFailed, Err: fmt.Errorf("%w: exit 1", compose.ErrDockerUnavailable)}, true, false, report, ExitFailed},
 		{"compose up failed after promote", &Error{Op: "apply", Code: codes.ApplyFailed, Err: errors.New("exit 1")}, false, true, restore, ExitFailed},
 		{"unhealthy after promote", &Error{Op: "health", Code: codes.Unhealthy, Err: errors.New("web")}, false, true, restore, ExitFailed},
 		{"a down that failed", &Error{Op: "compose down", Code: codes.ApplyFailed, Err: errors.New("exit 1")}, true, false, report, ExitFailed},
@@ -65,4 +76,27 @@ func TestRepeatedErrorCarriesTheRememberedCode(t *testing.T) {
 	err := &repeatedError{sha: fmt.Sprintf("%064d", 7), f: Failure{Code: codes.Unhealthy, Detail: "web: unhealthy"}}
 	assert.Equal(t, codes.Unhealthy, CodeOf(err))
 	assert.Contains(t, err.Error(), "failed before on this box (UNHEALTHY): web: unhealthy")
+}
+
+// TestEveryCodeHasAFault: the faults table names every code, and the codes that
+// are the box's are never remembered against a sha.
+func TestEveryCodeHasAFault(t *testing.T) {
+	for _, c := range codes.All() {
+		f, ok := faults[c]
+		if assert.True(t, ok, "%s has no fault in the table", c) {
+			assert.NotEqual(t, "unknown", f.String(), c)
+		}
+	}
+	box := []codes.Code{codes.DiskLow, codes.DiskFull, codes.DockerUnavailable, codes.StateUnavailable, codes.ComposeMissing, codes.ConfigInvalid}
+	for _, c := range box {
+		t.Run(string(c), func(t *testing.T) {
+			err := &Error{Op: "step", Code: c, Err: errors.New("x")}
+			assert.Equal(t, faultBox, faultOf(err))
+			d := (&tick{promoted: true}).dispose(err)
+			assert.Equal(t, disposition{report: true, restore: true}, d, "reported, restored, never remembered")
+		})
+	}
+	assert.Equal(t, codes.DiskFull, CodeOf(&Error{Op: "stage", Code: codes.ApplyFailed, Err: syscall.ENOSPC}), "a box cause wins over the step's code")
+	assert.Equal(t, codes.DockerUnavailable, CodeOf(&Error{Op: "apply", Code: codes.ApplyFailed, Err: compose.ErrDockerUnavailable}))
+	assert.Equal(t, codes.DockerUnavailable, CodeOf(&engine.Error{Op: "containers", Err: engine.ErrUnreachable}), "the Engine API's unreachable daemon too")
 }

@@ -42,5 +42,6 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 		return &Error{Op: "down", Code: codes.ApplyFailed, Err: err}
 	}
 	setServing(t.st, live)
-	return t.report(ctx, tenancy.ResultDown, nil, nil)
+	t.result = tenancy.ResultDown
+	return nil
 }

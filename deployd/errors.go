@@ -55,11 +55,16 @@ func (e *Error) Unwrap() error { return e.Err }
 type coder interface{ Code() codes.Code }
 
 // CodeOf returns the stable code carried by err: a bundle refusal code, a code of the
-// tenancy or OpenBao client, or one of the agent's own. It is "" for nil and
-// codes.ApplyFailed for an error with no code.
+// tenancy or OpenBao client, or one of the agent's own. A cause that is the box's
+// wins over the code of the step that met it: a write that found no space is
+// DISK_FULL, a docker daemon that cannot be reached DOCKER_UNAVAILABLE, whatever
+// step failed. It is "" for nil and codes.ApplyFailed for an error with no code.
 func CodeOf(err error) codes.Code {
 	if err == nil {
 		return ""
+	}
+	if code := boxCause(err); code != "" {
+		return code
 	}
 	var ae *Error
 	if errors.As(err, &ae) && ae.Code != "" {

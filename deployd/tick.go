@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/monky/monky-deployd/deployd/bao"
-	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
@@ -61,6 +59,10 @@ type tick struct {
 	// note is the detail of a report that needs no cause (what the image hygiene of
 	// an applied release removed).
 	note string
+	// result is what a step that succeeded has to report (applied, down), with the
+	// services it saw; "" when there is nothing to report.
+	result   tenancy.Result
+	services []tenancy.ServiceState
 }
 
 // Tick runs one tick: lock, state, token upkeep, check-in, then apply, nothing or
@@ -145,63 +147,15 @@ func (t *tick) run(ctx context.Context) error {
 	}
 }
 
-// disposition is what a failure of an apply or a down means for the box and for
-// tenancy.
-type disposition struct {
-	// report: tenancy hears of it (report failed); otherwise the error only ends the
-	// tick (a temporary condition, or tenancy itself refused the call).
-	report bool
-	// remember: the sha is remembered as failed and costs no new lease until tenancy
-	// asks with retry.
-	remember bool
-	// restore: the previous release is put back (the failed one was promoted).
-	restore bool
-}
-
-// dispose is the one place that decides what a failed step means. Whether the tick
-// exits 75 (temporary), 78 or 1 follows from the error itself (ExitCode).
-func (t *tick) dispose(err error) disposition {
-	var again *repeatedError
-	var refused *bundle.RefusedError
-	var call *tenancy.APIError
-	var login *bao.Error
-	code := CodeOf(err)
-	switch {
-	case errors.As(err, &again):
-		// A failure remembered before: told again as it was, nothing else.
-		return disposition{report: true}
-	case IsTemporary(err), code == codes.AgentEnvMismatch, code == codes.StateUnavailable, code == codes.Interrupted:
-		// Retried at the next tick (or latched): nothing to tell, nothing to remember.
-		return disposition{}
-	case code == codes.LeaseShape:
-		// A misconfigured lease issuer or OpenBao role: the sha cannot succeed as is.
-		return disposition{report: true, remember: true}
-	case errors.As(err, &call):
-		// tenancy refused the call itself (unauthenticated, a broken answer): it would
-		// refuse the report too.
-		return disposition{}
-	case errors.As(err, &login) && login.Op == "login":
-		// OpenBao refused the lease's grant (most often superseded by a newer lease,
-		// a race): told, but it says nothing of the bundle; the next tick leases again,
-		// bounded by the lease budget.
-		return disposition{report: true}
-	case errors.As(err, &refused):
-		// DISK_LOW alone is a refusal of the box, not of the bundle: once space is
-		// freed the next tick verifies again (a refusal costs no lease).
-		return disposition{report: true, remember: !onlyDiskLow(refused)}
-	case t.down:
-		return disposition{report: true}
-	default:
-		return disposition{report: true, remember: true, restore: t.promoted}
-	}
-}
-
-// end finishes an apply or a down that failed: a stopped tick is left as it is (a
-// stop is a crash, not a failure: the next tick resumes); otherwise what dispose
-// decides is done, and the failure is reported.
+// end finishes an apply or a down, and is the one place that reports: success as
+// the step left it (t.result), a failure as dispose decides. A stopped tick is left
+// as it is (a stop is a crash, not a failure: the next tick resumes).
 func (t *tick) end(ctx context.Context, err error) error {
 	if err == nil {
-		return nil
+		if t.result == "" {
+			return nil
+		}
+		return t.report(ctx, t.result, nil, t.services)
 	}
 	if stopped := t.stopped(ctx, err); stopped != nil {
 		return stopped
@@ -248,14 +202,3 @@ func (e *repeatedError) Error() string {
 
 // Code is the code of the remembered failure.
 func (e *repeatedError) Code() codes.Code { return e.f.Code }
-
-// onlyDiskLow reports whether every refusal of r is DISK_LOW: a refusal of the box,
-// not of the bundle.
-func onlyDiskLow(r *bundle.RefusedError) bool {
-	for _, rf := range r.Refusals {
-		if rf.Code != codes.DiskLow {
-			return false
-		}
-	}
-	return len(r.Refusals) > 0
-}

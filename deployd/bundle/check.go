@@ -3,6 +3,7 @@ package bundle
 import (
 	"context"
 	"maps"
+	"path"
 	"slices"
 
 	"github.com/monky/monky-deployd/deployd/codes"
@@ -26,7 +27,7 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	if m == nil {
 		return
 	}
-	checkBox(m, exp, res.Size, rs)
+	checkBox(m, exp, sr.files, rs)
 	checkVarsRenderable(m.Vars, rs)
 	inTar := checkFilesListed(m, sr.files, rs)
 	if !v.composeKept(m, sr.files, inTar, rs) {
@@ -43,7 +44,7 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 }
 
 // checkBox checks the manifest against the box: its env, the live serial, free space.
-func checkBox(m *Manifest, exp Expect, size int64, rs *refusals) {
+func checkBox(m *Manifest, exp Expect, files []fileSum, rs *refusals) {
 	if m.EnvID != exp.EnvID {
 		rs.add(codes.EnvMismatch, "%s: env_id is %s, this box is %s", ManifestName, m.EnvID, exp.EnvID)
 	}
@@ -52,14 +53,54 @@ func checkBox(m *Manifest, exp Expect, size int64, rs *refusals) {
 			ManifestName, m.Serial, exp.LiveSerial)
 	}
 	if d := exp.Disk; d != nil {
-		const mib = 1 << 20
-		twice := (2*size + mib - 1) / mib
-		need := max(d.MinFreeMB, m.MinFreeMB, twice)
-		if d.FreeMB < need {
-			rs.add(codes.DiskLow, "%d MiB free under deploy_dir, the release needs %d MiB (max of the box's min_free_mb %d, the manifest's min_free_mb %d, twice the unpacked size %d)",
-				d.FreeMB, need, d.MinFreeMB, m.MinFreeMB, twice)
+		checkDisk(m, *d, files, rs)
+	}
+}
+
+// checkDisk is DISK_LOW: the free space under deploy_dir must hold the largest of the
+// box's and the manifest's min_free_mb and twice the unpacked release (a staging
+// copy next to the live one), counted in blocks when the block size is known, and
+// the free inodes twice its files and directories.
+func checkDisk(m *Manifest, d Disk, files []fileSum, rs *refusals) {
+	const mib = 1 << 20
+	used, inodes := onDisk(files, d.BlockSize)
+	twice := (2*used + mib - 1) / mib
+	need := max(d.MinFreeMB, m.MinFreeMB, twice)
+	if d.FreeMB < need {
+		rs.add(codes.DiskLow, "%d MiB free under deploy_dir, the release needs %d MiB (max of the box's min_free_mb %d, the manifest's min_free_mb %d, twice the unpacked size %d)",
+			d.FreeMB, need, d.MinFreeMB, m.MinFreeMB, twice)
+	}
+	if d.TotalInodes > 0 && d.FreeInodes < 2*inodes {
+		rs.add(codes.DiskLow, "%d inodes free under deploy_dir, the release needs %d (twice its %d files and directories)",
+			d.FreeInodes, 2*inodes, inodes)
+	}
+}
+
+// onDisk is what the release's files take once unpacked: bytes (in whole blocks of
+// blockSize when it is set, a directory one block) and inodes (files, directories,
+// the release directory and its .env).
+func onDisk(files []fileSum, blockSize int64) (bytes, inodes int64) {
+	dirs := map[string]bool{}
+	for _, f := range files {
+		bytes += roundUp(f.size, blockSize)
+		for dir := path.Dir(f.path); dir != "." && !dirs[dir]; dir = path.Dir(dir) {
+			dirs[dir] = true
 		}
 	}
+	const releaseDirAndEnv = 2
+	inodes = int64(len(files)+len(dirs)) + releaseDirAndEnv
+	if blockSize > 0 {
+		bytes += int64(len(dirs)+1) * blockSize
+	}
+	return bytes, inodes
+}
+
+// roundUp is n in whole blocks of size bs; n itself when bs is not positive.
+func roundUp(n, bs int64) int64 {
+	if bs <= 0 {
+		return n
+	}
+	return (n + bs - 1) / bs * bs
 }
 
 // checkFilesListed checks that files equals the tar's regular files minus

@@ -39,11 +39,22 @@ type Expect struct {
 }
 
 // Disk is the free space check of DISK_LOW, in MiB (1 MB here is 1 048 576 bytes).
+// With BlockSize set, the release's size is counted as the file system stores it:
+// every file in whole blocks, every directory one block; with TotalInodes set, its
+// files and directories must also find free inodes.
 type Disk struct {
 	// FreeMB is the free space under deploy_dir.
 	FreeMB int64
 	// MinFreeMB is the box's own min_free_mb from its config.
 	MinFreeMB int64
+	// BlockSize is the file system's block size in bytes; 0 counts bytes, not blocks.
+	BlockSize int64
+	// FreeInodes is the number of inodes free under deploy_dir; meaningful only when
+	// TotalInodes is not 0.
+	FreeInodes int64
+	// TotalInodes is the file system's inode count; 0 skips the inode check (a file
+	// system that does not count inodes reports none).
+	TotalInodes int64
 }
 
 // Result is what Verify found. For a refused bundle it holds what could be

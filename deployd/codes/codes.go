@@ -92,8 +92,11 @@ const (
 	Unavailable Code = "UNAVAILABLE"
 )
 
-// The codes of the box itself: the journal's tick line and `status` carry them;
-// tenancy does not learn them from a report.
+// The codes of the box itself: the journal's tick line and `status` carry them. A
+// failure of an apply or a down with one of them is the box's fault, not the
+// bundle's: it is reported with its code, never remembered against the sha, and the
+// next tick tries again once the condition clears (docs/ARCHITECTURE.md, "Whose
+// fault").
 const (
 	// Locked is another run holding state_dir/lock. Temporary.
 	Locked Code = "LOCKED"
@@ -105,6 +108,13 @@ const (
 	// StateUnavailable is the state dir, state.json, bao.token, the lock or the
 	// releases directory that cannot be read or written.
 	StateUnavailable Code = "STATE_UNAVAILABLE"
+	// DockerUnavailable is a docker daemon that cannot be reached (no socket, dockerd
+	// stopped or restarting), before the lease or during an apply.
+	DockerUnavailable Code = "DOCKER_UNAVAILABLE"
+	// DiskFull is a write that failed for want of space or inodes (ENOSPC, EDQUOT)
+	// under deploy_dir or state_dir, or a state dir without room for the token and
+	// the state before the lease.
+	DiskFull Code = "DISK_FULL"
 )
 
 var (
@@ -114,7 +124,7 @@ var (
 	}
 	later   = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config}
 	tenancy = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable}
-	box     = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable}
+	box     = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable, DockerUnavailable, DiskFull}
 )
 
 // Refusals returns the refusal codes of a bundle, in the order of the table of

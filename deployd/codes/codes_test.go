@@ -27,6 +27,7 @@ func TestWireStrings(t *testing.T) {
 		codes.Unauthenticated: "UNAUTHENTICATED", codes.Unavailable: "UNAVAILABLE",
 		codes.Locked: "LOCKED", codes.Interrupted: "INTERRUPTED",
 		codes.ComposeMissing: "COMPOSE_MISSING", codes.StateUnavailable: "STATE_UNAVAILABLE",
+		codes.DockerUnavailable: "DOCKER_UNAVAILABLE", codes.DiskFull: "DISK_FULL",
 	}
 	all := codes.All()
 	assert.Len(t, all, len(want), "All lists every code once")

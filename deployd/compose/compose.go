@@ -192,7 +192,8 @@ func (c *Client) PS(ctx context.Context) ([]Container, error) {
 			Detail: fmt.Sprintf("ps printed more than %d bytes", maxPSOutput)}
 	}
 	if err != nil {
-		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code, Err: err}
+		tail, _ := stderr.snapshot()
+		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code, Err: failureCause(err, tail)}
 	}
 	cs, err := ParsePS(stdout.buf)
 	if err != nil {
@@ -272,7 +273,7 @@ func (c *Client) runTail(ctx context.Context, op string, kind error, args []stri
 	tail, dropped := buf.snapshot()
 	out := Output{Tail: tail, Dropped: dropped, ExitCode: code}
 	if err != nil {
-		return out, &Error{Op: op, Kind: kind, ExitCode: code, Err: err}
+		return out, &Error{Op: op, Kind: kind, ExitCode: code, Err: failureCause(err, tail)}
 	}
 	return out, nil
 }

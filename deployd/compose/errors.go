@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,10 @@ var (
 	ErrUnhealthy = errors.New("services unhealthy")
 	// ErrHealthTimeout is services still not ready when the health wait times out.
 	ErrHealthTimeout = errors.New("services not ready before the health timeout")
+	// ErrDockerUnavailable is a docker daemon that cannot be reached: docker said it
+	// cannot connect, or the Engine API found no daemon at its socket. A fault of the
+	// box, not of the release.
+	ErrDockerUnavailable = errors.New("the docker daemon cannot be reached: is dockerd running? systemctl status docker")
 )
 
 // Error is the error type of this package.
@@ -25,7 +30,7 @@ type Error struct {
 	// Op is the operation: "up", "down", "ps", "logs", "version" or "wait".
 	Op string
 	// Kind is the sentinel the error matches: ErrApplyFailed, ErrCommandFailed,
-	// ErrUnhealthy or ErrHealthTimeout.
+	// ErrUnhealthy, ErrHealthTimeout or ErrDockerUnavailable.
 	Kind error
 	// Services names the services at fault, sorted (health errors).
 	Services []string
@@ -58,15 +63,46 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is reports whether target is the sentinel of this error.
 func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
 
-// Code returns the stable code of the error: codes.ApplyFailed, codes.Unhealthy or
-// codes.HealthTimeout.
+// Code returns the stable code of the error: codes.ApplyFailed, codes.Unhealthy,
+// codes.HealthTimeout or codes.DockerUnavailable.
 func (e *Error) Code() codes.Code {
 	switch k := e.Kind; {
+	case errors.Is(e.Err, ErrDockerUnavailable):
+		return codes.DockerUnavailable
 	case errors.Is(k, ErrUnhealthy):
 		return codes.Unhealthy
 	case errors.Is(k, ErrHealthTimeout):
 		return codes.HealthTimeout
+	case errors.Is(k, ErrDockerUnavailable):
+		return codes.DockerUnavailable
 	default:
 		return codes.ApplyFailed
 	}
+}
+
+// daemonDownMarks are what the docker CLI (and compose, through its client) prints
+// when it cannot reach the daemon.
+var daemonDownMarks = []string{
+	"Cannot connect to the Docker daemon",
+	"Is the docker daemon running?",
+	"error during connect",
+}
+
+// daemonDown reports whether docker's output says it could not reach the daemon.
+func daemonDown(out []byte) bool {
+	for _, m := range daemonDownMarks {
+		if bytes.Contains(out, []byte(m)) {
+			return true
+		}
+	}
+	return false
+}
+
+// failureCause is err, marked with ErrDockerUnavailable when docker's output says
+// the daemon could not be reached.
+func failureCause(err error, out []byte) error {
+	if daemonDown(out) {
+		return fmt.Errorf("%w: %w", ErrDockerUnavailable, err)
+	}
+	return err
 }

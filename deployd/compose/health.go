@@ -2,6 +2,7 @@ package compose
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -32,6 +33,10 @@ type WaitOptions struct {
 	// Poll is the pause between two ps calls. Zero: pauses that start at 50ms and
 	// double up to DefaultHealthPoll (500ms).
 	Poll time.Duration
+	// DockerGrace is how long the wait goes on while the docker daemon cannot be
+	// reached (a dockerd restart) before it ends with ErrDockerUnavailable. Default
+	// DefaultDockerGrace (30s).
+	DockerGrace time.Duration
 }
 
 // StateMissing is the State of a service that has no container at all.
@@ -54,6 +59,9 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultHealthTimeout
 	}
+	if opts.DockerGrace <= 0 {
+		opts.DockerGrace = DefaultDockerGrace
+	}
 	pause := opts.Poll
 	if pause <= 0 {
 		pause = minHealthPoll
@@ -63,6 +71,8 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	seen := map[string]sighting{} // running containers of the last poll, by ID
 	var states []ServiceState
 	var lastPSErr error
+	var readErrs repeated // the failed reads since the last good one
+	progress := start
 	for poll := 1; ; poll++ {
 		cs, err := c.containers(ctx)
 		if err != nil {
@@ -70,10 +80,18 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 				return states, ctx.Err()
 			}
 			lastPSErr = err
-			c.log.Warn("reading the containers failed during the health wait; trying again at the next poll",
-				"poll", poll, "error", err)
+			if readErrs.note(time.Now()) {
+				c.log.Warn("reading the containers failed during the health wait; trying again at the next poll",
+					"failures", readErrs.count, "since", readErrs.first.Round(time.Second).Format(time.RFC3339), "error", err)
+			}
+			if errors.Is(err, ErrDockerUnavailable) && time.Since(readErrs.first) >= opts.DockerGrace {
+				c.log.Error("the docker daemon cannot be reached during the health wait; giving up. Start docker (systemctl status docker); the next tick applies again",
+					"for", time.Since(readErrs.first).Round(time.Second), "error", err)
+				return states, &Error{Op: "wait", Kind: ErrDockerUnavailable, ExitCode: -1, Err: err}
+			}
 		} else {
 			lastPSErr = nil
+			readErrs = repeated{}
 			var bad, waiting []string
 			var details []string
 			states, bad, waiting, details = evaluate(opts.Services, cs, seen)
@@ -89,7 +107,13 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 					"after", time.Since(start).Round(time.Millisecond), "polls", poll)
 				return states, nil
 			}
-			c.log.Debug("services not ready yet", "services", waiting, "detail", strings.Join(details, "; "), "poll", poll)
+			if now := time.Now(); now.Sub(progress) >= progressEvery {
+				progress = now
+				c.log.Info("waiting for services to become ready", "services", waiting, "detail", strings.Join(details, "; "),
+					"waited", now.Sub(start).Round(time.Second), "timeout", opts.Timeout)
+			} else {
+				c.log.Debug("services not ready yet", "services", waiting, "detail", strings.Join(details, "; "), "poll", poll)
+			}
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
@@ -98,6 +122,9 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 			c.log.Error("services not ready before the health timeout; read their logs ("+c.hint("logs --tail 100 "+strings.Join(waiting, " "))+
 				"), or raise compose.health_timeout if they need longer to start",
 				"services", waiting, "timeout", opts.Timeout, "detail", detail, "dir", c.dir)
+			if errors.Is(lastPSErr, ErrDockerUnavailable) {
+				return states, &Error{Op: "wait", Kind: ErrDockerUnavailable, ExitCode: -1, Err: lastPSErr}
+			}
 			return states, &Error{Op: "wait", Kind: ErrHealthTimeout, ExitCode: -1, Services: waiting,
 				Detail: detail, Err: lastPSErr}
 		}
@@ -332,4 +359,34 @@ func minUptime(status string) (time.Duration, bool) {
 		up = max(up-30*time.Minute, 0)
 	}
 	return up, true
+}
+
+// DefaultDockerGrace is WaitOptions.DockerGrace's default.
+const DefaultDockerGrace = 30 * time.Second
+
+// progressEvery is how often the health wait says what it still waits for.
+const progressEvery = 20 * time.Second
+
+// warnEvery is how often a repeated warning is logged again, with its count.
+const warnEvery = 30 * time.Second
+
+// repeated counts a warning that repeats, so that it is logged once and then at most
+// every warnEvery, with how often it happened.
+type repeated struct {
+	count        int
+	first, shown time.Time
+}
+
+// note counts one more occurrence at now and reports whether to log it.
+func (r *repeated) note(now time.Time) bool {
+	r.count++
+	if r.count == 1 {
+		r.first, r.shown = now, now
+		return true
+	}
+	if now.Sub(r.shown) >= warnEvery {
+		r.shown = now
+		return true
+	}
+	return false
 }

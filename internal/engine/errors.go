@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode"
+
+	"github.com/monky/monky-deployd/deployd/compose"
 )
 
 // The conditions of the package, matched with errors.Is on an *Error.
@@ -14,7 +16,8 @@ var (
 	// fd://, TLS, a docker context): read through the docker CLI instead.
 	ErrUnsupported = errors.New("docker endpoint not supported by the Engine API client; read through the docker CLI instead")
 	// ErrUnreachable is a failure to connect to the daemon's socket.
-	ErrUnreachable = errors.New("docker engine unreachable: is dockerd running? systemctl status docker")
+	// It matches compose.ErrDockerUnavailable too.
+	ErrUnreachable = fmt.Errorf("docker engine unreachable: %w", compose.ErrDockerUnavailable)
 	// ErrNotFound is the daemon's 404: no such container or image.
 	ErrNotFound = errors.New("not found")
 	// ErrInUse is the daemon's 409 to an image removal: a container (running or

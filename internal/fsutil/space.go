@@ -1,0 +1,33 @@
+package fsutil
+
+import (
+	"fmt"
+	"io/fs"
+	"syscall"
+)
+
+// Space is what statfs says of the file system that holds a path: its free space
+// available to unprivileged users, its block size and its inodes.
+type Space struct {
+	// FreeMB is the space available, in MiB (rounded down).
+	FreeMB int64
+	// BlockSize is the file system's block size in bytes.
+	BlockSize int64
+	// FreeInodes and TotalInodes count inodes; TotalInodes is 0 on a file system
+	// that does not count them.
+	FreeInodes, TotalInodes int64
+}
+
+// SpaceOf returns the Space of the file system that holds path, which must exist.
+func SpaceOf(path string) (Space, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return Space{}, fmt.Errorf("fsutil: free space of %s: %w", path, &fs.PathError{Op: "statfs", Path: path, Err: err})
+	}
+	return Space{
+		FreeMB:      int64(st.Bavail * uint64(st.Bsize) / (1 << 20)),
+		BlockSize:   st.Bsize,
+		FreeInodes:  int64(st.Ffree),
+		TotalInodes: int64(st.Files),
+	}, nil
+}
