@@ -40,6 +40,9 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	if err := t.baoReady(ctx); err != nil {
 		return err
 	}
+	if err := t.boxReady(ctx); err != nil {
+		return err
+	}
 	token, err := t.lease(ctx, inst.SHA)
 	if err != nil {
 		return err
@@ -132,7 +135,7 @@ func (t *tick) download(ctx context.Context, sha string) (download, error) {
 
 // verify runs every check before the lease (bundle.Verify).
 func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction) (*bundle.Result, error) {
-	free, err := fsutil.FreeMB(t.a.cfg.DeployDir)
+	space, err := fsutil.SpaceOf(t.a.cfg.DeployDir)
 	if err != nil {
 		return nil, &Error{Op: "free space", Code: codes.StateUnavailable, Err: err}
 	}
@@ -141,7 +144,8 @@ func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction)
 	}
 	exp := t.a.expect()
 	exp.EnvID, exp.SHA, exp.LiveSerial, exp.Rollback = t.a.cfg.EnvID, inst.SHA, t.st.LiveSerial, inst.Rollback
-	exp.Disk = &bundle.Disk{FreeMB: free, MinFreeMB: t.a.cfg.MinFreeMB}
+	exp.Disk = &bundle.Disk{FreeMB: space.FreeMB, MinFreeMB: t.a.cfg.MinFreeMB, BlockSize: space.BlockSize,
+		FreeInodes: space.FreeInodes, TotalInodes: space.TotalInodes}
 	res, err := bundle.Verify(ctx, f, exp)
 	var refused *bundle.RefusedError
 	switch {
@@ -191,6 +195,33 @@ func (t *tick) baoReady(ctx context.Context) error {
 		return &Error{Op: "OpenBao before the lease", Code: codes.Unavailable, Err: err}
 	}
 	t.baoDown = false
+	return nil
+}
+
+// stateRoom is what the state dir must take before the lease: the new token, the
+// state file and their temporary copies, with room to spare.
+const stateRoom = 256 << 10
+
+// boxReady checks before the lease what the box can know of itself, so that a fault
+// of the box costs no lease of the budget: docker answers (at the endpoint compose
+// uses), and the state dir takes the token and the state the lease will write.
+func (t *tick) boxReady(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, liveTimeout)
+	defer cancel()
+	if _, err := t.a.readDockerVersion(dctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t.log.Error("docker cannot be reached; not asking for a lease. Start docker (systemctl status docker); the next tick applies once it answers",
+			"code", codes.DockerUnavailable, "err", err)
+		return &Error{Op: "docker before the lease", Code: codes.DockerUnavailable, Err: err}
+	}
+	if err := fsutil.ProbeWrite(t.a.cfg.StateDir, stateRoom); err != nil {
+		code := CodeOf(&Error{Code: codes.StateUnavailable, Err: err})
+		t.log.Error("the state dir cannot take the token and the state; not asking for a lease. Free space there or fix its file system; the next tick tries again",
+			"code", code, "state_dir", t.a.cfg.StateDir, "err", err)
+		return &Error{Op: "state dir before the lease", Code: code, Err: err}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package fsutil
 import (
 	"fmt"
 	"io/fs"
+	"os"
 	"syscall"
 )
 
@@ -30,4 +31,31 @@ func SpaceOf(path string) (Space, error) {
 		FreeInodes:  int64(st.Ffree),
 		TotalInodes: int64(st.Files),
 	}, nil
+}
+
+// ProbeWrite proves that dir takes a file of n bytes: it writes one (fsynced, so that
+// a full file system says so now) under a hidden name and removes it. The error
+// wraps the system's (ENOSPC, EDQUOT, EROFS, EACCES) and names dir.
+func ProbeWrite(dir string, n int) (err error) {
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("fsutil: %s is not writable: %w", dir, err)
+	}
+	defer func() {
+		if rerr := os.Remove(f.Name()); rerr != nil && err == nil {
+			err = fmt.Errorf("fsutil: remove the probe in %s: %w", dir, rerr)
+		}
+	}()
+	if _, err := f.Write(make([]byte, n)); err != nil {
+		_ = f.Close() // the write's error is the one that says why
+		return fmt.Errorf("fsutil: %s has no room for %d bytes: %w", dir, n, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close() // the sync's error is the one that says why
+		return fmt.Errorf("fsutil: %s has no room for %d bytes: %w", dir, n, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("fsutil: %s has no room for %d bytes: %w", dir, n, err)
+	}
+	return nil
 }
