@@ -68,3 +68,20 @@ func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	assert.NotContains(t, rep.Tail, value)
 	assert.NotContains(t, b.Logs.String(), value)
 }
+
+// TestComposeOutputIsLoggedRedacted: what compose up prints reaches the log line by
+// line as it comes, also when up succeeds, with every secret value masked.
+func TestComposeOutputIsLoggedRedacted(t *testing.T) {
+	const value = "s3cr3t-db-password"
+	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+		"up": {Stdout: "web Pulling\nweb Pulled\n", Stderr: "warning: DB_PASSWORD=" + value + "\n"},
+	}}})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	logs := b.Logs.String()
+	assert.Contains(t, logs, `"msg":"docker compose up","env_id":"env-dev-01","project":"monky","output":"web Pulling"`)
+	assert.Contains(t, logs, `"output":"web Pulled"`)
+	assert.Contains(t, logs, `"output":"warning: DB_PASSWORD=`)
+	assert.NotContains(t, logs, value)
+}

@@ -154,7 +154,7 @@ func slicesContains(list []string, s string) bool {
 // ErrApplyFailed (code APPLY_FAILED) and Output keeps the tail of what compose printed.
 func (c *Client) Up(ctx context.Context) (Output, error) {
 	start := time.Now()
-	out, err := c.runTail(ctx, "up", ErrApplyFailed, c.composeArgs("up", "-d", "--remove-orphans"))
+	out, err := c.runLogged(ctx, "up", ErrApplyFailed, c.composeArgs("up", "-d", "--remove-orphans"))
 	if err != nil {
 		c.log.Warn("docker compose up failed; the tail of its output goes into the report; to look yourself: "+c.hint("ps --all"),
 			"dir", c.dir, "exit_code", out.ExitCode, "error", err)
@@ -171,7 +171,7 @@ func (c *Client) Down(ctx context.Context, volumes bool) (Output, error) {
 	if volumes {
 		args = append(args, "-v")
 	}
-	out, err := c.runTail(ctx, "down", ErrApplyFailed, args)
+	out, err := c.runLogged(ctx, "down", ErrApplyFailed, args)
 	if err != nil {
 		c.log.Warn("docker compose down failed; containers of the project may still run; to look yourself: "+c.hint("ps --all"),
 			"dir", c.dir, "volumes", volumes, "exit_code", out.ExitCode, "error", err)
@@ -270,6 +270,22 @@ func (c *Client) composeArgs(args ...string) []string {
 func (c *Client) runTail(ctx context.Context, op string, kind error, args []string) (Output, error) {
 	buf := newTailBuffer(c.limit)
 	code, err := c.run(ctx, args, buf, buf)
+	return tailResult(buf, op, kind, code, err)
+}
+
+// runLogged is runTail with every line of the output logged as it comes (up, down:
+// the commands that take minutes).
+func (c *Client) runLogged(ctx context.Context, op string, kind error, args []string) (Output, error) {
+	buf := newTailBuffer(c.limit)
+	lines := newLineLog(c.log, op)
+	w := io.MultiWriter(buf, lines)
+	code, err := c.run(ctx, args, w, w)
+	lines.flush()
+	return tailResult(buf, op, kind, code, err)
+}
+
+// tailResult is the Output of a command and, when it failed, its Error.
+func tailResult(buf *tailBuffer, op string, kind error, code int, err error) (Output, error) {
 	tail, dropped := buf.snapshot()
 	out := Output{Tail: tail, Dropped: dropped, ExitCode: code}
 	if err != nil {

@@ -37,6 +37,9 @@ type WaitOptions struct {
 	// reached (a dockerd restart) before it ends with ErrDockerUnavailable. Default
 	// DefaultDockerGrace (30s).
 	DockerGrace time.Duration
+	// Progress is how often the wait logs what it still waits for (and a read of
+	// the containers that keeps failing). Default DefaultProgress (20s).
+	Progress time.Duration
 }
 
 // StateMissing is the State of a service that has no container at all.
@@ -62,6 +65,9 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 	if opts.DockerGrace <= 0 {
 		opts.DockerGrace = DefaultDockerGrace
 	}
+	if opts.Progress <= 0 {
+		opts.Progress = DefaultProgress
+	}
 	pause := opts.Poll
 	if pause <= 0 {
 		pause = minHealthPoll
@@ -80,7 +86,7 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 				return states, ctx.Err()
 			}
 			lastPSErr = err
-			if readErrs.note(time.Now()) {
+			if readErrs.note(time.Now(), opts.Progress) {
 				c.log.Warn("reading the containers failed during the health wait; trying again at the next poll",
 					"failures", readErrs.count, "since", readErrs.first.Round(time.Second).Format(time.RFC3339), "error", err)
 			}
@@ -107,7 +113,7 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 					"after", time.Since(start).Round(time.Millisecond), "polls", poll)
 				return states, nil
 			}
-			if now := time.Now(); now.Sub(progress) >= progressEvery {
+			if now := time.Now(); now.Sub(progress) >= opts.Progress {
 				progress = now
 				c.log.Info("waiting for services to become ready", "services", waiting, "detail", strings.Join(details, "; "),
 					"waited", now.Sub(start).Round(time.Second), "timeout", opts.Timeout)
@@ -364,27 +370,24 @@ func minUptime(status string) (time.Duration, bool) {
 // DefaultDockerGrace is WaitOptions.DockerGrace's default.
 const DefaultDockerGrace = 30 * time.Second
 
-// progressEvery is how often the health wait says what it still waits for.
-const progressEvery = 20 * time.Second
-
-// warnEvery is how often a repeated warning is logged again, with its count.
-const warnEvery = 30 * time.Second
+// DefaultProgress is WaitOptions.Progress's default.
+const DefaultProgress = 20 * time.Second
 
 // repeated counts a warning that repeats, so that it is logged once and then at most
-// every warnEvery, with how often it happened.
+// once every period, with how often it happened.
 type repeated struct {
 	count        int
 	first, shown time.Time
 }
 
 // note counts one more occurrence at now and reports whether to log it.
-func (r *repeated) note(now time.Time) bool {
+func (r *repeated) note(now time.Time, period time.Duration) bool {
 	r.count++
 	if r.count == 1 {
 		r.first, r.shown = now, now
 		return true
 	}
-	if now.Sub(r.shown) >= warnEvery {
+	if now.Sub(r.shown) >= period {
 		r.shown = now
 		return true
 	}
