@@ -104,7 +104,7 @@ func ReadStatement(ctx context.Context, r io.Reader, lim Limits) (Statement, err
 // short validity. Ten minutes.
 const ClockTolerance = 10 * time.Minute
 
-// MaxSignatureSize bounds a signature file (a real one is about 330 bytes); a
+// MaxSignatureSize bounds a signature file (a real one is about 280 bytes); a
 // client reads at most this much of it.
 const MaxSignatureSize = 4096
 
@@ -346,6 +346,9 @@ func CheckSignature(sig []byte, keys KeyRing, want Statement, now time.Time) (Ke
 		return "", fmt.Errorf("%w: the expected statement: %s", ErrInvalidArgument, want.check())
 	case now.IsZero():
 		return "", fmt.Errorf("%w: CheckSignature needs the time", ErrInvalidArgument)
+	}
+	if len(sig) == 0 {
+		return "", sigErr(codes.SignatureMissing, "", "the bundle is not signed; this box runs only bundles signed by a key it trusts")
 	}
 	s, err := ParseSignature(sig)
 	if err != nil {

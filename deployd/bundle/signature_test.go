@@ -241,7 +241,8 @@ func TestCheckSignatureHostile(t *testing.T) {
 		detail string
 		keyID  KeyID
 	}{
-		{name: "unsigned", sig: nil, code: codes.SignatureMissing, is: ErrSignatureMissing, detail: "empty"},
+		{name: "unsigned", sig: nil, code: codes.SignatureMissing, is: ErrSignatureMissing, detail: "the bundle is not signed; this box runs only bundles signed by a key it trusts"},
+		{name: "empty signature", sig: []byte{}, code: codes.SignatureMissing, is: ErrSignatureMissing, detail: "the bundle is not signed"},
 		{name: "another env", sig: sign(t, 1, Statement{SHA: testSHA, EnvID: "env-prod-01", Serial: 17}, testUntil),
 			code: codes.SignatureInvalid, is: ErrSignatureInvalid, detail: "a signature of another bundle: signed for env_id env-prod-01, this box is env-dev-01"},
 		{name: "another sha", sig: sign(t, 1, Statement{SHA: otherSHA, EnvID: testEnv, Serial: 17}, testUntil),
