@@ -167,6 +167,9 @@ func (c *cli) sign(ctx context.Context, args []string) int {
 		_, _ = fmt.Fprintf(c.stderr, "monky-deployd sign: --expires: %v\n", err)
 		return exitUsage
 	}
+	if !expires.IsZero() && expires.Before(time.Now()) {
+		_, _ = fmt.Fprintf(c.stderr, "monky-deployd sign: warning: --expires %s is in the past: every box refuses this signature (SIGNATURE_EXPIRED)\n", *expiresFlag)
+	}
 	key, code := c.readPrivateKey(*keyPath)
 	if key == nil {
 		return code

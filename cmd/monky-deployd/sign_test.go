@@ -366,6 +366,11 @@ func TestVerifySignature(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "b.sig")
 		r := runMain(t, nil, append(append([]string{"sign", "--key", key, "--out", out}, extra...), good)...)
 		require.Equal(t, 0, r.Code, r.Stderr)
+		if slices.Contains(extra, "2001-01-01T00:00:00Z") {
+			assert.Contains(t, r.Stderr, "is in the past: every box refuses this signature (SIGNATURE_EXPIRED)")
+		} else {
+			assert.Empty(t, r.Stderr)
+		}
 		return out
 	}
 	pubFile := filepath.Join(t.TempDir(), "renderer.pub")

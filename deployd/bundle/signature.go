@@ -171,8 +171,8 @@ func (s *Signature) check() string {
 		return "the key_id is not 16 lowercase hex digits"
 	case !s.Expires.IsZero() && !s.Expires.Equal(s.Expires.Truncate(time.Second)):
 		return "the expiry is not a whole second"
-	case !s.Expires.IsZero() && (s.Expires.UTC().Year() < 1 || s.Expires.UTC().Year() > 9999):
-		return "the expiry is not between years 1 and 9999"
+	case !s.Expires.IsZero() && (s.Expires.UTC().Year() < 0 || s.Expires.UTC().Year() > 9999):
+		return "the expiry is not between years 0 and 9999"
 	case len(s.Sig) != ed25519.SignatureSize:
 		return fmt.Sprintf("an ed25519 signature is %d bytes, not %d", ed25519.SignatureSize, len(s.Sig))
 	}
@@ -395,12 +395,15 @@ func joinIDs(ids []KeyID) string {
 // successful apply of a signed bundle.
 type Serials map[KeyID]int64
 
-// Record notes that a bundle of serial, signed by id, was applied. The ratchet only
-// goes up: an explicit rollback to an older serial does not lower it, so that the
-// bundles between stay refused without another explicit rollback.
-func (s Serials) Record(id KeyID, serial int64) {
-	if serial > s[id] {
-		s[id] = serial
+// Record notes that a bundle of serial, signed by id, was applied; a nil map is made.
+// The ratchet only goes up: an explicit rollback to an older serial does not lower
+// it, so that the bundles between stay refused without another explicit rollback.
+func (s *Serials) Record(id KeyID, serial int64) {
+	if *s == nil {
+		*s = Serials{}
+	}
+	if serial > (*s)[id] {
+		(*s)[id] = serial
 	}
 }
 

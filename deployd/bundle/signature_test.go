@@ -122,6 +122,7 @@ func signatureCases(t testing.TB) []struct {
 	}{
 		{name: "valid", data: []byte(good)},
 		{name: "valid without expiry", data: []byte(noExp)},
+		{name: "an expiry in year 0 parses (long expired)", data: []byte(swap(6, "expires 0000-01-01T00:00:00Z\n"))},
 		{name: "empty", data: nil, code: codes.SignatureMissing, detail: "empty"},
 		{name: "too large", data: []byte(good + strings.Repeat("x", MaxSignatureSize)), code: inv, detail: "over 4096 bytes"},
 		{name: "CRLF", data: []byte(strings.ReplaceAll(good, "\n", "\r\n")), code: inv, detail: "carriage return"},
@@ -412,6 +413,10 @@ func TestCheckReplay(t *testing.T) {
 		})
 	}
 	assert.NoError(t, CheckReplay(nil, keys, 1, false), "a box that applied nothing signed")
+
+	var fresh Serials // as a state without the field decodes
+	fresh.Record(k1, 3)
+	assert.Equal(t, Serials{k1: 3}, fresh)
 }
 
 // TestReplayOfAnOlderSignedBundle is the whole hostile case: a bundle that was
