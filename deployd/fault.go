@@ -52,6 +52,11 @@ var faults = map[codes.Code]fault{
 	codes.ManifestPaths: faultBundle, codes.ComposeInvalid: faultBundle, codes.UnresolvedVars: faultBundle,
 	codes.SecretPath: faultBundle, codes.Privileged: faultBundle, codes.Rollback: faultBundle,
 	codes.DiskLow: faultBox,
+	// A signature refusal is not remembered either: its fix (a new signature, a key
+	// added to the box) keeps the sha, and checking again costs a small GET, never a
+	// lease.
+	codes.SignatureMissing: faultBox, codes.SignatureInvalid: faultBox, codes.SignatureUnknownKey: faultBox,
+	codes.SignatureExpired: faultBox, codes.SignatureReplay: faultBox,
 	// A lease of AppRole shape: a misconfigured lease issuer; the sha cannot succeed
 	// as it is, so it costs no lease again until tenancy asks with retry.
 	codes.LeaseShape:    faultBundle,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +37,11 @@ const usage = `usage:
   monky-deployd status [--config PATH] [--json]
   monky-deployd bootstrap [--config PATH] [--grant PATH]
   monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
-                       [--live-serial N] [--rollback] BUNDLE
+                       [--live-serial N] [--rollback] [--key PUBKEY]… [--sig FILE] BUNDLE
+  monky-deployd pack --out BUNDLE [--json] DIR
+  monky-deployd sign --key PRIVATE_KEY_FILE [--expires D|TIME] [--env ENV] [--out FILE]
+                     [--json] BUNDLE
+  monky-deployd keygen --out PRIVATE_KEY_FILE
   monky-deployd version
 `
 
@@ -82,6 +87,12 @@ func Main(ctx context.Context, args []string, env []string, stdout, stderr io.Wr
 		return c.bootstrap(ctx, args[1:])
 	case "verify":
 		return c.verify(ctx, args[1:])
+	case "pack":
+		return c.pack(ctx, args[1:])
+	case "sign":
+		return c.sign(ctx, args[1:])
+	case "keygen":
+		return c.keygen(args[1:])
 	case "version", "--version":
 		return c.output(fmt.Sprintf("monky-deployd %s (commit %s)\n", deployd.Version, commit))
 	case "help", "-h", "--help":
@@ -380,11 +391,13 @@ func (c *cli) output(s string) int {
 }
 
 // verifyJSON is what `verify --json` prints. warnings (compose's own, naming the
-// bundle's file) was added after sha and refusals; it is always a list.
+// bundle's file) was added after sha and refusals; it is always a list. signature
+// (sign.go) was added after them, only with --key.
 type verifyJSON struct {
-	SHA      string           `json:"sha"`
-	Refusals []bundle.Refusal `json:"refusals"`
-	Warnings []string         `json:"warnings"`
+	SHA       string            `json:"sha"`
+	Refusals  []bundle.Refusal  `json:"refusals"`
+	Warnings  []string          `json:"warnings"`
+	Signature *signatureVerdict `json:"signature,omitempty"`
 }
 
 func (c *cli) verify(ctx context.Context, args []string) int {
@@ -395,11 +408,23 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	allow := fs.String("allow-privileged", "", "comma-separated services allowed to be privileged")
 	liveSerial := fs.Int64("live-serial", 0, "the live release's serial (ROLLBACK check)")
 	rollback := fs.Bool("rollback", false, "the rollback is explicit")
+	var keys keysFlag
+	fs.Var(&keys, "key", "a trusted public key (ed25519:…) or a file holding one; repeat for several; checks the signature")
+	sigPath := fs.String("sig", "", "with --key: the signature file (default: BUNDLE.sig)")
 	if !parse(fs, args, 1) {
 		return exitUsage
 	}
 	if *env == "" {
 		_, _ = fmt.Fprintln(c.stderr, "monky-deployd verify: --env is required")
+		return exitUsage
+	}
+	ring, err := keys.keyRing()
+	if err != nil {
+		_, _ = fmt.Fprintf(c.stderr, "monky-deployd verify: --key: %v\n", err)
+		return exitUsage
+	}
+	if *sigPath != "" && ring.Len() == 0 {
+		_, _ = fmt.Fprintln(c.stderr, "monky-deployd verify: --sig needs --key")
 		return exitUsage
 	}
 	f, err := os.Open(fs.Arg(0))
@@ -431,6 +456,11 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 			out.Warnings = res.Warnings
 		}
 	}
+	if ring.Len() > 0 {
+		if code := c.checkSignature(ring, cmp.Or(*sigPath, fs.Arg(0)+".sig"), *sigPath != "", *env, res, &out); code != 0 {
+			return code
+		}
+	}
 	var text strings.Builder
 	switch {
 	case *asJSON:
@@ -446,6 +476,9 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	default:
 		fmt.Fprintf(&text, "refused %s\n", out.SHA)
 		writeRefusals(&text, out.Refusals)
+	}
+	if !*asJSON && out.Signature != nil {
+		text.WriteString(signatureLine(out.Signature))
 	}
 	if !*asJSON {
 		for _, w := range out.Warnings {

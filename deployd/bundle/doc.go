@@ -14,6 +14,14 @@
 // a staging directory (recomputing the sha as it writes) and RenderEnv writes the
 // release's .env.
 //
+// For the renderer, PackDir and Pack build a bundle reproducibly from a directory
+// (sorted entries, fixed metadata, the sha computed as it streams) and Sign signs
+// what it states (Statement: sha, env_id, serial, an optional expiry) with Ed25519.
+// On a box that trusts keys (KeyRing, ParsePublicKey), CheckSignature and
+// CheckReplay decide before the lease whether a bundle's signature lets it run,
+// each refusal a *SignatureError with one of codes.Signatures (docs/BUNDLE.md,
+// "Signatures").
+//
 // Every function reads its stream once, hashes files as they pass and keeps only
 // manifest.json and small candidate compose files in memory, so memory stays flat
 // however large the bundle is. Limits bound entries, sizes and headers; passing
@@ -37,7 +45,8 @@
 //   - Secret paths are an allow-list (see SecretRef) and never name another env.
 //   - Extract ignores modes in the tar: files 0644, directories 0755.
 //
-// The package depends on the standard library, compose-go and the leaf packages
+// The package depends on the standard library (crypto/ed25519 and crypto/x509 for
+// the signatures), compose-go and the leaf packages
 // deployd/codes and deployd/ids only; a test keeps
 // OpenZiti, vault/api and testing out of its dependencies.
 package bundle

@@ -52,6 +52,26 @@ const (
 	DiskLow Code = "DISK_LOW"
 )
 
+// The refusal codes of a bundle's signature (docs/BUNDLE.md, "Signatures"). On a box
+// that trusts signing keys, bundle.CheckSignature and bundle.CheckReplay return them
+// before any lease is taken; `monky-deployd verify --key` returns them too.
+const (
+	// SignatureMissing is a bundle without a signature on a box that trusts keys.
+	SignatureMissing Code = "SIGNATURE_MISSING"
+	// SignatureInvalid is a signature that does not parse (truncated, another
+	// algorithm), does not verify with the key it names, or was made for another
+	// bundle: another sha, env_id or serial.
+	SignatureInvalid Code = "SIGNATURE_INVALID"
+	// SignatureUnknownKey is a signature by a key the box does not trust (never
+	// configured, or removed after a rotation).
+	SignatureUnknownKey Code = "SIGNATURE_UNKNOWN_KEY"
+	// SignatureExpired is a signature whose expiry passed, beyond the clock tolerance.
+	SignatureExpired Code = "SIGNATURE_EXPIRED"
+	// SignatureReplay is a signed serial lower than the highest the box applied under
+	// a key it still trusts, without an explicit rollback.
+	SignatureReplay Code = "SIGNATURE_REPLAY"
+)
+
 // The codes of the phases after the verification: lease, login, secrets, apply,
 // health, and the config.
 const (
@@ -122,15 +142,20 @@ var (
 		BundleMalformed, SHAMismatch, EnvMismatch, ManifestPaths, ComposeInvalid,
 		UnresolvedVars, SecretPath, Privileged, Rollback, DiskLow,
 	}
-	later   = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config}
-	tenancy = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable}
-	box     = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable, DockerUnavailable, DiskFull}
+	signatures = []Code{SignatureMissing, SignatureInvalid, SignatureUnknownKey, SignatureExpired, SignatureReplay}
+	later      = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config}
+	tenancy    = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable}
+	box        = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable, DockerUnavailable, DiskFull}
 )
 
 // Refusals returns the refusal codes of a bundle, in the order of the table of
 // docs/BUNDLE.md.
 func Refusals() []Code { return slices.Clone(refusals) }
 
-// All returns every stable code: the refusals, then the later-phase, tenancy-phase and
-// box codes, in the order of docs/OPERATIONS.md.
-func All() []Code { return slices.Concat(refusals, later, tenancy, box) }
+// Signatures returns the refusal codes of a bundle's signature, in the order of
+// docs/BUNDLE.md ("Signatures").
+func Signatures() []Code { return slices.Clone(signatures) }
+
+// All returns every stable code: the refusals, the signature refusals, then the
+// later-phase, tenancy-phase and box codes, in the order of docs/OPERATIONS.md.
+func All() []Code { return slices.Concat(refusals, signatures, later, tenancy, box) }

@@ -19,6 +19,8 @@ func TestWireStrings(t *testing.T) {
 		codes.ComposeInvalid: "COMPOSE_INVALID", codes.UnresolvedVars: "UNRESOLVED_VARS",
 		codes.SecretPath: "SECRET_PATH", codes.Privileged: "PRIVILEGED",
 		codes.Rollback: "ROLLBACK", codes.DiskLow: "DISK_LOW",
+		codes.SignatureMissing: "SIGNATURE_MISSING", codes.SignatureInvalid: "SIGNATURE_INVALID",
+		codes.SignatureUnknownKey: "SIGNATURE_UNKNOWN_KEY", codes.SignatureExpired: "SIGNATURE_EXPIRED", codes.SignatureReplay: "SIGNATURE_REPLAY",
 		codes.LeaseShape: "LEASE_SHAPE", codes.SecretMissing: "SECRET_MISSING",
 		codes.SecretDenied: "SECRET_DENIED", codes.ApplyFailed: "APPLY_FAILED",
 		codes.Unhealthy: "UNHEALTHY", codes.HealthTimeout: "HEALTH_TIMEOUT",
@@ -49,6 +51,18 @@ func TestRefusals(t *testing.T) {
 	r := codes.Refusals()
 	r[0] = "CHANGED"
 	assert.Equal(t, codes.BundleMalformed, codes.Refusals()[0], "Refusals returns a copy")
+}
+
+func TestSignatures(t *testing.T) {
+	assert.Equal(t, []codes.Code{
+		codes.SignatureMissing, codes.SignatureInvalid, codes.SignatureUnknownKey,
+		codes.SignatureExpired, codes.SignatureReplay,
+	}, codes.Signatures())
+	n := len(codes.Refusals())
+	assert.Equal(t, codes.Signatures(), codes.All()[n:n+len(codes.Signatures())], "All lists them after the refusals")
+	s := codes.Signatures()
+	s[0] = "CHANGED"
+	assert.Equal(t, codes.SignatureMissing, codes.Signatures()[0], "Signatures returns a copy")
 }
 
 // TestLeaf checks that the package imports nothing but the standard library, so that

@@ -1,0 +1,7 @@
+monky-deployd signature v1
+alg ed25519
+key_id 34750f98bd59fcfc
+env_id env-dev-01
+sha 247c59eba45afc93d8d2d4a3de9484e685194131d28767186bd037981cac1944
+serial 7
+sig 55cQxw91Nq7DG/2WjURx9VnWtKzgwF/CUDRukjSJhixAUXUAI3BwfR40SsE5SrFH//CJYVVdIlrJwt1Awa7fAA==
