@@ -109,8 +109,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 
 // connectDocker builds the Engine API client that reads container state (the live
 // health, the health wait, the evidence, images) in milliseconds. When DOCKER_HOST
-// names what it does not speak (ssh, TLS, a docker context) reads go through the
-// docker CLI, which does; changes (up, down) always do.
+// names what it does not speak (ssh, TLS; engine.Resolve finds the endpoint as the
+// docker CLI does) reads go through the docker CLI, which does; changes (up, down)
+// always do.
 func (a *Agent) connectDocker() {
 	ec, err := engine.New(a.opts.DockerEnv, engine.Options{Logger: a.log})
 	if err != nil {

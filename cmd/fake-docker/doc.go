@@ -4,4 +4,14 @@
 // it, or, where they are not set (the agent passes docker none of them),
 // fake-docker.json next to the program. The behaviour and the script format are
 // documented in github.com/monky/monky-deployd/internal/fakes/fakedocker.
+//
+//	fake-docker serve-engine [-socket PATH] [-config FILE] [-watch-stdin=true]
+//
+// serves the fake docker Engine API over the same record, state and script on a unix
+// socket, for harnesses in any language (docs/FAKES.md): it prints one JSON line,
+//
+//	{"docker_host":"unix:///tmp/fd123/docker.sock","socket":"/tmp/fd123/docker.sock","log":"…","state":"…","script":"…"}
+//
+// whose docker_host is the DOCKER_HOST to give the code under test, and serves until
+// stdin closes or SIGTERM or SIGINT.
 package main

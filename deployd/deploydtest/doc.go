@@ -5,7 +5,9 @@
 //   - deployd/deploydtest/faketenancy: the fake monky-tenancy agent API, and the
 //     bundle builder (BuildBundle, SampleApp) with the fake's own bundle sha (SHA);
 //   - deployd/deploydtest/fakebao: the fake OpenBao;
-//   - deployd/deploydtest/fakestack: both fakes wired together (Start, Close).
+//   - deployd/deploydtest/fakestack: both fakes wired together (Start, Close);
+//   - deployd/deploydtest/fakedocker: the fake docker, program and Engine API
+//     (Install, Close, Env), for a whole apply with no docker daemon.
 //
 // NewStack starts a fakestack.Stack and closes it in tb.Cleanup; its helpers fail the
 // test instead of returning errors. MakeBundle is faketenancy.BuildBundle for a test:

@@ -26,13 +26,19 @@
 //
 // # Where the daemon is
 //
-// New takes the docker environment as deployd.DockerEnv returns it ("K=V"), never the
-// process environment. DOCKER_HOST is empty (unix:///var/run/docker.sock),
-// unix:///path, or tcp://host[:port] (port 2375 by default) in plain HTTP. Everything
-// else matches ErrUnsupported, and the caller reads through the docker CLI instead:
-// ssh://, npipe:// and fd:// hosts, TLS (DOCKER_TLS_VERIFY or DOCKER_CERT_PATH set), and
-// a DOCKER_CONTEXT other than "" or "default" (a context's endpoint lives in the CLI's
-// configuration, which this package does not read).
+// The daemon to read is the one docker compose changes, so Resolve finds it as the
+// docker CLI does, from the docker environment as deployd.DockerEnv returns it ("K=V"),
+// never the process environment: a non-empty DOCKER_HOST; else DOCKER_CONTEXT; else the
+// currentContext of config.json in DOCKER_CONFIG (or HOME/.docker); else the default,
+// unix:///var/run/docker.sock. A context other than "default" is read from the CLI's
+// context store, contexts/meta/<hex sha256 of the name>/meta.json, Endpoints.docker.Host
+// (after `docker context use rootless` the agent reads the rootless daemon, as compose
+// does). The client speaks unix:///path and tcp://host[:port] (port 2375 by default) in
+// plain HTTP. Everything else matches ErrUnsupported, and the caller reads through the
+// docker CLI instead: ssh://, npipe:// and fd:// hosts, and TLS (DOCKER_TLS_VERIFY or
+// DOCKER_CERT_PATH with DOCKER_HOST or the default context; a context's TLS material or
+// SkipTLSVerify). A context that does not exist, or a config.json or meta.json that does
+// not parse, is an error naming the file.
 //
 // # Requests
 //

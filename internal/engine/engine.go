@@ -11,14 +11,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
 
 // Defaults of Options.
 const (
-	// DefaultHost is the daemon's address without DOCKER_HOST.
+	// DefaultHost is the daemon's address of the default context without DOCKER_HOST.
 	DefaultHost = "unix:///var/run/docker.sock"
 	// DefaultTimeout bounds each request when Options.Timeout is zero.
 	DefaultTimeout = 10 * time.Second
@@ -41,7 +40,8 @@ type Options struct {
 
 // Client is a client of one docker daemon. It is safe for concurrent use.
 type Client struct {
-	host    string // DOCKER_HOST as understood, e.g. unix:///var/run/docker.sock
+	ep      Endpoint
+	host    string // ep.Host, e.g. unix:///var/run/docker.sock
 	base    string // scheme and authority of the request URLs
 	tr      *http.Transport
 	http    *http.Client
@@ -50,26 +50,20 @@ type Client struct {
 	maxBody int64
 }
 
-// endpoint is where the daemon listens: a unix socket path or a TCP address.
-type endpoint struct {
-	network string // "unix" or "tcp"
-	addr    string // the socket path or host:port
-	host    string // the normalised DOCKER_HOST
-}
-
 // New returns a client of the daemon that env describes ("K=V", as deployd.DockerEnv
-// returns it; the last of a repeated name wins). It dials nothing: an unreachable
-// daemon shows on the first call. An endpoint the client cannot speak to matches
-// ErrUnsupported; negative options are an error.
+// returns it; the last of a repeated name wins), found as the docker CLI finds it
+// (Resolve: DOCKER_HOST, DOCKER_CONTEXT, then the CLI configuration's currentContext).
+// It dials nothing: an unreachable daemon shows on the first call. An endpoint the
+// client cannot speak to matches ErrUnsupported; negative options are an error.
 func New(env []string, opts Options) (*Client, error) {
 	if opts.Timeout < 0 || opts.MaxBody < 0 {
 		return nil, &Error{Op: "new", Err: errors.New("Options.Timeout and Options.MaxBody must not be negative")}
 	}
-	ep, err := parseEnv(env)
+	ep, err := Resolve(env)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{host: ep.host, log: opts.Logger, timeout: opts.Timeout, maxBody: opts.MaxBody}
+	c := &Client{ep: ep, host: ep.Host, log: opts.Logger, timeout: opts.Timeout, maxBody: opts.MaxBody}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -98,62 +92,12 @@ func New(env []string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// parseEnv finds the daemon in the docker environment.
-func parseEnv(env []string) (endpoint, error) {
-	vals := map[string]string{}
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			vals[k] = v
-		}
-	}
-	unsupported := func(host, why string) error {
-		return &Error{Op: "new", Host: host, Err: fmt.Errorf("%w: %s", ErrUnsupported, why)}
-	}
-	if ctx := vals["DOCKER_CONTEXT"]; ctx != "" && ctx != "default" {
-		return endpoint{}, unsupported("", fmt.Sprintf("DOCKER_CONTEXT=%s selects a docker context, whose endpoint only the docker CLI reads", ctx))
-	}
-	raw := vals["DOCKER_HOST"]
-	if raw == "" {
-		raw = DefaultHost
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return endpoint{}, &Error{Op: "new", Err: errors.New("DOCKER_HOST is not a URL such as unix:///var/run/docker.sock or tcp://host:2375")}
-	}
-	shown := u.Redacted()
-	switch u.Scheme {
-	case "unix":
-		p := u.Path
-		if u.Host != "" || !strings.HasPrefix(p, "/") || u.RawQuery != "" {
-			return endpoint{}, &Error{Op: "new", Host: shown, Err: errors.New("DOCKER_HOST unix:// needs an absolute socket path, e.g. unix:///var/run/docker.sock")}
-		}
-		return endpoint{network: "unix", addr: p, host: "unix://" + p}, nil
-	case "tcp":
-		if vals["DOCKER_TLS_VERIFY"] != "" || vals["DOCKER_CERT_PATH"] != "" {
-			return endpoint{}, unsupported(shown, "TLS to the daemon (DOCKER_TLS_VERIFY or DOCKER_CERT_PATH is set)")
-		}
-		if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Hostname() == "" {
-			return endpoint{}, &Error{Op: "new", Host: shown, Err: errors.New("DOCKER_HOST tcp:// takes a host and a port only, e.g. tcp://127.0.0.1:2375")}
-		}
-		port := u.Port()
-		if port == "" {
-			port = "2375"
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return endpoint{}, &Error{Op: "new", Host: shown, Err: errors.New("DOCKER_HOST tcp:// has no valid port")}
-		}
-		addr := net.JoinHostPort(u.Hostname(), port)
-		return endpoint{network: "tcp", addr: addr, host: "tcp://" + addr}, nil
-	case "ssh", "npipe", "fd":
-		return endpoint{}, unsupported(shown, "DOCKER_HOST "+u.Scheme+":// is not spoken here")
-	default:
-		return endpoint{}, unsupported(shown, "DOCKER_HOST scheme "+u.Scheme+":// is not one of unix, tcp")
-	}
-}
-
 // Host returns the daemon's address, e.g. "unix:///var/run/docker.sock" or
 // "tcp://127.0.0.1:2375".
 func (c *Client) Host() string { return c.host }
+
+// Endpoint returns the daemon's endpoint and what selected it.
+func (c *Client) Endpoint() Endpoint { return c.ep }
 
 // Close closes the client's idle connections. A call after Close opens a new one.
 func (c *Client) Close() error {

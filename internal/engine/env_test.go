@@ -32,8 +32,8 @@ func TestNewEnv(t *testing.T) {
 		{name: "https", env: []string{"DOCKER_HOST=https://h:2376"}, unsupported: true, says: "https://"},
 		{name: "TLS verify", env: []string{"DOCKER_HOST=tcp://h:2376", "DOCKER_TLS_VERIFY=1"}, unsupported: true, says: "TLS"},
 		{name: "cert path", env: []string{"DOCKER_HOST=tcp://h:2376", "DOCKER_CERT_PATH=/etc/docker/certs"}, unsupported: true, says: "TLS"},
-		{name: "context", env: []string{"DOCKER_CONTEXT=prod"}, unsupported: true, says: "DOCKER_CONTEXT=prod"},
-		{name: "context beats host", env: []string{"DOCKER_HOST=unix:///x.sock", "DOCKER_CONTEXT=rootless"}, unsupported: true, says: "context"},
+		{name: "host beats context", env: []string{"DOCKER_HOST=unix:///x.sock", "DOCKER_CONTEXT=rootless"}, host: "unix:///x.sock"},
+		{name: "context without a configuration directory", env: []string{"DOCKER_CONTEXT=prod"}, says: "neither DOCKER_CONFIG nor HOME"},
 
 		{name: "relative unix", env: []string{"DOCKER_HOST=unix://docker.sock"}, says: "absolute socket path"},
 		{name: "unix without path", env: []string{"DOCKER_HOST=unix://"}, says: "absolute socket path"},
@@ -63,8 +63,8 @@ func TestNewEnv(t *testing.T) {
 				t.Fatalf("errors.Is(err, ErrUnsupported) = %v, want %v: %v", got, tt.unsupported, err)
 			}
 			var e *Error
-			if !errors.As(err, &e) || e.Op != "new" {
-				t.Fatalf("want an *Error of op new, got %#v", err)
+			if !errors.As(err, &e) || e.Op != "endpoint" {
+				t.Fatalf("want an *Error of op endpoint, got %#v", err)
 			}
 			if !strings.Contains(err.Error(), tt.says) {
 				t.Fatalf("error %q does not say %q", err, tt.says)

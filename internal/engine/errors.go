@@ -13,7 +13,8 @@ import (
 // The conditions of the package, matched with errors.Is on an *Error.
 var (
 	// ErrUnsupported is a docker endpoint this client cannot speak to (ssh://, npipe://,
-	// fd://, TLS, a docker context): read through the docker CLI instead.
+	// fd://, TLS), whether DOCKER_HOST or a docker context names it: read through the
+	// docker CLI instead.
 	ErrUnsupported = errors.New("docker endpoint not supported by the Engine API client; read through the docker CLI instead")
 	// ErrUnreachable is a failure to connect to the daemon's socket.
 	// It matches compose.ErrDockerUnavailable too.
@@ -31,8 +32,8 @@ const maxMessage = 512
 
 // Error is the error type of this package.
 type Error struct {
-	// Op is the operation: "new", "containers", "inspect", "version", "images",
-	// "images in use" or "remove image".
+	// Op is the operation: "new", "endpoint" (Resolve), "containers", "inspect",
+	// "version", "images", "images in use" or "remove image".
 	Op string
 	// Host is the daemon's address, e.g. "unix:///var/run/docker.sock".
 	Host string

@@ -120,8 +120,16 @@
 // as docker compose ps, so a script plays the same whichever way it is read, and GET
 // /containers/{id}/json is the object docker inspect prints, in the state of the last
 // step. Every request appends a Call with argv ["engine", METHOD, PATH] and the raw
-// query in Call.Query. The commands of the script (failures, delays) are the
-// program's only; the engine does not play them.
+// query in Call.Query. The script's version, ps and inspect commands (delays,
+// failures) play for GET /version, /containers/json and /containers/{id}/json too
+// (ReadCommand), a failure as a 500 with the command's stderr; the others are the
+// program's only.
+//
+// Serve is the program's serve-engine command (docker serve-engine [-socket PATH]
+// [-config FILE] [-watch-stdin=true]): the engine on a unix socket for a harness that is
+// not written in Go, over the paths the program itself would use, announced by one JSON
+// line on stdout (Served: docker_host, socket, log, state, script) and served until
+// stdin closes or a signal.
 //
 // Images: every up learns the image of each service (its image in the compose
 // files, "<project>-<service>" for one compose would build, or the script's) with ID

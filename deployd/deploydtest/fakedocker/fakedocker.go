@@ -1,0 +1,340 @@
+package fakedocker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+)
+
+// ProgramPackage is the import path of the fake docker program that Build builds.
+const ProgramPackage = "github.com/monky/monky-deployd/cmd/fake-docker"
+
+// EngineArgv0 is Call.Argv[0] of a request to the fake Engine API: its Argv is
+// ["engine", METHOD, PATH].
+const EngineArgv0 = "engine"
+
+// Options configure Install. The zero value is ready to use.
+type Options struct {
+	// Dir is an existing directory to install into (it gets bin/, the record, the
+	// state and the script); "": a new temporary directory, removed by Close.
+	Dir string
+	// Program is a fake docker program already built (Build, or `go build -o …
+	// github.com/monky/monky-deployd/cmd/fake-docker`); "": Install builds one, once
+	// per process, with Build into a temporary directory of its own that is left for
+	// the system's temp cleaning (no hook runs when a process ends).
+	Program string
+	// Script is the scripted behaviour (Script.Validate must pass); nil: every
+	// command succeeds.
+	Script *Script
+}
+
+// Docker is one installed fake docker: the program with its record, state and script,
+// and the fake Engine API over the same files on a unix socket. Stop it with Close.
+// Its methods are safe for concurrent use; the fake itself locks its state.
+type Docker struct {
+	// Dir is the directory holding the program, named docker, and its
+	// fake-docker.json: put it first on the PATH of the code under test (Env), or
+	// name Path as its docker program.
+	Dir string
+	// Path is the program: Dir/docker.
+	Path string
+	// Log is the record: one JSON line per call of the program and per request to
+	// the Engine API (Calls).
+	Log string
+	// State is the fake's state file (Status).
+	State string
+	// Script is where the script is read from, on every call; the file exists once a
+	// script was given (Options.Script, SetScript).
+	Script string
+	// Socket is the unix socket of the fake Engine API, at most 107 bytes long, in a
+	// short temporary directory of its own.
+	Socket string
+
+	mu      sync.Mutex
+	srv     *fakedocker.EngineServer
+	sockDir string
+	ownDir  string // Options.Dir was "": removed by Close
+	closed  bool
+}
+
+var (
+	buildMu   sync.Mutex
+	buildPath string // the process's build, once one succeeded
+)
+
+// Build builds the fake docker program (ProgramPackage) to the file dst with the go
+// tool on PATH (go test puts the running toolchain's first), in the current
+// directory: the module there must require github.com/monky/monky-deployd, as the
+// package directory of a test of any module that imports this package does. It takes
+// a few seconds the first time, less once the build cache has it.
+func Build(ctx context.Context, dst string) error {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("fakedocker: no go tool on PATH to build %s (set Options.Program to a built one): %w", ProgramPackage, err)
+	}
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", dst, ProgramPackage)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("fakedocker: go build %s: %w: %s", ProgramPackage, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// program returns the process's shared build, building it on first use.
+func program(ctx context.Context) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if buildPath != "" {
+		return buildPath, nil
+	}
+	dir, err := os.MkdirTemp("", "fake-docker-")
+	if err != nil {
+		return "", fmt.Errorf("fakedocker: %w", err)
+	}
+	p := filepath.Join(dir, "docker")
+	if err := Build(ctx, p); err != nil {
+		_ = os.RemoveAll(dir) // the build error is the one to report
+		return "", err
+	}
+	buildPath = p
+	return p, nil
+}
+
+// Install puts a fake docker in place and starts its Engine API: the program (a hard
+// link to Options.Program or the shared build, or a copy where no link can be made;
+// never a symlink, as the program finds its fake-docker.json next to its resolved
+// path), its fake-docker.json naming the record, state and script, the script, and
+// the Engine API on Socket. The code under test then finds docker on Env's PATH and
+// the daemon at Env's DOCKER_HOST, and needs none of the fake's own variables, so
+// that an agent binary, which passes docker only the docker CLI's variables, reaches
+// it as well as an in-process agent.
+func Install(ctx context.Context, opts Options) (*Docker, error) {
+	if err := opts.Script.Validate(); err != nil {
+		return nil, fmt.Errorf("fakedocker: Options.Script: %w", err)
+	}
+	prog := opts.Program
+	if prog == "" {
+		p, err := program(ctx)
+		if err != nil {
+			return nil, err
+		}
+		prog = p
+	} else if fi, err := os.Stat(prog); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("fakedocker: Options.Program %s is not an executable file (build it with Build)", prog)
+	}
+	d := &Docker{}
+	root := opts.Dir
+	if root == "" {
+		dir, err := os.MkdirTemp("", "fakedocker-")
+		if err != nil {
+			return nil, fmt.Errorf("fakedocker: %w", err)
+		}
+		root, d.ownDir = dir, dir
+	} else if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("fakedocker: Options.Dir %s is not an existing directory", root)
+	}
+	if err := d.install(root, prog, opts.Script); err != nil {
+		_ = d.Close() // the install error is the one to report
+		return nil, err
+	}
+	return d, nil
+}
+
+// install lays d out under root and starts the engine.
+func (d *Docker) install(root, prog string, script *Script) error {
+	d.Dir = filepath.Join(root, "bin")
+	d.Path = filepath.Join(d.Dir, "docker")
+	d.Log = filepath.Join(root, "docker.log")
+	d.State = filepath.Join(root, "docker.state")
+	d.Script = filepath.Join(root, "script.json")
+	if err := os.Mkdir(d.Dir, 0o755); err != nil {
+		return fmt.Errorf("fakedocker: %w", err)
+	}
+	if err := linkOrCopy(prog, d.Path); err != nil {
+		return fmt.Errorf("fakedocker: installing the program: %w", err)
+	}
+	cfg := fakedocker.Config{Log: d.Log, State: d.State, Script: d.Script}
+	if err := cfg.WriteFile(filepath.Join(d.Dir, fakedocker.ConfigFile)); err != nil {
+		return fmt.Errorf("fakedocker: writing %s: %w", fakedocker.ConfigFile, err)
+	}
+	if script != nil {
+		if err := script.internal().WriteFile(d.Script); err != nil {
+			return fmt.Errorf("fakedocker: writing the script: %w", err)
+		}
+	}
+	sockDir, err := os.MkdirTemp("", "fd")
+	if err != nil {
+		return fmt.Errorf("fakedocker: %w", err)
+	}
+	d.sockDir = sockDir
+	srv, err := fakedocker.ServeEngine(filepath.Join(sockDir, "docker.sock"), cfg)
+	if err != nil {
+		return fmt.Errorf("fakedocker: %w", err)
+	}
+	d.srv, d.Socket = srv, srv.Socket
+	return nil
+}
+
+// linkOrCopy puts the program src at dst: a hard link where the file system allows
+// it, a copy otherwise.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
+
+// Close stops the Engine API, removes its socket and, when Install made the directory,
+// the directory. Closing twice is a no-op.
+func (d *Docker) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	if d.srv != nil {
+		errs = append(errs, d.srv.Close())
+	}
+	if d.sockDir != "" {
+		errs = append(errs, os.RemoveAll(d.sockDir))
+	}
+	if d.ownDir != "" {
+		errs = append(errs, os.RemoveAll(d.ownDir))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("fakedocker: close: %w", err)
+	}
+	return nil
+}
+
+// DockerHost is the DOCKER_HOST that reaches the fake Engine API: "unix://" + Socket.
+func (d *Docker) DockerHost() string { return "unix://" + d.Socket }
+
+// Env returns the docker environment of the code under test ("K=V"): PATH with Dir
+// only and DOCKER_HOST, then extra. It is what deployd.Options.DockerEnv takes; for
+// the agent binary, add them to its process environment (deployd.DockerEnv passes
+// both on to docker).
+func (d *Docker) Env(extra ...string) []string {
+	return append([]string{"PATH=" + d.Dir, "DOCKER_HOST=" + d.DockerHost()}, extra...)
+}
+
+// HTTPClient returns a client whose every request goes to the fake Engine API's
+// socket, whatever the URL's host ("http://docker/containers/json").
+func (d *Docker) HTTPClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.Socket)
+	}}}
+}
+
+// SetScript replaces the script (nil: every command succeeds); the next call of the
+// program, or request to the Engine API, plays it.
+func (d *Docker) SetScript(s *Script) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("fakedocker: SetScript: %w", err)
+	}
+	if s == nil {
+		s = &Script{}
+	}
+	if err := s.internal().WriteFile(d.Script); err != nil {
+		return fmt.Errorf("fakedocker: writing the script: %w", err)
+	}
+	return nil
+}
+
+// Call is one recorded call of the fake docker: a run of the program, or a request to
+// the Engine API.
+type Call struct {
+	// Argv holds the program's arguments after its name ("compose", "--project-name",
+	// …), or ["engine", METHOD, PATH] for a request to the Engine API (EngineArgv0).
+	Argv []string
+	// Query is the raw query of an Engine API request; "" for the program.
+	Query string
+	// Dir is the program's working directory; "" for the Engine API.
+	Dir string
+	// Env holds the sorted names of the program's environment variables, never their
+	// values; none for the Engine API.
+	Env []string
+	// Time is when the call started.
+	Time time.Time
+}
+
+// Compose reports whether c is `docker compose … sub …`: a run of the program whose
+// compose subcommand (up, down, ps, logs, version) is sub.
+func (c Call) Compose(sub string) bool {
+	if len(c.Argv) == 0 || c.Argv[0] != "compose" {
+		return false
+	}
+	for i := 1; i < len(c.Argv); i++ {
+		switch a := c.Argv[i]; {
+		case a == "-p" || a == "--project-name" || a == "--project-directory" || a == "-f" || a == "--file" ||
+			a == "--env-file" || a == "--profile" || a == "--ansi" || a == "--progress" || a == "--parallel":
+			i++ // the flag's value
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a == sub
+		}
+	}
+	return false
+}
+
+// Calls returns the calls recorded so far, oldest first.
+func (d *Docker) Calls() ([]Call, error) {
+	calls, err := fakedocker.ReadCalls(d.Log)
+	if err != nil {
+		return nil, fmt.Errorf("fakedocker: %w", err)
+	}
+	out := make([]Call, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, Call{Argv: c.Argv, Query: c.Query, Dir: c.Dir, Env: c.Env, Time: c.Time})
+	}
+	return out, nil
+}
+
+// Status is what the fake docker remembers between calls.
+type Status struct {
+	// Up is true after a successful up and false after down.
+	Up bool
+	// Project and Dir are the project name and directory of the last up.
+	Project, Dir string
+	// Services are the services of the last up, sorted.
+	Services []string
+	// Reads counts the reads of the containers since the last up (docker compose ps
+	// and GET /containers/json: they play the script's states).
+	Reads int
+	// Calls counts the calls of each scripted command ("up", "down", "ps", …).
+	Calls map[string]int
+	// DownVolumes is true when the last down removed volumes (-v).
+	DownVolumes bool
+	// Images are the images the fake engine holds, as their references
+	// ("nginx:1.27"), in the order they were learned.
+	Images []string
+}
+
+// Status returns the fake's state.
+func (d *Docker) Status() (Status, error) {
+	st, err := fakedocker.ReadStatus(d.State)
+	if err != nil {
+		return Status{}, fmt.Errorf("fakedocker: %w", err)
+	}
+	out := Status{Up: st.Up, Project: st.Project, Dir: st.Dir, Services: st.Services, Reads: st.PSCalls, Calls: st.Calls, DownVolumes: st.DownVolumes}
+	for _, im := range st.Images {
+		out.Images = append(out.Images, im.Ref)
+	}
+	return out, nil
+}

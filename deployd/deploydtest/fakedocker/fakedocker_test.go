@@ -1,0 +1,288 @@
+package fakedocker
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+)
+
+// fieldNames lists the fields of a struct type.
+func fieldNames(t reflect.Type) []string {
+	var names []string
+	for f := range t.Fields() {
+		names = append(names, f.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestScriptTypesMatchTheFakes: every field of the fake's script types has its
+// field here and the other way round, so that nothing a script of the fake can say is
+// missing from the public types, or silently dropped by the conversion.
+func TestScriptTypesMatchTheFakes(t *testing.T) {
+	pairs := []struct{ public, internal any }{
+		{Script{}, fakedocker.Script{}},
+		{Command{}, fakedocker.Command{}},
+		{Service{}, fakedocker.Service{}},
+		{State{}, fakedocker.State{}},
+	}
+	for _, p := range pairs {
+		pt, it := reflect.TypeOf(p.public), reflect.TypeOf(p.internal)
+		assert.Equal(t, fieldNames(it), fieldNames(pt), "the fields of %s and of the fake's %s", pt.Name(), it.Name())
+	}
+}
+
+// TestConstantsAreTheFakes: the constants spelled out here (so that go doc shows
+// them) are the fake's.
+func TestConstantsAreTheFakes(t *testing.T) {
+	assert.Equal(t, fakedocker.PSLines, PSLines)
+	assert.Equal(t, fakedocker.PSArray, PSArray)
+	assert.Equal(t, fakedocker.DefaultServerVersion, DefaultServerVersion)
+	assert.Equal(t, fakedocker.EngineArgv0, EngineArgv0)
+}
+
+// allSet fails unless every field of v, recursively into structs, maps, slices and
+// pointers, is set: the conversion test below then covers every field.
+func allSet(t *testing.T, path string, v reflect.Value) {
+	t.Helper()
+	if v.IsZero() {
+		t.Errorf("%s is not set in the test's script", path)
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			allSet(t, path+"."+v.Type().Field(i).Name, v.Field(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			allSet(t, path+"["+k.String()+"]", v.MapIndex(k))
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			allSet(t, path, v.Index(i))
+		}
+	case reflect.Pointer:
+		allSet(t, path, v.Elem())
+	}
+}
+
+// TestScriptConversion: a script with every field set reaches the fake's script file
+// whole.
+func TestScriptConversion(t *testing.T) {
+	yes := true
+	st := State{State: "exited", Health: "unhealthy", ExitCode: 3, Status: "Exited (3) 1 second ago", HealthOutput: "boom", RestartCount: 2, Times: 4}
+	svc := Service{Image: "nginx:1.27", ImageSize: 42, Healthcheck: &yes, States: []State{st}, Logs: "hello\n"}
+	s := &Script{
+		PSFormat: PSArray, ServerVersion: "20.10.24",
+		Commands: map[string]Command{"up": {Stdout: "o", Stderr: "e", Exit: 1, FailTimes: 2, Delay: 1500 * time.Millisecond}},
+		Services: map[string]Service{"web": svc},
+		Releases: map[string]map[string]Service{"abc": {"web": svc}},
+	}
+	allSet(t, "Script", reflect.ValueOf(*s))
+	require.NoError(t, s.Validate())
+
+	ist := fakedocker.State{State: "exited", Health: "unhealthy", ExitCode: 3, Status: "Exited (3) 1 second ago", HealthOutput: "boom", RestartCount: 2, Times: 4}
+	isvc := fakedocker.Service{Image: "nginx:1.27", ImageSize: 42, Healthcheck: &yes, States: []fakedocker.State{ist}, Logs: "hello\n"}
+	want := &fakedocker.Script{
+		PSFormat: PSArray, ServerVersion: "20.10.24",
+		Commands: map[string]fakedocker.Command{"up": {Stdout: "o", Stderr: "e", Exit: 1, FailTimes: 2, Delay: fakedocker.Duration(1500 * time.Millisecond)}},
+		Services: map[string]fakedocker.Service{"web": isvc},
+		Releases: map[string]map[string]fakedocker.Service{"abc": {"web": isvc}},
+	}
+	path := filepath.Join(t.TempDir(), "script.json")
+	require.NoError(t, s.internal().WriteFile(path))
+	got, err := fakedocker.ReadScript(path)
+	require.NoError(t, err, "the fake reads the file (it refuses unknown fields)")
+	assert.Equal(t, want, got)
+	*s.Services["web"].Healthcheck = false
+	assert.True(t, *got.Services["web"].Healthcheck, "the conversion copies the pointer's value")
+}
+
+// TestScriptValidate: each mistake is named by its path in the script.
+func TestScriptValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		script Script
+		says   []string
+	}{
+		{name: "ps format", script: Script{PSFormat: "table"}, says: []string{`PSFormat "table"`}},
+		{name: "a command that is not one", script: Script{Commands: map[string]Command{"upp": {}}}, says: []string{`Commands["upp"]: not a command`, "up, down, ps"}},
+		{name: "negative delay", script: Script{Commands: map[string]Command{"ps": {Delay: -time.Second}}}, says: []string{`Commands["ps"]: Exit, FailTimes and Delay`}},
+		{name: "a state", script: Script{Services: map[string]Service{"web": {States: []State{{}, {State: "stopped"}}}}}, says: []string{`Services["web"].States[1]: State "stopped"`}},
+		{name: "a health", script: Script{Releases: map[string]map[string]Service{"abc": {"db": {States: []State{{Health: "ok"}}}}}}, says: []string{`Releases["abc"]["db"].States[0]: Health "ok"`}},
+		{name: "negative times", script: Script{Services: map[string]Service{"web": {States: []State{{Times: -1}}}}}, says: []string{`Services["web"].States[0]: Times and RestartCount`}},
+		{name: "a release that is a path", script: Script{Releases: map[string]map[string]Service{"releases/abc": {}}}, says: []string{`Releases["releases/abc"]: a release is the base name`}},
+		{name: "an unnamed service", script: Script{Services: map[string]Service{"": {}}}, says: []string{`Services[""]: a service needs a name`}},
+		{name: "a negative image size", script: Script{Services: map[string]Service{"web": {ImageSize: -1}}}, says: []string{`Services["web"]: ImageSize`}},
+		{name: "every mistake at once", script: Script{PSFormat: "x", Commands: map[string]Command{"pull": {}}}, says: []string{"PSFormat", `Commands["pull"]`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.script.Validate()
+			require.Error(t, err)
+			for _, s := range tt.says {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+	var nilScript *Script
+	assert.NoError(t, nilScript.Validate())
+	assert.NoError(t, (&Script{}).Validate())
+}
+
+// TestCallCompose: Compose finds the subcommand after compose's global flags.
+func TestCallCompose(t *testing.T) {
+	up := Call{Argv: []string{"compose", "--project-name", "ps", "--project-directory", "/srv/up", "-f", "down", "--dry-run", "up", "-d", "--remove-orphans"}}
+	assert.True(t, up.Compose("up"))
+	assert.False(t, up.Compose("ps"), "a flag's value is not the subcommand")
+	assert.False(t, up.Compose("down"))
+	assert.False(t, Call{Argv: []string{"inspect", "--type", "container", "up"}}.Compose("up"))
+	assert.False(t, Call{Argv: []string{EngineArgv0, "GET", "/containers/json"}}.Compose("ps"))
+	assert.False(t, Call{}.Compose("up"))
+	assert.True(t, Call{Argv: []string{"compose", "ps", "--all"}}.Compose("ps"))
+}
+
+// docker runs the installed program with Env only, in dir, as the code under test would.
+func docker(t *testing.T, d *Docker, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), d.Path, args...)
+	cmd.Env, cmd.Dir = d.Env(), dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "docker %v: %s", args, out)
+	return string(out)
+}
+
+// TestInstall: the program found on Env's PATH and the Engine API at Env's
+// DOCKER_HOST share one state and one record; SetScript changes what both play; Close
+// removes everything Install made.
+func TestInstall(t *testing.T) {
+	d, err := Install(t.Context(), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	env := d.Env("EXTRA=1")
+	assert.Equal(t, []string{"PATH=" + d.Dir, "DOCKER_HOST=unix://" + d.Socket, "EXTRA=1"}, env)
+	assert.LessOrEqual(t, len(d.Socket), 107)
+
+	project := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(project, "compose.yaml"), []byte("services:\n  web:\n    image: nginx:1.27\n    healthcheck:\n      test: [\"CMD\", \"true\"]\n"), 0o644))
+	docker(t, d, project, "compose", "--project-name", "demo", "up", "-d")
+
+	resp, err := d.HTTPClient().Get("http://docker/containers/json?all=1")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	var list []struct {
+		Names  []string
+		Status string
+	}
+	require.NoError(t, json.Unmarshal(body, &list), "%s", body)
+	require.Len(t, list, 1)
+	assert.Equal(t, []string{"/demo-web-1"}, list[0].Names)
+	assert.Contains(t, list[0].Status, "(healthy)")
+
+	require.NoError(t, d.SetScript(&Script{PSFormat: PSArray, Services: map[string]Service{"web": {States: []State{{Health: "unhealthy"}}}}}))
+	out := docker(t, d, project, "compose", "--project-name", "demo", "ps", "--all", "--format", "json")
+	assert.True(t, strings.HasPrefix(out, "["), "the script's array shape: %s", out)
+	assert.Contains(t, out, `"Health":"unhealthy"`)
+
+	calls, err := d.Calls()
+	require.NoError(t, err)
+	require.Len(t, calls, 3)
+	assert.True(t, calls[0].Compose("up"))
+	assert.Equal(t, project, calls[0].Dir)
+	assert.Equal(t, []string{"DOCKER_HOST", "PATH"}, calls[0].Env, "names only, and no FAKE_DOCKER_* needed")
+	assert.Equal(t, []string{EngineArgv0, "GET", "/containers/json"}, calls[1].Argv)
+	assert.Equal(t, "all=1", calls[1].Query)
+	assert.True(t, calls[2].Compose("ps"))
+	st, err := d.Status()
+	require.NoError(t, err)
+	assert.True(t, st.Up)
+	assert.Equal(t, "demo", st.Project)
+	assert.Equal(t, []string{"web"}, st.Services)
+	assert.Equal(t, 2, st.Reads, "the engine's list and compose ps are one counter")
+	assert.Equal(t, []string{"nginx:1.27"}, st.Images)
+
+	root := filepath.Dir(d.Dir)
+	require.NoError(t, d.Close())
+	for _, p := range []string{root, d.Socket, filepath.Dir(d.Socket)} {
+		_, err := os.Stat(p)
+		assert.ErrorIs(t, err, os.ErrNotExist, "%s is removed", p)
+	}
+	assert.NoError(t, d.Close(), "a second Close")
+}
+
+// TestInstallIntoDir: Options.Dir and Options.Program are used as given; Close leaves
+// the caller's directory.
+func TestInstallIntoDir(t *testing.T) {
+	prog, err := program(t.Context())
+	require.NoError(t, err)
+	root := t.TempDir()
+	d, err := Install(t.Context(), Options{Dir: root, Program: prog, Script: &Script{ServerVersion: "20.10.24"}})
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(root, "bin"), d.Dir)
+	assert.Equal(t, filepath.Join(root, "bin", "docker"), d.Path)
+	out := docker(t, d, root, "version", "--format", "{{.Server.Version}}")
+	assert.Equal(t, "20.10.24\n", out)
+	cfg, err := fakedocker.ReadConfig(filepath.Join(d.Dir, fakedocker.ConfigFile))
+	require.NoError(t, err)
+	assert.Equal(t, fakedocker.Config{Log: d.Log, State: d.State, Script: d.Script}, cfg)
+	require.NoError(t, d.Close())
+	_, err = os.Stat(d.Log)
+	assert.NoError(t, err, "the caller's directory stays, with the record")
+}
+
+// TestInstallRefuses: each bad option is named, and nothing is left behind.
+func TestInstallRefuses(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "docker")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	used := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(used, "bin"), 0o755))
+	prog, err := program(t.Context())
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		opts Options
+		says string
+	}{
+		{name: "a bad script", opts: Options{Script: &Script{PSFormat: "table"}}, says: `Options.Script: PSFormat "table"`},
+		{name: "no program there", opts: Options{Program: "/nonexistent/fake-docker"}, says: "Options.Program /nonexistent/fake-docker is not an executable file"},
+		{name: "a program that is not executable", opts: Options{Program: notExec}, says: "is not an executable file"},
+		{name: "a directory that is not one", opts: Options{Program: prog, Dir: file}, says: "Options.Dir " + file + " is not an existing directory"},
+		{name: "a directory already used", opts: Options{Program: prog, Dir: used}, says: "file exists"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Install(t.Context(), tt.opts)
+			require.Error(t, err)
+			assert.Nil(t, d)
+			assert.Contains(t, err.Error(), tt.says)
+		})
+	}
+	var d Docker
+	assert.Error(t, d.SetScript(&Script{Commands: map[string]Command{"pull": {}}}), "SetScript validates")
+}
+
+// TestBuildNeedsGo: without a go tool, Build says what to do instead.
+func TestBuildNeedsGo(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := Build(context.Background(), filepath.Join(t.TempDir(), "docker"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set Options.Program")
+}
