@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
+	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/secret"
@@ -63,6 +64,9 @@ type Agent struct {
 	tenancy *tenancy.Client
 	bao     *bao.Client
 	store   *release.Store
+	// keys are the trusted signing keys (Config.TrustedKeys); empty: signatures are
+	// not asked for.
+	keys bundle.KeyRing
 	// engine reads container state through the Engine API; nil when DOCKER_HOST
 	// names what it does not speak, and reads go through the docker CLI.
 	engine  *engine.Client
@@ -75,7 +79,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, opts: opts, red: opts.Redactor}
+	keys, err := cfg.KeyRing()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, opts: opts, red: opts.Redactor, keys: keys}
 	if a.red == nil {
 		a.red = secret.NewRedactor()
 	}

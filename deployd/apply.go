@@ -3,6 +3,7 @@ package deployd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -19,13 +20,18 @@ import (
 	"github.com/monky/monky-deployd/internal/release"
 )
 
-// apply converges the box to the instruction's sha: verify everything, then lease,
-// login, secrets, stage, promote, compose up and health (docs/ARCHITECTURE.md, "The
-// tick as a sequence"). A step's error ends it; end decides what the error means.
+// apply converges the box to the instruction's sha: check its signature, verify
+// everything, then lease, login, secrets, stage, promote, compose up and health
+// (docs/ARCHITECTURE.md, "The tick as a sequence"). A step's error ends it; end
+// decides what the error means.
 func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	t.out.SHA, t.out.Serial = inst.SHA, inst.Serial
 	t.log = t.log.With("sha", release.Short(inst.SHA), "serial", inst.Serial)
 	if done, err := t.shortcut(ctx, inst); done {
+		return err
+	}
+	signedBy, err := t.checkSignature(ctx, inst)
+	if err != nil {
 		return err
 	}
 	f, err := t.download(ctx, inst.SHA)
@@ -35,6 +41,9 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	defer f.close()
 	res, err := t.verify(ctx, f.File, inst)
 	if err != nil {
+		return err
+	}
+	if err := t.checkSignedSerial(ctx, inst, res.Manifest, signedBy); err != nil {
 		return err
 	}
 	if err := t.baoReady(ctx); err != nil {
@@ -57,7 +66,65 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	if err := t.promote(inst.SHA, res.Manifest.Serial); err != nil {
 		return err
 	}
-	return t.up(ctx, inst.SHA, res.Manifest, res.Services)
+	if err := t.up(ctx, inst.SHA, res.Manifest, res.Services); err != nil {
+		return err
+	}
+	if signedBy != "" {
+		t.st.SignedSerials.Record(signedBy, inst.Serial)
+	}
+	return nil
+}
+
+// checkSignature is the first step of an apply on a box that trusts signing keys,
+// before the download and the lease, so that a refusal costs neither (docs/BUNDLE.md,
+// "On the box"): the signature tenancy publishes with the sha must be one of a
+// trusted key for this env, sha and serial, not expired, and the serial no lower than
+// the box applied under a key it trusts unless tenancy asks for a rollback. It
+// returns the signing key's id; "" on a box that trusts no key, which asks for no
+// signature. A refusal is a bundle refusal with its SIGNATURE_* code, reported and
+// not remembered against the sha (faults).
+func (t *tick) checkSignature(ctx context.Context, inst tenancy.Instruction) (bundle.KeyID, error) {
+	keys := t.a.keys
+	if keys.Len() == 0 {
+		return "", nil
+	}
+	refuse := func(r bundle.Refusal) error {
+		return t.refused(ctx, &bundle.RefusedError{SHA: inst.SHA, Refusals: []bundle.Refusal{r}})
+	}
+	sig, err := t.a.tenancy.Signature(ctx, inst.SHA)
+	if errors.Is(err, tenancy.ErrSignatureTooLarge) {
+		return "", refuse(bundle.Refusal{Code: codes.SignatureInvalid,
+			Detail: fmt.Sprintf("the signature tenancy serves is longer than %d bytes: not a signature file", bundle.MaxSignatureSize)})
+	}
+	if err != nil {
+		return "", t.tenancyFailure("signature", err)
+	}
+	want := bundle.Statement{SHA: inst.SHA, EnvID: t.a.cfg.EnvID, Serial: inst.Serial}
+	id, err := bundle.CheckSignature(sig.Data, keys, want, t.a.now())
+	if err == nil {
+		err = bundle.CheckReplay(t.st.SignedSerials, keys, inst.Serial, inst.Rollback)
+	}
+	var se *bundle.SignatureError
+	switch {
+	case errors.As(err, &se):
+		return "", refuse(se.Refusal())
+	case err != nil: // the expected statement or the clock: not the signature's fault
+		return "", &Error{Op: "signature", Code: codes.SignatureInvalid, Err: err}
+	}
+	t.log.Info("signature checked: signed by a trusted key for this env, sha and serial; downloading the bundle", "key_id", id)
+	return id, nil
+}
+
+// checkSignedSerial refuses, after Verify, a signed bundle whose manifest names
+// another serial than the one tenancy asked for and the signature is of: the
+// signature vouches for the sha at that serial, and the release is promoted under the
+// manifest's.
+func (t *tick) checkSignedSerial(ctx context.Context, inst tenancy.Instruction, m bundle.Manifest, signedBy bundle.KeyID) error {
+	if signedBy == "" || m.Serial == inst.Serial {
+		return nil
+	}
+	return t.refused(ctx, &bundle.RefusedError{SHA: inst.SHA, Refusals: []bundle.Refusal{{Code: codes.SignatureInvalid,
+		Detail: fmt.Sprintf("the manifest's serial %d is not serial %d, the one the check-in and the signature (key %s) name", m.Serial, inst.Serial, signedBy)}}})
 }
 
 // shortcut handles an apply that needs no lease: the live, confirmed sha (report
@@ -165,6 +232,11 @@ func (t *tick) refused(ctx context.Context, r *bundle.RefusedError) error {
 	details := make([]string, 0, len(r.Refusals))
 	for _, rf := range r.Refusals {
 		details = append(details, string(rf.Code)+": "+rf.Detail)
+	}
+	if slices.Contains(codes.Signatures(), r.Code()) {
+		t.log.Error("bundle refused for its signature (no lease taken, not remembered against the sha). Publish a signature of this env, sha and serial by a key in trusted_keys, or add the renderer's new key to trusted_keys; the next tick checks again",
+			"code", r.Code(), "refusals", strings.Join(details, "; "))
+		return err
 	}
 	if faultOf(r) == faultBox {
 		if note := t.freeableNote(ctx); note != "" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
@@ -93,6 +94,11 @@ type Config struct {
 	Bao BaoConfig `yaml:"bao"`
 	// Compose configures the docker compose wrapper.
 	Compose ComposeConfig `yaml:"compose"`
+	// TrustedKeys are the public keys (bundle.ParsePublicKey: "ed25519:<base64>")
+	// whose signatures the box accepts (docs/BUNDLE.md, "Signatures"). With at least
+	// one, every bundle must be signed by one of them for this env, sha and serial
+	// before it is downloaded; empty (the default), signatures are not asked for.
+	TrustedKeys []string `yaml:"trusted_keys"`
 }
 
 // TenancyConfig says how the agent reaches monky-tenancy.
@@ -181,6 +187,18 @@ func DefaultConfig() Config {
 			KeepReleases:  3,
 		},
 	}
+}
+
+// KeyRing returns the trusted keys as a bundle.KeyRing; an empty ring when there are
+// none (signatures not required). An invalid key is the *ConfigError Validate
+// returns for it.
+func (c Config) KeyRing() (bundle.KeyRing, error) {
+	v := &cfgValidator{}
+	ring := v.trustedKeys(c.TrustedKeys)
+	if err := errors.Join(v.errs...); err != nil {
+		return bundle.KeyRing{}, err
+	}
+	return ring, nil
 }
 
 // TokenPath is the OpenBao token file: <state_dir>/bao.token.

@@ -190,6 +190,14 @@ var configBadCases = []struct {
 	{"keep_releases zero", configBase + "compose:\n  keep_releases: 0\n", `config.yaml:7: key "compose.keep_releases": must be at least 1, got 0`},
 	{"bad service name", configBase + "compose:\n  allow_privileged: [web, \"bad name!\"]\n", `config.yaml:7: key "compose.allow_privileged": "bad name!" is not a valid service name`},
 	{"service listed twice", configBase + "compose:\n  allow_privileged: [web, web]\n", `config.yaml:7: key "compose.allow_privileged": "web" is listed twice`},
+	{"trusted key not a key", configBase + "trusted_keys:\n  - ed25519:iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w=\n  - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5\n",
+		`config.yaml:6: key "trusted_keys": item 2: bundle: invalid key: a public key is ed25519:<base64 of the 32-byte key>`},
+	{"trusted key short", configBase + "trusted_keys: [\"ed25519:AAAA\"]\n",
+		`config.yaml:6: key "trusted_keys": item 1: bundle: invalid key: an ed25519 public key is 32 bytes, this one is 3`},
+	{"trusted key private", configBase + "trusted_keys: [\"-----BEGIN PRIVATE KEY----- MC4CAQAwBQYDK2VwBCIEIHunter2s3cret\"]\n",
+		`config.yaml:6: key "trusted_keys": item 1: bundle: invalid key: this is a private key; give the public key (ed25519:<base64>, the .pub file of monky-deployd keygen)`},
+	{"trusted key twice", configBase + "trusted_keys:\n  - ed25519:iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w=\n  - \" ed25519:iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w=\"\n",
+		`config.yaml:6: key "trusted_keys": item 2: key 34750f98bd59fcfc is listed twice (item 1)`},
 	{"all problems at once", "env_id: env-x\ntenancy:\n  transport: ziti\n  url: nope\nbao:\n  addr: https://b.monky.internal\ncompose:\n  keep_releases: 0\n",
 		"config.yaml:1: key \"env_id\": \"env-x\" does not match ^env-[a-z0-9]+-[0-9]{2}$\n" +
 			"config.yaml:3: key \"tenancy.transport\": want sdk, proxy or system, got \"ziti\"\n" +
@@ -330,4 +338,23 @@ bao:
 	// Output:
 	// config.yaml:4: unknown key "tenancy.proxxy"
 	// <nil> prod sdk 30s /var/lib/monky-deployd/bao.token
+}
+
+func TestConfigKeyRing(t *testing.T) {
+	c, err := deployd.LoadConfig(filepath.Join("testdata", "config", "full.yaml"))
+	require.NoError(t, err)
+	ring, err := c.KeyRing()
+	require.NoError(t, err)
+	assert.Equal(t, 2, ring.Len())
+	_, ok := ring.Lookup("34750f98bd59fcfc")
+	assert.True(t, ok, "the first key's id")
+
+	none, err := deployd.DefaultConfig().KeyRing()
+	require.NoError(t, err)
+	assert.Equal(t, 0, none.Len(), "no keys: signatures not required")
+
+	c.TrustedKeys = []string{"ed25519:n?pe"}
+	_, err = c.KeyRing()
+	require.ErrorIs(t, err, deployd.ErrConfigInvalid)
+	assert.Equal(t, `key "trusted_keys": item 1: bundle: invalid key: the key after ed25519: is not standard base64`, err.Error())
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
 
@@ -44,6 +45,7 @@ func (c *Config) validate(file string, lines map[string]int) error {
 	v.tenancy(c.Tenancy)
 	v.bao(c.Bao)
 	v.compose(c.Compose)
+	v.trustedKeys(c.TrustedKeys)
 	return errors.Join(v.errs...)
 }
 
@@ -122,6 +124,33 @@ func (v *cfgValidator) compose(k ComposeConfig) {
 		}
 		seen[s] = true
 	}
+}
+
+// trustedKeys checks every trusted key (bundle.ParsePublicKey) and returns the ring
+// of the valid ones. An error names the item by its position and the key by its id,
+// never by its text.
+func (v *cfgValidator) trustedKeys(texts []string) bundle.KeyRing {
+	const key = "trusted_keys"
+	keys := make([]bundle.PublicKey, 0, len(texts))
+	seen := map[bundle.KeyID]int{}
+	for i, s := range texts {
+		k, err := bundle.ParsePublicKey(s)
+		if err != nil {
+			v.fail(key, "item %d: %v", i+1, err)
+			continue
+		}
+		if j, ok := seen[k.ID]; ok {
+			v.fail(key, "item %d: key %s is listed twice (item %d)", i+1, k.ID, j)
+			continue
+		}
+		seen[k.ID] = i + 1
+		keys = append(keys, k)
+	}
+	ring, err := bundle.NewKeyRing(keys...)
+	if err != nil { // ParsePublicKey's keys always make a ring
+		v.fail(key, "%v", err)
+	}
+	return ring
 }
 
 // cfgValidator collects validation errors with their lines.

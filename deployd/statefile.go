@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
@@ -100,6 +101,11 @@ type State struct {
 	// LastRestore says what became of the box after the last apply that failed after
 	// promote; nil once a later apply succeeded.
 	LastRestore *Restore `json:"last_restore,omitempty"`
+	// SignedSerials is the replay ratchet (docs/BUNDLE.md, "Replay"): the highest
+	// serial applied under each signing key, recorded after every successful apply of
+	// a signed bundle; only raised, an explicit rollback leaves it as it is. Empty on
+	// a box that trusts no key.
+	SignedSerials bundle.Serials `json:"signed_serials,omitempty"`
 	// EnvMismatch is the latch set by AGENT_ENV_MISMATCH: while it names the
 	// configured env_id, every run exits 78 without touching the network.
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`

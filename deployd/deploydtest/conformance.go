@@ -48,11 +48,16 @@ type ConformanceTarget struct {
 	// it, false when that check-in carried none (optional: without it the suite checks
 	// only that check-ins with live are accepted or refused, not what was kept).
 	LastLive func(t testing.TB, envID string) (faketenancy.Live, bool)
+	// PublishSignature stores sig as the signature of the bundle sha published for
+	// envID (optional: without it the suite skips the signature call, which is
+	// additive — a tenancy that does not know it answers 404, "unsigned").
+	PublishSignature func(t testing.TB, envID, sha string, sig []byte)
 }
 
 // Conformance checks target against the agent API contract (docs/PROTOCOL.md,
 // docs/PROTOCOL.md): statuses, JSON shapes, error bodies, authentication, environment
-// pinning, the lease budget and the check-in's live object (accepted with or without
+// pinning, the lease budget, the signature call (with PublishSignature) and the
+// check-in's live object (accepted with or without
 // it, unknown fields inside it ignored, a malformed one refused with 400). It speaks
 // raw HTTP, so it depends on no client.
 func Conformance(t *testing.T, target ConformanceTarget) {
@@ -62,6 +67,7 @@ func Conformance(t *testing.T, target ConformanceTarget) {
 	t.Run("checkin", c.checkin)
 	t.Run("live", c.live)
 	t.Run("bundle", c.bundle)
+	t.Run("signature", c.signature)
 	t.Run("lease", c.lease)
 	t.Run("report", c.report)
 	t.Run("env_mismatch", c.envMismatch)
@@ -406,6 +412,53 @@ func (c *conformance) bundle(t *testing.T) {
 			"a bundle of another environment is not served")
 		assert.NotEqual(t, other.Data, r.body)
 		errorCode(t, r)
+	})
+}
+
+// signature checks GET /v1/agent/bundles/<sha>/signature: the file byte for byte as
+// text/plain, 404 for a bundle without one or an unknown sha, another environment's
+// answered as its bundle would be, and a bearer required.
+func (c *conformance) signature(t *testing.T) {
+	if c.PublishSignature == nil {
+		t.Skip("ConformanceTarget.PublishSignature is not set: the signature call is not checked")
+	}
+	tok := c.Token(t, c.EnvA)
+	signed, _ := c.publish(t, c.EnvA, 5)
+	unsigned, _ := c.publish(t, c.EnvA, 6)
+	// Not a valid signature: tenancy stores and serves the file, it does not check it.
+	sig := []byte("monky-deployd signature v1\nalg ed25519\nkey_id 0123456789abcdef\nenv_id " + c.EnvA +
+		"\nsha " + signed.SHA + "\nserial 5\nsig AAAA\n")
+	c.PublishSignature(t, c.EnvA, signed.SHA, sig)
+	path := func(sha string) string { return "/v1/agent/bundles/" + sha + "/signature" }
+	t.Run("bytes", func(t *testing.T) {
+		r := c.do(t, http.MethodGet, path(signed.SHA), tok, nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		assert.Equal(t, sig, r.body, "the signature is served byte for byte")
+		mt, _, err := mime.ParseMediaType(r.header.Get("Content-Type"))
+		require.NoError(t, err)
+		assert.Equal(t, "text/plain", mt)
+	})
+	t.Run("unsigned", func(t *testing.T) {
+		r := c.do(t, http.MethodGet, path(unsigned.SHA), tok, nil)
+		require.Equal(t, http.StatusNotFound, r.status, "a bundle without a signature is 404")
+		errorCode(t, r)
+	})
+	t.Run("unknown_sha", func(t *testing.T) {
+		r := c.do(t, http.MethodGet, path(strings.Repeat("0", 64)), tok, nil)
+		require.Equal(t, http.StatusNotFound, r.status)
+	})
+	t.Run("other_env", func(t *testing.T) {
+		other, _ := c.publish(t, c.EnvB, 3)
+		c.PublishSignature(t, c.EnvB, other.SHA, []byte("monky-deployd signature v1\n"))
+		r := c.do(t, http.MethodGet, path(other.SHA), tok, nil)
+		require.Contains(t, []int{http.StatusForbidden, http.StatusNotFound, http.StatusConflict}, r.status,
+			"a signature of another environment is not served")
+		errorCode(t, r)
+	})
+	t.Run("unauthenticated", func(t *testing.T) {
+		r := c.do(t, http.MethodGet, path(signed.SHA), "", nil)
+		require.Equal(t, http.StatusUnauthorized, r.status)
+		assert.Equal(t, string(codes.Unauthenticated), errorCode(t, r))
 	})
 }
 

@@ -64,6 +64,15 @@ func (s *Stack) WaitReport(ctx context.Context, envID string, n int) faketenancy
 	return r
 }
 
+// PublishSignature publishes sig as the signature of the bundle sha of envID; it
+// fails the test if that bundle is not published for envID.
+func (s *Stack) PublishSignature(envID, sha string, sig []byte) {
+	s.tb.Helper()
+	if err := s.Tenancy.PublishSignature(envID, sha, sig); err != nil {
+		s.tb.Fatalf("deploydtest: %v", err)
+	}
+}
+
 // ConformanceTarget returns the stack's tenancy as a target for Conformance, with
 // tokens from real logins to the fake OpenBao.
 func (s *Stack) ConformanceTarget(envA, envB string) ConformanceTarget {
@@ -89,5 +98,11 @@ func (s *Stack) ConformanceTarget(envA, envB string) ConformanceTarget {
 		},
 		SetDesired: func(_ testing.TB, envID string, d faketenancy.Desired) { s.Tenancy.SetDesired(envID, d) },
 		LastLive:   func(_ testing.TB, envID string) (faketenancy.Live, bool) { return s.Tenancy.LastLive(envID) },
+		PublishSignature: func(t testing.TB, envID, sha string, sig []byte) {
+			t.Helper()
+			if err := s.Tenancy.PublishSignature(envID, sha, sig); err != nil {
+				t.Fatalf("deploydtest: %v", err)
+			}
+		},
 	}
 }

@@ -28,8 +28,19 @@ const (
 	DefaultAuthMount     = "jwt-tenancy"
 	DefaultRole          = "see-env"
 	DefaultUserAgent     = "monky-deployd"
+	// MaxSignatureSize is the most the signature call reads of an answer: 4096
+	// bytes, bundle.MaxSignatureSize (this package does not import deployd/bundle; a
+	// test of deployd keeps the two equal).
+	MaxSignatureSize = 4096
 	// maxJSONBody bounds every JSON response the client reads.
 	maxJSONBody = 1 << 20
+)
+
+// The Accept header of each kind of call.
+const (
+	acceptJSON      = "application/json"
+	acceptBundle    = "application/x-tar, application/gzip, application/octet-stream"
+	acceptSignature = "text/plain"
 )
 
 // Config configures a Client. Zero values of optional fields are the documented
@@ -492,7 +503,7 @@ func (c *Client) Bundle(ctx context.Context, sha string, w io.Writer) (int64, er
 	ctx, cancel := context.WithTimeout(ctx, c.bundleTimeout)
 	defer cancel()
 	start := time.Now()
-	resp, tok, err := c.send(ctx, op, http.MethodGet, "/v1/agent/bundles/"+sha, nil)
+	resp, tok, err := c.send(ctx, op, http.MethodGet, "/v1/agent/bundles/"+sha, nil, acceptBundle)
 	if err != nil {
 		return 0, err
 	}
@@ -517,6 +528,62 @@ func (c *Client) Bundle(ctx context.Context, sha string, w io.Writer) (int64, er
 			Message: fmt.Sprintf("reading bundle %s after %d bytes", sha, n), Err: err}
 	}
 	return n, nil
+}
+
+// Signature is tenancy's answer to the signature call: the signature file published
+// with a bundle, or none.
+type Signature struct {
+	// Data is the signature file, byte for byte as tenancy serves it (at most
+	// MaxSignatureSize bytes; empty when tenancy serves an empty file); nil when
+	// Unsigned.
+	Data []byte
+	// Unsigned is true when tenancy publishes no signature for the sha (404): an
+	// answer, not a failure of the call. A tenancy that does not know the call
+	// answers 404 too, so that a box that requires signatures fails closed.
+	Unsigned bool
+}
+
+// Signature fetches the signature published with the bundle sha
+// (GET /v1/agent/bundles/<sha>/signature, Accept: text/plain), bounded by
+// Config.Timeout. A 404 is Signature{Unsigned: true} and no error; an answer longer
+// than MaxSignatureSize is ErrSignatureTooLarge (code SIGNATURE_INVALID); every other
+// failure is classified as the other calls' are (401, 409, 429, 5xx, a cut-short
+// body, …).
+func (c *Client) Signature(ctx context.Context, sha string) (Signature, error) {
+	const op = "signature"
+	if !ids.ValidSHA(sha) {
+		return Signature{}, fmt.Errorf("tenancy: signature: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	start := time.Now()
+	resp, tok, err := c.send(ctx, op, http.MethodGet, "/v1/agent/bundles/"+sha+"/signature", nil, acceptSignature)
+	if err != nil {
+		return Signature{}, err
+	}
+	defer drainClose(resp)
+	c.logCall(ctx, op, resp.StatusCode, start)
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return Signature{Unsigned: true}, nil
+	default:
+		return Signature{}, c.statusError(op, resp, tok)
+	}
+	tooLarge := &APIError{Op: op, Status: resp.StatusCode, Kind: ErrSignatureTooLarge,
+		Message: fmt.Sprintf("the signature of %s is longer than %d bytes", sha, MaxSignatureSize)}
+	if resp.ContentLength > MaxSignatureSize {
+		return Signature{}, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxSignatureSize+1))
+	switch {
+	case err != nil:
+		return Signature{}, &APIError{Op: op, Status: resp.StatusCode, Kind: ErrUnavailable,
+			Message: fmt.Sprintf("reading the signature of %s after %d bytes", sha, len(data)), Err: err}
+	case len(data) > MaxSignatureSize:
+		return Signature{}, tooLarge
+	}
+	return Signature{Data: data}, nil
 }
 
 // errWrite marks a failure of the caller's writer during a bundle download.
@@ -561,7 +628,7 @@ func (c *Client) callJSON(ctx context.Context, op, path string, body any, want i
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	start := time.Now()
-	resp, tok, err := c.send(ctx, op, http.MethodPost, path, payload)
+	resp, tok, err := c.send(ctx, op, http.MethodPost, path, payload, acceptJSON)
 	if err != nil {
 		return err
 	}
@@ -592,9 +659,10 @@ func (c *Client) callJSON(ctx context.Context, op, path string, body any, want i
 	return nil
 }
 
-// send builds and sends one request with the bearer, User-Agent and Content-Type. It
-// returns the revealed token too, so that error bodies can be scrubbed of it.
-func (c *Client) send(ctx context.Context, op, method, path string, payload []byte) (*http.Response, string, error) {
+// send builds and sends one request with the bearer, User-Agent, Content-Type and
+// accept. It returns the revealed token too, so that error bodies can be scrubbed of
+// it.
+func (c *Client) send(ctx context.Context, op, method, path string, payload []byte, accept string) (*http.Response, string, error) {
 	tokv, err := c.token(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("tenancy: %s: obtaining the bearer: %w", op, err)
@@ -614,11 +682,7 @@ func (c *Client) send(ctx context.Context, op, method, path string, payload []by
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("User-Agent", c.userAgent)
 	req.Header.Set("Content-Type", "application/json")
-	if method == http.MethodGet {
-		req.Header.Set("Accept", "application/x-tar, application/gzip, application/octet-stream")
-	} else {
-		req.Header.Set("Accept", "application/json")
-	}
+	req.Header.Set("Accept", accept)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		c.log.DebugContext(ctx, "tenancy call failed", "op", op, "error", sanitiseMessage(err.Error(), tok))

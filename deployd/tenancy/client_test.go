@@ -402,11 +402,16 @@ func TestHeaders(t *testing.T) {
 	_, err2 := c.Bundle(ctx, sha, io.Discard)
 	_, err3 := c.Lease(ctx, env, sha)
 	err4 := c.Report(ctx, tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
-	for _, err := range []error{err1, err2, err3, err4} {
+	_, err5 := c.Signature(ctx, sha)
+	for _, err := range []error{err1, err2, err3, err4, err5} {
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
 	}
-	require.Len(t, seen, 4)
-	assert.Equal(t, 4, deadlines, "every call runs under a deadline")
+	require.Len(t, seen, 5)
+	assert.Equal(t, 5, deadlines, "every call runs under a deadline")
+	accepts := []string{"application/json", "application/x-tar, application/gzip, application/octet-stream", "application/json", "application/json", "text/plain"}
+	for i, h := range seen {
+		assert.Equal(t, accepts[i], h.Get("Accept"), "call %d", i+1)
+	}
 	for _, h := range seen {
 		assert.Equal(t, "Bearer "+token, h.Get("Authorization"))
 		assert.Equal(t, "monky-deployd/test", h.Get("User-Agent"))

@@ -32,6 +32,9 @@ var (
 	ErrProtocol = errors.New("tenancy: protocol error")
 	// ErrBundleTooLarge is a bundle larger than Config.MaxBundleSize.
 	ErrBundleTooLarge = errors.New("tenancy: bundle too large")
+	// ErrSignatureTooLarge is a signature answer longer than MaxSignatureSize: not a
+	// signature file (code SIGNATURE_INVALID).
+	ErrSignatureTooLarge = errors.New("tenancy: signature too large")
 	// ErrInvalidArgument is a call the client refuses to send (a malformed sha, an
 	// unknown result, a missing env_id). It is not wrapped in an *APIError.
 	ErrInvalidArgument = errors.New("tenancy: invalid argument")
@@ -47,7 +50,7 @@ const (
 // (errors.Is matches it); Err, when set, is the underlying transport or decoding error.
 // Neither its fields nor its text carry a token, a grant or an echoed server body.
 type APIError struct {
-	// Op is the call: "checkin", "bundle", "lease" or "report".
+	// Op is the call: "checkin", "bundle", "signature", "lease" or "report".
 	Op string
 	// Status is the HTTP status, 0 when no response was received.
 	Status int
@@ -112,6 +115,8 @@ func (e *APIError) Code() codes.Code {
 		return codes.Unavailable
 	case errors.Is(k, ErrBundleTooLarge):
 		return codes.BundleMalformed
+	case errors.Is(k, ErrSignatureTooLarge):
+		return codes.SignatureInvalid
 	default:
 		return ""
 	}

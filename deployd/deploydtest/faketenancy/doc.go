@@ -30,6 +30,9 @@
 //     malformed one is 400 BAD_REQUEST naming the field and the check-in is not
 //     recorded. The top level of every body stays strict, to catch an agent's typo.
 //     LastLive is the live object of the latest check-in (none: nothing is live);
+//   - PublishSignature stores a bundle's signature file, unchecked, and the signature
+//     call serves it byte for byte as text/plain; a bundle without one is 404
+//     SIGNATURE_NOT_FOUND, a sha of another environment 409 as for the bundle;
 //   - a check-in with no desired state answers action "none"; SetDesired with apply and
 //     serial 0 takes the serial the sha was published with;
 //   - Faults.Status forces a status on a call before anything else is checked, with the

@@ -33,6 +33,7 @@ var mutations = []struct {
 	{"live_forgotten", "live"},
 	{"live_lax", "live"},
 	{"live_strict", "live"},
+	{"signature_forgotten", "signature"},
 }
 
 func TestConformanceCatchesBrokenServers(t *testing.T) {
@@ -73,8 +74,11 @@ func TestBrokenTarget(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tg := target(s, auth)
 	tg.BaseURL = srv.URL
-	if mutation == "desired_ignored" {
+	switch mutation {
+	case "desired_ignored":
 		tg.SetDesired = func(testing.TB, string, faketenancy.Desired) {}
+	case "signature_forgotten":
+		tg.PublishSignature = func(testing.TB, string, string, []byte) {}
 	}
 	deploydtest.Conformance(t, tg)
 }

@@ -71,8 +71,8 @@ type Faults struct {
 	// LeaseShape makes leases answer an AppRole ("approle") or response-wrapped
 	// ("wrapped") shape instead of a grant; "" is the right shape.
 	LeaseShape string `json:"lease_shape,omitempty"`
-	// Status forces an HTTP status on a call: keys "checkin", "bundle", "lease",
-	// "report".
+	// Status forces an HTTP status on a call: keys "checkin", "bundle", "signature",
+	// "lease", "report".
 	Status map[string]int `json:"status,omitempty"`
 	// RetryAfter is sent with a forced 429 or 503; default 30s with 429.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
@@ -165,6 +165,8 @@ type published struct {
 	envID  string
 	serial int64
 	data   []byte
+	// sig is the signature file published with the bundle; nil when none is.
+	sig []byte
 }
 
 type envState struct {
@@ -256,6 +258,7 @@ func NewUnstarted(opts Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agent/checkin", s.wrap("checkin", s.handleCheckin))
 	mux.HandleFunc("GET /v1/agent/bundles/{sha}", s.wrap("bundle", s.handleBundle))
+	mux.HandleFunc("GET /v1/agent/bundles/{sha}/signature", s.wrap("signature", s.handleSignature))
 	mux.HandleFunc("POST /v1/agent/lease", s.wrap("lease", s.handleLease))
 	mux.HandleFunc("POST /v1/agent/report", s.wrap("report", s.handleReport))
 	mux.HandleFunc("/", s.wrap("", func(w http.ResponseWriter, r *http.Request, rec *Request, _ string) {
@@ -310,6 +313,21 @@ func (s *Server) PublishBundle(envID string, data []byte) (sha string, serial in
 	}
 	e.desired = Desired{Action: "apply", SHA: sha, Serial: serial}
 	return sha, serial, nil
+}
+
+// PublishSignature stores sig, byte for byte, as the signature of the bundle sha
+// published for envID (GET /v1/agent/bundles/<sha>/signature serves it); it replaces
+// an earlier one. The fake does not check it, as tenancy does not: an empty or
+// malformed sig is served as it is. It fails when sha is not published for envID.
+func (s *Server) PublishSignature(envID, sha string, sig []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.bundles[sha]
+	if !ok || b.envID != envID {
+		return fmt.Errorf("faketenancy: publish signature for %s: bundle %s is not published for it", envID, sha)
+	}
+	b.sig = append([]byte{}, sig...)
+	return nil
 }
 
 // SetDesired sets what envID's check-ins answer.
@@ -589,6 +607,39 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Reque
 		return
 	}
 	_, _ = w.Write(b.data)
+}
+
+// handleSignature serves the signature published with a bundle: 404 when none is,
+// and, for a sha that is not the env's, the bundle call's answers (404, 409).
+func (s *Server) handleSignature(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
+	sha := r.PathValue("sha")
+	if !ids.ValidSHA(sha) {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "the sha is not 64 lowercase hex")
+		return
+	}
+	s.mu.Lock()
+	b, ok := s.bundles[sha]
+	var sig []byte
+	if ok {
+		sig = b.sig
+	}
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		writeError(w, rec, http.StatusNotFound, "BUNDLE_NOT_FOUND", "no bundle "+sha)
+		return
+	case b.envID != tokenEnv:
+		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
+		return
+	case sig == nil:
+		writeError(w, rec, http.StatusNotFound, "SIGNATURE_NOT_FOUND", "no signature is published for bundle "+sha)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(sig)))
+	w.WriteHeader(http.StatusOK)
+	rec.Status = http.StatusOK
+	_, _ = w.Write(sig)
 }
 
 type leaseRequest struct {

@@ -32,6 +32,9 @@ func target(s *faketenancy.Server, auth *faketenancy.MemoryAuthority) deploydtes
 		},
 		SetDesired: func(_ testing.TB, env string, d faketenancy.Desired) { s.SetDesired(env, d) },
 		LastLive:   func(_ testing.TB, env string) (faketenancy.Live, bool) { return s.LastLive(env) },
+		PublishSignature: func(t testing.TB, env, sha string, sig []byte) {
+			require.NoError(t, s.PublishSignature(env, sha, sig))
+		},
 	}
 }
 

@@ -70,6 +70,7 @@ func New(t *faketenancy.Server, b *fakebao.Server, logger *slog.Logger) *API {
 	}
 	a := &API{tenancy: t, bao: b, log: logger, mux: http.NewServeMux()}
 	a.mux.HandleFunc("POST /envs/{env}/bundles", a.publish)
+	a.mux.HandleFunc("PUT /envs/{env}/bundles/{sha}/signature", a.publishSignature)
 	a.mux.HandleFunc("PUT /envs/{env}/desired", a.desired)
 	a.mux.HandleFunc("POST /envs/{env}/grants", a.grant)
 	a.mux.HandleFunc("POST /envs/{env}/tokens", a.token)
@@ -106,6 +107,25 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request) {
 	}
 	reply(w, http.StatusOK, map[string]any{"sha": sha, "serial": serial})
 }
+
+// publishSignature stores the body, byte for byte, as the signature of a bundle
+// published for env (faketenancy.Server.PublishSignature).
+func (a *API) publishSignature(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxSignature+1))
+	if err != nil || len(data) > maxSignature {
+		fail(w, http.StatusBadRequest, fmt.Sprintf("the signature must be at most %d bytes", maxSignature))
+		return
+	}
+	if err := a.tenancy.PublishSignature(r.PathValue("env"), r.PathValue("sha"), data); err != nil {
+		fail(w, http.StatusNotFound, err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// maxSignature bounds a signature the admin API takes: larger than the agent reads
+// (4096 bytes), so that a test can publish one the agent must refuse.
+const maxSignature = 64 << 10
 
 func (a *API) desired(w http.ResponseWriter, r *http.Request) {
 	var d faketenancy.Desired
@@ -232,7 +252,7 @@ func (a *API) getFaults(w http.ResponseWriter, _ *http.Request) {
 	reply(w, http.StatusOK, f)
 }
 
-var calls = []string{"checkin", "bundle", "lease", "report"}
+var calls = []string{"checkin", "bundle", "signature", "lease", "report"}
 
 func (a *API) putFaults(w http.ResponseWriter, r *http.Request) {
 	var f Faults
@@ -279,7 +299,7 @@ func validFaults(f Faults) error {
 	}
 	for k, st := range f.Status {
 		if !slices.Contains(calls, k) {
-			return fmt.Errorf("status: unknown call %q (checkin, bundle, lease, report)", k)
+			return fmt.Errorf("status: unknown call %q (checkin, bundle, signature, lease, report)", k)
 		}
 		if st < 100 || st > 599 {
 			return fmt.Errorf("status.%s: %d is not an HTTP status", k, st)

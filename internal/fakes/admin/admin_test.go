@@ -174,3 +174,20 @@ func TestLive(t *testing.T) {
 	require.Len(t, cs, 3)
 	assert.NotContains(t, cs[2], "live", "a check-in without live lists none")
 }
+
+func TestPublishSignature(t *testing.T) {
+	srv, ten, _ := setup(t)
+	b, err := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: "env-dev-01"})
+	require.NoError(t, err)
+	sha, _, err := ten.PublishBundle("env-dev-01", b.Data)
+	require.NoError(t, err)
+
+	status, body := do(t, srv, "PUT", "/envs/env-dev-01/bundles/"+sha+"/signature", "monky-deployd signature v1\n")
+	require.Equal(t, 204, status, body)
+	status, body = do(t, srv, "PUT", "/envs/env-dev-02/bundles/"+sha+"/signature", "x")
+	assert.Equal(t, 404, status)
+	assert.Contains(t, body, "not published for it")
+	status, body = do(t, srv, "PUT", "/envs/env-dev-01/bundles/"+sha+"/signature", strings.Repeat("x", 64<<10+1))
+	assert.Equal(t, 400, status)
+	assert.Contains(t, body, "at most 65536 bytes")
+}

@@ -3,6 +3,7 @@
 // documents it). Every answer is JSON; an error is {"error":"…"} with a 4xx status.
 //
 //	POST   /envs/{env}/bundles            body: bundle bytes → {"sha","serial"}; desired = apply
+//	PUT    /envs/{env}/bundles/{sha}/signature  body: signature file → 204 (404: sha not published for env)
 //	PUT    /envs/{env}/desired            {"action","sha","serial","purge","retry","rollback"} → 204
 //	POST   /envs/{env}/grants             → {"grant"}: a bootstrap grant (supersedes older ones)
 //	POST   /envs/{env}/tokens             → {"token"}: a live OpenBao token of env (login with a fresh grant)
@@ -21,7 +22,7 @@
 //
 //	{"lease_shape": "" | "approle" | "wrapped",
 //	 "lease_budget": 0,                   // > 0 overrides the budget per env and window
-//	 "status": {"checkin": 503, …},       // forced tenancy statuses: checkin, bundle, lease, report
+//	 "status": {"checkin": 503, …},       // forced tenancy statuses: checkin, bundle, signature, lease, report
 //	 "retry_after_s": 0,                  // Retry-After of a forced 429/503
 //	 "delay_ms": {"checkin": 0, …},       // tenancy answers held this long
 //	 "echo_bearer": false,                // tenancy error messages quote the bearer
