@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
 	"time"
 
@@ -22,7 +21,18 @@ var (
 	// ErrStateCorrupt: state.json reads but does not parse. The tick moves it aside
 	// and rebuilds the state from the live release.
 	ErrStateCorrupt = errors.New("state file is corrupt")
+	// ErrTokenCorrupt: bao.token holds what no OpenBao token is (NULs, bytes that are
+	// not printable ASCII, nothing, too much): what a crash or a disk can leave. It is
+	// never sent; the agent treats it like an invalid token.
+	ErrTokenCorrupt = errors.New("the OpenBao token file is corrupt")
 )
+
+// maxStateFile bounds state.json; a larger file is corrupt.
+const maxStateFile = 16 << 20
+
+// maxTokenFile bounds bao.token; a larger file is corrupt. OpenBao's tokens are a few
+// hundred bytes at most.
+const maxTokenFile = 4096
 
 // stateSchema is the version of state.json this agent writes.
 const stateSchema = 1
@@ -145,14 +155,20 @@ func rememberFailure(s *State, sha string, f Failure) {
 
 // readStateFile reads the state file at path (of the box serving envID) without taking the
 // lock and without touching the network. A missing file is an empty State. A file that cannot be read is an error
-// matching ErrStateUnreadable; a file that reads but does not parse is an error
-// matching ErrStateCorrupt.
+// matching ErrStateUnreadable; a file that reads but does not parse (or is larger than
+// maxStateFile) is an error matching ErrStateCorrupt; a path that is not a regular
+// file (a fifo, a directory) is an error matching fsutil.ErrNotRegular, at once.
 func readStateFile(path, envID string) (State, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := fsutil.ReadRegular(path, maxStateFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return State{Schema: stateSchema, EnvID: envID}, nil
-	}
-	if err != nil {
+	case errors.Is(err, fsutil.ErrNotRegular):
+		// No state is in it, and waiting does not make it a file: not a 75.
+		return State{}, fmt.Errorf("read state: %w: remove it; the next run rebuilds the state from the live release", err)
+	case errors.Is(err, fsutil.ErrTooLarge):
+		return State{}, &corruptError{path: path, err: fmt.Errorf("larger than %d bytes", maxStateFile)}
+	case err != nil:
 		return State{}, fmt.Errorf("read state %s: %w: %w", path, ErrStateUnreadable, err)
 	}
 	var st State
@@ -223,18 +239,45 @@ func dockerVersionFresh(s *State, now time.Time) bool {
 	return !s.DockerVersionAt.IsZero() && now.Sub(s.DockerVersionAt) < dockerVersionTTL && now.After(s.DockerVersionAt)
 }
 
-// readTokenFile reads the OpenBao token file at path, trimmed (TrimSecret); a missing file
-// is "". The caller registers the token with its redactor.
+// readTokenFile reads the OpenBao token file at path, trimmed (trimSecret); a missing
+// file is "". A file that holds no possible token (empty once trimmed, larger than
+// maxTokenFile, a byte that is not printable ASCII) is an error matching
+// ErrTokenCorrupt that says why and never what it holds; a path that is not a regular
+// file is an error matching fsutil.ErrNotRegular. The caller registers the token with
+// its redactor.
 func readTokenFile(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := fsutil.ReadRegular(path, maxTokenFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return "", nil
+	case errors.Is(err, fsutil.ErrTooLarge):
+		return "", &tokenCorruptError{path: path, why: fmt.Sprintf("larger than %d bytes", maxTokenFile)}
+	case err != nil:
+		return "", fmt.Errorf("read token file: %w", err)
 	}
-	if err != nil {
-		return "", fmt.Errorf("read token file %s: %w", path, err)
+	tok := trimSecret(data)
+	if len(tok) == 0 {
+		return "", &tokenCorruptError{path: path, why: "empty"}
 	}
-	return string(trimSecret(data)), nil
+	for _, c := range tok {
+		if c < 0x20 || c > 0x7e {
+			return "", &tokenCorruptError{path: path, why: "not printable ASCII"}
+		}
+	}
+	return string(tok), nil
 }
+
+// tokenCorruptError is a token file that holds no possible token; it matches
+// ErrTokenCorrupt.
+type tokenCorruptError struct {
+	path, why string
+}
+
+func (e *tokenCorruptError) Error() string {
+	return fmt.Sprintf("the OpenBao token file %s is corrupt (%s)", e.path, e.why)
+}
+
+func (e *tokenCorruptError) Is(target error) bool { return target == ErrTokenCorrupt }
 
 // trimSecret trims the line ends and blanks around a secret read from a file (a token,
 // a grant), and nothing inside it.

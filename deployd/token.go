@@ -14,6 +14,9 @@ import (
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
+// maxGrantFile bounds the bootstrap grant file: a JWT of a few hundred bytes.
+const maxGrantFile = 64 << 10
+
 // ensureToken is the tick's token upkeep; it notes when OpenBao was down.
 func (t *tick) ensureToken(ctx context.Context) error {
 	down, err := t.a.ensureToken(ctx, t.st)
@@ -26,7 +29,17 @@ func (t *tick) ensureToken(ctx context.Context) error {
 // baoDown is true when OpenBao was unreachable or sealed: the stored token is used.
 func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err error) {
 	tok, err := a.readToken()
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrTokenCorrupt):
+		// What a crash can leave: as good as no token, and never sent.
+		if a.grantPresent() {
+			a.log.Warn("the OpenBao token file is corrupt; bootstrapping from the grant file",
+				"token_file", a.cfg.TokenPath(), "err", err, "grant", a.cfg.BootstrapGrant)
+			return false, a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
+		}
+		return false, &Error{Op: "token", Code: codes.Unauthenticated, Err: fmt.Errorf(
+			"%w: place a fresh bootstrap grant at %s and run `monky-deployd bootstrap`", err, a.cfg.BootstrapGrant)}
+	case err != nil:
 		return false, &Error{Op: "token", Code: codes.StateUnavailable, Err: err}
 	}
 	if tok.IsZero() {
@@ -41,7 +54,7 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 		a.log.Warn("OpenBao unreachable or sealed; could not look up the token, checking in with the stored one", "err", err)
 		return true, nil
 	case errors.Is(err, bao.ErrUnauthenticated):
-		if _, gerr := os.Stat(a.cfg.BootstrapGrant); gerr == nil {
+		if a.grantPresent() {
 			a.log.Warn("the stored OpenBao token is no longer valid; bootstrapping from the grant file", "grant", a.cfg.BootstrapGrant)
 			return false, a.bootstrapFromGrant(ctx, st, a.cfg.BootstrapGrant)
 		}
@@ -62,6 +75,13 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 		a.log.Info("renewed the OpenBao token", "expires", renewed.ExpireTime)
 	}
 	return false, nil
+}
+
+// grantPresent reports whether something is at the grant path: a file to bootstrap
+// from, or what bootstrapFromGrant refuses, naming it (a fifo, a file it cannot read).
+func (a *Agent) grantPresent() bool {
+	_, err := os.Stat(a.cfg.BootstrapGrant)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // noteToken records what a lookup or a login said of the token: when it expires.
@@ -108,7 +128,7 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 }
 
 func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) error {
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadRegular(path, maxGrantFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		a.log.Error("no OpenBao token and no bootstrap grant: ask monky-tenancy for a bootstrap grant, place it at the grant path (mode 0600) and run `monky-deployd bootstrap`",
 			"token_file", a.cfg.TokenPath(), "grant", path)
@@ -117,7 +137,9 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 			ErrNoCredentials, a.cfg.TokenPath(), path)}
 	}
 	if err != nil {
-		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf("read grant %s: %w", path, err)}
+		// A fifo, a directory, a file too large or unreadable: named, and kept.
+		return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(
+			"read grant: %w; place a fresh bootstrap grant there (a regular file, mode 0600)", err)}
 	}
 	raw := string(trimSecret(data))
 	a.red.Add(raw)
