@@ -225,8 +225,13 @@ func (c *cli) status(args []string) int {
 	// status never touches the network; it still passes through a redactor that
 	// knows the stored token.
 	tokenState := "missing"
-	if data, err := os.ReadFile(cfg.TokenPath()); err == nil && len(strings.TrimSpace(string(data))) > 0 {
-		c.red.Add(strings.TrimSpace(string(data)))
+	switch tok, err := deployd.ReadToken(cfg); {
+	case errors.Is(err, deployd.ErrTokenCorrupt):
+		tokenState = "corrupt: " + err.Error()
+	case err != nil:
+		tokenState = "unreadable: " + err.Error()
+	case !tok.IsZero():
+		c.red.Add(tok.Reveal())
 		tokenState = "present"
 	}
 	st, err := deployd.ReadState(cfg)
