@@ -93,9 +93,14 @@ type State struct {
 	// RetryAfter is the Retry-After of the tenancy answer (429, 503) that ended the
 	// last tick on a temporary condition; 0 otherwise. Loop waits at least this long.
 	RetryAfter time.Duration `json:"retry_after_ns,omitempty"`
-	// LastTick is when the last tick ended, and LastExit its exit code.
+	// LastTick is when the last run (a tick or a bootstrap) ended, and LastExit its
+	// exit code.
 	LastTick time.Time `json:"last_tick,omitzero"`
 	LastExit int       `json:"last_exit"`
+	// LastFailure is the last run that ended non-zero: when, its exit code and its
+	// code; nil until one did. A later success leaves it, so that status tells when
+	// the box last had trouble; it is the last run's when its At is LastTick.
+	LastFailure *RunFailure `json:"last_failure,omitempty"`
 	// NextCheckin is the interval tenancy asked for at the last check-in.
 	NextCheckin time.Duration `json:"next_checkin_ns,omitempty"`
 	// DockerVersion is the docker server version sent in the check-in, read at
@@ -113,6 +118,19 @@ type State struct {
 	// EnvMismatch is the latch set by AGENT_ENV_MISMATCH: while it names the
 	// configured env_id, every run exits 78 without touching the network.
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
+
+	// failCode is the code of the step that ended the run, noted by it (noteFailure)
+	// for endTick, which knows only the exit code; never stored.
+	failCode codes.Code
+}
+
+// RunFailure is a run (a tick or a bootstrap) that ended with a non-zero exit code.
+type RunFailure struct {
+	At   time.Time `json:"at"`
+	Exit int       `json:"exit"`
+	// Code is the run's code; "" when the step that failed did not say (the journal's
+	// tick line has it).
+	Code codes.Code `json:"code,omitempty"`
 }
 
 // Failure is the memory of a sha that failed on this box.
@@ -223,11 +241,33 @@ func setServing(s *State, l release.Live) {
 }
 
 // endTick records in s how a tick ended at: its exit code and, for a temporary
-// condition, its code and tenancy's Retry-After ("" and 0 otherwise).
+// condition, its code and tenancy's Retry-After ("" and 0 otherwise). A non-zero exit
+// is the last failure, with the temporary code, AGENT_ENV_MISMATCH for 78, or the
+// code the failing step noted (noteFailure).
 func endTick(s *State, at time.Time, exit int, temporary codes.Code, retryAfter time.Duration) {
+	code := s.failCode
+	switch {
+	case temporary != "":
+		code = temporary
+	case code == "" && exit == ExitEnvMismatch:
+		code = codes.AgentEnvMismatch
+	}
+	endRun(s, at, exit, code, temporary, retryAfter)
+}
+
+// endRun records in s how a run whose code is known ended at: endTick with the code
+// given.
+func endRun(s *State, at time.Time, exit int, code, temporary codes.Code, retryAfter time.Duration) {
 	s.LastTemporary, s.RetryAfter = temporary, retryAfter
 	s.LastTick, s.LastExit = at, exit
+	s.failCode = ""
+	if exit != ExitOK {
+		s.LastFailure = &RunFailure{At: at, Exit: exit, Code: code}
+	}
 }
+
+// noteFailure notes in s the code of err, the error that ends the run, for endTick.
+func noteFailure(s *State, err error) { s.failCode = CodeOf(err) }
 
 // dockerVersionTTL is how long the docker version sent in the check-in is reused, so
 // that the idle tick asks docker nothing but the live release's containers.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
@@ -21,6 +22,9 @@ const maxGrantFile = 64 << 10
 func (t *tick) ensureToken(ctx context.Context) error {
 	down, err := t.a.ensureToken(ctx, t.st)
 	t.baoDown = down
+	if err != nil {
+		noteFailure(t.st, err)
+	}
 	return err
 }
 
@@ -120,7 +124,13 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 		out.Action = string(inst.Action)
 		out.NextCheckin = inst.NextCheckin
 	}
-	st.LastTick = a.now()
+	var temporary codes.Code
+	var retryAfter time.Duration
+	if IsTemporary(err) {
+		temporary = CodeOf(err)
+		retryAfter, _ = tenancy.RetryAfter(err)
+	}
+	endRun(&st, a.now(), ExitCode(err), CodeOf(err), temporary, retryAfter)
 	if serr := a.saveState(&st); serr != nil && err == nil {
 		err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 	}
