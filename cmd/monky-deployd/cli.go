@@ -113,16 +113,21 @@ func parse(fs *flag.FlagSet, args []string, positional int) bool {
 func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, deployd.Config, int) {
 	cfg, err := deployd.LoadConfig(configPath)
 	if err != nil {
-		c.log.Error("the config is invalid; fix it and run again", "config", configPath, "err", err)
+		c.configError(configPath, err)
 		return nil, cfg, deployd.ExitFailed
 	}
 	host, _ := os.Hostname()
 	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: deployd.DockerEnv(c.environ), Hostname: host})
 	if err != nil {
-		c.log.Error("could not start the agent", "config", configPath, "err", err)
+		c.log.Error("could not start the agent", "config", configPath, "code", deployd.CodeOf(err), "err", err)
 		return nil, cfg, deployd.ExitCode(err)
 	}
 	return a, cfg, 0
+}
+
+// configError logs a config that LoadConfig refused: CONFIG_INVALID, exit 1.
+func (c *cli) configError(path string, err error) {
+	c.log.Error("the config is invalid; fix it and run again", "config", path, "code", deployd.CodeOf(err), "err", err)
 }
 
 func (c *cli) run(ctx context.Context, args []string) int {
@@ -161,7 +166,13 @@ func (c *cli) closeAgent(a *deployd.Agent) {
 func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, metricsFile string) int {
 	out, err := a.Tick(ctx)
 	code := deployd.ExitCode(err)
-	attrs := []any{"action", out.Action, "result", out.Result, "code", out.Code, "sha", out.SHA, "serial", out.Serial,
+	// A tick that stopped before it had an outcome (a held lock, the latch, an
+	// unusable state dir) has its code on the error only.
+	outCode := out.Code
+	if outCode == "" {
+		outCode = deployd.CodeOf(err)
+	}
+	attrs := []any{"action", out.Action, "result", out.Result, "code", outCode, "sha", out.SHA, "serial", out.Serial,
 		"leased", out.Leased, "duration", out.Duration.Round(time.Millisecond), "exit", code}
 	switch code {
 	case deployd.ExitOK:
@@ -219,7 +230,7 @@ func (c *cli) status(args []string) int {
 	}
 	cfg, err := deployd.LoadConfig(*configPath)
 	if err != nil {
-		c.log.Error("the config is invalid; fix it and run again", "config", *configPath, "err", err)
+		c.configError(*configPath, err)
 		return deployd.ExitFailed
 	}
 	// status never touches the network; it still passes through a redactor that
