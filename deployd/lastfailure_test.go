@@ -56,3 +56,18 @@ func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
 	_, err = os.Stat(b.Cfg.TokenPath())
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
+
+// TestRefusedBundleIsTheLastFailure: a sha that fails on the box is the run's failure
+// with its code.
+func TestRefusedBundleIsTheLastFailure(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	bn := faketenancy.SampleApp(b.Env, 1)
+	bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
+	b.Publish(bn)
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	st := b.State()
+	require.NotNil(t, st.LastFailure)
+	assert.Equal(t, codes.Privileged, st.LastFailure.Code)
+	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
+}

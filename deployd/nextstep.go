@@ -51,12 +51,12 @@ var nextSteps = map[codes.Code]string{
 	codeDiskFull:           "free space on the file systems of deploy_dir and state_dir; the next tick goes on",
 }
 
-// genericNextStep is the next step of a code the table does not know.
-const genericNextStep = "read the tick's log line: `journalctl -u monky-deployd -p warning`"
+// NextStepUnknown is the next step of a code the table does not know, or of a failure
+// whose code is not known: the journal's tick line names it.
+const NextStepUnknown = "read the tick's log line: `journalctl -u monky-deployd -p warning`"
 
-// NextStep says what an operator does about code: one line, for `status` and the
-// docs. It is "" for no code, and a pointer to the journal for a code it does not
-// know.
+// NextStep says what an operator does about code: one line, for `status`. It is ""
+// for no code, and NextStepUnknown for a code it does not know.
 func NextStep(code codes.Code) string {
 	if code == "" {
 		return ""
@@ -64,5 +64,5 @@ func NextStep(code codes.Code) string {
 	if s, ok := nextSteps[code]; ok {
 		return s
 	}
-	return genericNextStep
+	return NextStepUnknown
 }

@@ -148,8 +148,10 @@ type Latch struct {
 	Message string    `json:"message"`
 }
 
-// rememberFailure records in s that sha failed, keeping the newest maxFailedMemory entries.
+// rememberFailure records in s that sha failed, keeping the newest maxFailedMemory
+// entries. The failure ends the run: its code is noted for endTick.
 func rememberFailure(s *State, sha string, f Failure) {
+	s.failCode = f.Code
 	if s.Failed == nil {
 		s.Failed = map[string]Failure{}
 	}
