@@ -294,6 +294,8 @@ func readTokenFile(path string) (string, error) {
 		return "", nil
 	case errors.Is(err, fsutil.ErrTooLarge):
 		return "", &tokenCorruptError{path: path, why: fmt.Sprintf("larger than %d bytes", maxTokenFile)}
+	case errors.Is(err, fsutil.ErrNotRegular):
+		return "", err // it names the path and what is there
 	case err != nil:
 		return "", fmt.Errorf("read token file: %w", err)
 	}

@@ -145,3 +145,55 @@ func TestBinaryCorruptToken(t *testing.T) {
 		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 }
+
+// TestBinaryBootstrap: bootstrap with a grant of another env is refused before the
+// login and keeps the grant (it was consumed, then latched); on a bootstrapped box it
+// says so, exits 0 and consumes nothing, unless --force.
+func TestBinaryBootstrap(t *testing.T) {
+	t.Run("grant of another env", func(t *testing.T) {
+		b := newBox(t, boxOpts{noGrant: true})
+		grant := b.Stack.Bao.MintGrant("env-dev-02")
+		require.NoError(t, os.WriteFile(b.Cfg.BootstrapGrant, []byte(grant+"\n"), 0o600))
+		res := b.run([]string{"bootstrap", "--config", b.CfgPath})
+		assert.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		assert.Contains(t, res.Stderr, "code=UNAUTHENTICATED")
+		assert.Contains(t, res.Stderr, "is for env env-dev-02, and this box is env-dev-01")
+		assert.NotContains(t, res.Stderr, "consumed the grant")
+		assert.NotContains(t, res.Stderr, grant)
+		kept, err := os.ReadFile(b.Cfg.BootstrapGrant)
+		require.NoError(t, err)
+		assert.Equal(t, grant+"\n", string(kept), "the grant is kept")
+		assert.Zero(t, countBao(b, "/login"))
+		res = b.tick()
+		assert.Equal(t, deployd.ExitFailed, res.Code, "not latched: %s", res.Stderr)
+	})
+
+	t.Run("already bootstrapped", func(t *testing.T) {
+		b := newBox(t, boxOpts{})
+		b.SetDesired(faketenancy.Desired{Action: "none"})
+		require.Equal(t, 0, b.tick().Code)
+		// Without a grant: it says the box is bootstrapped, not that there is no token.
+		res := b.run([]string{"bootstrap", "--config", b.CfgPath})
+		assert.Equal(t, 0, res.Code, res.Stderr)
+		assert.Contains(t, res.Stderr, "already bootstrapped")
+		assert.NotContains(t, res.Stderr, "no token")
+		assert.NotContains(t, res.Stderr, "bootstrap confirmed by a check-in")
+
+		grant := b.PlaceGrant()
+		logins := countBao(b, "/login")
+		res = b.run([]string{"bootstrap", "--config", b.CfgPath})
+		assert.Equal(t, 0, res.Code, res.Stderr)
+		assert.Contains(t, res.Stderr, "already bootstrapped")
+		assert.Equal(t, logins, countBao(b, "/login"))
+		kept, err := os.ReadFile(b.Cfg.BootstrapGrant)
+		require.NoError(t, err)
+		assert.Equal(t, grant+"\n", string(kept), "the grant is not consumed")
+
+		res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--force"})
+		assert.Equal(t, 0, res.Code, res.Stderr)
+		assert.Contains(t, res.Stderr, "bootstrap confirmed by a check-in")
+		assert.Equal(t, logins+1, countBao(b, "/login"))
+		_, err = os.Stat(b.Cfg.BootstrapGrant)
+		assert.ErrorIs(t, err, os.ErrNotExist, "consumed with --force")
+	})
+}

@@ -30,7 +30,7 @@ const exitUsage = 2
 const usage = `usage:
   monky-deployd run [--config PATH] [--loop [--interval D]] [--metrics-file PATH]
   monky-deployd status [--config PATH] [--json]
-  monky-deployd bootstrap [--config PATH] [--grant PATH]
+  monky-deployd bootstrap [--config PATH] [--grant PATH] [--force]
   monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
                        [--live-serial N] [--rollback] BUNDLE
   monky-deployd version
@@ -192,6 +192,7 @@ func (c *cli) bootstrap(ctx context.Context, args []string) int {
 	fs := c.flags("bootstrap")
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	grant := fs.String("grant", "", "bootstrap grant file (default: the config's bootstrap_grant)")
+	force := fs.Bool("force", false, "log in with the grant even when the stored token is valid")
 	if !parse(fs, args, 0) {
 		return exitUsage
 	}
@@ -200,12 +201,14 @@ func (c *cli) bootstrap(ctx context.Context, args []string) int {
 		return code
 	}
 	defer c.closeAgent(a)
-	out, err := a.Bootstrap(ctx, *grant)
+	res, err := a.BootstrapWith(ctx, deployd.BootstrapOptions{Grant: *grant, Force: *force})
 	if err != nil {
-		c.log.Error("bootstrap failed", "err", err, "exit", deployd.ExitCode(err))
+		c.log.Error("bootstrap failed", "code", deployd.CodeOf(err), "err", err, "exit", deployd.ExitCode(err))
 		return deployd.ExitCode(err)
 	}
-	c.log.Info("bootstrap confirmed by a check-in", "action", out.Action)
+	if !res.Already {
+		c.log.Info("bootstrap confirmed by a check-in", "action", res.Action)
+	}
 	return 0
 }
 
