@@ -240,3 +240,19 @@ func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
 	assert.Contains(t, err.Error(), "cannot tell whether the stored OpenBao token is valid")
 	assertGrantKept(t, b, want)
 }
+
+// TestBootstrapCorruptTokenNoGrant: a corrupt token and no grant: the bootstrap says
+// both, not that there is no token.
+func TestBootstrapCorruptTokenNoGrant(t *testing.T) {
+	b := newBox(t, boxOptions{noGrant: true})
+	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 32), 0o600))
+	_, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, deployd.ErrNoGrant)
+	assert.ErrorIs(t, err, deployd.ErrTokenCorrupt)
+	assert.Equal(t, codes.Unauthenticated, deployd.CodeOf(err))
+	assert.Contains(t, err.Error(), "no bootstrap grant at "+b.Cfg.BootstrapGrant)
+	assert.Contains(t, err.Error(), "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt")
+	assert.Empty(t, b.Stack.BaoRequests())
+}

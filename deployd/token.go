@@ -242,7 +242,13 @@ func (a *Agent) storedTokenGood(ctx context.Context, st *State) (bao.TokenInfo, 
 func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) error {
 	data, err := fsutil.ReadRegular(path, maxGrantFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		if tok, terr := a.readToken(); terr == nil && !tok.IsZero() {
+		tok, terr := a.readToken()
+		if errors.Is(terr, ErrTokenCorrupt) {
+			return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(
+				"%w at %s, and %w: ask monky-tenancy for a bootstrap grant, place it there (mode 0600) and run `monky-deployd bootstrap`",
+				ErrNoGrant, path, terr)}
+		}
+		if terr == nil && !tok.IsZero() {
 			// A token is stored (invalid, or a forced bootstrap): say what is missing.
 			return &Error{Op: "bootstrap", Code: codes.Unauthenticated, Err: fmt.Errorf(
 				"%w at %s (the token at %s is left as it is); ask monky-tenancy for a bootstrap grant, place it there (mode 0600) and run `monky-deployd bootstrap`",
