@@ -144,11 +144,12 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 // BootstrapWith logs into OpenBao with the grant, stores the resulting token, consumes
 // the grant and confirms the token with a check-in. A box already bootstrapped (its
 // stored token valid, of its env, not latched) is left as it is unless o.Force: the
-// result says Already. The grant is checked before the login (a JWT whose env_id
-// claim is the config's and whose exp has not passed; OpenBao verifies the rest) and
-// is kept when it is refused, by that check or by OpenBao. A bootstrap that logs in
-// is a run: the state records its exit and code; one that succeeds clears the
-// AGENT_ENV_MISMATCH latch, a failed one leaves it.
+// result says Already (a stored token OpenBao cannot judge, sealed or unreachable, is
+// a temporary error: nothing is consumed). The grant is checked before the login (a
+// JWT whose env_id claim is the config's and whose exp has not passed; OpenBao
+// verifies the rest) and is kept when it is refused, by that check or by OpenBao.
+// From the grant on, a bootstrap is a run: the state records its exit and code; one
+// that succeeds clears the AGENT_ENV_MISMATCH latch, a failed one leaves it.
 func (a *Agent) BootstrapWith(ctx context.Context, o BootstrapOptions) (BootstrapResult, error) {
 	grantPath := o.Grant
 	if grantPath == "" {
@@ -169,18 +170,14 @@ func (a *Agent) BootstrapWith(ctx context.Context, o BootstrapOptions) (Bootstra
 	if err != nil {
 		return BootstrapResult{}, err
 	}
-	info, bootstrapped, err := a.storedTokenGood(ctx, &st)
-	if err != nil {
-		return BootstrapResult{}, err
-	}
-	if bootstrapped && !o.Force {
-		a.noteToken(&st, info)
-		if serr := a.saveState(&st); serr != nil {
-			return BootstrapResult{}, &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
+	if !o.Force {
+		info, bootstrapped, err := a.storedTokenGood(ctx, &st)
+		if err != nil {
+			return BootstrapResult{}, err
 		}
-		a.log.Info("already bootstrapped: the stored OpenBao token is valid; nothing done, the grant (if any) is left where it is. To log in with the grant anyway: monky-deployd bootstrap --force",
-			"token_file", a.cfg.TokenPath(), "expires", info.ExpireTime, "grant", grantPath)
-		return BootstrapResult{Already: true, TokenExpires: info.ExpireTime}, nil
+		if bootstrapped {
+			return a.alreadyBootstrapped(&st, info, grantPath)
+		}
 	}
 	var res BootstrapResult
 	err = a.bootstrapFromGrant(ctx, &st, grantPath)
@@ -202,6 +199,18 @@ func (a *Agent) BootstrapWith(ctx context.Context, o BootstrapOptions) (Bootstra
 		err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 	}
 	return res, err
+}
+
+// alreadyBootstrapped ends a bootstrap of a box whose stored token is good (info):
+// nothing is done but noting the token's expiry.
+func (a *Agent) alreadyBootstrapped(st *State, info bao.TokenInfo, grantPath string) (BootstrapResult, error) {
+	a.noteToken(st, info)
+	if err := a.saveState(st); err != nil {
+		return BootstrapResult{}, &Error{Op: "save state", Code: codes.StateUnavailable, Err: err}
+	}
+	a.log.Info("already bootstrapped: the stored OpenBao token is valid; nothing done, the grant (if any) is left where it is. To log in with the grant anyway: monky-deployd bootstrap --force",
+		"token_file", a.cfg.TokenPath(), "expires", info.ExpireTime, "grant", grantPath)
+	return BootstrapResult{Already: true, TokenExpires: info.ExpireTime}, nil
 }
 
 // storedTokenGood reports whether the box is bootstrapped: its stored token is valid
