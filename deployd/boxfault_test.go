@@ -40,6 +40,9 @@ func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
 	assert.Equal(t, "failed", rep.Result)
 	assert.Equal(t, "DOCKER_UNAVAILABLE", rep.Code)
 	assert.Empty(t, b.State().Failed, "a box fault is never remembered against the sha")
+	if lf := b.State().LastFailure; assert.NotNil(t, lf) {
+		assert.Equal(t, "DOCKER_UNAVAILABLE", string(lf.Code), "status shows the box's code")
+	}
 	assert.Contains(t, b.Logs.String(), "Start docker")
 
 	out, code = b.tick() // docker is back

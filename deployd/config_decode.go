@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
 // This file reads a config: the strict YAML walker that fills a DefaultConfig from the
@@ -23,15 +24,18 @@ import (
 // maxConfigSize bounds the config file; a larger file is refused.
 const maxConfigSize = 1 << 20
 
-// LoadConfig reads and validates the config file at path. Errors name path.
+// LoadConfig reads and validates the config file at path. Errors name path. A path
+// that is not a regular file (a fifo, a directory, a device) is refused at once,
+// without waiting on it.
 func LoadConfig(path string) (Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Config{}, &ConfigError{File: path, Msg: "cannot read: " + pathErrText(err), Err: err}
-	}
-	defer func() { _ = f.Close() }() // read-only: a close error loses nothing
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
-	if err != nil {
+	data, err := fsutil.ReadRegular(path, maxConfigSize)
+	var notRegular *fsutil.NotRegularError
+	switch {
+	case errors.As(err, &notRegular):
+		return Config{}, &ConfigError{File: path, Msg: "cannot read: a " + notRegular.Kind + ", not a regular file", Err: err}
+	case errors.Is(err, fsutil.ErrTooLarge):
+		return Config{}, &ConfigError{File: path, Msg: fmt.Sprintf("larger than %d bytes", maxConfigSize), Err: err}
+	case err != nil:
 		return Config{}, &ConfigError{File: path, Msg: "cannot read: " + pathErrText(err), Err: err}
 	}
 	return ParseConfig(path, data)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
 	"time"
 
@@ -23,7 +22,18 @@ var (
 	// ErrStateCorrupt: state.json reads but does not parse. The tick moves it aside
 	// and rebuilds the state from the live release.
 	ErrStateCorrupt = errors.New("state file is corrupt")
+	// ErrTokenCorrupt: bao.token holds what no OpenBao token is (NULs, bytes that are
+	// not printable ASCII, nothing, too much): what a crash or a disk can leave. It is
+	// never sent; the agent treats it like an invalid token.
+	ErrTokenCorrupt = errors.New("the OpenBao token file is corrupt")
 )
+
+// maxStateFile bounds state.json; a larger file is corrupt.
+const maxStateFile = 16 << 20
+
+// maxTokenFile bounds bao.token; a larger file is corrupt. OpenBao's tokens are a few
+// hundred bytes at most.
+const maxTokenFile = 4096
 
 // stateSchema is the version of state.json this agent writes.
 const stateSchema = 1
@@ -84,9 +94,14 @@ type State struct {
 	// RetryAfter is the Retry-After of the tenancy answer (429, 503) that ended the
 	// last tick on a temporary condition; 0 otherwise. Loop waits at least this long.
 	RetryAfter time.Duration `json:"retry_after_ns,omitempty"`
-	// LastTick is when the last tick ended, and LastExit its exit code.
+	// LastTick is when the last run (a tick or a bootstrap) ended, and LastExit its
+	// exit code.
 	LastTick time.Time `json:"last_tick,omitzero"`
 	LastExit int       `json:"last_exit"`
+	// LastFailure is the last run that ended non-zero: when, its exit code and its
+	// code; nil until one did. A later success leaves it, so that status tells when
+	// the box last had trouble; it is the last run's when its At is LastTick.
+	LastFailure *RunFailure `json:"last_failure,omitempty"`
 	// NextCheckin is the interval tenancy asked for at the last check-in.
 	NextCheckin time.Duration `json:"next_checkin_ns,omitempty"`
 	// DockerVersion is the docker server version sent in the check-in, read at
@@ -111,6 +126,15 @@ type State struct {
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
 }
 
+// RunFailure is a run (a tick or a bootstrap) that ended with a non-zero exit code.
+type RunFailure struct {
+	At   time.Time `json:"at"`
+	Exit int       `json:"exit"`
+	// Code is the run's code; "" when the step that failed did not say (the journal's
+	// tick line has it).
+	Code codes.Code `json:"code,omitempty"`
+}
+
 // Failure is the memory of a sha that failed on this box.
 type Failure struct {
 	Serial int64      `json:"serial"`
@@ -126,7 +150,8 @@ type Latch struct {
 	Message string    `json:"message"`
 }
 
-// rememberFailure records in s that sha failed, keeping the newest maxFailedMemory entries.
+// rememberFailure records in s that sha failed, keeping the newest maxFailedMemory
+// entries.
 func rememberFailure(s *State, sha string, f Failure) {
 	if s.Failed == nil {
 		s.Failed = map[string]Failure{}
@@ -151,14 +176,20 @@ func rememberFailure(s *State, sha string, f Failure) {
 
 // readStateFile reads the state file at path (of the box serving envID) without taking the
 // lock and without touching the network. A missing file is an empty State. A file that cannot be read is an error
-// matching ErrStateUnreadable; a file that reads but does not parse is an error
-// matching ErrStateCorrupt.
+// matching ErrStateUnreadable; a file that reads but does not parse (or is larger than
+// maxStateFile) is an error matching ErrStateCorrupt; a path that is not a regular
+// file (a fifo, a directory) is an error matching fsutil.ErrNotRegular, at once.
 func readStateFile(path, envID string) (State, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := fsutil.ReadRegular(path, maxStateFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return State{Schema: stateSchema, EnvID: envID}, nil
-	}
-	if err != nil {
+	case errors.Is(err, fsutil.ErrNotRegular):
+		// No state is in it, and waiting does not make it a file: not a 75.
+		return State{}, fmt.Errorf("read state: %w: remove it; the next run rebuilds the state from the live release", err)
+	case errors.Is(err, fsutil.ErrTooLarge):
+		return State{}, &corruptError{path: path, err: fmt.Errorf("larger than %d bytes", maxStateFile)}
+	case err != nil:
 		return State{}, fmt.Errorf("read state %s: %w: %w", path, ErrStateUnreadable, err)
 	}
 	var st State
@@ -212,11 +243,15 @@ func setServing(s *State, l release.Live) {
 	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
 }
 
-// endTick records in s how a tick ended at: its exit code and, for a temporary
-// condition, its code and tenancy's Retry-After ("" and 0 otherwise).
-func endTick(s *State, at time.Time, exit int, temporary codes.Code, retryAfter time.Duration) {
+// endRun records in s how a run ended at: its exit code, the code of its outcome or
+// error (kept as the last failure when the exit is not 0), and, for a temporary end,
+// the temporary code and tenancy's Retry-After.
+func endRun(s *State, at time.Time, exit int, code, temporary codes.Code, retryAfter time.Duration) {
 	s.LastTemporary, s.RetryAfter = temporary, retryAfter
 	s.LastTick, s.LastExit = at, exit
+	if exit != ExitOK {
+		s.LastFailure = &RunFailure{At: at, Exit: exit, Code: code}
+	}
 }
 
 // dockerVersionTTL is how long the docker version sent in the check-in is reused, so
@@ -229,18 +264,47 @@ func dockerVersionFresh(s *State, now time.Time) bool {
 	return !s.DockerVersionAt.IsZero() && now.Sub(s.DockerVersionAt) < dockerVersionTTL && now.After(s.DockerVersionAt)
 }
 
-// readTokenFile reads the OpenBao token file at path, trimmed (TrimSecret); a missing file
-// is "". The caller registers the token with its redactor.
+// readTokenFile reads the OpenBao token file at path, trimmed (trimSecret); a missing
+// file is "". A file that holds no possible token (empty once trimmed, larger than
+// maxTokenFile, a byte that is not printable ASCII) is an error matching
+// ErrTokenCorrupt that says why and never what it holds; a path that is not a regular
+// file is an error matching fsutil.ErrNotRegular. The caller registers the token with
+// its redactor.
 func readTokenFile(path string) (string, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := fsutil.ReadRegular(path, maxTokenFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return "", nil
+	case errors.Is(err, fsutil.ErrTooLarge):
+		return "", &tokenCorruptError{path: path, why: fmt.Sprintf("larger than %d bytes", maxTokenFile)}
+	case errors.Is(err, fsutil.ErrNotRegular):
+		return "", err // it names the path and what is there
+	case err != nil:
+		return "", fmt.Errorf("read token file: %w", err)
 	}
-	if err != nil {
-		return "", fmt.Errorf("read token file %s: %w", path, err)
+	tok := trimSecret(data)
+	if len(tok) == 0 {
+		return "", &tokenCorruptError{path: path, why: "empty"}
 	}
-	return string(trimSecret(data)), nil
+	for _, c := range tok {
+		if c < 0x20 || c > 0x7e {
+			return "", &tokenCorruptError{path: path, why: "not printable ASCII"}
+		}
+	}
+	return string(tok), nil
 }
+
+// tokenCorruptError is a token file that holds no possible token; it matches
+// ErrTokenCorrupt.
+type tokenCorruptError struct {
+	path, why string
+}
+
+func (e *tokenCorruptError) Error() string {
+	return fmt.Sprintf("the OpenBao token file %s is corrupt (%s)", e.path, e.why)
+}
+
+func (e *tokenCorruptError) Is(target error) bool { return target == ErrTokenCorrupt }
 
 // trimSecret trims the line ends and blanks around a secret read from a file (a token,
 // a grant), and nothing inside it.

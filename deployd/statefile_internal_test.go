@@ -26,7 +26,7 @@ func TestSaveRead(t *testing.T) {
 
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	setServing(&st, release.Live{SHA: strings.Repeat("a", 64), Serial: 3, Confirmed: true})
-	endTick(&st, at, 75, codes.Unavailable, 7*time.Second)
+	endRun(&st, at, 75, codes.Unavailable, codes.Unavailable, 7*time.Second)
 	st.LastDetail = "the secret hunter2 leaked"
 	require.NoError(t, saveStateFile(p, "env-dev-01", &st, func(b []byte) []byte {
 		return []byte(strings.ReplaceAll(string(b), "hunter2", "[REDACTED]"))

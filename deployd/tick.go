@@ -112,7 +112,7 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		retryAfter, _ = tenancy.RetryAfter(err)
 	}
 	out.Duration = a.now().Sub(start)
-	endTick(&st, a.now(), ExitCode(err), temporary, retryAfter)
+	endRun(&st, a.now(), ExitCode(err), out.Code, temporary, retryAfter)
 	if serr := a.saveState(&st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {

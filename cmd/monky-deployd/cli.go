@@ -9,13 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 
@@ -35,7 +31,7 @@ const exitUsage = 2
 const usage = `usage:
   monky-deployd run [--config PATH] [--loop [--interval D]] [--metrics-file PATH]
   monky-deployd status [--config PATH] [--json]
-  monky-deployd bootstrap [--config PATH] [--grant PATH]
+  monky-deployd bootstrap [--config PATH] [--grant PATH] [--force]
   monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
                        [--live-serial N] [--rollback] [--key PUBKEY]… [--sig FILE] BUNDLE
   monky-deployd pack --out BUNDLE [--json] DIR
@@ -124,16 +120,21 @@ func parse(fs *flag.FlagSet, args []string, positional int) bool {
 func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, deployd.Config, int) {
 	cfg, err := deployd.LoadConfig(configPath)
 	if err != nil {
-		c.log.Error("the config is invalid; fix it and run again", "config", configPath, "err", err)
+		c.configError(configPath, err)
 		return nil, cfg, deployd.ExitFailed
 	}
 	host, _ := os.Hostname()
 	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: deployd.DockerEnv(c.environ), Hostname: host})
 	if err != nil {
-		c.log.Error("could not start the agent", "config", configPath, "err", err)
+		c.log.Error("could not start the agent", "config", configPath, "code", deployd.CodeOf(err), "err", err)
 		return nil, cfg, deployd.ExitCode(err)
 	}
 	return a, cfg, 0
+}
+
+// configError logs a config that LoadConfig refused: CONFIG_INVALID, exit 1.
+func (c *cli) configError(path string, err error) {
+	c.log.Error("the config is invalid; fix it and run again", "config", path, "code", deployd.CodeOf(err), "err", err)
 }
 
 func (c *cli) run(ctx context.Context, args []string) int {
@@ -172,7 +173,13 @@ func (c *cli) closeAgent(a *deployd.Agent) {
 func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, metricsFile string) int {
 	out, err := a.Tick(ctx)
 	code := deployd.ExitCode(err)
-	attrs := []any{"action", out.Action, "result", out.Result, "code", out.Code, "sha", out.SHA, "serial", out.Serial,
+	// A tick that stopped before it had an outcome (a held lock, the latch, an
+	// unusable state dir) has its code on the error only.
+	outCode := out.Code
+	if outCode == "" {
+		outCode = deployd.CodeOf(err)
+	}
+	attrs := []any{"action", out.Action, "result", out.Result, "code", outCode, "sha", out.SHA, "serial", out.Serial,
 		"leased", out.Leased, "duration", out.Duration.Round(time.Millisecond), "exit", code}
 	switch code {
 	case deployd.ExitOK:
@@ -196,6 +203,7 @@ func (c *cli) bootstrap(ctx context.Context, args []string) int {
 	fs := c.flags("bootstrap")
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	grant := fs.String("grant", "", "bootstrap grant file (default: the config's bootstrap_grant)")
+	force := fs.Bool("force", false, "log in with the grant even when the stored token is valid")
 	if !parse(fs, args, 0) {
 		return exitUsage
 	}
@@ -204,174 +212,15 @@ func (c *cli) bootstrap(ctx context.Context, args []string) int {
 		return code
 	}
 	defer c.closeAgent(a)
-	out, err := a.Bootstrap(ctx, *grant)
+	res, err := a.BootstrapWith(ctx, deployd.BootstrapOptions{Grant: *grant, Force: *force})
 	if err != nil {
-		c.log.Error("bootstrap failed", "err", err, "exit", deployd.ExitCode(err))
+		c.log.Error("bootstrap failed", "code", deployd.CodeOf(err), "err", err, "exit", deployd.ExitCode(err))
 		return deployd.ExitCode(err)
 	}
-	c.log.Info("bootstrap confirmed by a check-in", "action", out.Action)
+	if !res.Already {
+		c.log.Info("bootstrap confirmed by a check-in", "action", res.Action)
+	}
 	return 0
-}
-
-// statusView is what `status --json` prints.
-type statusView struct {
-	EnvID   string        `json:"env_id"`
-	Version string        `json:"agent_version"`
-	State   deployd.State `json:"state"`
-	Token   string        `json:"token"`
-}
-
-func (c *cli) status(args []string) int {
-	fs := c.flags("status")
-	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	cfg, err := deployd.LoadConfig(*configPath)
-	if err != nil {
-		c.log.Error("the config is invalid; fix it and run again", "config", *configPath, "err", err)
-		return deployd.ExitFailed
-	}
-	// status never touches the network; it still passes through a redactor that
-	// knows the stored token.
-	tokenState := "missing"
-	if data, err := os.ReadFile(cfg.TokenPath()); err == nil && len(strings.TrimSpace(string(data))) > 0 {
-		c.red.Add(strings.TrimSpace(string(data)))
-		tokenState = "present"
-	}
-	st, err := deployd.ReadState(cfg)
-	if err != nil {
-		c.log.Error("could not read the state", "err", err)
-		return deployd.ExitFailed
-	}
-	v := statusView{EnvID: cfg.EnvID, Version: deployd.Version, State: st, Token: tokenState}
-	var buf strings.Builder
-	if *asJSON {
-		data, _ := json.MarshalIndent(v, "", "  ")
-		buf.Write(data)
-		buf.WriteByte('\n')
-	} else {
-		writeStatus(&buf, v)
-	}
-	return c.output(c.red.Redact(buf.String()))
-}
-
-// restoreLine is what status says of the last restore, with what to do next.
-func restoreLine(r deployd.Restore) string {
-	at := r.At.UTC().Format(time.RFC3339)
-	switch r.Result {
-	case deployd.RestoreHealthy:
-		return fmt.Sprintf("%s at %s: the previous release %s is live and healthy", r.Result, at, r.SHA)
-	case deployd.RestoreNone:
-		return fmt.Sprintf("%s at %s: there was no previous release; the failed one was taken down", r.Result, at)
-	default:
-		return fmt.Sprintf("%s at %s: the previous release %s is not healthy (%s): the box is degraded; look with `docker compose ps --all` in the current directory",
-			r.Result, at, r.SHA, r.Detail)
-	}
-}
-
-func writeStatus(w *strings.Builder, v statusView) {
-	st := v.State
-	p := func(k string, val any) { fmt.Fprintf(w, "%-14s %s\n", printable(k+":"), printable(fmt.Sprint(val))) }
-	p("env", v.EnvID)
-	p("agent", v.Version)
-	if st.LiveSHA == "" {
-		p("live", "none")
-	} else {
-		p("live", fmt.Sprintf("%s (serial %d, healthy confirmed: %t)", st.LiveSHA, st.LiveSerial, st.Confirmed))
-	}
-	if h := st.Live; h != nil && st.LiveSHA != "" {
-		p("live health", liveLine(*h))
-		for _, sv := range h.Services {
-			p("  "+sv.Name, serviceLine(sv))
-		}
-	}
-	p("last check-in", timeOrNever(st.LastCheckin))
-	if st.LastResult != "" || st.LastCode != "" {
-		p("last result", strings.TrimSpace(st.LastResult+" "+string(st.LastCode)))
-	}
-	if st.LastDetail != "" {
-		p("last detail", st.LastDetail)
-	}
-	if r := st.LastRestore; r != nil {
-		p("last restore", restoreLine(*r))
-	}
-	if r := st.LastReclaim; r != nil {
-		p("images", r.String()+" at "+r.At.UTC().Format(time.RFC3339))
-	}
-	p("last run", fmt.Sprintf("%s (exit %d)", timeOrNever(st.LastTick), st.LastExit))
-	if st.LastTemporary != "" {
-		p("temporary", string(st.LastTemporary)+": the last run ended on it; the next tick retries")
-	}
-	p("token", v.Token)
-	if !st.TokenExpires.IsZero() {
-		p("token expires", st.TokenExpires.UTC().Format(time.RFC3339))
-	}
-	switch {
-	case st.EnvMismatch != nil && st.EnvMismatch.EnvID != v.EnvID:
-		// The next run clears it: the config's env_id is not the one latched.
-		p("latch", fmt.Sprintf("none (the AGENT_ENV_MISMATCH latch of %s clears at the next run: env_id changed)", st.EnvMismatch.EnvID))
-	case st.EnvMismatch != nil:
-		p("latch", fmt.Sprintf("AGENT_ENV_MISMATCH since %s: runs exit 78 until env_id changes or you bootstrap", st.EnvMismatch.At.UTC().Format(time.RFC3339)))
-	default:
-		p("latch", "none")
-	}
-	// Newest first, so that the failure an operator is looking for comes first; equal
-	// times by sha, so that two runs print the same.
-	shas := slices.SortedFunc(maps.Keys(st.Failed), func(x, y string) int {
-		if c := st.Failed[y].At.Compare(st.Failed[x].At); c != 0 {
-			return c
-		}
-		return strings.Compare(x, y)
-	})
-	for _, sha := range shas {
-		f := st.Failed[sha]
-		p("failed sha", fmt.Sprintf("%s serial %d %s", sha, f.Serial, f.Code))
-	}
-}
-
-// liveLine is what status says of the live release's health at the last check-in.
-func liveLine(h deployd.LiveHealth) string {
-	at := h.ObservedAt.UTC().Format(time.RFC3339)
-	switch {
-	case h.Reason != "":
-		return fmt.Sprintf("unknown at %s: %s", at, h.Reason)
-	case h.Healthy:
-		return "healthy at " + at
-	default:
-		return fmt.Sprintf("UNHEALTHY at %s: the agent changes nothing on its own; read the logs with `docker compose logs` in the current directory", at)
-	}
-}
-
-// serviceLine is one service of the live health.
-func serviceLine(s deployd.LiveService) string {
-	line := s.State
-	if s.Health != "" {
-		line += ", health " + s.Health
-	}
-	if s.State == "exited" || s.State == "dead" {
-		line += fmt.Sprintf(", exit code %d", s.ExitCode)
-	}
-	return line + fmt.Sprintf(", %d restarts", s.Restarts)
-}
-
-// printable replaces control characters with "?": service names and states come from
-// docker labels and must not drive the operator's terminal.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return '?'
-		}
-		return r
-	}, s)
-}
-
-func timeOrNever(t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	return t.UTC().Format(time.RFC3339)
 }
 
 func writeRefusals(w *strings.Builder, refusals []bundle.Refusal) {

@@ -280,16 +280,18 @@ func fixtureSHA(t *testing.T, name string) string {
 func TestStatus(t *testing.T) {
 	t.Run("missing state", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
+		// A box not bootstrapped yet is not healthy: exit 1 (TestStatusView has its
+		// goldens).
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-		require.Equal(t, 0, r.Code, r.Stderr)
-		golden(t, "status-missing.txt", r.Stdout)
+		require.Equal(t, 1, r.Code, r.Stderr)
+		assert.Regexp(t, `(?m)^token:\s+missing$`, r.Stdout)
 		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 0, r.Code, r.Stderr)
+		require.Equal(t, 1, r.Code, r.Stderr)
 		var v map[string]any
 		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
 		assert.Equal(t, "env-dev-01", v["env_id"])
 		assert.Equal(t, deployd.Version, v["agent_version"])
-		assert.Equal(t, "missing", v["token"])
+		assert.Equal(t, map[string]any{"state": "missing", "expires": nil, "detail": ""}, v["token"])
 		assert.Empty(t, b.Stack.Tenancy.Requests())
 		assert.Empty(t, b.Stack.Bao.Requests())
 	})
@@ -315,15 +317,18 @@ func TestStatus(t *testing.T) {
 
 		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
 		require.Equal(t, 0, r.Code, r.Stderr)
-		var v statusView
+		var v statusJSON
 		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
-		assert.Equal(t, sha, v.State.LiveSHA)
-		assert.Equal(t, int64(4), v.State.LiveSerial)
-		assert.True(t, v.State.Confirmed)
-		assert.Equal(t, "applied", v.State.LastResult)
-		assert.Equal(t, "present", v.Token)
-		assert.False(t, v.State.TokenExpires.IsZero())
-		assert.Nil(t, v.State.EnvMismatch)
+		require.NotNil(t, v.Live)
+		assert.Equal(t, sha, v.Live.SHA)
+		assert.Equal(t, int64(4), v.Live.Serial)
+		assert.True(t, v.Live.Confirmed)
+		require.NotNil(t, v.LastReport)
+		assert.Equal(t, "applied", v.LastReport.Result)
+		assert.Equal(t, "present", v.Token.State)
+		assert.NotNil(t, v.Token.Expires)
+		assert.Nil(t, v.Latch)
+		assert.True(t, v.Healthy)
 		assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore)
 		assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
 		tok, err := os.ReadFile(b.Cfg.TokenPath())
@@ -338,16 +343,20 @@ func TestStatus(t *testing.T) {
 		res := b.tick()
 		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-		require.Equal(t, 0, r.Code)
+		require.Equal(t, 1, r.Code, "a latched box is not healthy")
 		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.Stdout)
 		assert.Regexp(t, `(?m)^live:\s+none$`, r.Stdout)
 		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 0, r.Code)
-		var v statusView
+		require.Equal(t, 1, r.Code)
+		var v statusJSON
 		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
-		require.NotNil(t, v.State.EnvMismatch)
-		assert.Equal(t, "env-dev-01", v.State.EnvMismatch.EnvID)
-		assert.Equal(t, codes.AgentEnvMismatch, v.State.LastCode)
+		require.NotNil(t, v.Latch)
+		assert.Equal(t, "env-dev-01", v.Latch.EnvID)
+		assert.True(t, v.Latch.Active)
+		require.NotNil(t, v.LastReport)
+		assert.Equal(t, codes.AgentEnvMismatch, v.LastReport.Code)
+		require.NotNil(t, v.LastRun)
+		assert.Equal(t, codes.AgentEnvMismatch, v.LastRun.Code)
 	})
 
 	t.Run("corrupt state", func(t *testing.T) {

@@ -307,8 +307,9 @@ func TestBinaryBootstrapGrantFlag(t *testing.T) {
 	_, err := os.Stat(grant)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the named grant is consumed")
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"), "confirmed by a check-in")
-	// Used again, the grant is gone: exit 1 with a message naming the path.
-	res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant})
+	// Used again (forced: the box is bootstrapped), the grant is gone: exit 1 with a
+	// message naming the path.
+	res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant, "--force"})
 	assert.Equal(t, deployd.ExitFailed, res.Code)
 	assert.Contains(t, res.Stderr, "handed-over.jwt")
 	res = b.tick()

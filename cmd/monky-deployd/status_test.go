@@ -28,7 +28,7 @@ func TestStatusListsFailedSHAsNewestFirst(t *testing.T) {
 	want[6], want[7] = want[7], want[6]
 	for range 5 { // map order differs between runs
 		var b strings.Builder
-		writeStatus(&b, statusView{EnvID: "env-dev-01", State: st})
+		writeStatus(&b, buildStatus(deployd.Config{EnvID: "env-dev-01"}, st, tokenFile{state: tokenPresent}, at))
 		var got []string
 		for _, line := range strings.Split(b.String(), "\n") {
 			if strings.HasPrefix(line, "failed sha:") {
@@ -50,7 +50,7 @@ func TestStatusPrintsLiveHealthWithoutControlCharacters(t *testing.T) {
 		},
 	}}
 	var b strings.Builder
-	writeStatus(&b, statusView{EnvID: "env-dev-01", State: st})
+	writeStatus(&b, buildStatus(deployd.Config{EnvID: "env-dev-01"}, st, tokenFile{state: tokenPresent}, time.Now()))
 	out := b.String()
 	assert.Contains(t, out, "live health:   UNHEALTHY at 2026-12-01T09:00:00Z")
 	assert.Contains(t, out, "web?[2J:")

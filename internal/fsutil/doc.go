@@ -1,6 +1,6 @@
 // Package fsutil provides the file-system primitives monky-deployd builds on: atomic
-// file writes, the run lock, the atomic swap of the current-release symlink and the
-// free-space probe.
+// file writes, the bounded read of a file that must be regular, the run lock, the
+// atomic swap of the current-release symlink and the free-space probe.
 //
 // Every file the agent writes goes through WriteFileAtomic or WriteAtomic (docs/ARCHITECTURE.md): the
 // content is written to a temporary file in the same directory, created exclusively
@@ -10,6 +10,10 @@
 // content under the destination name, never a half-written file. Temporary files are
 // named ".<base>.tmp-<random>" so that an operator recognises a leftover of a crash
 // (kill -9 between create and rename) and a later write never collides with it.
+//
+// ReadRegular reads the files an operator hands the agent (the config, the grant, the
+// token, the state): it refuses at once what is not a regular file (a fifo would make a
+// blocking open or read hang), naming the path and its kind, and bounds the size.
 //
 // TryLock takes flock(2) LOCK_EX|LOCK_NB. The lock belongs to the open file description,
 // so it is released when the process exits for any reason (kill -9 included) and a second

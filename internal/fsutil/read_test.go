@@ -1,0 +1,143 @@
+package fsutil_test
+
+import (
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// readWithin runs ReadRegular(p, max) and fails the test if it does not return within
+// five seconds: no read of a file the agent is handed may hang.
+func readWithin(t *testing.T, p string, max int64) ([]byte, error) {
+	t.Helper()
+	type res struct {
+		data []byte
+		err  error
+	}
+	done := make(chan res, 1)
+	go func() {
+		data, err := fsutil.ReadRegular(p, max)
+		done <- res{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("ReadRegular(%s) hangs", p)
+		return nil, nil
+	}
+}
+
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(p, []byte("0123456789"), 0o600))
+
+	data, err := readWithin(t, p, 10)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789", string(data), "exactly max bytes are read")
+
+	data, err = readWithin(t, p, 64)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789", string(data))
+
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	data, err = readWithin(t, empty, 64)
+	require.NoError(t, err)
+	assert.Empty(t, data)
+
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(p, link))
+	data, err = readWithin(t, link, 64)
+	require.NoError(t, err, "a symlink to a regular file is read")
+	assert.Equal(t, "0123456789", string(data))
+}
+
+func TestReadRegularTooLarge(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("01234567890"), 0o600))
+	data, err := readWithin(t, p, 10)
+	require.Error(t, err)
+	assert.Nil(t, data)
+	assert.ErrorIs(t, err, fsutil.ErrTooLarge)
+	var tl *fsutil.TooLargeError
+	require.ErrorAs(t, err, &tl)
+	assert.Equal(t, p, tl.Path)
+	assert.Equal(t, int64(10), tl.Max)
+	assert.Equal(t, p+" is larger than 10 bytes", err.Error())
+}
+
+func TestReadRegularMissing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nope")
+	_, err := readWithin(t, p, 10)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.NotErrorIs(t, err, fsutil.ErrNotRegular)
+	assert.Contains(t, err.Error(), p)
+}
+
+// TestReadRegularRefusesOtherKinds: a fifo (nobody writing: a blocking open or read
+// would hang), a directory, a socket, a device, and a symlink to one of them are
+// refused at once, with the path and what it is.
+func TestReadRegularRefusesOtherKinds(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "grant.jwt")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	sub := filepath.Join(dir, "bao.token")
+	require.NoError(t, os.Mkdir(sub, 0o700))
+	sock := filepath.Join(dir, "sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	fifoLink := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.Symlink(fifo, fifoLink))
+
+	for _, tc := range []struct {
+		path, kind string
+	}{
+		{fifo, "fifo"},
+		{fifoLink, "fifo"},
+		{sub, "directory"},
+		{sock, "socket"},
+		{"/dev/null", "character device"},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			data, err := readWithin(t, tc.path, 1<<20)
+			require.Error(t, err)
+			assert.Nil(t, data)
+			assert.ErrorIs(t, err, fsutil.ErrNotRegular)
+			var nr *fsutil.NotRegularError
+			require.ErrorAs(t, err, &nr)
+			assert.Equal(t, tc.path, nr.Path)
+			assert.Equal(t, tc.kind, nr.Kind)
+			assert.Equal(t, tc.path+" is a "+tc.kind+", not a regular file", err.Error())
+			assert.False(t, errors.Is(err, fs.ErrNotExist))
+		})
+	}
+}
+
+// TestReadRegularFifoWithWriter: a fifo with a writer that never stops is refused
+// as well, without reading from it.
+func TestReadRegularFifoWithWriter(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	// O_RDWR on a fifo does not block on Linux; the writer keeps it open.
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	_, err = w.Write([]byte(strings.Repeat("x", 100)))
+	require.NoError(t, err)
+	_, err = readWithin(t, fifo, 10)
+	assert.ErrorIs(t, err, fsutil.ErrNotRegular)
+}
