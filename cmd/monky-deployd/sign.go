@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -21,33 +20,8 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/fsutil"
 )
-
-// writeAtomic writes a file through a temporary file beside it, renamed over path once
-// write succeeded and the data is on disk: a failed pack or sign leaves no partial
-// bundle or signature under path.
-func writeAtomic(path string, mode os.FileMode, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }() // gone after the rename; after a failure, cleaned
-	err = write(f)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
 
 // writeRefused prints the refusals of err (a *bundle.RefusedError) to stderr.
 func (c *cli) writeRefused(cmd string, refused *bundle.RefusedError) {
@@ -96,7 +70,7 @@ func (c *cli) pack(ctx context.Context, args []string) int {
 	}
 	opt := bundle.PackOptions{Gzip: strings.HasSuffix(*out, ".gz") || strings.HasSuffix(*out, ".tgz")}
 	var res *bundle.PackResult
-	err := writeAtomic(*out, 0o644, func(w io.Writer) error {
+	err := fsutil.WriteAtomic(*out, 0o644, func(w io.Writer) error {
 		var err error
 		res, err = bundle.PackDir(ctx, w, dir, opt)
 		return err
@@ -197,7 +171,7 @@ func (c *cli) sign(ctx context.Context, args []string) int {
 	}
 	sig, err := bundle.Sign(key, st, bundle.SignOptions{Expires: expires})
 	if err == nil {
-		err = writeAtomic(sigPath, 0o644, func(w io.Writer) error { _, err := w.Write(sig); return err })
+		err = fsutil.WriteAtomic(sigPath, 0o644, func(w io.Writer) error { _, err := w.Write(sig); return err })
 	}
 	if err != nil {
 		_, _ = fmt.Fprintf(c.stderr, "monky-deployd sign: %v\n", err)
