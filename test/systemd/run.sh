@@ -189,9 +189,20 @@ journal_since() {
 }
 # prio_of PATTERN [UNIT]: the syslog priorities of the unit's journal lines (since the
 # mark) whose message matches PATTERN.
-prio_of() { journal_since "${2:-}" | jq -r --arg p "$1" 'select(.MESSAGE | test($p)) | .PRIORITY' | sort -u | tr '\n' ' '; }
+# journald writes a MESSAGE with control characters as an array of bytes: jq_msg is
+# every MESSAGE as a string.
+jq_msg='def msg: .MESSAGE | if type == "array" then implode elif type == "string" then . else "" end;'
+prio_of() { journal_since "${2:-}" | jq -r --arg p "$1" "$jq_msg"' select(msg | test($p)) | .PRIORITY' | sort -u | tr '\n' ' '; }
 # loop_logged PATTERN: a line of the loop service since the mark matches PATTERN.
-loop_logged() { journal_since "$LOOP" | jq -e --arg p "$1" 'select(.MESSAGE | test($p))' >/dev/null; }
+loop_logged() { journal_since "$LOOP" | jq -e --arg p "$1" "$jq_msg"' select(msg | test($p))' >/dev/null; }
+# loop_wait SECONDS WHAT PATTERN: wait for a line of the loop service (since the mark)
+# that matches PATTERN; on a time-out, show its lines since the mark.
+loop_wait() {
+	if ! (wait_for "$1" "$2" loop_logged "$3"); then
+		journal_since "$LOOP" | jq -r "$jq_msg"' "     journal: \(.PRIORITY) \(msg)"' | tail -n 20 >&2
+		fail "no line of $LOOP matching '$3' within $1s"
+	fi
+}
 # more_checkins N: tenancy saw more than N check-ins of the env.
 more_checkins() { [ "$(checkins)" -gt "$1" ]; }
 # loop_is STATE: the loop service's ActiveState is STATE.
@@ -588,7 +599,7 @@ sc_loop_ticks() {
 	box install -m 0640 /opt/monky/config.system.yaml /etc/monky-deployd/config.yaml
 	journal_mark
 	wait_for 60 "the restarted loop's first tick" more_checkins "$c"
-	wait_for 30 "the first tick to end" loop_logged 'msg="tick done"'
+	loop_wait 30 "the first tick to end" 'msg="tick done"'
 	loop_is active || fail "the loop is $(unit_prop $LOOP ActiveState) after its first tick"
 	pid=$(unit_prop $LOOP MainPID)
 	restarts=$(unit_prop $LOOP NRestarts)
@@ -596,7 +607,7 @@ sc_loop_ticks() {
 	ok "the config fixed, the pending restart starts the loop and it ticks (pid $pid, check-in answered)"
 	# The next tick (a minute later: next_checkin_s of the fakes) ends on 75.
 	admin PUT /faults -d '{"status":{"checkin":503}}' >/dev/null
-	wait_for 90 "the loop's second tick to end on 75" loop_logged 'tick ended on a temporary condition'
+	loop_wait 90 "the loop's second tick to end on 75" 'tick ended on a temporary condition'
 
 	admin PUT /faults -d '{}' >/dev/null
 	[ "$(prio_of 'msg="tick ended on a temporary condition' $LOOP)" = "4 " ] || fail "priority of the temporary line"
@@ -608,7 +619,7 @@ sc_loop_ticks() {
 	c=$(checkins)
 	journal_mark
 	wait_for 90 "the loop's third tick" more_checkins "$c"
-	wait_for 30 "the third tick to end" loop_logged 'msg="tick done"'
+	loop_wait 30 "the third tick to end" 'msg="tick done"'
 
 	[ "$(unit_prop $LOOP MainPID)" = "$pid" ] || fail "the third tick ran in another process"
 	ok "after the back-off the same process ticks again: three ticks (0, 75, 0) in pid $pid"
@@ -659,7 +670,7 @@ sc_loop_stop() {
 	# ends the tick and the loop within seconds, with 0: a stop, not a failure.
 	local g
 	g=$(given_up)
-	admin PUT /faults -d '{"delay":{"checkin":60000000000}}' >/dev/null
+	admin PUT /faults -d '{"delay_ms":{"checkin":60000}}' >/dev/null
 	journal_mark
 	box systemctl restart $LOOP
 	sleep 8 # the first tick starts within a tenth of --interval (6s)
