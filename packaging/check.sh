@@ -404,8 +404,12 @@ unit_of() {
 new=(--force-config --env-id env-dev-02 --tenancy-url https://tenancy.monky.internal --bao-addr https://bao.monky.internal:8200)
 [ "$(unit_of "${new[@]}" --transport system)" = "monky-deployd.timer system" ] || fail "--transport system did not choose the timer"
 [ "$(unit_of "${new[@]}" --transport proxy --proxy http://127.0.0.1:8080)" = "monky-deployd.timer proxy" ] || fail "--transport proxy did not choose the timer"
-# A kept config decides, not the --transport default.
+# A kept config decides, not the --transport default nor a --transport given without
+# --force-config (which the kit says).
 [ "$(unit_of)" = "monky-deployd.timer proxy" ] || fail "a kept proxy config did not keep the timer"
+[ "$(unit_of --transport sdk)" = "monky-deployd.timer proxy" ] || fail "--transport sdk without --force-config changed the unit of a kept proxy config"
+grep -qx 'install.sh: note: --transport sdk ignored: the kept config says proxy, and it decides (--force-config rewrites it)' "$work/unit.out" ||
+	{ cat "$work/unit.out"; fail "install.sh did not say it ignored --transport"; }
 [ "$(unit_of "${new[@]}" --transport sdk)" = "monky-deployd-loop.service sdk" ] || fail "--transport sdk did not choose the loop service"
 [ "$(unit_of)" = "monky-deployd-loop.service sdk" ] || fail "a kept sdk config did not keep the loop service"
 # Configs written by hand: quoted or not, commented, or without the key (sdk, the default).

@@ -80,6 +80,7 @@ skip_package=0
 env_id=""
 tenancy_url=""
 transport=sdk
+transport_given=0
 tenancy_service=""
 identity=""
 proxy=""
@@ -113,7 +114,7 @@ while [ $# -gt 0 ]; do
 	--skip-package) skip_package=1; shift ;;
 	--env-id) need_arg "$@"; env_id=$2; shift 2 ;;
 	--tenancy-url) need_arg "$@"; tenancy_url=$2; shift 2 ;;
-	--transport) need_arg "$@"; transport=$2; shift 2 ;;
+	--transport) need_arg "$@"; transport=$2; transport_given=1; shift 2 ;;
 	--tenancy-service) need_arg "$@"; tenancy_service=$2; shift 2 ;;
 	--identity) need_arg "$@"; identity=$2; shift 2 ;;
 	--proxy) need_arg "$@"; proxy=$2; shift 2 ;;
@@ -459,6 +460,9 @@ if [ "$config_written" = 1 ] || [ ! -f "$root$config" ]; then
 	box_transport=$transport # the config this run writes (or, under --dry-run, would)
 else
 	box_transport=$(config_transport "$root$config")
+	if [ "$transport_given" = 1 ] && [ "$transport" != "$box_transport" ]; then
+		say "note: --transport $transport ignored: the kept config says $box_transport, and it decides (--force-config rewrites it)"
+	fi
 fi
 case $box_transport in
 sdk) unit=$LOOP other=$TIMER ;;
