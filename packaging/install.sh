@@ -500,8 +500,11 @@ else
 	elif ! systemctl is-enabled --quiet "$unit" || ! started "$unit"; then
 		changed=1
 		run systemctl enable --now "$unit"
-	elif [ "$unit" = "$LOOP" ] && { [ "$config_changed" = 1 ] || [ "$dropin_changed" = 1 ]; }; then
-		# A running loop read its config and got its sandbox when it started.
+		unit_started=1
+	fi
+	# A loop that was running read its config and got its sandbox when it started.
+	if [ "${unit_started:-0}" = 0 ] && [ "$unit" = "$LOOP" ] && started "$unit" &&
+		{ [ "$config_changed" = 1 ] || [ "$dropin_changed" = 1 ]; }; then
 		changed=1
 		run systemctl restart "$unit"
 	fi
