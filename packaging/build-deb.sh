@@ -1,22 +1,20 @@
 #!/usr/bin/env bash
-# build-deb.sh VERSION OUTDIR [GO_PACKAGE [TICK_PACKAGE]]
+# build-deb.sh VERSION OUTDIR [GO_PACKAGE]
 #
-# Builds monky-deployd_VERSION_ARCH.deb into OUTDIR with dpkg-deb: the two binaries side
-# by side in /usr/bin, the agent monky-deployd and the idle tick monky-deployd-tick that
-# the service runs (it execs monky-deployd in its own directory for everything but a
-# steady box's idle tick), both built alike (CGO_ENABLED=0, -trimpath, the git commit
-# stamped into main.commit); the systemd units, the example config (the real config is
-# not shipped: install.sh or the ansible role writes it), the maintainer scripts.
-# VERSION must equal deployd.Version. GO_PACKAGE defaults to ./cmd/monky-deployd,
-# TICK_PACKAGE to ./cmd/monky-deployd-tick.
+# Builds monky-deployd_VERSION_ARCH.deb into OUTDIR with dpkg-deb: the one binary
+# /usr/bin/monky-deployd (CGO_ENABLED=0, -trimpath, the git commit stamped into
+# main.commit); the systemd units (monky-deployd.service and its timer for proxy and
+# system boxes, monky-deployd-loop.service for sdk boxes), the example config (the real
+# config is not shipped: install.sh or the ansible role writes it), the maintainer
+# scripts. VERSION must equal deployd.Version (deployd/version.go). GO_PACKAGE defaults
+# to ./cmd/monky-deployd.
 set -euo pipefail
 
-usage() { echo "usage: $0 VERSION OUTDIR [GO_PACKAGE [TICK_PACKAGE]]" >&2; exit 2; }
-if [ $# -lt 2 ] || [ $# -gt 4 ]; then usage; fi
+usage() { echo "usage: $0 VERSION OUTDIR [GO_PACKAGE]" >&2; exit 2; }
+if [ $# -lt 2 ] || [ $# -gt 3 ]; then usage; fi
 version=$1
 outdir=$2
 gopkg=${3:-./cmd/monky-deployd}
-tickpkg=${4:-./cmd/monky-deployd-tick}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -25,9 +23,9 @@ if ! [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+([~+][0-9A-Za-z.~+]+)?$ ]]; then
 	echo "build-deb: VERSION must look like 1.2.3 (optionally ~rc1 or +build), got an invalid one" >&2
 	exit 2
 fi
-code_version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/internal/contract/contract.go")
+code_version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' "$repo/deployd/version.go")
 if [ "$version" != "$code_version" ]; then
-	echo "build-deb: VERSION $version differs from deployd.Version $code_version (internal/contract/contract.go)" >&2
+	echo "build-deb: VERSION $version differs from deployd.Version '$code_version' (deployd/version.go)" >&2
 	exit 1
 fi
 
@@ -49,18 +47,16 @@ trap 'rm -rf "$work"' EXIT
 root=$work/root
 
 install -d -m 0755 "$root/usr/bin"
-# The tick hands over to monky-deployd in its own directory: both go to /usr/bin.
-for bin in "monky-deployd:$gopkg" "monky-deployd-tick:$tickpkg"; do
-	echo "build-deb: building ${bin#*:} as /usr/bin/${bin%%:*} ($version, commit $commit, $arch)"
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-		-ldflags "-s -w -X main.commit=$commit" \
-		-o "$root/usr/bin/${bin%%:*}" "${bin#*:}")
-	chmod 0755 "$root/usr/bin/${bin%%:*}"
-done
+echo "build-deb: building $gopkg as /usr/bin/monky-deployd ($version, commit $commit, $arch)"
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+	-ldflags "-s -w -X main.commit=$commit" \
+	-o "$root/usr/bin/monky-deployd" "$gopkg")
+chmod 0755 "$root/usr/bin/monky-deployd"
 
 install -d -m 0755 "$root/lib/systemd/system" "$root/etc/monky-deployd" \
 	"$root/usr/share/doc/monky-deployd" "$root/var/lib"
-install -m 0644 "$here/systemd/monky-deployd.service" "$here/systemd/monky-deployd.timer" "$root/lib/systemd/system/"
+install -m 0644 "$here/systemd/monky-deployd.service" "$here/systemd/monky-deployd.timer" \
+	"$here/systemd/monky-deployd-loop.service" "$root/lib/systemd/system/"
 install -m 0644 "$here/config.yaml.example" "$root/etc/monky-deployd/config.yaml.example"
 chmod 0750 "$root/etc/monky-deployd"
 install -d -m 0700 "$root/var/lib/monky-deployd"
@@ -108,14 +104,16 @@ Section: admin
 Priority: optional
 Homepage: https://git.monky.internal/platform/monky-deployd
 Description: on-box pull agent for Monky backend environments
- monky-deployd runs from a systemd timer on docker VMs and laptops. Each tick
- it checks in with monky-tenancy, verifies the published bundle before it
- asks for a deploy lease, reads the environment's secrets from OpenBao,
- stages and promotes a release, runs docker compose, waits for health and
- reports. The package enables the timer; the agent starts working once
- /etc/monky-deployd/config.yaml exists (install.sh writes it). The timer runs
- monky-deployd-tick, a small binary that does an idle tick itself and hands
- everything else to monky-deployd.
+ monky-deployd runs on docker VMs and laptops. Each tick it checks in with
+ monky-tenancy, verifies the published bundle before it asks for a deploy
+ lease, reads the environment's secrets from OpenBao, stages and promotes a
+ release, runs docker compose, waits for health and reports. Boxes on the
+ OpenZiti SDK transport run it as one long-running process
+ (monky-deployd-loop.service, one OpenZiti context); boxes on a tunneler's
+ proxy or a direct connection run one tick a minute from a systemd timer.
+ The package enables the timer; the agent starts working once
+ /etc/monky-deployd/config.yaml exists. install.sh or the ansible role writes
+ it and enables the unit the config's transport calls for.
 CONTROL
 chmod 0644 "$root/DEBIAN/control"
 

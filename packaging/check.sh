@@ -4,9 +4,9 @@
 # Installs what it needs with apt (one apt-get update), then: bash -n and shellcheck on
 # every *.sh of the repo and the maintainer scripts; the ansible template re-rendered and
 # diffed against packaging/testdata; the .deb built, unpacked and checked file by file
-# (both binaries; the tick hands over to the agent next to it), lintian on it;
-# systemd-analyze verify and security on the units; install.sh --root run
-# twice (idempotent) with its config diffed against packaging/testdata; the Go tests of
+# (one binary, three units), lintian on it; systemd-analyze verify and security on the
+# units; install.sh --root run twice (idempotent) with its config diffed against
+# packaging/testdata, and its choice of unit by transport; the Go tests of
 # packaging/ (configs parse with the agent's parser, one version). Runs as root on a
 # fresh Debian machine; changes nothing outside a temp dir except the apt installs.
 set -euo pipefail
@@ -99,12 +99,16 @@ if ! grep -q 'Check the required variables' "$work/ansible.out" || ! grep -q 'ev
 	fail "the role's variable check did not refuse a value with a newline"
 fi
 ok "the role refuses a value with a newline before rendering"
+mkdir -p "$work/choose-unit"
+ansible-playbook -i localhost, packaging/ansible/tests/choose-unit.yml -e "dir=$work/choose-unit" >"$work/ansible.out" 2>&1 ||
+	{ cat "$work/ansible.out"; fail "the role's choice of unit (packaging/ansible/tests/choose-unit.yml)"; }
+ok "the role chooses monky-deployd-loop.service for sdk, monky-deployd.timer for proxy and system, from the config on the box"
 
 # --- the .deb -------------------------------------------------------------------------
 step "build the .deb"
-version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' internal/contract/contract.go)
-[ -n "$version" ] || fail "no Version in internal/contract/contract.go (deployd.Version)"
-bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd ./cmd/monky-deployd-tick
+version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
+[ -n "$version" ] || fail "no 'const Version = \"…\"' in deployd/version.go (deployd.Version)"
+bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd
 deb=$(ls "$work"/out/monky-deployd_"$version"_*.deb)
 ok "$deb"
 
@@ -120,9 +124,12 @@ expect() { # PATH TYPE MODE
 	ok "/$1 $2 $3"
 }
 expect usr/bin/monky-deployd "regular file" 755
-expect usr/bin/monky-deployd-tick "regular file" 755
 expect lib/systemd/system/monky-deployd.service "regular file" 644
 expect lib/systemd/system/monky-deployd.timer "regular file" 644
+expect lib/systemd/system/monky-deployd-loop.service "regular file" 644
+bins=$(cd "$pkgroot" && find usr/bin -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')
+[ "$bins" = "usr/bin/monky-deployd " ] || fail "the .deb's /usr/bin must hold monky-deployd alone, holds: $bins"
+ok "one binary: /usr/bin/monky-deployd"
 expect etc/monky-deployd directory 750
 expect etc/monky-deployd/config.yaml.example "regular file" 644
 expect var/lib/monky-deployd directory 700
@@ -132,7 +139,10 @@ for s in postinst prerm postrm; do expect "DEBIAN/$s" "regular file" 755; done
 [ ! -e "$pkgroot/etc/monky-deployd/config.yaml" ] || fail "the .deb must not ship a real config"
 [ ! -e "$pkgroot/etc/monky-deployd/bootstrap.jwt" ] || fail "the .deb must not ship a grant"
 ok "no config.yaml, no grant shipped"
-cmp -s packaging/systemd/monky-deployd.service "$pkgroot/lib/systemd/system/monky-deployd.service" || fail "service unit differs from packaging/systemd"
+for u in monky-deployd.service monky-deployd.timer monky-deployd-loop.service; do
+	cmp -s "packaging/systemd/$u" "$pkgroot/lib/systemd/system/$u" || fail "$u differs from packaging/systemd"
+done
+ok "the three units are those of packaging/systemd"
 [ "$(cat "$pkgroot/DEBIAN/conffiles")" = /etc/monky-deployd/config.yaml.example ] || fail "conffiles must list the example config only"
 ok "conffiles"
 [ "$(dpkg-deb -f "$deb" Package)" = monky-deployd ] || fail "Package field"
@@ -145,38 +155,33 @@ dpkg-deb -f "$deb" Recommends | grep -qx 'docker-compose-plugin | docker-compose
 ok "control: monky-deployd $version, Depends: $(dpkg-deb -f "$deb" Depends), Recommends: $(dpkg-deb -f "$deb" Recommends)"
 (cd "$pkgroot" && md5sum --quiet -c DEBIAN/md5sums) || fail "md5sums"
 ok "md5sums"
-for bin in monky-deployd monky-deployd-tick; do
-	file_out=$(od -An -c -N4 "$pkgroot/usr/bin/$bin" | tr -d ' ')
-	[ "$file_out" = '177ELF' ] || fail "usr/bin/$bin is not an ELF binary"
-	ok "usr/bin/$bin is an ELF binary"
-done
+file_out=$(od -An -c -N4 "$pkgroot/usr/bin/monky-deployd" | tr -d ' ')
+[ "$file_out" = '177ELF' ] || fail "usr/bin/monky-deployd is not an ELF binary"
+ok "usr/bin/monky-deployd is an ELF binary"
 got_version=$("$pkgroot/usr/bin/monky-deployd" version)
 # The commit is build-deb.sh's stamp (-X main.commit): 12 hex digits, not "unknown".
 [[ $got_version =~ ^monky-deployd\ ${version//./\\.}\ \(commit\ [0-9a-f]{12}\)$ ]] || fail "'monky-deployd version' printed '$got_version'"
 ok "monky-deployd version: $got_version"
-# The tick hands every command but an idle `run` to monky-deployd in its own directory,
-# by exec: `monky-deployd-tick version` is the packaged agent's answer.
-tick_version=$("$pkgroot/usr/bin/monky-deployd-tick" version) || fail "'monky-deployd-tick version' failed"
-[ "$tick_version" = "$got_version" ] || fail "'monky-deployd-tick version' printed '$tick_version', not the agent's '$got_version'"
-ok "monky-deployd-tick hands over to the monky-deployd next to it: $tick_version"
-# Alone in a directory it cannot hand over: exit 1, with a line that says why.
-mkdir -p "$work/tick-alone"
-cp "$pkgroot/usr/bin/monky-deployd-tick" "$work/tick-alone/"
-rc=0
-"$work/tick-alone/monky-deployd-tick" version >"$work/tick-alone.out" 2>&1 || rc=$?
-[ "$rc" = 1 ] || { cat "$work/tick-alone.out"; fail "monky-deployd-tick without monky-deployd next to it exited $rc, want 1"; }
-grep -q 'could not hand the tick to the full agent' "$work/tick-alone.out" || { cat "$work/tick-alone.out"; fail "monky-deployd-tick alone did not say why it failed"; }
-ok "monky-deployd-tick without monky-deployd next to it: exit 1, says why"
 
 step "maintainer scripts (in a DPKG_ROOT scratch root, systemd helpers replaced by recorders)"
 mroot=$work/mroot
 fakebin=$work/fakebin
 calls=$work/systemd-calls
 mkdir -p "$mroot/run/systemd/system" "$fakebin"
-for c in systemctl deb-systemd-helper deb-systemd-invoke; do
+for c in systemctl deb-systemd-invoke; do
 	printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 0\n' "$c" "$calls" >"$fakebin/$c"
 	chmod 0755 "$fakebin/$c"
 done
+# fake_helper CASES: deb-systemd-helper as a recorder that answers its queries as the
+# real one would on the box described by CASES (sh case arms on "$*"); anything else
+# exits 0. The default box is a first install: no unit is debian-installed yet, and
+# was-enabled is true (deb-systemd-helper's default for a unit it never saw).
+fake_helper() {
+	printf '#!/bin/sh\necho "deb-systemd-helper $*" >>"%s"\ncase "$*" in\n%s\nesac\nexit 0\n' "$calls" "$1" >"$fakebin/deb-systemd-helper"
+	chmod 0755 "$fakebin/deb-systemd-helper"
+}
+first_install='*debian-installed*) exit 1 ;;'
+fake_helper "$first_install"
 maint() { DPKG_ROOT=$mroot PATH="$fakebin:$PATH" sh "$pkgroot/DEBIAN/$1" "$2" 2>"$work/$1.err"; }
 called() { grep -qxF "$1" "$calls" || { cat "$calls"; fail "maintainer script did not run: $1"; }; }
 : >"$calls"
@@ -186,12 +191,17 @@ for d in etc/monky-deployd:750 var/lib/monky-deployd:700 var/lib/monky-deployd/d
 done
 ok "postinst configure: /etc/monky-deployd 0750, /var/lib/monky-deployd 0700, its docker/ 0700, /srv/monky 0755"
 called "deb-systemd-helper enable monky-deployd.timer"
+called "deb-systemd-helper update-state monky-deployd-loop.service"
 called "systemctl --system daemon-reload"
 if grep -Eq 'start|restart' "$calls"; then
 	cat "$calls"
 	fail "postinst started the timer without a config"
 fi
-ok "postinst: timer enabled, daemon-reload, nothing started without a config"
+if grep -q 'enable monky-deployd-loop.service' "$calls"; then
+	cat "$calls"
+	fail "postinst enabled the loop service (only install.sh and the role choose it)"
+fi
+ok "postinst: timer enabled, the loop service recorded but not enabled, daemon-reload, nothing started without a config"
 grep -q 'docker compose v2 is not installed' "$work/postinst.err" || fail "postinst did not note a missing compose v2"
 mkdir -p "$mroot/usr/libexec/docker/cli-plugins"
 install -m 0755 /dev/null "$mroot/usr/libexec/docker/cli-plugins/docker-compose"
@@ -205,23 +215,41 @@ ok "postinst notes a missing docker compose v2, and only then"
 printf "env_id: 'env-dev-01'\n" >"$mroot/etc/monky-deployd/config.yaml"
 maint postinst configure
 called "deb-systemd-invoke restart monky-deployd.timer"
-ok "postinst with a config: timer (re)started"
+called "deb-systemd-invoke restart monky-deployd-loop.service"
+ok "postinst with a config: timer and loop service restarted (deb-systemd-invoke skips the disabled one)"
+# An upgrade of an sdk box: both units are debian-installed, the loop service's links
+# exist (install.sh enabled it) and the timer's do not (install.sh disabled it), so
+# was-enabled is true for the loop service only.
+: >"$calls"
+fake_helper '*was-enabled*monky-deployd-loop.service) exit 0 ;;
+*was-enabled*) exit 1 ;;'
+maint postinst configure
+called "deb-systemd-helper enable monky-deployd-loop.service"
+called "deb-systemd-helper update-state monky-deployd.timer"
+if grep -q 'enable monky-deployd.timer' "$calls"; then
+	cat "$calls"
+	fail "postinst re-enabled a timer that install.sh disabled"
+fi
+ok "postinst on an sdk box: the loop service kept enabled, the disabled timer left disabled"
+fake_helper "$first_install"
 : >"$calls"
 maint prerm remove
-called "deb-systemd-invoke stop monky-deployd.timer monky-deployd.service"
+called "deb-systemd-invoke stop monky-deployd.timer monky-deployd.service monky-deployd-loop.service"
 maint postrm remove
 called "deb-systemd-helper mask monky-deployd.timer"
+called "deb-systemd-helper mask monky-deployd-loop.service"
 [ -f "$mroot/etc/monky-deployd/config.yaml" ] || fail "postrm remove deleted the config"
-ok "prerm/postrm remove: timer and service stopped, timer masked, config kept"
-mkdir -p "$mroot/srv/monky/releases/x" "$mroot/etc/systemd/system/monky-deployd.service.d"
-touch "$mroot/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf"
+ok "prerm/postrm remove: timer, service and loop service stopped, timer and loop service masked, config kept"
+mkdir -p "$mroot/srv/monky/releases/x" "$mroot/etc/systemd/system/monky-deployd.service.d" "$mroot/etc/systemd/system/monky-deployd-loop.service.d"
+touch "$mroot/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf" "$mroot/etc/systemd/system/monky-deployd-loop.service.d/deploy-dir.conf"
 maint postrm purge
 called "deb-systemd-helper purge monky-deployd.timer"
-for gone in etc/monky-deployd var/lib/monky-deployd etc/systemd/system/monky-deployd.service.d; do
+called "deb-systemd-helper purge monky-deployd-loop.service"
+for gone in etc/monky-deployd var/lib/monky-deployd etc/systemd/system/monky-deployd.service.d etc/systemd/system/monky-deployd-loop.service.d; do
 	[ ! -e "$mroot/$gone" ] || fail "postrm purge left /$gone"
 done
 [ -d "$mroot/srv/monky/releases/x" ] || fail "postrm purge touched the deploy dir"
-ok "postrm purge: state, config and drop-in gone, deploy dir kept"
+ok "postrm purge: state, config and both drop-ins gone, deploy dir kept"
 
 step "lintian"
 # Overrides, each with its reason, are in packaging/debian/lintian-overrides.
@@ -231,16 +259,16 @@ ok "lintian: no errors or warnings beyond the documented overrides"
 # --- systemd units --------------------------------------------------------------------
 step "systemd-analyze verify"
 # verify needs ExecStart's binary at its path and the standard targets: check in a
-# scratch root holding a copy of this machine's units, ours and the packaged binaries
-# (ExecStart= runs monky-deployd-tick, which execs monky-deployd next to it).
+# scratch root holding a copy of this machine's units, ours and the packaged binary.
+units=(monky-deployd.service monky-deployd.timer monky-deployd-loop.service)
 unitroot=$work/unitroot
 mkdir -p "$unitroot/lib/systemd/system" "$unitroot/usr/bin"
 cp -a /lib/systemd/system/. "$unitroot/lib/systemd/system/"
-cp packaging/systemd/monky-deployd.service packaging/systemd/monky-deployd.timer "$unitroot/lib/systemd/system/"
-cp "$pkgroot/usr/bin/monky-deployd" "$pkgroot/usr/bin/monky-deployd-tick" "$unitroot/usr/bin/"
+for u in "${units[@]}"; do cp "packaging/systemd/$u" "$unitroot/lib/systemd/system/"; done
+cp "$pkgroot/usr/bin/monky-deployd" "$unitroot/usr/bin/"
 verify_units() {
 	if ! systemd-analyze verify --man=no --root="$unitroot" \
-		/lib/systemd/system/monky-deployd.service /lib/systemd/system/monky-deployd.timer >"$work/verify.out" 2>&1; then
+		"${units[@]/#//lib/systemd/system/}" >"$work/verify.out" 2>&1; then
 		cat "$work/verify.out"
 		fail "systemd-analyze verify $*"
 	fi
@@ -251,22 +279,48 @@ verify_units() {
 	fi
 }
 verify_units
-ok "monky-deployd.service, monky-deployd.timer"
-grep -qx 'SuccessExitStatus=75' packaging/systemd/monky-deployd.service || fail "SuccessExitStatus=75"
-grep -qx 'Type=oneshot' packaging/systemd/monky-deployd.service || fail "Type=oneshot"
-grep -qx 'ExecStart=/usr/bin/monky-deployd-tick run --config /etc/monky-deployd/config.yaml --metrics-file /var/lib/prometheus/node-exporter/monky-deployd.prom' \
-	packaging/systemd/monky-deployd.service || fail "ExecStart= must run /usr/bin/monky-deployd-tick run --config … --metrics-file …"
-ok "ExecStart=/usr/bin/monky-deployd-tick run (the agent next to it takes over all but an idle tick)"
+ok "${units[*]}"
+svc=packaging/systemd/monky-deployd.service
+loop=packaging/systemd/monky-deployd-loop.service
+metrics=/var/lib/prometheus/node-exporter/monky-deployd.prom
+grep -qx 'SuccessExitStatus=75' $svc || fail "SuccessExitStatus=75"
+grep -qx 'Type=oneshot' $svc || fail "Type=oneshot"
+grep -qx "ExecStart=/usr/bin/monky-deployd run --config /etc/monky-deployd/config.yaml --metrics-file $metrics" $svc ||
+	fail "ExecStart= of $svc must run /usr/bin/monky-deployd run --config … --metrics-file …"
 grep -q '^RandomizedDelaySec=' packaging/systemd/monky-deployd.timer || fail "RandomizedDelaySec"
-ok "Type=oneshot, SuccessExitStatus=75, RandomizedDelaySec"
+ok "monky-deployd.service: Type=oneshot, ExecStart=/usr/bin/monky-deployd run, SuccessExitStatus=75; the timer: RandomizedDelaySec"
+grep -qx "ExecStart=/usr/bin/monky-deployd run --loop --config /etc/monky-deployd/config.yaml --metrics-file $metrics" $loop ||
+	fail "ExecStart= of $loop must run /usr/bin/monky-deployd run --loop --config … --metrics-file …"
+for want in Type=exec Restart=on-failure RestartPreventExitStatus=78 KillMode=mixed \
+	ConditionPathExists=/etc/monky-deployd/config.yaml 'Conflicts=monky-deployd.timer monky-deployd.service' WantedBy=multi-user.target; do
+	grep -qxF "$want" $loop || fail "$loop has no $want"
+done
+grep -q '^SuccessExitStatus=' $loop && fail "$loop must not have SuccessExitStatus= (the loop backs off on 75 itself)"
+ok "monky-deployd-loop.service: ExecStart=… run --loop, Type=exec, Restart=on-failure, RestartPreventExitStatus=78, Conflicts= the timer and its service"
+# The packaged binary takes each unit's command line: with a config that does not exist
+# it must fail on the config (exit 1, CONFIG_INVALID), not on a flag (exit 2, usage).
+for u in $svc $loop; do
+	cmdline=$(sed -n 's/^ExecStart=//p' "$u")
+	cmdline=${cmdline//\/etc\/monky-deployd\/config.yaml/$work\/no-such-config.yaml}
+	cmdline=${cmdline//$metrics/$work\/unit.prom}
+	read -r -a argv <<<"$cmdline"
+	[ "${argv[0]}" = /usr/bin/monky-deployd ] || fail "$u runs ${argv[0]}"
+	rc=0
+	"$pkgroot${argv[0]}" "${argv[@]:1}" >"$work/cmdline.out" 2>&1 || rc=$?
+	{ [ "$rc" = 1 ] && grep -q 'no-such-config.yaml' "$work/cmdline.out"; } ||
+		{ cat "$work/cmdline.out"; fail "the packaged monky-deployd does not take the command line of $u (exit $rc)"; }
+	ok "the packaged binary takes $(basename "$u")'s command line (a missing config: exit 1, not a usage error)"
+done
 
 step "systemd-analyze security"
 max_exposure=2.0
-exposure=$(systemd-analyze security --offline=yes --root="$unitroot" monky-deployd.service 2>/dev/null |
-	sed -n 's/.*Overall exposure level for monky-deployd.service: \([0-9.]*\).*/\1/p')
-[ -n "$exposure" ] || fail "no exposure level from systemd-analyze security"
-awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }' || fail "exposure $exposure is above $max_exposure"
-ok "exposure level $exposure (at most $max_exposure)"
+for u in monky-deployd.service monky-deployd-loop.service; do
+	exposure=$(systemd-analyze security --offline=yes --root="$unitroot" "$u" 2>/dev/null |
+		sed -n "s/.*Overall exposure level for $u: \([0-9.]*\).*/\1/p")
+	[ -n "$exposure" ] || fail "no exposure level from systemd-analyze security $u"
+	awk -v e="$exposure" -v m="$max_exposure" 'BEGIN { exit !(e <= m) }' || fail "$u: exposure $exposure is above $max_exposure"
+	ok "$u: exposure level $exposure (at most $max_exposure)"
+done
 
 # --- install.sh -----------------------------------------------------------------------
 step "install.sh --root, twice"
@@ -299,7 +353,11 @@ cmp -s "$grant" "$inst/etc/monky-deployd/bootstrap.jwt" || fail "grant content"
 ok "config 0640, grant 0600 with the given content"
 # The packaged agent itself reads the config (status needs no network and no state).
 for cfg in "$inst/etc/monky-deployd/config.yaml" packaging/testdata/config.ansible.yaml packaging/testdata/config.ansible-proxy.yaml; do
-	"$pkgroot/usr/bin/monky-deployd" status --config "$cfg" >"$work/status.out" 2>&1 || { cat "$work/status.out"; fail "monky-deployd status rejects $cfg"; }
+	# A fresh box has no token yet: status says it is not healthy (exit 1); any other
+	# exit means it rejected the config.
+	rc=0
+	"$pkgroot/usr/bin/monky-deployd" status --config "$cfg" >"$work/status.out" 2>&1 || rc=$?
+	[ "$rc" -le 1 ] || { cat "$work/status.out"; fail "monky-deployd status rejects $cfg (exit $rc)"; }
 	grep -Eq '^env: +env-(dev-01|prod-03)$' "$work/status.out" || { cat "$work/status.out"; fail "monky-deployd status did not show the env of $cfg"; }
 done
 ok "the packaged monky-deployd accepts the configs of install.sh and the ansible template (status --config)"
@@ -307,21 +365,27 @@ if grep -rq 'check-sh-planted-grant' "$work/first.out" "$work/second.out" "$work
 	fail "install.sh printed the grant"
 fi
 ok "the grant is never printed"
-grep -qx 'ReadWritePaths=/data/monky' "$inst/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf" || fail "deploy-dir drop-in"
+for d in monky-deployd.service.d monky-deployd-loop.service.d; do
+	grep -qx 'ReadWritePaths=/data/monky' "$inst/etc/systemd/system/$d/deploy-dir.conf" || fail "deploy-dir drop-in in $d"
+done
 [ "$(stat -c '%a' "$inst/var/lib/monky-deployd")" = 700 ] || fail "state dir mode"
 [ -d "$inst/data/monky" ] || fail "deploy dir"
-ok "drop-in for /data/monky, state dir 0700, deploy dir created"
-for bin in monky-deployd monky-deployd-tick; do
-	[ "$(stat -c '%F %a' "$inst/usr/bin/$bin")" = "regular file 755" ] || fail "install.sh: /usr/bin/$bin is not a 0755 file"
-	cmp -s "$pkgroot/usr/bin/$bin" "$inst/usr/bin/$bin" || fail "install.sh: /usr/bin/$bin is not the packaged one"
-done
-grep -q 'binaries: /usr/bin/monky-deployd-tick (the timer.s tick) next to /usr/bin/monky-deployd' "$work/first.out" || fail "install.sh did not check the two binaries"
-ok "install.sh: /usr/bin/monky-deployd and /usr/bin/monky-deployd-tick side by side, 0755"
+ok "drop-ins for /data/monky (monky-deployd.service and monky-deployd-loop.service), state dir 0700, deploy dir created"
+[ "$(stat -c '%F %a' "$inst/usr/bin/monky-deployd")" = "regular file 755" ] || fail "install.sh: /usr/bin/monky-deployd is not a 0755 file"
+cmp -s "$pkgroot/usr/bin/monky-deployd" "$inst/usr/bin/monky-deployd" || fail "install.sh: /usr/bin/monky-deployd is not the packaged one"
+bins=$(cd "$inst" && find usr/bin -mindepth 1 | tr '\n' ' ')
+[ "$bins" = "usr/bin/monky-deployd " ] || fail "install.sh: /usr/bin holds $bins"
+grep -qx 'install.sh: binary: /usr/bin/monky-deployd (the units run it)' "$work/first.out" || fail "install.sh did not check the binary"
+ok "install.sh: /usr/bin/monky-deployd alone, 0755, the packaged one"
+# The args give no --transport: sdk, the default, which the loop service serves.
+grep -qx 'install.sh: units: monky-deployd-loop.service for transport sdk; not enabled (--root: no systemctl in a scratch root)' "$work/first.out" ||
+	fail "install.sh did not choose monky-deployd-loop.service for transport sdk"
+ok "install.sh: transport sdk -> monky-deployd-loop.service"
 mkdir -p "$unitroot/etc/systemd/system"
-cp -a "$inst/etc/systemd/system/monky-deployd.service.d" "$unitroot/etc/systemd/system/"
-verify_units "(with install.sh's deploy-dir drop-in)"
-rm -rf "$unitroot/etc/systemd/system/monky-deployd.service.d"
-ok "systemd-analyze verify with install.sh's drop-in"
+cp -a "$inst/etc/systemd/system/monky-deployd.service.d" "$inst/etc/systemd/system/monky-deployd-loop.service.d" "$unitroot/etc/systemd/system/"
+verify_units "(with install.sh's deploy-dir drop-ins)"
+rm -rf "$unitroot/etc/systemd/system/monky-deployd.service.d" "$unitroot/etc/systemd/system/monky-deployd-loop.service.d"
+ok "systemd-analyze verify with install.sh's drop-ins"
 
 step "install.sh: grant from stdin, an existing config is kept, --force-config replaces it"
 printf 'stdin-grant' | bash packaging/install.sh --root "$inst" --deb "$deb" --grant - --env-id env-dev-02 >"$work/third.out"
@@ -330,19 +394,58 @@ grep -q "^env_id: 'env-dev-01'$" "$inst/etc/monky-deployd/config.yaml" || fail "
 bash packaging/install.sh --root "$inst" --skip-package --force-config --env-id env-dev-02 \
 	--tenancy-url https://tenancy.monky.internal --bao-addr https://bao.monky.internal:8200 >/dev/null
 grep -q "^env_id: 'env-dev-02'$" "$inst/etc/monky-deployd/config.yaml" || fail "--force-config did not replace the config"
-[ ! -e "$inst/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf" ] || fail "drop-in not removed for the default deploy dir"
-ok "stdin grant, config kept, --force-config, drop-in removed"
+for d in monky-deployd.service.d monky-deployd-loop.service.d; do
+	[ ! -e "$inst/etc/systemd/system/$d/deploy-dir.conf" ] || fail "drop-in in $d not removed for the default deploy dir"
+done
+ok "stdin grant, config kept, --force-config, drop-ins removed"
+
+step "install.sh: the unit follows the config's tenancy.transport"
+# unit_of ARGS...: the unit a run of install.sh --root chose.
+unit_of() {
+	bash packaging/install.sh --root "$inst" --skip-package "$@" >"$work/unit.out" 2>&1 || { cat "$work/unit.out"; fail "install.sh $*"; }
+	sed -n 's/^install.sh: units: \([a-z.-]*\) for transport \([a-z]*\);.*/\1 \2/p' "$work/unit.out"
+}
+new=(--force-config --env-id env-dev-02 --tenancy-url https://tenancy.monky.internal --bao-addr https://bao.monky.internal:8200)
+[ "$(unit_of "${new[@]}" --transport system)" = "monky-deployd.timer system" ] || fail "--transport system did not choose the timer"
+[ "$(unit_of "${new[@]}" --transport proxy --proxy http://127.0.0.1:8080)" = "monky-deployd.timer proxy" ] || fail "--transport proxy did not choose the timer"
+# A kept config decides, not the --transport default nor a --transport given without
+# --force-config (which the kit says).
+[ "$(unit_of)" = "monky-deployd.timer proxy" ] || fail "a kept proxy config did not keep the timer"
+[ "$(unit_of --transport sdk)" = "monky-deployd.timer proxy" ] || fail "--transport sdk without --force-config changed the unit of a kept proxy config"
+grep -qx 'install.sh: note: --transport sdk ignored: the kept config says proxy, and it decides (--force-config rewrites it)' "$work/unit.out" ||
+	{ cat "$work/unit.out"; fail "install.sh did not say it ignored --transport"; }
+[ "$(unit_of "${new[@]}" --transport sdk)" = "monky-deployd-loop.service sdk" ] || fail "--transport sdk did not choose the loop service"
+[ "$(unit_of)" = "monky-deployd-loop.service sdk" ] || fail "a kept sdk config did not keep the loop service"
+# Configs written by hand: quoted or not, commented, or without the key (sdk, the default).
+hand=$inst/etc/monky-deployd/config.yaml
+for c in "system|tenancy:\n  url: https://t\n  transport: system   # by hand\n" \
+	"proxy|env_id: env-dev-01\ntenancy:\n  transport: \"proxy\"\nbao:\n  addr: https://b\n" \
+	"sdk|env_id: env-dev-01\ntenancy:\n  url: https://t\ncompose:\n  transport: system\n"; do
+	# shellcheck disable=SC2059 # the samples are printf formats
+	printf "${c#*|}" >"$hand"
+	got=$(unit_of)
+	[ "$got" = "$(if [ "${c%%|*}" = sdk ]; then echo monky-deployd-loop.service; else echo monky-deployd.timer; fi) ${c%%|*}" ] ||
+		fail "a config with transport ${c%%|*} by hand chose '$got'"
+done
+printf 'tenancy: {transport: proxy}\n' >"$hand"
+if bash packaging/install.sh --root "$inst" --skip-package >"$work/unit.out" 2>&1; then
+	cat "$work/unit.out"
+	fail "install.sh guessed the transport of a flow-style tenancy mapping"
+fi
+grep -q 'cannot read tenancy.transport' "$work/unit.out" || { cat "$work/unit.out"; fail "install.sh did not say why it stopped"; }
+ok "sdk -> monky-deployd-loop.service, proxy and system -> monky-deployd.timer; a kept config's transport decides; by-hand configs read; flow style refused"
+bash packaging/install.sh --root "$inst" --skip-package "${new[@]}" >/dev/null
 if bash packaging/install.sh --root "$work/bad" --skip-package --env-id env-dev-1 >/dev/null 2>&1; then
 	fail "install.sh accepted a bad env_id"
 fi
 ok "a bad env_id is refused"
-rm "$inst/usr/bin/monky-deployd-tick"
-if bash packaging/install.sh --root "$inst" --skip-package >"$work/notick.out" 2>&1; then
-	cat "$work/notick.out"
-	fail "install.sh accepted a box whose unit runs a missing /usr/bin/monky-deployd-tick"
+rm "$inst/usr/bin/monky-deployd"
+if bash packaging/install.sh --root "$inst" --skip-package >"$work/nobin.out" 2>&1; then
+	cat "$work/nobin.out"
+	fail "install.sh accepted a box whose units run a missing /usr/bin/monky-deployd"
 fi
-grep -q 'monky-deployd-tick is missing or not executable' "$work/notick.out" || { cat "$work/notick.out"; fail "install.sh did not name the missing tick binary"; }
-ok "a box whose unit runs the tick without /usr/bin/monky-deployd-tick is refused"
+grep -q '/usr/bin/monky-deployd is missing or not executable' "$work/nobin.out" || { cat "$work/nobin.out"; fail "install.sh did not name the missing binary"; }
+ok "a box whose units run a missing /usr/bin/monky-deployd is refused"
 
 # --- Go tests of packaging/ -----------------------------------------------------------
 step "go test ./packaging/ (configs parse with the agent's parser; one version)"

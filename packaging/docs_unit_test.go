@@ -7,10 +7,17 @@ import (
 )
 
 // TestOperationsExplainsTheService checks that docs/OPERATIONS.md names every setting
-// of the service unit's [Service] section (the unit's header sends the operator there);
-// "`ProtectKernel*`" in the doc covers every setting with that prefix.
+// of the [Service] sections of the one-shot service and the loop service (their
+// headers send the operator there); "`ProtectKernel*`" in the doc covers every setting
+// with that prefix.
 func TestOperationsExplainsTheService(t *testing.T) {
-	unit := readRepoFile(t, "packaging/systemd/monky-deployd.service")
+	for _, u := range []string{serviceUnit, loopUnit} {
+		t.Run(u, func(t *testing.T) { explained(t, u) })
+	}
+}
+
+func explained(t *testing.T, rel string) {
+	unit := readRepoFile(t, rel)
 	ops := readRepoFile(t, "docs/OPERATIONS.md")
 	var wildcards []string
 	for _, m := range regexp.MustCompile("`([A-Z][A-Za-z]+)\\*`").FindAllStringSubmatch(ops, -1) {
@@ -32,7 +39,7 @@ func TestOperationsExplainsTheService(t *testing.T) {
 			covered = covered || strings.HasPrefix(key, w)
 		}
 		if !covered {
-			t.Errorf("docs/OPERATIONS.md does not explain the service's %s=", key)
+			t.Errorf("docs/OPERATIONS.md does not explain %s's %s=", rel, key)
 		}
 	}
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # install.sh — the monky-deployd install kit.
 #
-# Installs the package (the agent monky-deployd and, next to it, monky-deployd-tick that
-# the timer's service runs: it checks both are there), writes
+# Installs the package (the one binary /usr/bin/monky-deployd and its units), writes
 # /etc/monky-deployd/config.yaml from its arguments, places the deploy grant (mode 0600,
-# atomically) and enables the timer. Idempotent: a second run with the same arguments
-# changes nothing; an existing config is kept unless --force-config. With --root DIR
+# atomically) and enables the unit that the config's tenancy.transport calls for:
+# monky-deployd-loop.service for sdk (one long-running process, one OpenZiti context),
+# monky-deployd.timer for proxy and system; the other one is disabled and stopped.
+# Idempotent: a second run with the same arguments changes nothing; an existing config
+# is kept unless --force-config (and then its transport decides). With --root DIR
 # everything goes into a scratch root (the .deb is unpacked there, systemctl is not
 # called): that is how CI tests this script.
 #
@@ -21,7 +23,11 @@ DEFAULT_VERSION="0.1.0"
 DEFAULT_DEPLOY_DIR=/srv/monky
 CONFIG_DIR=/etc/monky-deployd
 STATE_DIR=/var/lib/monky-deployd
-DROPIN_DIR=/etc/systemd/system/monky-deployd.service.d
+# The two ways of ticking (docs/OPERATIONS.md, "What is on a box"); both services get
+# the deploy-dir drop-in, so that a change of transport finds it in place.
+TIMER=monky-deployd.timer
+LOOP=monky-deployd-loop.service
+SERVICES=(monky-deployd.service "$LOOP")
 
 usage() {
 	cat <<USAGE
@@ -35,7 +41,8 @@ Package:
 Config (written to $CONFIG_DIR/config.yaml; kept if it exists unless --force-config):
   --env-id ID            env_id, env-<tier>-<nn> (required for a new config)
   --tenancy-url URL      tenancy.url (required for a new config)
-  --transport T          tenancy.transport: sdk | proxy | system (default sdk)
+  --transport T          tenancy.transport: sdk | proxy | system (default sdk); sdk
+                         enables $LOOP, proxy and system $TIMER
   --tenancy-service S    tenancy.service (sdk; default monky-tenancy)
   --identity PATH        tenancy.identity (sdk; default $CONFIG_DIR/identity.json)
   --proxy URL            tenancy.proxy (required with --transport proxy)
@@ -54,7 +61,7 @@ Config (written to $CONFIG_DIR/config.yaml; kept if it exists unless --force-con
 
 Grant and service:
   --grant FILE           the bootstrap deploy grant; '-' reads it from standard input
-  --no-start             enable the timer but do not start it now
+  --no-start             enable the unit ($LOOP or $TIMER) but do not start it now
   --root DIR             install into the scratch root DIR (needs --deb or --skip-package; no systemctl)
   --dry-run              print what would change, change nothing
   -h, --help             this text
@@ -73,6 +80,7 @@ skip_package=0
 env_id=""
 tenancy_url=""
 transport=sdk
+transport_given=0
 tenancy_service=""
 identity=""
 proxy=""
@@ -106,7 +114,7 @@ while [ $# -gt 0 ]; do
 	--skip-package) skip_package=1; shift ;;
 	--env-id) need_arg "$@"; env_id=$2; shift 2 ;;
 	--tenancy-url) need_arg "$@"; tenancy_url=$2; shift 2 ;;
-	--transport) need_arg "$@"; transport=$2; shift 2 ;;
+	--transport) need_arg "$@"; transport=$2; transport_given=1; shift 2 ;;
 	--tenancy-service) need_arg "$@"; tenancy_service=$2; shift 2 ;;
 	--identity) need_arg "$@"; identity=$2; shift 2 ;;
 	--proxy) need_arg "$@"; proxy=$2; shift 2 ;;
@@ -319,17 +327,13 @@ else
 	fi
 fi
 
-# The packaged service runs /usr/bin/monky-deployd-tick, which hands every tick but an
-# idle one to /usr/bin/monky-deployd in its own directory: when the installed unit runs
-# the tick, both binaries must be there, side by side, or every tick would fail.
-unit=/lib/systemd/system/monky-deployd.service
-if [ -f "$root$unit" ] && grep -q '^ExecStart=/usr/bin/monky-deployd-tick ' "$root$unit"; then
-	for bin in /usr/bin/monky-deployd-tick /usr/bin/monky-deployd; do
-		if [ ! -f "$root$bin" ] || [ ! -x "$root$bin" ]; then
-			die "$bin is missing or not executable, and $unit runs /usr/bin/monky-deployd-tick: the package installs monky-deployd and monky-deployd-tick side by side; reinstall it"
-		fi
-	done
-	say "binaries: /usr/bin/monky-deployd-tick (the timer's tick) next to /usr/bin/monky-deployd"
+# Both units run /usr/bin/monky-deployd: with the package's units in place (not under a
+# --dry-run that installed nothing), the binary must be there too, or every tick fails.
+if [ -f "$root/lib/systemd/system/$LOOP" ] || [ -f "$root/lib/systemd/system/monky-deployd.service" ]; then
+	if [ ! -f "$root/usr/bin/monky-deployd" ] || [ ! -x "$root/usr/bin/monky-deployd" ]; then
+		die "/usr/bin/monky-deployd is missing or not executable, and the installed units run it; reinstall the package"
+	fi
+	say "binary: /usr/bin/monky-deployd (the units run it)"
 fi
 
 # --- 2. directories -------------------------------------------------------------------
@@ -342,9 +346,12 @@ ensure_dir "$deploy_dir" 0755
 # --- 3. the config --------------------------------------------------------------------
 
 config=$CONFIG_DIR/config.yaml
+config_written=0 # this run writes the config (or would, under --dry-run)
+config_changed=0
 if [ -f "$root$config" ] && [ "$force_config" = 0 ]; then
 	say "config kept: $config exists (use --force-config to replace it)"
 else
+	config_written=1
 	[ -n "$env_id" ] || die "--env-id is required to write $config"
 	[ -n "$tenancy_url" ] || die "--tenancy-url is required to write $config"
 	[ -n "$bao_addr" ] || die "--bao-addr is required to write $config"
@@ -380,7 +387,11 @@ else
 			fi
 		fi
 	} >"$work/config.yaml"
+	before=$changed
+	changed=0
 	put_file "$config" 0640 "$work/config.yaml" config
+	config_changed=$changed
+	changed=$((before | changed))
 fi
 
 # --- 4. the grant ---------------------------------------------------------------------
@@ -402,43 +413,102 @@ fi
 
 # --- 5. a deploy dir other than the default must be writable in the sandbox -------------
 
-dropin=$DROPIN_DIR/deploy-dir.conf
 dropin_changed=0
-if [ "$deploy_dir" != "$DEFAULT_DEPLOY_DIR" ]; then
-	ensure_dir "$DROPIN_DIR" 0755
-	printf '# Written by install.sh: the deploy_dir of this box is writable in the sandbox.\n[Service]\nReadWritePaths=%s\n' "$deploy_dir" >"$work/dropin"
-	before=$changed
-	changed=0
-	put_file "$dropin" 0644 "$work/dropin" "unit drop-in"
-	dropin_changed=$changed
-	changed=$((before | changed))
-elif [ -f "$root$dropin" ]; then
-	changed=1
-	dropin_changed=1
-	run rm -f "$root$dropin"
-	say "removed unit drop-in $dropin (deploy_dir is the default again)"
-fi
+for svc in "${SERVICES[@]}"; do
+	dropin_dir=/etc/systemd/system/$svc.d
+	dropin=$dropin_dir/deploy-dir.conf
+	if [ "$deploy_dir" != "$DEFAULT_DEPLOY_DIR" ]; then
+		ensure_dir "$dropin_dir" 0755
+		printf '# Written by install.sh: the deploy_dir of this box is writable in the sandbox.\n[Service]\nReadWritePaths=%s\n' "$deploy_dir" >"$work/dropin"
+		before=$changed
+		changed=0
+		put_file "$dropin" 0644 "$work/dropin" "unit drop-in"
+		dropin_changed=$((dropin_changed | changed))
+		changed=$((before | changed))
+	elif [ -f "$root$dropin" ]; then
+		changed=1
+		dropin_changed=1
+		run rm -f "$root$dropin"
+		say "removed unit drop-in $dropin (deploy_dir is the default again)"
+	fi
+done
 
-# --- 6. the timer ---------------------------------------------------------------------
+# --- 6. the unit: the loop service for sdk, the timer for proxy and system ------------
+
+# config_transport FILE: tenancy.transport of a config as the agent reads it, "sdk" when
+# the key is left out (the agent's default), "?" for a tenancy mapping this script does
+# not read (flow style: tenancy: {…}). The agent itself refuses an unknown transport.
+config_transport() {
+	awk '
+		/^tenancy:[[:space:]]*(#.*)?$/ { t = 1; next }
+		/^tenancy:/ { print "?"; found = 1; exit }
+		/^[^[:space:]#]/ { t = 0; next }
+		t && /^[[:space:]]+transport:/ {
+			v = $0
+			sub(/^[[:space:]]+transport:[[:space:]]*/, "", v)
+			sub(/[[:space:]]+#.*$/, "", v)
+			sub(/[[:space:]]+$/, "", v)
+			if (v ~ /^\x27.*\x27$/ || v ~ /^".*"$/) v = substr(v, 2, length(v) - 2)
+			print v
+			found = 1
+			exit
+		}
+		END { if (!found) print "sdk" }
+	' "$1"
+}
+if [ "$config_written" = 1 ] || [ ! -f "$root$config" ]; then
+	box_transport=$transport # the config this run writes (or, under --dry-run, would)
+else
+	box_transport=$(config_transport "$root$config")
+	if [ "$transport_given" = 1 ] && [ "$transport" != "$box_transport" ]; then
+		say "note: --transport $transport ignored: the kept config says $box_transport, and it decides (--force-config rewrites it)"
+	fi
+fi
+case $box_transport in
+sdk) unit=$LOOP other=$TIMER ;;
+proxy | system) unit=$TIMER other=$LOOP ;;
+*) die "cannot read tenancy.transport of $config ('$box_transport'): write tenancy as a block with transport: sdk, proxy or system" ;;
+esac
+
+# started UNIT: active, or on its way (a loop waiting for its restart counts).
+started() {
+	case $(systemctl is-active "$1" 2>/dev/null || true) in
+	active | activating | reloading) return 0 ;;
+	esac
+	return 1
+}
+state_of() { echo "$1 $(systemctl is-enabled "$1" 2>/dev/null || true), $(systemctl is-active "$1" 2>/dev/null || true)"; }
 
 if [ -n "$root" ]; then
-	say "timer: not enabled (--root: no systemctl in a scratch root)"
+	say "units: $unit for transport $box_transport; not enabled (--root: no systemctl in a scratch root)"
 elif [ ! -d /run/systemd/system ]; then
-	say "timer: systemd is not running here; run 'monky-deployd run --loop' under your own supervisor"
+	say "units: systemd is not running here; run 'monky-deployd run --loop' under your own supervisor"
 else
 	if [ "$dropin_changed" = 1 ]; then
 		run systemctl daemon-reload
 	fi
-	if [ "$no_start" = 1 ]; then
-		if ! systemctl is-enabled --quiet monky-deployd.timer; then
-			changed=1
-			run systemctl enable monky-deployd.timer
-		fi
-	elif ! systemctl is-enabled --quiet monky-deployd.timer || ! systemctl is-active --quiet monky-deployd.timer; then
+	# The other way of ticking goes first: the two conflict.
+	if systemctl is-enabled --quiet "$other" || started "$other"; then
 		changed=1
-		run systemctl enable --now monky-deployd.timer
+		run systemctl disable --now "$other"
 	fi
-	say "timer: $(systemctl is-enabled monky-deployd.timer 2>/dev/null || true), $(systemctl is-active monky-deployd.timer 2>/dev/null || true)"
+	if [ "$no_start" = 1 ]; then
+		if ! systemctl is-enabled --quiet "$unit"; then
+			changed=1
+			run systemctl enable "$unit"
+		fi
+	elif ! systemctl is-enabled --quiet "$unit" || ! started "$unit"; then
+		changed=1
+		run systemctl enable --now "$unit"
+		unit_started=1
+	fi
+	# A loop that was running read its config and got its sandbox when it started.
+	if [ "${unit_started:-0}" = 0 ] && [ "$unit" = "$LOOP" ] && started "$unit" &&
+		{ [ "$config_changed" = 1 ] || [ "$dropin_changed" = 1 ]; }; then
+		changed=1
+		run systemctl restart "$unit"
+	fi
+	say "units: transport $box_transport: $(state_of "$unit"); $(state_of "$other")"
 fi
 
 if [ "$changed" = 0 ]; then

@@ -7,12 +7,15 @@
 # Boots a Debian 12 container with systemd as PID 1 (the "box", from a cached
 # debootstrap rootfs: rootfs.sh) on the docker engine of this machine, with the
 # engine's socket mounted and the host's network, and runs the scenarios below under
-# that systemd: the .deb installed with apt, install.sh and the ansible role for real,
-# the timer firing ticks that apply a bundle on the real engine (the unit runs
-# monky-deployd-tick, which hands them to monky-deployd next to it), an idle tick the
-# tick binary does itself, exit codes 75 and 78 as the unit sees them, the sandbox, the
-# journal, remove and purge, the exposure measured online, and a box without docker
-# compose v2. The agent talks to monky-fakes on loopback (transport: system). Prints a
+# that systemd: the .deb (one binary, /usr/bin/monky-deployd) installed with apt,
+# install.sh and the ansible role for real, the timer firing ticks of monky-deployd that
+# apply a bundle on the real engine, an idle tick, exit codes 75 and 78 as the unit sees
+# them, the loop service of sdk boxes (install.sh --transport sdk enables it instead of
+# the timer; it runs ticks in one process, survives a 75, is restarted after a failed
+# start and a crash but not after 78, stops a tick in flight on SIGTERM), the sandbox,
+# the journal, remove and purge, the exposure measured online, and a box without docker
+# compose v2. The agent talks to monky-fakes on loopback (transport: system; the box has
+# no OpenZiti mesh, so the loop service's ticks run on system too). Prints a
 # scenario table and exits non-zero when a scenario failed. With CI=true a scenario
 # that cannot run is a failure; elsewhere the script may skip, naming the command that
 # enables it.
@@ -39,6 +42,7 @@ ROLE_DIR=/srv/monky-box-role         # the role's custom deploy dir
 PLUGIN_IN_BOX=/usr/local/lib/docker/cli-plugins/docker-compose
 UNIT=monky-deployd.service
 TIMER=monky-deployd.timer
+LOOP=monky-deployd-loop.service
 MAX_EXPOSURE=2.0
 
 start_all=$SECONDS
@@ -172,33 +176,54 @@ service_done() {
 	s=$(unit_prop "$UNIT" ActiveState)
 	[ "$s" = inactive ] || [ "$s" = failed ]
 }
-# journal_since CURSOR_FILE: the unit's journal (JSON lines) since the saved cursor.
+# journal_since [UNIT]: the unit's journal (JSON lines; default $UNIT) since the mark.
 journal_mark() { box journalctl -n 1 -o cat --show-cursor -q | sed -n 's/^-- cursor: //p' >"$work/cursor"; }
 journal_since() {
 	local c
 	c=$(cat "$work/cursor")
 	if [ -n "$c" ]; then
-		box journalctl -u "$UNIT" -o json --after-cursor="$c"
+		box journalctl -u "${1:-$UNIT}" -o json --after-cursor="$c"
 	else
-		box journalctl -u "$UNIT" -o json
+		box journalctl -u "${1:-$UNIT}" -o json
 	fi
 }
-# prio_of PATTERN: the syslog priorities of the unit's journal lines (since the mark)
-# whose message matches PATTERN.
-prio_of() { journal_since | jq -r --arg p "$1" 'select(.MESSAGE | test($p)) | .PRIORITY' | sort -u | tr '\n' ' '; }
+# prio_of PATTERN [UNIT]: the syslog priorities of the unit's journal lines (since the
+# mark) whose message matches PATTERN.
+# journald writes a MESSAGE with control characters as an array of bytes: jq_msg is
+# every MESSAGE as a string.
+jq_msg='def msg: .MESSAGE | if type == "array" then implode elif type == "string" then . else "" end;'
+prio_of() { journal_since "${2:-}" | jq -r --arg p "$1" "$jq_msg"' select(msg | test($p)) | .PRIORITY' | sort -u | tr '\n' ' '; }
+# loop_logged PATTERN: a line of the loop service since the mark matches PATTERN.
+# (jq 1.6's -e answers for the last input only: -s makes the lines one input.)
+loop_logged() { journal_since "$LOOP" | jq -s -e --arg p "$1" "$jq_msg"' any(.[]; msg | test($p))' >/dev/null; }
+# loop_wait SECONDS WHAT PATTERN: wait for a line of the loop service (since the mark)
+# that matches PATTERN; on a time-out, show its lines since the mark.
+loop_wait() {
+	if ! (wait_for "$1" "$2" loop_logged "$3"); then
+		journal_since "$LOOP" | jq -r "$jq_msg"' "     journal: \(.PRIORITY) \(msg)"' | tail -n 20 >&2
+		fail "no line of $LOOP matching '$3' within $1s"
+	fi
+}
+# more_checkins N: tenancy saw more than N check-ins of the env.
+more_checkins() { [ "$(checkins)" -gt "$1" ]; }
+# loop_is STATE: the loop service's ActiveState is STATE.
+loop_is() { [ "$(unit_prop "$LOOP" ActiveState)" = "$1" ]; }
+# loop_restarted PID: the loop runs again, with another main PID than PID.
+loop_restarted() { loop_is active && [ "$(unit_prop "$LOOP" MainPID)" != "$1" ] && [ "$(unit_prop "$LOOP" MainPID)" != 0 ]; }
 
 # ---------------------------------------------------------------------------------------
 # prepare: the .deb, monky-fakes, the app image, the bundle, the box image.
 
-version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' internal/contract/contract.go)
+version=$(sed -n 's/^const Version = "\(.*\)"$/\1/p' deployd/version.go)
+[ -n "$version" ] || cannot "no 'const Version = \"…\"' in deployd/version.go" "git pull (deployd.Version is set there)"
 deb=$work/out/monky-deployd_${version}_$(dpkg --print-architecture).deb
 secret="sysbox-secret-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 app_image=""
 box_image=""
 
 prepare_builds() {
-	# The .deb as CI builds it: the agent and the timer's tick, side by side in /usr/bin.
-	bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd ./cmd/monky-deployd-tick
+	# The .deb as CI builds it: the one binary, /usr/bin/monky-deployd.
+	bash packaging/build-deb.sh "$version" "$work/out" ./cmd/monky-deployd
 	[ -f "$deb" ] || fail "no $deb"
 	go build -o "$work/monky-fakes" ./cmd/monky-fakes
 	mkdir -p "$work/app"
@@ -342,13 +367,18 @@ sc_deb() {
 	got=$(bsh 'stat -c "%n %a" /etc/monky-deployd /var/lib/monky-deployd /var/lib/monky-deployd/docker /srv/monky' | tr '\n' ' ')
 	[ "$got" = "/etc/monky-deployd 750 /var/lib/monky-deployd 700 /var/lib/monky-deployd/docker 700 /srv/monky 755 " ] || fail "modes: $got"
 	ok "directories: $got"
-	got=$(bsh 'stat -c "%n %F %a %U:%G" /usr/bin/monky-deployd /usr/bin/monky-deployd-tick' | tr '\n' ' ')
-	[ "$got" = "/usr/bin/monky-deployd regular file 755 root:root /usr/bin/monky-deployd-tick regular file 755 root:root " ] ||
-		fail "binaries: $got"
-	unit_prop $UNIT ExecStart | grep -q 'path=/usr/bin/monky-deployd-tick ; argv\[\]=/usr/bin/monky-deployd-tick run --config /etc/monky-deployd/config.yaml --metrics-file ' ||
-		fail "the service does not run /usr/bin/monky-deployd-tick: $(unit_prop $UNIT ExecStart)"
-	[ "$(box monky-deployd-tick version)" = "$(box monky-deployd version)" ] || fail "monky-deployd-tick version is not the agent's answer"
-	ok "/usr/bin/monky-deployd-tick next to /usr/bin/monky-deployd (0755 root), the service runs the tick, which hands 'version' to the agent"
+	got=$(box dpkg -L monky-deployd | grep -E '^/usr/(s?bin|lib/monky|libexec)/.' | tr '\n' ' ')
+	[ "$got" = "/usr/bin/monky-deployd " ] || fail "the package's programs: $got"
+	got=$(box stat -c '%n %F %a %U:%G' /usr/bin/monky-deployd)
+	[ "$got" = "/usr/bin/monky-deployd regular file 755 root:root" ] || fail "binary: $got"
+	ok "one binary in the package: $got ($(box monky-deployd version))"
+	unit_prop $UNIT ExecStart | grep -q 'path=/usr/bin/monky-deployd ; argv\[\]=/usr/bin/monky-deployd run --config /etc/monky-deployd/config.yaml --metrics-file ' ||
+		fail "the service does not run /usr/bin/monky-deployd run: $(unit_prop $UNIT ExecStart)"
+	unit_prop $LOOP ExecStart | grep -q 'path=/usr/bin/monky-deployd ; argv\[\]=/usr/bin/monky-deployd run --loop --config /etc/monky-deployd/config.yaml --metrics-file ' ||
+		fail "the loop service does not run /usr/bin/monky-deployd run --loop: $(unit_prop $LOOP ExecStart)"
+	[ "$(box systemctl is-enabled $LOOP || true)" = disabled ] || fail "postinst enabled the loop service"
+	loop_is inactive || fail "the loop service runs without a config"
+	ok "$UNIT runs 'monky-deployd run', $LOOP 'monky-deployd run --loop'; the loop service is disabled and inactive (install.sh or the role chooses it)"
 	box systemctl start $UNIT
 	[ "$(unit_prop $UNIT ConditionResult)" = no ] || fail "the service ran without a config"
 	[ "$(box systemctl is-failed $UNIT || true)" != failed ] || fail "an unconfigured start failed the unit"
@@ -378,12 +408,17 @@ sc_install_kit() {
 	[ "$(box dpkg-query -W -f '${db:Status-Status}' monky-deployd)" = installed ] || fail "package not installed"
 	{ [ "$(box systemctl is-enabled $TIMER)" = enabled ] && [ "$(box systemctl is-active $TIMER)" = active ]; } ||
 		fail "install.sh did not enable and start the timer"
-	bsh "grep -qx 'ReadWritePaths=$KIT_DIR' /etc/systemd/system/monky-deployd.service.d/deploy-dir.conf" || fail "no deploy-dir drop-in"
-	unit_prop $UNIT ReadWritePaths | grep -q "$KIT_DIR" ||
-		fail "systemd did not load the drop-in: ReadWritePaths=$(unit_prop $UNIT ReadWritePaths)"
+	{ [ "$(box systemctl is-enabled $LOOP || true)" = disabled ] && loop_is inactive; } || fail "install.sh --transport system enabled the loop service"
+	grep -qx "install.sh: units: transport system: $TIMER enabled, active; $LOOP disabled, inactive" "$work/kit1.out" || fail "install.sh did not say which unit it chose"
+	local u
+	for u in $UNIT $LOOP; do
+		bsh "grep -qx 'ReadWritePaths=$KIT_DIR' /etc/systemd/system/$u.d/deploy-dir.conf" || fail "no deploy-dir drop-in for $u"
+		unit_prop "$u" ReadWritePaths | grep -q "$KIT_DIR" ||
+			fail "systemd did not load the drop-in of $u: ReadWritePaths=$(unit_prop "$u" ReadWritePaths)"
+	done
 	[ "$(box stat -c %a /etc/monky-deployd/config.yaml /etc/monky-deployd/bootstrap.jwt | tr '\n' ' ')" = "640 600 " ] ||
 		fail "config or grant mode"
-	ok "install.sh: apt-get install of the .deb, config 0640, grant 0600, drop-in for $KIT_DIR loaded, timer enabled and active"
+	ok "install.sh: apt-get install of the .deb, config 0640, grant 0600, drop-ins for $KIT_DIR loaded, transport system: timer enabled and active, loop service disabled"
 	grep -qF "$(cat "$work/grant1")" "$work/kit1.out" && fail "install.sh printed the grant"
 	# shellcheck disable=SC2046
 	box bash /opt/monky/packaging/install.sh $(kit_args) >"$work/kit2.out" 2>&1 || {
@@ -447,34 +482,37 @@ sc_timer_apply() {
 	docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$cid" | grep -qxF "DB_PASSWORD=$secret" || fail "the secret did not reach the container"
 	ok "container $(docker inspect -f '{{.Name}}' "$cid") healthy on the engine, with the secret read from OpenBao"
 	[ "$(prio_of 'msg="tick done"')" = "6 " ] || fail "tick done priority: $(prio_of 'msg="tick done"')"
+	# Who wrote the tick's lines: the one binary, as the unit's ExecStart= says. (journald
+	# reads _EXE from /proc when it stores a line: a line stored after the exit has none.)
+	local exe ident
+	exe=$(journal_since | jq -r 'select(._TRANSPORT == "stdout" and ._EXE != null) | ._EXE' | sort -u | tr '\n' ' ')
+	ident=$(journal_since | jq -r 'select(._TRANSPORT == "stdout") | .SYSLOG_IDENTIFIER' | sort -u | tr '\n' ' ')
+	[ "$exe $ident" = "/usr/bin/monky-deployd  monky-deployd " ] || fail "the tick's journal lines come from: $exe, identifiers: $ident"
+	ok "the timer's unit ran /usr/bin/monky-deployd (the _EXE and identifier of the tick's lines)"
 	box systemctl stop $TIMER
 }
 
-# --- scenario: an idle tick done by monky-deployd-tick itself ------------------------------
+# --- scenario: an idle tick -----------------------------------------------------------------
 sc_idle_tick() {
-	# After the apply the box is steady: when tenancy answers none (the fakes keep
-	# answering apply of the live sha until told otherwise), the tick binary the unit
-	# runs does that tick without handing it to the agent. Its debug lines say which:
-	# it logs "handing the tick to the full agent" before every exec. (The other
-	# scenarios' ticks are handed over: the bootstrap and apply, exit 78.)
+	# After the apply the box is steady: when tenancy answers none, a tick only checks
+	# in: exit 0, no lease, no report.
 	local desired
 	desired=$(jq -nc --arg sha "$(cat "$work/sha")" '{action: "apply", sha: $sha, serial: 1}')
 	admin PUT "/envs/$ENV_ID/desired" -d '{"action":"none"}' >/dev/null
-	box systemctl set-environment MONKY_DEPLOYD_DEBUG=1
 	# shellcheck disable=SC2064 # $desired is expanded now, on purpose
-	trap "box systemctl unset-environment MONKY_DEPLOYD_DEBUG; admin PUT /envs/$ENV_ID/desired -d '$desired' >/dev/null" EXIT
-	local n
+	trap "admin PUT /envs/$ENV_ID/desired -d '$desired' >/dev/null" EXIT
+	local n c l
 	n=$(reports)
+	c=$(checkins)
+	l=$(admin GET "/envs/$ENV_ID/leases" | jq length)
 	journal_mark
 	box systemctl start $UNIT || fail "the idle tick failed: $(box journalctl -u $UNIT -n 20 --no-pager)"
 	[ "$(unit_prop $UNIT Result) $(unit_prop $UNIT ExecMainStatus)" = "success 0" ] || fail "the idle tick did not exit 0"
 	[ "$(prio_of 'msg="tick done"')" = "6 " ] || fail "no 'tick done' line: $(journal_since | jq -r .MESSAGE)"
-	if [ -n "$(prio_of 'handing the tick to the full agent')" ]; then
-		journal_since | jq -r .MESSAGE
-		fail "monky-deployd-tick handed a steady box's idle tick to the agent"
-	fi
+	[ "$(checkins)" -gt "$c" ] || fail "the idle tick did not check in"
 	[ "$(reports)" = "$n" ] || fail "an idle tick reported"
-	ok "a steady box's idle tick (check-in answered none) done by monky-deployd-tick itself, exit 0, no hand-over"
+	[ "$(admin GET "/envs/$ENV_ID/leases" | jq length)" = "$l" ] || fail "an idle tick leased"
+	ok "a steady box's idle tick (check-in answered none): exit 0, no lease, no report"
 }
 
 # --- scenario: exit 75 is success -------------------------------------------------------
@@ -522,6 +560,158 @@ sc_exit78() {
 	ok "latched: the next run exits 78 without the network; a bootstrap clears it, then exit 0"
 }
 
+# --- scenarios: the loop service of sdk boxes ---------------------------------------------
+# kit_args_for TRANSPORT: the kit's arguments with another transport and no grant (the
+# box has its token; grant1 was consumed long ago), the config replaced.
+kit_args_for() { kit_args | sed "s/--transport system/--transport $1/; s/ --grant [^ ]*//; s/\$/ --force-config/"; }
+
+sc_loop_install() {
+	# The box's config of the timer scenarios (transport system), for the next scenario.
+	box cp /etc/monky-deployd/config.yaml /opt/monky/config.system.yaml
+	journal_mark
+	# shellcheck disable=SC2046 # kit_args_for prints words without spaces
+	box bash /opt/monky/packaging/install.sh $(kit_args_for sdk) >"$work/kit-sdk.out" 2>&1 || {
+		cat "$work/kit-sdk.out"
+		fail "install.sh --transport sdk"
+	}
+	cat "$work/kit-sdk.out"
+	bsh "grep -qx \"  transport: 'sdk'\" /etc/monky-deployd/config.yaml" || fail "the config's transport is not sdk"
+	grep -q "^install.sh: units: transport sdk: $LOOP enabled, " "$work/kit-sdk.out" || fail "install.sh did not choose $LOOP"
+	[ "$(box systemctl is-enabled $LOOP)" = enabled ] || fail "the loop service is not enabled"
+	{ [ "$(box systemctl is-enabled $TIMER || true)" = disabled ] && [ "$(box systemctl is-active $TIMER || true)" = inactive ]; } ||
+		fail "install.sh --transport sdk left the timer enabled or active"
+	unit_prop $LOOP ReadWritePaths | grep -q "$KIT_DIR" || fail "the loop service has no drop-in for $KIT_DIR: $(unit_prop $LOOP ReadWritePaths)"
+	ok "install.sh --transport sdk: config transport sdk, $LOOP enabled and started, $TIMER disabled and inactive, the drop-in for $KIT_DIR loaded"
+	# The box has no OpenZiti identity: the loop cannot start (exit 1, the error names
+	# tenancy.identity), and systemd starts it again after RestartSec, for as long as it takes.
+	wait_for 60 "systemd to restart the loop after its failed start, and that start to fail again" \
+		bash -c "[ \"\$(docker exec $BOX systemctl show -P NRestarts $LOOP)\" -ge 1 ] && [ \"\$(docker exec $BOX systemctl show -P SubState $LOOP)\" = auto-restart ]"
+	[ "$(unit_prop $LOOP ExecMainStatus)" = 1 ] || fail "the loop's failed start exited $(unit_prop $LOOP ExecMainStatus), want 1"
+	[ "$(prio_of 'could not start the agent.*tenancy.identity' $LOOP)" = "3 " ] ||
+		fail "no error naming tenancy.identity: $(journal_since $LOOP | jq -r .MESSAGE)"
+	ok "no identity: the loop exits 1 (an error naming tenancy.identity), systemd restarts it after RestartSec ($(unit_prop $LOOP NRestarts) restart(s) so far)"
+}
+
+sc_loop_ticks() {
+	# The box has no mesh: the loop runs on the system transport from here on. The
+	# restart that is pending picks the config up by itself.
+	local c pid restarts
+	c=$(checkins)
+	box install -m 0640 /opt/monky/config.system.yaml /etc/monky-deployd/config.yaml
+	journal_mark
+	wait_for 60 "the restarted loop's first tick" more_checkins "$c"
+	loop_wait 30 "the first tick to end" 'msg="tick done"'
+	loop_is active || fail "the loop is $(unit_prop $LOOP ActiveState) after its first tick"
+	pid=$(unit_prop $LOOP MainPID)
+	restarts=$(unit_prop $LOOP NRestarts)
+	[ "$(prio_of 'msg="tick done"' $LOOP)" = "6 " ] || fail "priority of the loop's 'tick done'"
+	ok "the config fixed, the pending restart starts the loop and it ticks (pid $pid, check-in answered)"
+	# The next tick (a minute later: next_checkin_s of the fakes) ends on 75.
+	admin PUT /faults -d '{"status":{"checkin":503}}' >/dev/null
+	loop_wait 90 "the loop's second tick to end on 75" 'tick ended on a temporary condition'
+
+	admin PUT /faults -d '{}' >/dev/null
+	[ "$(prio_of 'msg="tick ended on a temporary condition' $LOOP)" = "4 " ] || fail "priority of the temporary line"
+	sleep 2
+	{ loop_is active && [ "$(unit_prop $LOOP MainPID)" = "$pid" ] && [ "$(unit_prop $LOOP NRestarts)" = "$restarts" ]; } ||
+		fail "the loop did not survive a 75: $(unit_prop $LOOP ActiveState), pid $(unit_prop $LOOP MainPID), $(unit_prop $LOOP NRestarts) restarts"
+	ok "tenancy 503: the tick ends on 75 (a warning), the loop keeps running (pid $pid, no restart)"
+	# It backs off (--interval, a minute, after a first 75) and ticks again.
+	c=$(checkins)
+	journal_mark
+	wait_for 90 "the loop's third tick" more_checkins "$c"
+	loop_wait 30 "the third tick to end" 'msg="tick done"'
+
+	[ "$(unit_prop $LOOP MainPID)" = "$pid" ] || fail "the third tick ran in another process"
+	ok "after the back-off the same process ticks again: three ticks (0, 75, 0) in pid $pid"
+}
+
+sc_loop_crash_78() {
+	local pid restarts
+	pid=$(unit_prop $LOOP MainPID)
+	restarts=$(unit_prop $LOOP NRestarts)
+	loop_is active || fail "the loop does not run"
+	# The next check-in answers AGENT_ENV_MISMATCH. A crash first: the restarted loop's
+	# first tick (within 6s of its start) meets it.
+	admin PUT /faults -d '{"status":{"checkin":409}}' >/dev/null
+	journal_mark
+	box systemctl kill --signal=SIGKILL --kill-whom=main $LOOP
+	wait_for 60 "systemd to restart the killed loop" loop_restarted "$pid"
+	[ "$(unit_prop $LOOP NRestarts)" -gt "$restarts" ] || fail "NRestarts did not grow"
+	ok "SIGKILL: systemd restarted the loop after RestartSec (pid $pid -> $(unit_prop $LOOP MainPID))"
+	wait_for 30 "the restarted loop to exit 78" bash -c "[ \"\$(docker exec $BOX systemctl show -P ActiveState $LOOP)\" = failed ]"
+	[ "$(unit_prop $LOOP Result) $(unit_prop $LOOP ExecMainStatus)" = "exit-code 78" ] ||
+		fail "the loop ended with $(unit_prop $LOOP Result) $(unit_prop $LOOP ExecMainStatus), want exit-code 78"
+	[ "$(prio_of 'stopping the loop: AGENT_ENV_MISMATCH' $LOOP)" = "3 " ] || fail "no error line for 78: $(journal_since $LOOP | jq -r .MESSAGE)"
+	restarts=$(unit_prop $LOOP NRestarts)
+	sleep 40 # RestartSec=30s and a margin
+	{ loop_is failed && [ "$(unit_prop $LOOP NRestarts)" = "$restarts" ]; } ||
+		fail "the loop was restarted after 78: $(unit_prop $LOOP ActiveState), $(unit_prop $LOOP NRestarts) restarts"
+	ok "AGENT_ENV_MISMATCH: the loop exits 78, the unit failed (an error line), not restarted after 40s (RestartPreventExitStatus=78)"
+	# The latch holds until a bootstrap; then the loop starts again.
+	admin PUT /faults -d '{}' >/dev/null
+	admin POST "/envs/$ENV_ID/grants" | jq -r .grant | tr -d '\n' >"$work/grant-loop"
+	docker cp "$work/grant-loop" "$BOX:/etc/monky-deployd/bootstrap.jwt"
+	box chmod 0600 /etc/monky-deployd/bootstrap.jwt
+	box monky-deployd bootstrap >/dev/null 2>&1 || fail "bootstrap"
+	box systemctl reset-failed $LOOP
+	local c
+	c=$(checkins)
+	box systemctl start $LOOP
+	wait_for 30 "the loop's first tick after the bootstrap" more_checkins "$c"
+	loop_is active || fail "the loop is $(unit_prop $LOOP ActiveState) after the bootstrap"
+	ok "a bootstrap clears the latch; the loop starts and ticks again"
+}
+
+# given_up: how many check-ins tenancy saw the client give up on while it held them.
+given_up() { admin GET /requests | jq '[.[] | select(.path == "/v1/agent/checkin" and .status == 499)] | length'; }
+more_given_up() { [ "$(given_up)" -gt "$1" ]; }
+sc_loop_stop() {
+	# A tick in flight: tenancy holds the check-in for a minute (the config's
+	# tenancy.timeout raised to 120s, so that the agent waits for it: the default gives
+	# a call 24s). systemctl stop (SIGTERM) ends the tick and the loop within seconds,
+	# with 0: a stop, not a failure.
+	local g t0 took
+	bsh "sed -i \"/^  transport: 'system'\\\$/a\\  timeout: '120s'\" /etc/monky-deployd/config.yaml && grep -qx \"  timeout: '120s'\" /etc/monky-deployd/config.yaml" ||
+		fail "could not raise tenancy.timeout in the box's config"
+	g=$(given_up)
+	admin PUT /faults -d '{"delay_ms":{"checkin":60000}}' >/dev/null
+	journal_mark
+	box systemctl restart $LOOP
+	# The first tick starts within 6s (a tenth of --interval), then its check-in is held.
+	sleep 20
+	t0=$SECONDS
+	box systemctl stop $LOOP
+	took=$((SECONDS - t0))
+	if ! (wait_for 10 "the held check-in to be given up (499)" more_given_up "$g"); then
+		admin GET /requests | jq -c '.[-5:][]' >&2
+		journal_since "$LOOP" | jq -r "$jq_msg"' "     journal: \(.PRIORITY) \(msg)"' | tail -n 20 >&2
+		admin PUT /faults -d '{}' >/dev/null
+		fail "no check-in was in flight when the loop stopped"
+	fi
+	admin PUT /faults -d '{}' >/dev/null
+	[ "$took" -le 20 ] || fail "the stop took ${took}s"
+	[ "$(unit_prop $LOOP Result) $(unit_prop $LOOP ExecMainStatus)" = "success 0" ] ||
+		fail "the stopped loop: $(unit_prop $LOOP Result) $(unit_prop $LOOP ExecMainStatus), want success 0"
+	loop_is inactive || fail "the loop is $(unit_prop $LOOP ActiveState) after the stop"
+	[ -n "$(prio_of 'stopping the loop on a signal' $LOOP)" ] || fail "no 'stopping the loop on a signal' line"
+	ok "systemctl stop with a check-in held by tenancy: the loop ended in ${took}s with exit 0, the unit inactive, not failed"
+}
+
+sc_loop_back() {
+	# shellcheck disable=SC2046 # kit_args_for prints words without spaces
+	box bash /opt/monky/packaging/install.sh $(kit_args_for system) >"$work/kit-back.out" 2>&1 || {
+		cat "$work/kit-back.out"
+		fail "install.sh --transport system"
+	}
+	cat "$work/kit-back.out"
+	grep -qx "install.sh: units: transport system: $TIMER enabled, active; $LOOP disabled, inactive" "$work/kit-back.out" ||
+		fail "install.sh did not go back to the timer"
+	[ "$(box systemctl is-enabled $LOOP || true)" = disabled ] || fail "the loop service is still enabled"
+	box systemctl stop $TIMER
+	ok "install.sh --transport system: the timer enabled and active again, the loop service disabled"
+}
+
 # --- scenario: the journal ------------------------------------------------------------------
 sc_journal() {
 	local token
@@ -548,12 +738,14 @@ sc_journal() {
 
 # --- scenario: systemd-analyze security online -------------------------------------------
 sc_security() {
-	local out exposure
-	out=$(box systemd-analyze security --no-pager $UNIT)
-	exposure=$(echo "$out" | sed -n 's/.*Overall exposure level for monky-deployd.service: \([0-9.]*\).*/\1/p')
-	[ -n "$exposure" ] || fail "no exposure level: $out"
-	awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' || fail "exposure $exposure above $MAX_EXPOSURE"
-	ok "systemd-analyze security (online, in the box): exposure $exposure (at most $MAX_EXPOSURE)"
+	local out exposure u
+	for u in $UNIT $LOOP; do
+		out=$(box systemd-analyze security --no-pager "$u")
+		exposure=$(echo "$out" | sed -n "s/.*Overall exposure level for $u: \([0-9.]*\).*/\1/p")
+		[ -n "$exposure" ] || fail "no exposure level of $u: $out"
+		awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' || fail "$u: exposure $exposure above $MAX_EXPOSURE"
+		ok "systemd-analyze security $u (online, in the box): exposure $exposure (at most $MAX_EXPOSURE)"
+	done
 }
 
 # --- scenario: remove and purge ------------------------------------------------------------
@@ -568,8 +760,8 @@ sc_remove_purge() {
 	[ -n "$cid" ] || fail "remove stopped the containers"
 	ok "remove: timer stopped; config, state, releases and the running containers kept"
 	box apt-get purge -y monky-deployd >/dev/null 2>&1 || fail "apt-get purge"
-	bsh '! test -e /etc/monky-deployd && ! test -e /var/lib/monky-deployd && ! test -e /etc/systemd/system/monky-deployd.service.d/deploy-dir.conf' ||
-		fail "purge left config, state or the drop-in"
+	bsh '! test -e /etc/monky-deployd && ! test -e /var/lib/monky-deployd && ! test -e /etc/systemd/system/monky-deployd.service.d/deploy-dir.conf && ! test -e /etc/systemd/system/monky-deployd-loop.service.d/deploy-dir.conf' ||
+		fail "purge left config, state or a drop-in"
 	bsh "test -d $KIT_DIR/releases/$sha" || fail "purge deleted the releases"
 	[ -n "$(docker ps -q --filter "label=com.docker.compose.project=$PROJECT")" ] || fail "purge stopped the containers"
 	ok "purge: config, state and drop-in gone; the deploy dir and the containers kept"
@@ -603,8 +795,10 @@ sc_ansible() {
 	grep -qE 'localhost +: ok=[0-9]+ +changed=[1-9]' "$work/role1.out" || fail "the first run changed nothing"
 	grep -qF "$(cat "$work/grant3")" "$work/role1.out" && fail "ansible printed the grant"
 	[ "$(box systemctl is-active $TIMER)" = active ] || fail "the role did not start the timer"
+	{ [ "$(box systemctl is-enabled $LOOP || true)" = disabled ] && loop_is inactive; } || fail "the role enabled the loop service for transport system"
 	unit_prop $UNIT ReadWritePaths | grep -q "$ROLE_DIR" || fail "the role's drop-in is not loaded"
-	ok "the role: apt installed the .deb, config, grant, drop-in for $ROLE_DIR loaded, timer active"
+	unit_prop $LOOP ReadWritePaths | grep -q "$ROLE_DIR" || fail "the role's drop-in of the loop service is not loaded"
+	ok "the role: apt installed the .deb, config, grant, drop-ins for $ROLE_DIR loaded, transport system: timer active, loop service disabled"
 	bsh "$play" >"$work/role2.out" 2>&1 || {
 		cat "$work/role2.out"
 		fail "the role, second run"
@@ -624,7 +818,21 @@ sc_ansible() {
 	bsh "test -d $ROLE_DIR/releases/$(cat "$work/sha")" || fail "no release under $ROLE_DIR"
 	ok "a tick applies into $ROLE_DIR through the role's drop-in"
 	bsh "cd $ROLE_DIR/current && docker compose down" >/dev/null 2>&1 || fail "compose down"
+	# transport sdk: the role enables the loop service instead of the timer.
+	bsh "$play -e monky_deployd_transport=sdk -e monky_deployd_force_config=true" >"$work/role3.out" 2>&1 || {
+		cat "$work/role3.out"
+		fail "the role with transport sdk"
+	}
+	grep -E '^localhost' "$work/role3.out"
+	[ "$(box systemctl is-enabled $LOOP)" = enabled ] || fail "the role did not enable the loop service for transport sdk"
+	case $(unit_prop $LOOP ActiveState) in active | activating) ;; *) fail "the loop service is $(unit_prop $LOOP ActiveState)" ;; esac
+	{ [ "$(box systemctl is-enabled $TIMER || true)" = disabled ] && [ "$(box systemctl is-active $TIMER || true)" = inactive ]; } ||
+		fail "the role left the timer enabled or active for transport sdk"
+	ok "the role with transport sdk: $LOOP enabled and started, $TIMER disabled and inactive"
 	box apt-get purge -y monky-deployd >/dev/null 2>&1 || fail "purge"
+	loop_is inactive || fail "purge left the loop service $(unit_prop $LOOP ActiveState)"
+	bsh '! test -e /etc/systemd/system/multi-user.target.wants/monky-deployd-loop.service' || fail "purge left the loop service's enable link"
+	ok "purge stops the loop service and removes the link the role's enable made"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -670,9 +878,14 @@ scenario "deb: apt install, timer enabled not started, purge" sc_deb
 scenario "install.sh: apt + systemctl path, custom deploy dir, idempotent" sc_install_kit needed
 scenario "no compose v2: COMPOSE_MISSING, exit 1, no check-in" sc_no_compose
 scenario "timer: a tick applies the bundle on the engine (sandbox)" sc_timer_apply needed
-scenario "idle tick: done by monky-deployd-tick itself, no hand-over" sc_idle_tick
+scenario "idle tick: check-in answered none, exit 0, no lease, no report" sc_idle_tick
 scenario "exit 75: success for the unit, warning in the journal" sc_exit75
 scenario "exit 78: unit failed, timer keeps running, latch" sc_exit78
+scenario "loop: install.sh --transport sdk enables it, not the timer; exit 1 restarted" sc_loop_install
+scenario "loop: ticks in one process, survives a 75, backs off" sc_loop_ticks
+scenario "loop: a crash is restarted, 78 is not (RestartPreventExitStatus)" sc_loop_crash_78
+scenario "loop: SIGTERM ends a tick in flight and the loop within seconds, 0" sc_loop_stop
+scenario "loop: install.sh --transport system goes back to the timer" sc_loop_back
 scenario "journal: priorities, no secret, grant or token" sc_journal
 scenario "security: systemd-analyze security online <= $MAX_EXPOSURE" sc_security
 scenario "remove and purge: config, state, releases, containers" sc_remove_purge
