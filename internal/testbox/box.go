@@ -47,9 +47,12 @@ type Options struct {
 	NoGrant bool
 	// Secret is the value planted at db/password; default DefaultSecret.
 	Secret string
-	// Binary is the agent program that Start runs; default the agent built with no
-	// extra flags.
+	// Binary is the program that Start runs; default the agent, built (by the first
+	// Start, so that a box whose test never runs it builds nothing) with BuildFlags.
 	Binary string
+	// BuildFlags are the extra go build flags of the agent that Start builds when
+	// Binary is empty.
+	BuildFlags []string
 	// Config changes the config after the box's own settings, before it is validated
 	// and written.
 	Config func(*deployd.Config)
@@ -78,7 +81,8 @@ type Box struct {
 	// Logs receives the log of the agents NewAgent builds (JSON, debug).
 	Logs *SyncBuffer
 
-	bin string
+	bin   string
+	flags []string
 }
 
 // New builds a box for tb. Its fakes and docker are removed by tb.Cleanup.
@@ -90,7 +94,7 @@ func New(tb testing.TB, o Options) *Box {
 	if o.Secret == "" {
 		o.Secret = DefaultSecret
 	}
-	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary}
+	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary, flags: o.BuildFlags}
 	b.CfgPath = filepath.Join(b.Dir, "config.yaml")
 	if !o.NoStack {
 		b.Stack = deploydtest.NewStack(tb, o.Stack)
@@ -345,10 +349,12 @@ func (b *Box) ProcEnv(extra ...string) []string {
 }
 
 // Start starts the agent binary with args in the box's directory, with ProcEnv(extraEnv…).
+// Under go test -short it skips the test (Build).
 func (b *Box) Start(args []string, extraEnv ...string) *Proc {
 	b.T.Helper()
+	SkipIfShort(b.T)
 	if b.bin == "" {
-		b.bin = Build(b.T, AgentPkg)
+		b.bin = Build(b.T, AgentPkg, b.flags...)
 	}
 	return Start(b.T, b.bin, b.Dir, b.ProcEnv(extraEnv...), args...)
 }

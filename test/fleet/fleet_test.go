@@ -18,6 +18,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 var (
@@ -75,6 +76,7 @@ type rate struct {
 }
 
 func TestFleet(t *testing.T) {
+	testbox.SkipIfShort(t)
 	if *flagAgents <= 0 {
 		t.Skip("the fleet runs when given a size: go test -count=1 -v -run '^TestFleet$' ./test/fleet/ -fleet.agents=100 (500 for the figures of docs/OPERATIONS.md)")
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 var (
@@ -128,6 +129,7 @@ func round(v float64) float64 {
 }
 
 func TestSoak(t *testing.T) {
+	testbox.SkipIfShort(t)
 	if *flagDuration <= 0 {
 		t.Skip("the soak runs when given a duration: go test -count=1 -v -run '^TestSoak$' ./test/soak/ -soak.duration=1m")
 	}
