@@ -36,6 +36,10 @@ type Options struct {
 	Env string
 	// Stack are the fakes' options; nil means their defaults.
 	Stack *fakestack.Options
+	// SharedStack, when set, are the fakes the box uses instead of starting its own:
+	// several boxes (of several environments) on one tenancy and one OpenBao, as a
+	// fleet's or the soak's. Stack is then ignored, and the box does not close them.
+	SharedStack *deploydtest.Stack
 	// NoStack starts no fakes: Config must point the box at tenancy and OpenBao.
 	NoStack bool
 	// Script is the fake docker's script; nil is an empty one (every command
@@ -68,7 +72,8 @@ type Box struct {
 	Env string
 	// Dir is the box's directory.
 	Dir string
-	// Stack are the fakes; nil with Options.NoStack.
+	// Stack are the fakes (Options.SharedStack, or the box's own); nil with
+	// Options.NoStack.
 	Stack *deploydtest.Stack
 	// Docker is the fake docker; nil with Options.RealDocker.
 	Docker *fakedockertest.Docker
@@ -96,7 +101,11 @@ func New(tb testing.TB, o Options) *Box {
 	}
 	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary, flags: o.BuildFlags}
 	b.CfgPath = filepath.Join(b.Dir, "config.yaml")
-	if !o.NoStack {
+	switch {
+	case o.NoStack:
+	case o.SharedStack != nil:
+		b.Stack = o.SharedStack
+	default:
 		b.Stack = deploydtest.NewStack(tb, o.Stack)
 	}
 	docker := "docker"
