@@ -469,25 +469,28 @@ func TestJournalStream(t *testing.T) {
 					}
 				}
 			}
-			// In-process and through the real binary.
+			// In-process, then through the real binary (which -short skips).
 			r := runMain(t, b.procEnv(extra...), "run", "--config", b.CfgPath, "--metrics-file", filepath.Join(b.Dir, "metrics.prom"))
 			require.Equal(t, 0, r.Code, r.Stderr)
 			check(r.Stderr)
 			assert.Contains(t, r.Stderr, "tick done")
+			if journal {
+				// A failure at <3>.
+				r := runMain(t, extra, "run", "--config", filepath.Join(b.Dir, "missing.yaml"))
+				assert.Regexp(t, `^<3>level=ERROR msg="the config is invalid; fix it and run again"`, r.Stderr)
+			}
 			b.SetDesired(faketenancy.Desired{Action: "down"})
 			res := b.run([]string{"run", "--config", b.CfgPath}, extra...)
 			require.Equal(t, 0, res.Code, res.Stderr)
 			check(res.Stderr)
 			if journal {
 				assert.Regexp(t, `(?m)^<6>level=INFO msg="tick done"`, res.Stderr)
-				// The debug lines too, at <7>, and a failure at <3>.
+				// The debug lines too, at <7>.
 				b.SetDesired(faketenancy.Desired{Action: "none"})
 				res = b.run([]string{"run", "--config", b.CfgPath}, append(extra, "MONKY_DEPLOYD_DEBUG=1")...)
 				require.Equal(t, 0, res.Code)
 				assert.Regexp(t, `(?m)^<7>level=DEBUG `, res.Stderr)
 				check(res.Stderr)
-				r := runMain(t, extra, "run", "--config", filepath.Join(b.Dir, "missing.yaml"))
-				assert.Regexp(t, `^<3>level=ERROR msg="the config is invalid; fix it and run again"`, r.Stderr)
 			}
 		})
 	}
@@ -521,15 +524,6 @@ func TestLogrusGoesThroughSlog(t *testing.T) {
 	r := runMain(t, nil, "verify", "--env", "env-dev-01", bundlePath)
 	require.Equal(t, 0, r.Code, r.Stderr)
 	check(r.Stderr, false)
-	// … and through the real binary, on a terminal and under systemd.
-	b := newBox(t, boxOpts{})
-	res := b.run([]string{"verify", "--env", "env-dev-01", bundlePath})
-	require.Equal(t, 0, res.Code)
-	require.NotEmpty(t, res.Stderr, "a fresh process logs compose-go's warning")
-	check(res.Stderr, false)
-	res = b.run([]string{"verify", "--env", "env-dev-01", bundlePath}, "JOURNAL_STREAM=8:1")
-	require.Equal(t, 0, res.Code)
-	check(res.Stderr, true)
 
 	// Whatever a library logs passes the redactor: a token status has read is masked.
 	b2 := newBox(t, boxOpts{})
@@ -543,6 +537,16 @@ func TestLogrusGoesThroughSlog(t *testing.T) {
 	assert.NotContains(t, stderr.String(), "canary-token-for-logrus")
 	assert.NotContains(t, stdout.String(), "canary-token-for-logrus")
 	logrus.StandardLogger().ReplaceHooks(logrus.LevelHooks{}) // leave no hook on a dead buffer
+
+	// And through the real binary (which -short skips), on a terminal and under systemd.
+	b := newBox(t, boxOpts{})
+	res := b.run([]string{"verify", "--env", "env-dev-01", bundlePath})
+	require.Equal(t, 0, res.Code)
+	require.NotEmpty(t, res.Stderr, "a fresh process logs compose-go's warning")
+	check(res.Stderr, false)
+	res = b.run([]string{"verify", "--env", "env-dev-01", bundlePath}, "JOURNAL_STREAM=8:1")
+	require.Equal(t, 0, res.Code)
+	check(res.Stderr, true)
 }
 
 // brokenPipe fails every write, as stdout does when the reader of a pipe is gone.

@@ -310,6 +310,7 @@ func (c *crashBox) stopAt(t *testing.T, cp crashPoint, sig syscall.Signal) resul
 // during the download, during the lease and during the report, then checks the
 // invariant and that the next run converges.
 func TestCrashAtEachStep(t *testing.T) {
+	testbox.SkipIfShort(t)
 	for _, cp := range crashPoints() {
 		t.Run(cp.name, func(t *testing.T) {
 			c := newCrashBox(t)
@@ -330,6 +331,7 @@ func TestCrashAtEachStep(t *testing.T) {
 // out, and the next run converges as after a SIGKILL — without a new lease when the
 // release was already promoted.
 func TestSignalDuringApply(t *testing.T) {
+	testbox.SkipIfShort(t)
 	for _, cp := range crashPoints() {
 		t.Run(cp.name, func(t *testing.T) {
 			c := newCrashBox(t)
@@ -353,6 +355,7 @@ func TestSignalDuringApply(t *testing.T) {
 // within the window from "read the environment's secrets" (staging starts) to the end,
 // where the release is staged, its .env written, renamed, promoted and the state saved.
 func TestCrashAtRandomPoints(t *testing.T) {
+	testbox.SkipIfShort(t)
 	const anchor = "read the environment's secrets"
 	// How long a whole apply of the binary takes here, and its writing part.
 	c := newCrashBox(t)
@@ -365,10 +368,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	t.Logf("a whole apply takes %s, %s of it from %q on", full.Round(time.Millisecond), window.Round(time.Millisecond), anchor)
 
-	seeds := 16
-	if testing.Short() {
-		seeds = 4
-	}
+	const seeds = 16
 	outcomes := map[string]int{}
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 0x6d6f6e6b79))
@@ -429,6 +429,7 @@ func exists(p string) bool {
 // TestCrashDuringDown: a SIGKILL during compose down leaves current on the live release
 // (complete); the next run takes it down and reports down.
 func TestCrashDuringDown(t *testing.T) {
+	testbox.SkipIfShort(t)
 	c := newCrashBox(t)
 	c.SetDesired(faketenancy.Desired{Action: "down"})
 	c.setScript(fastScript(map[string]fakedocker.Command{"down": {Delay: fakedocker.Duration(30 * time.Second)}}))

@@ -26,6 +26,7 @@ import (
 // fakes: bootstrap, an apply with a secret, none, a refused bundle, tenancy down, and
 // the env-mismatch latch.
 func TestBinaryLifecycle(t *testing.T) {
+	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 
@@ -147,6 +148,7 @@ func TestBinaryLifecycle(t *testing.T) {
 }
 
 func TestBinaryTenancyUnreachable(t *testing.T) {
+	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	b.Stack.Tenancy.Close()
 	res := b.tick()
@@ -155,6 +157,7 @@ func TestBinaryTenancyUnreachable(t *testing.T) {
 }
 
 func TestBinaryNoCredentials(t *testing.T) {
+	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{noGrant: true})
 	res := b.tick()
 	assert.Equal(t, deployd.ExitFailed, res.Code)
@@ -167,6 +170,7 @@ func TestBinaryNoCredentials(t *testing.T) {
 
 // TestBinaryLockHeld: a second run while one holds the lock exits 75 at once.
 func TestBinaryLockHeld(t *testing.T) {
+	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{"version": {Delay: fakedocker.Duration(5 * time.Second)}}}})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	first := b.start([]string{"run", "--config", b.CfgPath})
@@ -181,6 +185,7 @@ func TestBinaryLockHeld(t *testing.T) {
 
 // TestBinaryLoop: run --loop stops on 78, backs off on 75 and stops on SIGTERM with 0.
 func TestBinaryLoop(t *testing.T) {
+	testbox.SkipIfShort(t)
 	t.Run("stops on 78", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
 		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
@@ -298,6 +303,7 @@ func countBao(b *box, part string) int {
 // TestBinaryBootstrapGrantFlag: bootstrap --grant consumes the named grant, not the
 // config's.
 func TestBinaryBootstrapGrantFlag(t *testing.T) {
+	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{noGrant: true})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	grant := filepath.Join(b.Dir, "handed-over.jwt")
@@ -319,6 +325,7 @@ func TestBinaryBootstrapGrantFlag(t *testing.T) {
 // TestBinaryLoopSignalDuringTick: SIGTERM while a tick of run --loop is busy ends the
 // loop with 0.
 func TestBinaryLoopSignalDuringTick(t *testing.T) {
+	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{script: fastScript(map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(30 * time.Second)}})})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	p := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", "100ms"})

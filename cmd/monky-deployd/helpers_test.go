@@ -28,11 +28,15 @@ const testCommit = "e2e0123abcd"
 // TestMain removes the binary built for the end-to-end tests when they are done.
 func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
 
+// agentFlags are the go build flags of the agent binary: the commit set with -ldflags.
+var agentFlags = []string{"-ldflags", "-X main.commit=" + testCommit}
+
 // agentBinary builds the real monky-deployd once per test process, exactly as it is
-// shipped (CGO off, the commit set with -ldflags), and returns its path.
+// shipped (CGO off, the commit set with -ldflags), and returns its path. Under go test
+// -short it skips the test (testbox.Build).
 func agentBinary(t testing.TB) string {
 	t.Helper()
-	return testbox.Build(t, testbox.AgentPkg, "-ldflags", "-X main.commit="+testCommit)
+	return testbox.Build(t, testbox.AgentPkg, agentFlags...)
 }
 
 // recorder keeps every request and response body that passed a recording proxy, so
@@ -107,7 +111,8 @@ type boxOpts struct {
 	noGrant       bool
 }
 
-// box is one box driven through the real binary: a testbox.Box (the fake tenancy and
+// box is one box driven through the real binary (built at its first run; under -short
+// that run skips the test) or Main in-process: a testbox.Box (the fake tenancy and
 // OpenBao, the fake docker, a config in a temporary directory) that keeps three
 // releases.
 type box struct {
@@ -124,7 +129,7 @@ func newBox(t *testing.T, o boxOpts) *box {
 		health = d
 	}
 	b := &box{Box: testbox.New(t, testbox.Options{
-		Env: o.env, Script: o.script, NoGrant: o.noGrant, Binary: agentBinary(t),
+		Env: o.env, Script: o.script, NoGrant: o.noGrant, BuildFlags: agentFlags,
 		Stack: &fakestack.Options{NextCheckin: o.nextCheckin},
 		Config: func(c *deployd.Config) {
 			c.Compose.HealthTimeout = deployd.Duration(health)

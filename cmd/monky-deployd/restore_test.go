@@ -27,6 +27,7 @@ func unhealthyScript(commands map[string]fakedocker.Command) *fakedockertest.Scr
 // box must restore it again and go on serving it — not take the environment down as if
 // it had served nothing.
 func TestCrashDuringRestore(t *testing.T) {
+	testbox.SkipIfShort(t)
 	c := newCrashBox(t)
 	// The new release is unhealthy; its logs call takes 2s, time enough to make the
 	// restore's compose up hang.
@@ -58,6 +59,7 @@ func TestCrashDuringRestore(t *testing.T) {
 // TestFailedApplyAfterDown: after tenancy took the environment down, a failed apply
 // must leave it down — the downed release is not "what the box served".
 func TestFailedApplyAfterDown(t *testing.T) {
+	testbox.SkipIfShort(t)
 	c := newCrashBox(t)
 	c.SetDesired(faketenancy.Desired{Action: "down"})
 	res := c.tick()

@@ -8,12 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // TestStatusLatchOfAnotherEnv: once env_id has changed in the config, the latch in the
 // state no longer holds (the next run clears it and checks in), and status must not
 // tell the operator that runs exit 78.
 func TestStatusLatchOfAnotherEnv(t *testing.T) {
+	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{noGrant: true})
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))

@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,37 +22,17 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
-)
+// TestMain removes the binary the process tests built.
+func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
-	os.Exit(code)
-}
-
-// binary builds monky-fakes once per test process.
+// binary builds monky-fakes once per test process (testbox.Build: under go test
+// -short it skips the test).
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "monky-fakes-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "monky-fakes")
-		buildOut, buildErr = exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-	})
-	require.NoError(t, buildErr, "%s", buildOut)
-	return binPath
+	return testbox.Build(t, "github.com/monky/monky-deployd/cmd/monky-fakes")
 }
 
 type process struct {

@@ -36,6 +36,10 @@ type Options struct {
 	Env string
 	// Stack are the fakes' options; nil means their defaults.
 	Stack *fakestack.Options
+	// SharedStack, when set, are the fakes the box uses instead of starting its own:
+	// several boxes (of several environments) on one tenancy and one OpenBao, as a
+	// fleet's or the soak's. Stack is then ignored, and the box does not close them.
+	SharedStack *deploydtest.Stack
 	// NoStack starts no fakes: Config must point the box at tenancy and OpenBao.
 	NoStack bool
 	// Script is the fake docker's script; nil is an empty one (every command
@@ -47,9 +51,12 @@ type Options struct {
 	NoGrant bool
 	// Secret is the value planted at db/password; default DefaultSecret.
 	Secret string
-	// Binary is the agent program that Start runs; default the agent built with no
-	// extra flags.
+	// Binary is the program that Start runs; default the agent, built (by the first
+	// Start, so that a box whose test never runs it builds nothing) with BuildFlags.
 	Binary string
+	// BuildFlags are the extra go build flags of the agent that Start builds when
+	// Binary is empty.
+	BuildFlags []string
 	// Config changes the config after the box's own settings, before it is validated
 	// and written.
 	Config func(*deployd.Config)
@@ -65,7 +72,8 @@ type Box struct {
 	Env string
 	// Dir is the box's directory.
 	Dir string
-	// Stack are the fakes; nil with Options.NoStack.
+	// Stack are the fakes (Options.SharedStack, or the box's own); nil with
+	// Options.NoStack.
 	Stack *deploydtest.Stack
 	// Docker is the fake docker; nil with Options.RealDocker.
 	Docker *fakedockertest.Docker
@@ -78,7 +86,8 @@ type Box struct {
 	// Logs receives the log of the agents NewAgent builds (JSON, debug).
 	Logs *SyncBuffer
 
-	bin string
+	bin   string
+	flags []string
 }
 
 // New builds a box for tb. Its fakes and docker are removed by tb.Cleanup.
@@ -90,9 +99,13 @@ func New(tb testing.TB, o Options) *Box {
 	if o.Secret == "" {
 		o.Secret = DefaultSecret
 	}
-	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary}
+	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary, flags: o.BuildFlags}
 	b.CfgPath = filepath.Join(b.Dir, "config.yaml")
-	if !o.NoStack {
+	switch {
+	case o.NoStack:
+	case o.SharedStack != nil:
+		b.Stack = o.SharedStack
+	default:
 		b.Stack = deploydtest.NewStack(tb, o.Stack)
 	}
 	docker := "docker"
@@ -345,10 +358,12 @@ func (b *Box) ProcEnv(extra ...string) []string {
 }
 
 // Start starts the agent binary with args in the box's directory, with ProcEnv(extraEnv…).
+// Under go test -short it skips the test (Build).
 func (b *Box) Start(args []string, extraEnv ...string) *Proc {
 	b.T.Helper()
+	SkipIfShort(b.T)
 	if b.bin == "" {
-		b.bin = Build(b.T, AgentPkg)
+		b.bin = Build(b.T, AgentPkg, b.flags...)
 	}
 	return Start(b.T, b.bin, b.Dir, b.ProcEnv(extraEnv...), args...)
 }

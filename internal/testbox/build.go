@@ -30,9 +30,11 @@ type build struct {
 
 // Build builds the package pkg (an import path of this module) with CGO off and the
 // extra go build flags, once per test process and set of flags, and returns the
-// program's path. Run removes what it built.
+// program's path. Run removes what it built. Under go test -short it skips tb
+// (SkipIfShort): building and running the programs is not part of the quick loop.
 func Build(tb testing.TB, pkg string, flags ...string) string {
 	tb.Helper()
+	SkipIfShort(tb)
 	key := pkg + "\x00" + strings.Join(flags, "\x00")
 	builds.mu.Lock()
 	if builds.done == nil {

@@ -6,6 +6,9 @@
 // reads back: reports, leases, the live sha, the state.
 //
 // Every test package that drives a box (deployd, cmd/monky-deployd, test/bench,
-// test/engine, test/ziti) builds on it and keeps only its own helpers. It imports
-// testing, so the agent binary never links it (cmd/monky-deployd's deps test checks).
+// test/engine, test/ziti, and the boxes of test/soak and test/fleet on their shared
+// fakes, Options.SharedStack) builds on it and keeps only its own helpers; every test
+// that builds a program of this module builds it with Build. SkipIfShort is the one
+// decision of what go test -short leaves out. It imports testing, so the agent binary
+// never links it (cmd/monky-deployd's deps test checks).
 package testbox

@@ -2,6 +2,7 @@ package testbox_test
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,38 @@ func TestBuildOnce(t *testing.T) {
 	st, err := os.Stat(a)
 	require.NoError(t, err)
 	assert.NotZero(t, st.Mode().Perm()&0o111)
+}
+
+// TestSkipIfShort: under -short, Build and Box.Start skip the test that asks
+// for a program, before they build or run anything; without it they go on.
+func TestSkipIfShort(t *testing.T) {
+	was := flag.Lookup("test.short").Value.String()
+	t.Cleanup(func() { require.NoError(t, flag.Set("test.short", was)) })
+	require.NoError(t, flag.Set("test.short", "true"))
+	for name, ask := range map[string]func(t *testing.T){
+		"SkipIfShort": func(t *testing.T) { testbox.SkipIfShort(t) },
+		"Build":       func(t *testing.T) { testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp") },
+		"Box.Start": func(t *testing.T) {
+			testbox.New(t, testbox.Options{}).Start([]string{"version"})
+		},
+	} {
+		var skipped, went bool
+		t.Run(name, func(t *testing.T) {
+			defer func() { skipped = t.Skipped() }()
+			ask(t)
+			went = true
+		})
+		assert.True(t, skipped, "%s skips under -short", name)
+		assert.False(t, went, "%s ends the test", name)
+	}
+	require.NoError(t, flag.Set("test.short", "false"))
+	var went bool
+	t.Run("not short", func(t *testing.T) {
+		testbox.SkipIfShort(t)
+		went = true
+	})
+	assert.True(t, went, "without -short the test goes on")
+	assert.False(t, testing.Short())
 }
 
 // TestDockerHostNamesTheFakeEngine: the in-process agent and the agent binary both give

@@ -86,6 +86,7 @@ var scenarios = []scenario{
 // TestScenarios runs every scenario on the fake docker, then on the real engine
 // (MONKY_ENGINE=1; skipped with the command that enables it otherwise, never in CI).
 func TestScenarios(t *testing.T) {
+	testbox.SkipIfShort(t)
 	for _, be := range []backend{fake, engine} {
 		t.Run(be.name, func(t *testing.T) {
 			for _, sc := range scenarios {

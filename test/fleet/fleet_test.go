@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -15,9 +15,10 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 var (
@@ -75,6 +76,7 @@ type rate struct {
 }
 
 func TestFleet(t *testing.T) {
+	testbox.SkipIfShort(t)
 	if *flagAgents <= 0 {
 		t.Skip("the fleet runs when given a size: go test -count=1 -v -run '^TestFleet$' ./test/fleet/ -fleet.agents=100 (500 for the figures of docs/OPERATIONS.md)")
 	}
@@ -122,48 +124,24 @@ func envID(i int) string { return fmt.Sprintf("env-fleet%d-%02d", i/100, i%100) 
 
 func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 	n, interval, outage := *flagAgents, *flagInterval, *flagOutage
-	stack, err := fakestack.Start(fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: time.Hour, NextCheckin: interval})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	fakes := deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: time.Hour, NextCheckin: interval})
+	stack := fakes.Stack
 
-	// The boxes and their bundles, made before anything is timed.
-	root := t.TempDir()
+	// The boxes and their bundles, made before anything is timed: testbox boxes on the
+	// shared fakes, with DefaultConfig's project and releases, their agents' log
+	// discarded.
 	members := make([]*member, n)
 	bundles := make([][]byte, n)
+	defaults := deployd.DefaultConfig().Compose
 	for i := range n {
 		env := envID(i)
-		dir := filepath.Join(root, env)
-		docker := fakedockertest.Install(t, nil)
-		cfg := deployd.DefaultConfig()
-		cfg.EnvID = env
-		cfg.DeployDir = filepath.Join(dir, "srv")
-		cfg.StateDir = filepath.Join(dir, "state")
-		cfg.BootstrapGrant = filepath.Join(dir, "grant.jwt")
-		cfg.MinFreeMB = 1
-		cfg.Tenancy.Transport = "system"
-		cfg.Tenancy.URL = stack.TenancyURL()
-		cfg.Tenancy.Timeout = deployd.Duration(10 * time.Second)
-		cfg.Bao.Addr = stack.BaoAddr()
-		cfg.Compose.Docker = docker.Path
-		cfg.Compose.HealthTimeout = deployd.Duration(time.Minute)
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(cfg.BootstrapGrant, []byte(stack.Grant(env)+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		a, err := deployd.New(t.Context(), cfg, deployd.Options{
-			DockerEnv: deployd.DockerEnv([]string{"PATH=/usr/bin:/bin", "HOME=" + dir, "DOCKER_HOST=" + docker.DockerHost()}),
-			Hostname:  env,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		box := testbox.New(t, testbox.Options{Env: env, SharedStack: fakes, Config: func(c *deployd.Config) {
+			c.Tenancy.Timeout = deployd.Duration(10 * time.Second)
+			c.Compose.Project = defaults.Project
+			c.Compose.KeepReleases = defaults.KeepReleases
+			c.Compose.HealthTimeout = deployd.Duration(time.Minute)
+		}})
+		a := box.NewAgent(deployd.Options{Logger: slog.New(slog.DiscardHandler), Hostname: env})
 		members[i] = &member{env: env, agent: a}
 		b, err := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: env, Serial: 1})
 		if err != nil {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // vclock is a virtual clock for Agent.Loop (LoopOptions.After): a loop's pause ends
@@ -119,14 +119,11 @@ type policyFigures struct {
 // ran. Every box starts at 0: a fleet restarted together, the worst case.
 func simulate(t *testing.T, n int, interval time.Duration, pc policyCase, seed uint64) policyFigures {
 	t.Helper()
-	cfg := deployd.DefaultConfig()
-	cfg.EnvID = "env-sim-01"
-	dir := t.TempDir() // never written: the tick is a stand-in, so state.json stays absent
-	cfg.DeployDir, cfg.StateDir, cfg.BootstrapGrant = filepath.Join(dir, "srv"), filepath.Join(dir, "state"), filepath.Join(dir, "grant")
-	cfg.Tenancy.Transport, cfg.Tenancy.URL, cfg.Bao.Addr = "system", "http://127.0.0.1:9", "http://127.0.0.1:9"
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	// A box without fakes or docker: the tick is a stand-in, so nothing is ever asked
+	// and state.json stays absent.
+	cfg := testbox.New(t, testbox.Options{Env: "env-sim-01", NoStack: true, RealDocker: true, Config: func(c *deployd.Config) {
+		c.Tenancy.URL, c.Bao.Addr = "http://127.0.0.1:9", "http://127.0.0.1:9"
+	}}).Cfg
 	outFrom := 60 * time.Minute
 	outTo := outFrom + pc.outage
 	end := outTo + deployd.MaxBackoff + 5*time.Minute

@@ -19,90 +19,63 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
+
+// TestMain removes the agent binary the soak built.
+func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
 
 // buildAgent builds cmd/monky-deployd as shipped (CGO off, -trimpath).
 func buildAgent(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "monky-deployd")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "github.com/monky/monky-deployd/cmd/monky-deployd")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build monky-deployd: %v: %s", err, b)
-	}
-	return out
+	return testbox.Build(t, testbox.AgentPkg, "-trimpath")
 }
 
-// box is one environment's box: its directories, config and fake docker.
+// box is one environment's box: a testbox.Box on the soak's shared fakes (its
+// directories, config, grant and fake docker), and the agent's metrics file.
 type box struct {
-	env     string
-	dir     string
-	cfgPath string
+	*testbox.Box
 	metrics string
-	docker  *fakedockertest.Docker
 }
 
-func newBox(t *testing.T, s *fakestack.Stack, env string) *box {
+// newBox builds the box of env on the fakes s. tenancy.timeout 2s: a held call (the
+// delay faults) times out within the soak's pace; health_timeout 10s: a slow ps cannot
+// hold a tick for minutes.
+func newBox(t *testing.T, s *deploydtest.Stack, env string) *box {
 	t.Helper()
-	b := &box{env: env, dir: t.TempDir()}
-	b.docker = fakedockertest.Install(t, &fakedockertest.Script{})
-	b.cfgPath = filepath.Join(b.dir, "config.yaml")
-	b.metrics = filepath.Join(b.dir, "monky-deployd.prom")
-	// tenancy.timeout 2s: a held call (the delay faults) times out within the soak's
-	// pace; health_timeout 10s: a slow ps cannot hold a tick for minutes.
-	cfg := fmt.Sprintf(`env_id: %s
-deploy_dir: %s
-state_dir: %s
-bootstrap_grant: %s
-min_free_mb: 1
-tenancy:
-  transport: system
-  url: %s
-  timeout: 2s
-bao:
-  addr: %s
-compose:
-  project: soak
-  docker: %s
-  health_timeout: 10s
-  keep_releases: 3
-`, env, filepath.Join(b.dir, "srv"), filepath.Join(b.dir, "state"), filepath.Join(b.dir, "grant.jwt"),
-		s.TenancyURL(), s.BaoAddr(), b.docker.Path)
-	if err := os.WriteFile(b.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(b.dir, "grant.jwt"), []byte(s.Grant(env)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	b := &box{Box: testbox.New(t, testbox.Options{Env: env, SharedStack: s, Config: func(c *deployd.Config) {
+		c.Tenancy.Timeout = deployd.Duration(2 * time.Second)
+		c.Compose.Project = "soak"
+		c.Compose.HealthTimeout = deployd.Duration(10 * time.Second)
+		c.Compose.KeepReleases = 3
+	}})}
+	b.metrics = filepath.Join(b.Dir, "monky-deployd.prom")
 	return b
 }
 
-// procEnv is the environment of the box's agents: a clean one whose DOCKER_HOST names the
-// box's fake engine (the agent reads container state there, as the fake docker
-// program it runs changes it).
-func (b *box) procEnv() []string {
-	return []string{"PATH=/usr/bin:/bin", "HOME=" + b.dir, "DOCKER_HOST=" + b.docker.DockerHost()}
-}
+// procEnv is the environment of the box's agents (testbox's: DOCKER_HOST names the
+// box's fake engine, where the agent reads container state as the fake docker program
+// it runs changes it), with HOME the box's directory.
+func (b *box) procEnv() []string { return b.ProcEnv("HOME=" + b.Dir) }
 
 // setScript replaces the fake docker's script atomically (a temporary file renamed
 // over it), so that a docker call running at that moment reads the old script or the
 // new one, never half of one.
 func (b *box) setScript(s *fakedocker.Script) error {
-	tmp := b.docker.Script + ".tmp"
+	tmp := b.Docker.Script + ".tmp"
 	if err := s.WriteFile(tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, b.docker.Script)
+	return os.Rename(tmp, b.Docker.Script)
 }
 
 // status runs `monky-deployd status` and `status --json` on the box, for the canary
 // scan; their exit codes are part of the CLI contract too: 0 healthy, 1 not.
 func (b *box) status(ctx context.Context, bin string) (string, error) {
 	var all bytes.Buffer
-	for _, args := range [][]string{{"status", "--config", b.cfgPath}, {"status", "--json", "--config", b.cfgPath}} {
+	for _, args := range [][]string{{"status", "--config", b.CfgPath}, {"status", "--json", "--config", b.CfgPath}} {
 		cmd := exec.CommandContext(ctx, bin, args...)
 		cmd.Env = b.procEnv()
 		out, err := cmd.CombinedOutput()
@@ -149,9 +122,9 @@ func (a *binaryAgent) start() (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(a.bin, "run", "--loop", "--interval", a.interval.String(),
-		"--config", a.box.cfgPath, "--metrics-file", a.box.metrics)
+		"--config", a.box.CfgPath, "--metrics-file", a.box.metrics)
 	cmd.Env = a.box.procEnv()
-	cmd.Dir = a.box.dir
+	cmd.Dir = a.box.Dir
 	cmd.Stdout, cmd.Stderr = f, f
 	// its own process group (SIGKILL takes its docker children too); killed with the
 	// test process if that dies first (a -timeout panic runs no cleanup)
@@ -253,7 +226,7 @@ func (a *inprocAgent) tick(ag *deployd.Agent) func(context.Context) int {
 // drawn by next. A loop that ends by itself, or with a code other than 0 when its
 // context ends, is reported through fail.
 func (a *inprocAgent) run(ctx context.Context, next func() time.Duration, fail func(string, ...any)) {
-	cfg, err := deployd.LoadConfig(a.box.cfgPath)
+	cfg, err := deployd.LoadConfig(a.box.CfgPath)
 	if err != nil {
 		fail("in-process agent: config: %v", err)
 		return

@@ -123,7 +123,7 @@ func (w *world) rotate() {
 	w.canaries = append(w.canaries, c)
 	w.mu.Unlock()
 	for _, b := range w.boxes {
-		w.stack.PutSecret(b.env, "db", map[string]string{"password": c})
+		w.stack.PutSecret(b.Env, "db", map[string]string{"password": c})
 	}
 }
 
@@ -139,10 +139,10 @@ func (w *world) canaryList() []string {
 func (w *world) publish(good bool) error {
 	for i, b := range w.boxes {
 		w.mu.Lock()
-		w.serial[b.env]++
-		serial := w.serial[b.env]
+		w.serial[b.Env]++
+		serial := w.serial[b.Env]
 		w.mu.Unlock()
-		spec := faketenancy.SampleApp(b.env, serial)
+		spec := faketenancy.SampleApp(b.Env, serial)
 		if !good {
 			c := spec.Files["compose.yaml"]
 			if (int(serial)+i)%2 == 0 {
@@ -156,14 +156,14 @@ func (w *world) publish(good bool) error {
 		if err != nil {
 			return err
 		}
-		sha, _, err := w.stack.Tenancy.PublishBundle(b.env, bn.Data)
+		sha, _, err := w.stack.Tenancy.PublishBundle(b.Env, bn.Data)
 		if err != nil {
 			return err
 		}
 		w.mu.Lock()
 		if good {
 			w.good[sha] = true
-			w.lastGood[b.env] = sha
+			w.lastGood[b.Env] = sha
 		} else {
 			w.refused[sha] = true
 		}

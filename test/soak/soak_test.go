@@ -23,7 +23,9 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 var (
@@ -128,6 +130,7 @@ func round(v float64) float64 {
 }
 
 func TestSoak(t *testing.T) {
+	testbox.SkipIfShort(t)
 	if *flagDuration <= 0 {
 		t.Skip("the soak runs when given a duration: go test -count=1 -v -run '^TestSoak$' ./test/soak/ -soak.duration=1m")
 	}
@@ -148,14 +151,11 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: seed %d (-soak.seed=%d replays the schedule), duration %s, warm-up %s, restarts every %s on average", seed, seed, dur, warmup, restartEvery)
 
 	bin := buildAgent(t)
-	stack, err := fakestack.Start(fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: leaseWindow, TokenTTL: 10 * time.Minute, NextCheckin: nextCheckin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	fakes := deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: leaseWindow, TokenTTL: 10 * time.Minute, NextCheckin: nextCheckin})
+	stack := fakes.Stack
 
-	procBox := newBox(t, stack, "env-dev-01")
-	inBox := newBox(t, stack, "env-dev-02")
+	procBox := newBox(t, fakes, "env-dev-01")
+	inBox := newBox(t, fakes, "env-dev-02")
 	w := newWorld(stack, []*box{procBox, inBox}, seed)
 	w.rotate()
 	if err := w.publish(true); err != nil {
@@ -198,7 +198,7 @@ func TestSoak(t *testing.T) {
 		statusOut.WriteString(out)
 		statusMu.Unlock()
 		if err != nil {
-			fail("status on %s: %v: %s", b.env, err, out)
+			fail("status on %s: %v: %s", b.Env, err, out)
 		}
 	}
 
@@ -318,18 +318,18 @@ func TestSoak(t *testing.T) {
 	deadline := time.Now().Add(finalBound)
 	for _, b := range w.boxes {
 		w.mu.Lock()
-		want := w.lastGood[b.env]
+		want := w.lastGood[b.Env]
 		w.mu.Unlock()
-		final[b.env] = "not applied"
+		final[b.Env] = "not applied"
 		for time.Now().Before(deadline) {
-			if applied(stack, b.env, want) {
-				final[b.env] = "applied"
+			if applied(stack, b.Env, want) {
+				final[b.Env] = "applied"
 				break
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if final[b.env] != "applied" {
-			fail("%s did not apply the last bundle within %s after the faults stopped", b.env, finalBound)
+		if final[b.Env] != "applied" {
+			fail("%s did not apply the last bundle within %s after the faults stopped", b.Env, finalBound)
 		}
 	}
 
@@ -367,23 +367,23 @@ func TestSoak(t *testing.T) {
 	leases := map[string]int{}
 	maxIn := map[string]int{}
 	for _, b := range w.boxes {
-		ls := stack.Leases(b.env)
-		leases[b.env] = len(ls)
+		ls := stack.Leases(b.Env)
+		leases[b.Env] = len(ls)
 		for i := range ls {
 			n := 0
 			for j := i; j < len(ls) && ls[j].Time.Sub(ls[i].Time) < leaseWindow; j++ {
 				n++
 			}
-			maxIn[b.env] = max(maxIn[b.env], n)
+			maxIn[b.Env] = max(maxIn[b.Env], n)
 			w.mu.Lock()
 			isGood := w.good[ls[i].SHA]
 			w.mu.Unlock()
 			if !isGood {
-				fail("%s: a lease for sha %s, which was not published as a good bundle", b.env, ls[i].SHA[:12])
+				fail("%s: a lease for sha %s, which was not published as a good bundle", b.Env, ls[i].SHA[:12])
 			}
 		}
-		if maxIn[b.env] > leaseBudget {
-			fail("%s: %d leases within %s, budget %d", b.env, maxIn[b.env], leaseWindow, leaseBudget)
+		if maxIn[b.Env] > leaseBudget {
+			fail("%s: %d leases within %s, budget %d", b.Env, maxIn[b.Env], leaseWindow, leaseBudget)
 		}
 	}
 	if d := binLeased + inAgent.leased - leases["env-dev-01"] - leases["env-dev-02"]; d > 0 {
@@ -425,8 +425,8 @@ func TestSoak(t *testing.T) {
 
 	reports := map[string]int{}
 	for _, b := range w.boxes {
-		for _, r := range stack.Reports(b.env) {
-			reports[b.env+" "+r.Result]++
+		for _, r := range stack.Reports(b.Env) {
+			reports[b.Env+" "+r.Result]++
 		}
 	}
 	w.mu.Lock()
@@ -599,16 +599,16 @@ func scanCanaries(t *testing.T, canaries []string, logs, status string, s *fakes
 	check("the agents' logs", logs)
 	check("the status output", status)
 	for _, b := range boxes {
-		for what, v := range map[string]any{"reports": s.Reports(b.env), "check-ins": s.Checkins(b.env), "leases": s.Leases(b.env)} {
+		for what, v := range map[string]any{"reports": s.Reports(b.Env), "check-ins": s.Checkins(b.Env), "leases": s.Leases(b.Env)} {
 			data, _ := json.Marshal(v)
-			check(b.env+" "+what, string(data))
+			check(b.Env+" "+what, string(data))
 		}
 	}
 	data, _ := json.Marshal(s.Requests())
 	check("tenancy's request log", string(data))
 	inEnv := 0
 	for _, b := range boxes {
-		for _, root := range []string{b.dir, filepath.Dir(b.docker.Dir)} {
+		for _, root := range []string{b.Dir, filepath.Dir(b.Docker.Dir)} {
 			// the agents have stopped: every file can be read
 			err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 				if err != nil {
