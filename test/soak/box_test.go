@@ -83,7 +83,7 @@ func (b *box) status(ctx context.Context, bin string) (string, error) {
 		// 1 is status's word for a box that is not healthy (a soak injects faults);
 		// anything else is a failure of the command.
 		var exit *exec.ExitError
-		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+		if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
 			return all.String(), fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 		}
 	}
