@@ -1,6 +1,7 @@
 package fsutil
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -46,8 +47,8 @@ func ProbeWrite(dir string, n int) (err error) {
 			err = fmt.Errorf("fsutil: remove the probe in %s: %w", dir, rerr)
 		}
 	}()
-	if _, err := f.Write(make([]byte, n)); err != nil {
-		_ = f.Close() // the write's error is the one that says why
+	if err := reserve(f, n); err != nil {
+		_ = f.Close() // the reservation's error is the one that says why
 		return fmt.Errorf("fsutil: %s has no room for %d bytes: %w", dir, n, err)
 	}
 	if err := f.Sync(); err != nil {
@@ -56,6 +57,27 @@ func ProbeWrite(dir string, n int) (err error) {
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("fsutil: %s has no room for %d bytes: %w", dir, n, err)
+	}
+	return nil
+}
+
+// probeChunk is the zero block reserve writes where the file system cannot allocate:
+// a probe allocates no more than this, however large.
+var probeChunk [32 << 10]byte
+
+// reserve makes f take n bytes of the file system: fallocate where it is supported,
+// else writes of zeros.
+func reserve(f *os.File, n int) error {
+	err := syscall.Fallocate(int(f.Fd()), 0, 0, int64(n))
+	if err == nil || !errors.Is(err, syscall.EOPNOTSUPP) {
+		return err
+	}
+	for n > 0 {
+		k := min(n, len(probeChunk))
+		if _, err := f.Write(probeChunk[:k]); err != nil {
+			return err
+		}
+		n -= k
 	}
 	return nil
 }
