@@ -57,6 +57,9 @@ type statusJSON struct {
 	// Temporary is the temporary condition the last run ended on; null: none.
 	Temporary *statusTemporary `json:"temporary"`
 	Token     statusToken      `json:"token"`
+	// Signatures says whether the box runs only signed bundles (docs/BUNDLE.md,
+	// "Signatures").
+	Signatures statusSignatures `json:"signatures"`
 	// Latch is the AGENT_ENV_MISMATCH latch; null: none.
 	Latch *statusLatch `json:"latch"`
 	// LastRestore is what became of the box after the last apply that failed after
@@ -201,6 +204,41 @@ func (c *cli) status(args []string) int {
 	return 0
 }
 
+// statusSignatures is what status says of bundle signatures.
+type statusSignatures struct {
+	// Required is true when the config trusts keys: an unsigned bundle is refused.
+	Required bool `json:"required"`
+	// Keys are the ids of the trusted keys, sorted; empty when none.
+	Keys []string `json:"keys"`
+	// Serials is the highest serial applied under each key (the replay ratchet).
+	Serials map[string]int64 `json:"serials"`
+}
+
+// signaturesOf is the signature part of the status of cfg and st.
+func signaturesOf(cfg deployd.Config, st deployd.State) statusSignatures {
+	v := statusSignatures{Keys: []string{}, Serials: map[string]int64{}}
+	ring, err := cfg.KeyRing()
+	if err == nil {
+		for _, id := range ring.IDs() {
+			v.Keys = append(v.Keys, string(id))
+		}
+	}
+	slices.Sort(v.Keys)
+	v.Required = len(v.Keys) > 0
+	for id, n := range st.SignedSerials {
+		v.Serials[string(id)] = n
+	}
+	return v
+}
+
+// signaturesLine is what status says of bundle signatures.
+func signaturesLine(v statusSignatures) string {
+	if !v.Required {
+		return "not required (no trusted_keys): bundles are not signed"
+	}
+	return "required, trusted keys " + strings.Join(v.Keys, ", ")
+}
+
 // tokenFile is what the token file holds, as status tells it.
 type tokenFile struct {
 	state  string // tokenPresent, tokenMissing, tokenCorrupt or tokenUnreadable
@@ -227,7 +265,8 @@ func buildStatus(cfg deployd.Config, st deployd.State, tok tokenFile, now time.T
 	v := statusJSON{
 		Schema: statusSchema, EnvID: cfg.EnvID, Version: deployd.Version,
 		Problems: []statusProblem{}, FailedSHAs: []statusFailed{},
-		Token: statusToken{State: tok.state, Detail: tok.detail, Expires: timeOrNil(st.TokenExpires)},
+		Token:      statusToken{State: tok.state, Detail: tok.detail, Expires: timeOrNil(st.TokenExpires)},
+		Signatures: signaturesOf(cfg, st),
 	}
 	if st.LiveSHA != "" {
 		v.Live = &statusLive{SHA: st.LiveSHA, Serial: st.LiveSerial, Confirmed: st.Confirmed}
@@ -401,6 +440,7 @@ func writeStatus(w *strings.Builder, v statusJSON) {
 	if v.Token.Expires != nil {
 		p("token expires", v.Token.Expires.Format(time.RFC3339))
 	}
+	p("signatures", signaturesLine(v.Signatures))
 	switch l := v.Latch; {
 	case l != nil && !l.Active:
 		// The next run clears it: the config's env_id is not the one latched.
