@@ -124,8 +124,12 @@ func TestAgainstTheEngine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameStates(before, after) {
+			// A crash loop can go restarting and back between two equal listings, so
+			// ps must agree with both too; a mismatch that lasts (a real one) still
+			// fails after 20 attempts, and then sameAsPS says where.
+			if !sameStates(before, after) || !sameStates(after, ps) {
 				if attempt == 20 {
+					sameAsPS(t, after, ps)
 					t.Fatal("the containers never held still for a comparison")
 				}
 				continue
