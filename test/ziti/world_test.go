@@ -3,6 +3,7 @@ package zitimesh
 import (
 	"crypto/tls"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -111,7 +112,9 @@ func (w *world) host(tb testing.TB, leaf tls.Certificate) {
 	ln, err := zctx.Listen(tenancyService)
 	require.NoError(tb, err, "bind %s", tenancyService)
 	tlsLn := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12})
-	srv := &http.Server{Handler: w.meshHits, ReadHeaderTimeout: 10 * time.Second}
+	// The server's own complaints (a TLS handshake cut short by a dial that was given
+	// up) go to the same file.
+	srv := &http.Server{Handler: w.meshHits, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(hostLog, "tenancy-host: ", log.LstdFlags)}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(tlsLn) }()
 	tb.Cleanup(func() {
