@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,6 +278,27 @@ func (p *prober) wait(tb testing.TB, d time.Duration, what string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	tb.Fatalf("%s: the tenancy host is not reachable through the mesh within %s: %v", what, d, err)
+}
+
+// from probes in the background from now on and returns a function that tells how
+// long after start the first probe got through ("not yet" while none has).
+func (p *prober) from(start time.Time) func() string {
+	var got atomic.Int64 // nanoseconds after start; 0: not yet
+	go func() {
+		for range 600 {
+			if p.probe() == nil {
+				got.Store(int64(max(time.Since(start), 1)))
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	return func() string {
+		if d := time.Duration(got.Load()); d > 0 {
+			return d.Round(time.Millisecond).String()
+		}
+		return "not yet"
+	}
 }
 
 // why is a diagnostic for a failure message: whether a probe gets through now.
