@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,16 +100,6 @@ func (m *mesh) reconfigure(tb testing.TB, edits ...func(map[string]any)) {
 	require.NoError(tb, err)
 	require.NoError(tb, os.WriteFile(path, out, 0o600))
 	m.launch(tb)
-}
-
-// restart stops the quickstart and starts it again, and returns how long the
-// controller was away (from the stop to the banner of the new process).
-func (m *mesh) restart(tb testing.TB) time.Duration {
-	tb.Helper()
-	start := time.Now()
-	m.stop()
-	m.launch(tb)
-	return time.Since(start)
 }
 
 // identityID returns the controller's id of the identity called name.
@@ -272,27 +261,6 @@ func (p *prober) wait(tb testing.TB, d time.Duration, what string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	tb.Fatalf("%s: the tenancy host is not reachable through the mesh within %s: %v", what, d, err)
-}
-
-// from probes in the background from now on and returns a function that tells how
-// long after start the first probe got through ("not yet" while none has).
-func (p *prober) from(start time.Time) func() string {
-	var got atomic.Int64 // nanoseconds after start; 0: not yet
-	go func() {
-		for range 600 {
-			if p.probe() == nil {
-				got.Store(int64(max(time.Since(start), 1)))
-				return
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	}()
-	return func() string {
-		if d := time.Duration(got.Load()); d > 0 {
-			return d.Round(time.Millisecond).String()
-		}
-		return "not yet"
-	}
 }
 
 // why is a diagnostic for a failure message: whether a probe gets through now.
