@@ -188,6 +188,7 @@ func TestLoopOverTheMesh(t *testing.T) {
 	default:
 	}
 	endRSS := rss.last()
+	rss.writeCSV(t, filepath.Join(artifacts, "rss.csv"), loop.started)
 	require.NoError(t, loop.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case <-loop.done:
@@ -482,6 +483,20 @@ func (s *rssSamples) sample(pid int) {
 	s.mib = append(s.mib, v)
 }
 
+// writeCSV writes the samples as "seconds since start,MiB" lines.
+func (s *rssSamples) writeCSV(t *testing.T, path string, start time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("seconds,rss_mib\n")
+	for i, at := range s.at {
+		fmt.Fprintf(&b, "%.1f,%.2f\n", at.Sub(start).Seconds(), s.mib[i])
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Logf("write %s: %v", path, err)
+	}
+}
+
 func (s *rssSamples) first() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -571,6 +586,7 @@ type figures struct {
 	median, p95, maxTick time.Duration
 	rssFirst, rssLast    float64
 	rssSlope             float64
+	rssSlopeLate         float64 // over the second half: a leak keeps its slope, a warm-up does not
 	rssSamples           int
 	sessions             sessionTally
 	circuits             int
@@ -595,6 +611,7 @@ func steadyFigures(t *testing.T, l *loopRun, rss *rssSamples, from, to time.Time
 	f.p95 = ds[min(len(ds)-1, int(math.Ceil(0.95*float64(len(ds))))-1)]
 	f.maxTick = ds[len(ds)-1]
 	f.rssFirst, f.rssLast, f.rssSlope, f.rssSamples = rss.window(from, to)
+	_, _, f.rssSlopeLate, _ = rss.window(from.Add(to.Sub(from)/2), to)
 	return f
 }
 
@@ -605,7 +622,7 @@ func (f figures) log(t *testing.T, name string) {
 	t.Logf("%s: controller: %s; %d circuits to the service", name, f.sessions, f.circuits)
 	slope := "too short a phase for a slope"
 	if f.span >= 10*time.Minute {
-		slope = fmt.Sprintf("slope %+.2f MiB/h", f.rssSlope)
+		slope = fmt.Sprintf("slope %+.2f MiB/h (%+.2f MiB/h over the second half)", f.rssSlope, f.rssSlopeLate)
 	}
 	t.Logf("%s: RSS %.1f MiB → %.1f MiB over %d samples, %s", name, f.rssFirst, f.rssLast, f.rssSamples, slope)
 }
