@@ -93,8 +93,6 @@ func startMesh(tb testing.TB, bin, dir string) *mesh {
 func (m *mesh) launch(tb testing.TB) {
 	tb.Helper()
 	_, ctrlPort, _ := net.SplitHostPort(m.ctrl)
-	m.exited = make(chan struct{})
-	m.once = sync.Once{}
 	cmd := exec.Command(m.bin, "edge", "quickstart",
 		"--home", m.home,
 		"--ctrl-address", "127.0.0.1", "--ctrl-port", ctrlPort,
@@ -106,10 +104,11 @@ func (m *mesh) launch(tb testing.TB) {
 	require.NoError(tb, err)
 	cmd.Stderr = m.logf
 	require.NoError(tb, cmd.Start())
-	m.cmd = cmd
+	// Only a started process is what stop stops.
+	exited := make(chan struct{})
+	m.cmd, m.exited, m.once = cmd, exited, sync.Once{}
 
 	ready := make(chan struct{})
-	exited := m.exited
 	go func() {
 		// Copy the quickstart's stdout into the log and watch for its banner, which it
 		// prints once the router accepts connections.
@@ -138,6 +137,9 @@ func (m *mesh) launch(tb testing.TB) {
 // stop ends the quickstart (SIGTERM, then SIGKILL after 15s) and waits for it. It is
 // idempotent until the next launch.
 func (m *mesh) stop() {
+	if m.cmd == nil {
+		return // never started
+	}
 	m.once.Do(func() {
 		_ = m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
