@@ -23,6 +23,14 @@
 //
 //	ZITI_BIN=$PWD/tools/ziti/bin/ziti go test -run '^$' -bench . -benchtime 20x ./test/ziti/...
 //
+// TestLoopOverTheMesh and TestLoopLegacySessionDeleted measure `run --loop` (one
+// OpenZiti context for the process): they restart the quickstart on its home with
+// controller events written to a file, count the box's authentications from the
+// controller's apiSession events, and stop, restart and reconfigure the controller
+// under the running loop. They run in parallel with each other. The steady phase of
+// the first lasts -mesh.loop (default: 20 check-ins) with API sessions of -mesh.token
+// (default 1m, the controller's minimum); docs/BENCHMARKS.md, "The loop over the mesh".
+//
 // # Decisions
 //
 //   - Ports: the controller (edge API and control plane share one port) and the router

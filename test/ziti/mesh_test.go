@@ -69,7 +69,6 @@ func startMesh(tb testing.TB, bin, dir string) *mesh {
 		ctrl:     net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(tb))),
 		router:   freePort(tb),
 		password: hex.EncodeToString(pw),
-		exited:   make(chan struct{}),
 	}
 	// Nothing of the caller's environment but PATH: no ZITI_* variable and no HOME
 	// leaks in, and `ziti edge login` writes its config under the temporary home.
@@ -81,20 +80,33 @@ func startMesh(tb testing.TB, bin, dir string) *mesh {
 	}
 	m.logf, err = os.Create(filepath.Join(dir, "quickstart.log"))
 	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = m.logf.Close() })
+	tb.Cleanup(m.stop) // runs first
+	m.launch(tb)
+	m.cli(tb, "edge", "login", m.ctrl, "--username", "admin", "--password", m.password, "--yes")
+	return m
+}
 
+// launch starts the quickstart process on m.home and waits for its banner. On a home
+// that holds a database the quickstart reuses it and its configs (ctrl.yaml, the
+// router's yaml): that is how restart brings the same network back.
+func (m *mesh) launch(tb testing.TB) {
+	tb.Helper()
 	_, ctrlPort, _ := net.SplitHostPort(m.ctrl)
-	m.cmd = exec.Command(bin, "edge", "quickstart",
-		"--home", home,
+	cmd := exec.Command(m.bin, "edge", "quickstart",
+		"--home", m.home,
 		"--ctrl-address", "127.0.0.1", "--ctrl-port", ctrlPort,
 		"--router-address", "127.0.0.1", "--router-port", strconv.Itoa(m.router),
 		"--password", m.password)
-	m.cmd.Env = m.env
-	m.cmd.Dir = dir
-	stdout, err := m.cmd.StdoutPipe()
+	cmd.Env = m.env
+	cmd.Dir = filepath.Dir(m.home)
+	stdout, err := cmd.StdoutPipe()
 	require.NoError(tb, err)
-	m.cmd.Stderr = m.logf
-	require.NoError(tb, m.cmd.Start())
-	tb.Cleanup(m.stop)
+	cmd.Stderr = m.logf
+	require.NoError(tb, cmd.Start())
+	// Only a started process is what stop stops.
+	exited := make(chan struct{})
+	m.cmd, m.exited, m.once = cmd, exited, sync.Once{}
 
 	ready := make(chan struct{})
 	go func() {
@@ -110,23 +122,24 @@ func startMesh(tb testing.TB, bin, dir string) *mesh {
 				close(ready)
 			}
 		}
-		_ = m.cmd.Wait()
-		close(m.exited)
+		_ = cmd.Wait()
+		close(exited)
 	}()
 	select {
 	case <-ready:
-	case <-m.exited:
+	case <-exited:
 		tb.Fatalf("ziti edge quickstart exited before it was ready:\n%s", m.logTail())
 	case <-time.After(meshStartTimeout):
 		tb.Fatalf("ziti edge quickstart not ready within %s:\n%s", meshStartTimeout, m.logTail())
 	}
-	m.cli(tb, "edge", "login", m.ctrl, "--username", "admin", "--password", m.password, "--yes")
-	return m
 }
 
 // stop ends the quickstart (SIGTERM, then SIGKILL after 15s) and waits for it. It is
-// idempotent.
+// idempotent until the next launch.
 func (m *mesh) stop() {
+	if m.cmd == nil {
+		return // never started
+	}
 	m.once.Do(func() {
 		_ = m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -135,7 +148,6 @@ func (m *mesh) stop() {
 			_ = m.cmd.Process.Kill()
 			<-m.exited
 		}
-		_ = m.logf.Close()
 	})
 }
 

@@ -3,10 +3,12 @@ package zitimesh
 import (
 	"crypto/tls"
 	"errors"
+	"log"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,8 +104,8 @@ func (w *world) host(tb testing.TB, leaf tls.Certificate) {
 	// that the test output stays readable (it also carries the host's session tokens).
 	hostLog, err := os.Create(filepath.Join(w.mesh.home, "tenancy-host.log"))
 	require.NoError(tb, err)
-	logrus.SetOutput(hostLog)
-	tb.Cleanup(func() { logrus.SetOutput(os.Stderr); _ = hostLog.Close() })
+	sdkLog.add(hostLog)
+	tb.Cleanup(func() { sdkLog.remove(hostLog); _ = hostLog.Close() })
 	cfg, err := ziti.NewConfigFromFile(w.ids[tenancyHostID])
 	require.NoError(tb, err)
 	zctx, err := ziti.NewContext(cfg)
@@ -111,7 +113,9 @@ func (w *world) host(tb testing.TB, leaf tls.Certificate) {
 	ln, err := zctx.Listen(tenancyService)
 	require.NoError(tb, err, "bind %s", tenancyService)
 	tlsLn := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12})
-	srv := &http.Server{Handler: w.meshHits, ReadHeaderTimeout: 10 * time.Second}
+	// The server's own complaints (a TLS handshake cut short by a dial that was given
+	// up) go to the same file.
+	srv := &http.Server{Handler: w.meshHits, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(hostLog, "tenancy-host: ", log.LstdFlags)}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(tlsLn) }()
 	tb.Cleanup(func() {
@@ -121,6 +125,42 @@ func (w *world) host(tb testing.TB, leaf tls.Certificate) {
 		}
 		zctx.Close()
 	})
+}
+
+// sdkLog is the output of the process-global logrus logger, which the OpenZiti SDK
+// logs through: the tenancy-host.log of every world alive (tests that run in parallel
+// each have one; the SDK's records then reach all of them), or nowhere.
+var sdkLog = func() *fanout {
+	f := &fanout{files: map[*os.File]bool{}}
+	logrus.SetOutput(f)
+	return f
+}()
+
+// fanout writes to a changing set of files.
+type fanout struct {
+	mu    sync.Mutex
+	files map[*os.File]bool
+}
+
+func (f *fanout) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for file := range f.files {
+		_, _ = file.Write(p)
+	}
+	return len(p), nil
+}
+
+func (f *fanout) add(file *os.File) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files[file] = true
+}
+
+func (f *fanout) remove(file *os.File) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.files, file)
 }
 
 // tlsPair makes a CA and a server certificate for name signed by it. It returns the
