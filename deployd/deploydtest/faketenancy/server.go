@@ -191,6 +191,15 @@ type Server struct {
 	bundles  map[string]*published
 	requests []Request
 	changed  chan struct{}
+	delayed  int // calls held by a Delay fault right now
+}
+
+// Delayed is how many calls a Delay fault holds right now: a test waits for it before
+// it stops or cancels the client it holds.
+func (s *Server) Delayed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delayed
 }
 
 // New starts a Server on 127.0.0.1:0. It panics when opts.Authority is nil or the
@@ -439,6 +448,45 @@ func (s *Server) env(envID string) *envState {
 // handlerFunc handles an authenticated call: tokenEnv is the bearer's environment.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string)
 
+// maxHeldBody bounds what hold reads ahead of a body (the agent's calls send a few
+// KiB); the rest of a larger one is still read by the handler.
+const maxHeldBody = 1 << 20
+
+// readCloser reads from r and closes c.
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (rc readCloser) Close() error { return rc.c.Close() }
+
+// hold holds the call r for d, and reports false when the client gave up first. It
+// reads the body first (and puts it back for the handler): net/http learns that the
+// client closed its connection only once the request body has been read.
+func (s *Server) hold(r *http.Request, d time.Duration) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxHeldBody))
+	if err != nil {
+		return false
+	}
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	s.mu.Lock()
+	s.delayed++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.delayed--
+		s.mu.Unlock()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
 // wrap records the request, applies forced faults and authenticates the bearer.
 func (s *Server) wrap(call string, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -454,13 +502,9 @@ func (s *Server) wrap(call string, h handlerFunc) http.HandlerFunc {
 		if f.EchoBearer {
 			w = &echoWriter{ResponseWriter: w, bearer: bearer}
 		}
-		if d := f.Delay[call]; d > 0 {
-			select {
-			case <-time.After(d):
-			case <-r.Context().Done():
-				rec.Status = 499
-				return
-			}
+		if d := f.Delay[call]; d > 0 && !s.hold(r, d) {
+			rec.Status = 499
+			return
 		}
 		if st := f.Status[call]; st != 0 {
 			s.forced(w, rec, st, f.RetryAfter)
