@@ -21,7 +21,7 @@ import (
 )
 
 // apply converges the box to the instruction's sha: check its signature, verify
-// everything, then lease, login, secrets, stage, promote, compose up and health
+// everything, pull its images, then lease, login, secrets, stage, promote, compose up and health
 // (docs/ARCHITECTURE.md, "The tick as a sequence"). A step's error ends it; end
 // decides what the error means.
 func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
@@ -50,6 +50,9 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 		return err
 	}
 	if err := t.boxReady(ctx); err != nil {
+		return err
+	}
+	if err := t.pullImages(ctx, res.Images); err != nil {
 		return err
 	}
 	token, err := t.lease(ctx, inst.SHA)

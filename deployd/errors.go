@@ -7,6 +7,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
@@ -106,6 +107,11 @@ func IsTemporary(err error) bool {
 	}
 	// A tick stopped by a signal or a caller's deadline is resumed by the next one.
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	// A registry that cannot be reached for the pull before the lease: no lease was
+	// spent, the next tick pulls again.
+	if errors.Is(err, compose.ErrRegistryUnavailable) {
 		return true
 	}
 	return tenancy.IsTemporary(err) || bao.IsTemporary(err)

@@ -71,6 +71,10 @@ var faults = map[codes.Code]fault{
 	codes.Locked: faultTemporary, codes.Interrupted: faultTemporary,
 	codes.StateUnavailable: faultBox, codes.ComposeMissing: faultBox,
 	codes.DockerUnavailable: faultBox, codes.DiskFull: faultBox,
+	// An image the registry lacks is the release's, but it is not remembered either:
+	// its fix (pushing the image, a docker login on the box) keeps the sha, and the
+	// pull before the lease costs no lease to try again.
+	codes.ImageMissing: faultBox, codes.RegistryUnavailable: faultTemporary,
 }
 
 // faultOf is whose fault err is. Its code decides (the faults table), with four

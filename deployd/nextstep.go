@@ -43,11 +43,13 @@ var nextSteps = map[codes.Code]string{
 	codes.Unavailable:      "nothing unless it lasts: then check the mesh or tunneler, tenancy and OpenBao",
 
 	// Codes of the box itself.
-	codes.Locked:            "nothing: another run holds the lock; if it lasts, look for a hung `docker compose up`",
-	codes.Interrupted:       "nothing: the next tick resumes where this one stopped",
-	codes.StateUnavailable:  "fix the file system of state_dir or deploy_dir (mode, space, mount, ReadWritePaths=): the log line names the file and the error",
-	codes.DockerUnavailable: "start docker (`systemctl start docker`) or fix the agent's access to its socket; the next tick goes on",
-	codes.DiskFull:          "free space on the file systems of deploy_dir and state_dir; the next tick goes on",
+	codes.Locked:              "nothing: another run holds the lock; if it lasts, look for a hung `docker compose up`",
+	codes.Interrupted:         "nothing: the next tick resumes where this one stopped",
+	codes.StateUnavailable:    "fix the file system of state_dir or deploy_dir (mode, space, mount, ReadWritePaths=): the log line names the file and the error",
+	codes.DockerUnavailable:   "start docker (`systemctl start docker`) or fix the agent's access to its socket; the next tick goes on",
+	codes.DiskFull:            "free space on the file systems of deploy_dir and state_dir; the next tick goes on",
+	codes.ImageMissing:        "push the image the failure names, fix its reference in the renderer, or `docker login` to its registry as root on this box; the next tick pulls again without a lease",
+	codes.RegistryUnavailable: "check that this box reaches the image's registry (`docker pull <image>` as root); the next tick pulls again without a lease",
 }
 
 // NextStepUnknown is the next step of a code the table does not know, or of a failure

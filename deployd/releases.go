@@ -84,9 +84,16 @@ func (a *Agent) readDockerVersion(ctx context.Context) (string, error) {
 		}
 		return v, err
 	}
-	cc, err := compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project, Dir: fsutil.ExistingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
+	cc, err := a.dockerCLI()
 	if err != nil {
 		return "", err
 	}
 	return cc.DockerVersion(ctx)
+}
+
+// dockerCLI returns a client of the docker CLI for what belongs to no release (the
+// version, image pulls), run in deploy_dir (or its nearest existing parent).
+func (a *Agent) dockerCLI() (*compose.Client, error) {
+	return compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project,
+		Dir: fsutil.ExistingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
 }

@@ -33,13 +33,14 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	if !v.composeKept(m, sr.files, inTar, rs) {
 		return
 	}
-	services, crs, warnings := checkCompose(ctx, m, v.buf, exp)
-	for _, r := range crs {
+	c := checkCompose(ctx, m, v.buf, exp)
+	for _, r := range c.refusals {
 		rs.add(r.Code, "%s", r.Detail)
 	}
-	res.Services = services
-	if warnings != nil {
-		res.Warnings = warnings
+	res.Services = c.services
+	res.Images = c.images
+	if c.warnings != nil {
+		res.Warnings = c.warnings
 	}
 }
 

@@ -9,10 +9,37 @@ import (
 	"github.com/monky/monky-deployd/internal/composecheck"
 )
 
+// Image is the image one compose service runs, as `docker compose up` looks for it:
+// what the agent pulls before it asks for a lease (docs/ARCHITECTURE.md, "Images
+// before the lease").
+type Image struct {
+	// Service is the compose service.
+	Service string `json:"service"`
+	// Ref is the image reference, interpolated with the manifest's vars; "" for a
+	// build service that names no image.
+	Ref string `json:"ref,omitempty"`
+	// PullPolicy is the service's pull_policy as written; "" is compose's default
+	// (missing).
+	PullPolicy string `json:"pull_policy,omitempty"`
+	// Build is true for a service with a build section: compose builds its image.
+	Build bool `json:"build,omitempty"`
+	// FromSecret is true when Ref holds the value of a manifest secret, known only
+	// after the OpenBao login.
+	FromSecret bool `json:"from_secret,omitempty"`
+}
+
+// composed is what the compose checks found.
+type composed struct {
+	services []string
+	refusals []Refusal
+	warnings []string
+	images   []Image
+}
+
 // checkCompose runs the compose checks (compose-spec validity, unresolved variables,
 // privileges, env_file paths, build contexts) over the kept files and maps the
-// findings to refusals. It returns the services, the refusals and compose's warnings.
-func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp Expect) ([]string, []Refusal, []string) {
+// findings to refusals, with the services, their images and compose's warnings.
+func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp Expect) composed {
 	project := exp.ProjectName
 	if project == "" {
 		project = composeProject
@@ -30,7 +57,15 @@ func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp
 	for _, f := range res.Findings {
 		out = append(out, Refusal{Code: findingCode(f.Code), Detail: f.Detail})
 	}
-	return res.Services, out, res.Warnings
+	imgs := make([]Image, 0, len(res.Images))
+	for _, im := range res.Images {
+		ref := im.Ref
+		if im.FromSecret {
+			ref = "" // never the placeholder that stands in for the secret
+		}
+		imgs = append(imgs, Image{Service: im.Service, Ref: ref, PullPolicy: im.PullPolicy, Build: im.Build, FromSecret: im.FromSecret})
+	}
+	return composed{services: res.Services, refusals: out, warnings: res.Warnings, images: imgs}
 }
 
 // findingCode maps a composecheck finding code to a refusal code. A code this

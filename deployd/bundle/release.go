@@ -15,6 +15,8 @@ type Staged struct {
 	Manifest Manifest
 	// Services are the compose services, sorted.
 	Services []string
+	// Images are the images of Services, sorted by service.
+	Images []Image
 }
 
 // ReadStaged reads a staged release directory: manifest.json (decoded and checked as
@@ -39,11 +41,11 @@ func ReadStaged(ctx context.Context, dir string, exp Expect) (Staged, error) {
 		}
 		files[f] = b
 	}
-	services, _, _ := checkCompose(ctx, &m, files, exp)
-	if len(services) == 0 {
+	c := checkCompose(ctx, &m, files, exp)
+	if len(c.services) == 0 {
 		return Staged{Manifest: m}, errors.New("the release's compose files define no service")
 	}
-	return Staged{Manifest: m, Services: services}, nil
+	return Staged{Manifest: m, Services: c.services, Images: c.images}, nil
 }
 
 // ParseManifest decodes and checks a manifest.json on its own, as Verify does; a bad

@@ -71,6 +71,9 @@ type Result struct {
 	Files int `json:"files"`
 	// Services are the compose services, sorted.
 	Services []string `json:"services,omitempty"`
+	// Images are the images of Services, sorted by service: what an apply pulls
+	// before its lease. Nil when the compose files could not be loaded.
+	Images []Image `json:"images,omitempty"`
 	// Refusals holds every refusal, sorted by code then detail; empty when accepted.
 	Refusals []Refusal `json:"refusals"`
 	// Warnings are compose's own warnings about the compose files (an obsolete

@@ -137,6 +137,21 @@ const (
 	DiskFull Code = "DISK_FULL"
 )
 
+// The codes of a release's images, pulled before the lease (docs/ARCHITECTURE.md,
+// "Images before the lease").
+const (
+	// ImageMissing is an image the registry does not have (no such repository or
+	// tag, none for the box's platform), or denies to the box (no registry login
+	// there), or that pull_policy never forbids pulling and the box does not hold.
+	// Reported failed before the lease; not remembered against the sha, so that a
+	// pushed image or a docker login on the box lets the next tick apply.
+	ImageMissing Code = "IMAGE_MISSING"
+	// RegistryUnavailable is an image pull that failed for the registry or the
+	// network (unreachable, timed out, 5xx, rate limited). Temporary: no lease, exit
+	// 75, the next tick pulls again.
+	RegistryUnavailable Code = "REGISTRY_UNAVAILABLE"
+)
+
 var (
 	refusals = []Code{
 		BundleMalformed, SHAMismatch, EnvMismatch, ManifestPaths, ComposeInvalid,
@@ -146,6 +161,7 @@ var (
 	later      = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config}
 	tenancy    = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable}
 	box        = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable, DockerUnavailable, DiskFull}
+	images     = []Code{ImageMissing, RegistryUnavailable}
 )
 
 // Refusals returns the refusal codes of a bundle, in the order of the table of
@@ -158,4 +174,4 @@ func Signatures() []Code { return slices.Clone(signatures) }
 
 // All returns every stable code: the refusals, the signature refusals, then the
 // later-phase, tenancy-phase and box codes, in the order of docs/OPERATIONS.md.
-func All() []Code { return slices.Concat(refusals, signatures, later, tenancy, box) }
+func All() []Code { return slices.Concat(refusals, signatures, later, tenancy, box, images) }

@@ -30,6 +30,7 @@ func TestWireStrings(t *testing.T) {
 		codes.Locked: "LOCKED", codes.Interrupted: "INTERRUPTED",
 		codes.ComposeMissing: "COMPOSE_MISSING", codes.StateUnavailable: "STATE_UNAVAILABLE",
 		codes.DockerUnavailable: "DOCKER_UNAVAILABLE", codes.DiskFull: "DISK_FULL",
+		codes.ImageMissing: "IMAGE_MISSING", codes.RegistryUnavailable: "REGISTRY_UNAVAILABLE",
 	}
 	all := codes.All()
 	assert.Len(t, all, len(want), "All lists every code once")

@@ -23,14 +23,23 @@ var (
 	// cannot connect, or the Engine API found no daemon at its socket. A fault of the
 	// box, not of the release.
 	ErrDockerUnavailable = errors.New("the docker daemon cannot be reached: is dockerd running? systemctl status docker")
+	// ErrImageMissing is an image pull that failed because the registry has no such
+	// image or tag, denies it to this box, or has none for its platform: a fault of
+	// the release's image reference, or of the box's registry login.
+	ErrImageMissing = errors.New("the image is not in its registry, or the registry denies it to this box")
+	// ErrRegistryUnavailable is an image pull that failed for any other reason: the
+	// registry or the network (unreachable, timed out, 5xx, rate limited). Temporary.
+	ErrRegistryUnavailable = errors.New("the image registry cannot be reached")
 )
 
 // Error is the error type of this package.
 type Error struct {
-	// Op is the operation: "up", "down", "ps", "logs", "version" or "wait".
+	// Op is the operation: "up", "down", "ps", "logs", "version", "wait", "pull" or
+	// "image inspect".
 	Op string
 	// Kind is the sentinel the error matches: ErrApplyFailed, ErrCommandFailed,
-	// ErrUnhealthy, ErrHealthTimeout or ErrDockerUnavailable.
+	// ErrUnhealthy, ErrHealthTimeout, ErrDockerUnavailable, ErrImageMissing or
+	// ErrRegistryUnavailable.
 	Kind error
 	// Services names the services at fault, sorted (health errors).
 	Services []string
@@ -64,7 +73,8 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
 
 // Code returns the stable code of the error: codes.ApplyFailed, codes.Unhealthy,
-// codes.HealthTimeout or codes.DockerUnavailable.
+// codes.HealthTimeout, codes.DockerUnavailable, codes.ImageMissing or
+// codes.RegistryUnavailable.
 func (e *Error) Code() codes.Code {
 	switch k := e.Kind; {
 	case errors.Is(e.Err, ErrDockerUnavailable):
@@ -75,6 +85,10 @@ func (e *Error) Code() codes.Code {
 		return codes.HealthTimeout
 	case errors.Is(k, ErrDockerUnavailable):
 		return codes.DockerUnavailable
+	case errors.Is(k, ErrImageMissing):
+		return codes.ImageMissing
+	case errors.Is(k, ErrRegistryUnavailable):
+		return codes.RegistryUnavailable
 	default:
 		return codes.ApplyFailed
 	}

@@ -23,9 +23,13 @@ type lineLog struct {
 	op      string
 	partial []byte
 	lines   int
+	// prefix is the command the lines are of ("docker compose up", "docker pull").
+	prefix string
 }
 
-func newLineLog(log *slog.Logger, op string) *lineLog { return &lineLog{log: log, op: op} }
+func newLineLog(log *slog.Logger, op string) *lineLog {
+	return &lineLog{log: log, op: op, prefix: "docker compose " + op}
+}
 
 // Write logs every complete line of p (\n or \r ends one); it never fails.
 func (l *lineLog) Write(p []byte) (int, error) {
@@ -56,7 +60,7 @@ func (l *lineLog) flush() {
 	l.emit(l.partial)
 	l.partial = nil
 	if skipped := l.lines - maxLoggedLines; skipped > 0 {
-		l.log.Info("docker compose "+l.op+": more output was not logged; the report's tail keeps its end", "lines_not_logged", skipped)
+		l.log.Info(l.prefix+": more output was not logged; the report's tail keeps its end", "lines_not_logged", skipped)
 	}
 }
 
@@ -75,5 +79,5 @@ func (l *lineLog) emit(line []byte) {
 			line = line[:len(line)-1]
 		}
 	}
-	l.log.Info("docker compose "+l.op, "output", string(line))
+	l.log.Info(l.prefix, "output", string(line))
 }

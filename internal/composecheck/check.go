@@ -78,6 +78,9 @@ type Result struct {
 	// deprecated external.name), naming the bundle's file; they refuse nothing. Sorted,
 	// without duplicates; nil when there is none.
 	Warnings []string
+	// Images holds the image of each service of Services, sorted by service; nil when
+	// the model could not be loaded.
+	Images []Image
 }
 
 // OK reports whether the check found nothing to refuse.
@@ -169,6 +172,7 @@ func Check(ctx context.Context, in Input) Result {
 	c.reportUnresolved()
 
 	var services []string
+	var imgs []Image
 	if loadable {
 		project, err := c.load(ctx, configFiles, lookup)
 		if err != nil && len(c.unresolved) > 0 {
@@ -193,6 +197,7 @@ func Check(ctx context.Context, in Input) Result {
 				}
 			})
 			c.scanProject(project)
+			imgs = images(project)
 		}
 	}
 	if services == nil {
@@ -204,7 +209,7 @@ func Check(ctx context.Context, in Input) Result {
 	if services == nil {
 		services = []string{}
 	}
-	return Result{Services: services, Findings: sortFindings(c.findings), Warnings: sortWarnings(c.warnings)}
+	return Result{Services: services, Findings: sortFindings(c.findings), Warnings: sortWarnings(c.warnings), Images: imgs}
 }
 
 func sortWarnings(in []string) []string {

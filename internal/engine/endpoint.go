@@ -37,6 +37,10 @@ type Endpoint struct {
 	addr    string // the socket path or host:port
 }
 
+// Local reports whether the daemon is reached on a unix socket, and so runs on this
+// machine: its data root is a directory here.
+func (e Endpoint) Local() bool { return e.network == "unix" }
+
 // Resolve finds the daemon in the docker environment env ("K=V", as deployd.DockerEnv
 // returns it; the last of a repeated name wins), the way the docker CLI does (docker/cli,
 // cli/command: resolveContextName), reading no process environment:

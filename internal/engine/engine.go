@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -209,4 +210,19 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 		return "", &Error{Op: "version", Host: c.host, Path: "/version", Err: errors.New("the answer has no Version")}
 	}
 	return v.Version, nil
+}
+
+// DataRoot returns the directory where the daemon keeps its images and containers
+// (GET /info, DockerRootDir), e.g. "/var/lib/docker".
+func (c *Client) DataRoot(ctx context.Context) (string, error) {
+	var v struct {
+		DockerRootDir string `json:"DockerRootDir"`
+	}
+	if err := c.getJSON(ctx, "info", "/info", nil, &v); err != nil {
+		return "", err
+	}
+	if v.DockerRootDir == "" || !filepath.IsAbs(v.DockerRootDir) {
+		return "", &Error{Op: "info", Host: c.host, Path: "/info", Err: errors.New("the answer has no absolute DockerRootDir")}
+	}
+	return v.DockerRootDir, nil
 }

@@ -11,6 +11,8 @@
 //	docker compose ... logs --no-color --tail N [SERVICE...]
 //	docker compose version [--short]
 //	docker inspect --type container ID|NAME...
+//	docker image inspect --format {{.Id}} [--] REF...
+//	docker pull [--] REF
 //	docker version [--format TEMPLATE]
 //
 // Anything else, including an unknown flag, exits 1 with a message on stderr, so that
@@ -82,7 +84,8 @@
 // object per line, nothing at all for no containers; the default) or "array" (compose
 // 2.20 and earlier, one JSON array, "[]" for no containers).
 //
-// commands scripts up, down, ps, logs and version (docker version) by name. A command
+// commands scripts up, down, ps, logs, version (docker version), pull and "image
+// inspect" by name. A command
 // with a non-zero exit fails every time: it prints stdout and stderr, exits with that
 // code and has no effect. With fail_times N only the first N calls fail (with exit, or
 // 1) and later calls behave normally. A command with exit 0 prints stdout and stderr
@@ -137,5 +140,9 @@
 // in the state file after down and after an up of another release, until DELETE
 // /images/{id} removes it: by ID only (a full ID or a prefix of 12 hex digits or
 // more), 409 while a running container of the project uses it (or a stopped one,
-// without force=1), 404 for an unknown ID.
+// without force=1), 404 for an unknown ID. docker pull learns its image the same way
+// (printing the plain progress lines of a one-layer image), unless the script's
+// missing_images names it: then it fails as the daemon does for a tag that does not
+// exist ("manifest for REF not found: manifest unknown"). docker image inspect finds
+// the images held, and says "No such image" of the others.
 package fakedocker

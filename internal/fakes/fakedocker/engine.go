@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -34,6 +35,7 @@ const EngineArgv0 = "engine"
 //	GET      /version
 //	GET      /containers/json?all=1&filters={"label":["com.docker.compose.project=P"]}
 //	GET      /containers/{id|name}/json
+//	GET      /info
 //	GET      /images/json
 //	DELETE   /images/{id}[?force=1]
 //
@@ -225,6 +227,11 @@ func (e *Engine) route(req *http.Request, path string) (any, error) {
 			return nil, err
 		}
 		return e.version()
+	case path == "/info":
+		if err := allow(http.MethodGet); err != nil {
+			return nil, err
+		}
+		return e.info()
 	case path == "/containers/json":
 		if err := e.allowScripted(allow, "ps"); err != nil {
 			return nil, err
@@ -246,7 +253,7 @@ func (e *Engine) route(req *http.Request, path string) (any, error) {
 		}
 		return e.removeImage(req, parts[1])
 	}
-	return nil, errorf(http.StatusNotFound, "page not found (the fake engine serves /_ping, /version, /containers/json, /containers/{id}/json, /images/json and /images/{id})")
+	return nil, errorf(http.StatusNotFound, "page not found (the fake engine serves /_ping, /version, /info, /containers/json, /containers/{id}/json, /images/json and /images/{id})")
 }
 
 // ReadCommand is the docker CLI command that reads what the Engine API path reads —
@@ -557,4 +564,21 @@ func (e *Engine) removeImage(req *http.Request, want string) (any, error) {
 		return nil
 	})
 	return out, err
+}
+
+// info is GET /info: the daemon's data root only (the script's docker_root_dir, else
+// the directory of the state file, else the system's temporary directory).
+func (e *Engine) info() (any, error) {
+	s, err := e.script()
+	if err != nil {
+		return nil, err
+	}
+	root := s.DockerRootDir
+	if root == "" && e.cfg.State != "" {
+		root = filepath.Dir(e.cfg.State)
+	}
+	if root == "" {
+		root = os.TempDir()
+	}
+	return map[string]any{"DockerRootDir": root, "ServerVersion": cmp.Or(s.ServerVersion, DefaultServerVersion)}, nil
 }

@@ -176,8 +176,12 @@ func (r *run) main(args []string) int {
 		return r.compose(args[1:])
 	case "inspect":
 		return r.inspect(args[1:])
+	case "image":
+		return r.image(args[1:])
+	case "pull":
+		return r.pull(args[1:])
 	default:
-		fmt.Fprintf(r.stderr, "fake docker: unknown command %q (the fake knows compose, inspect and version)\n", args[0])
+		fmt.Fprintf(r.stderr, "fake docker: unknown command %q (the fake knows compose, inspect, image inspect, pull and version)\n", args[0])
 		return 1
 	}
 }

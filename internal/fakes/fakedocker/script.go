@@ -26,7 +26,8 @@ type Script struct {
 	PSFormat string `json:"ps_format,omitempty"`
 	// ServerVersion is what docker version reports as the server version.
 	ServerVersion string `json:"server_version,omitempty"`
-	// Commands scripts "up", "down", "ps", "logs" and "version" by name.
+	// Commands scripts "up", "down", "ps", "logs", "version", "pull" and "image
+	// inspect" by name.
 	Commands map[string]Command `json:"commands,omitempty"`
 	// Services adds services or overrides what the compose files say about them.
 	Services map[string]Service `json:"services,omitempty"`
@@ -35,6 +36,12 @@ type Script struct {
 	// its services override Services while that release is up. A real engine's
 	// behaviour depends on what the release runs; this is how the fake models it.
 	Releases map[string]map[string]Service `json:"releases,omitempty"`
+	// MissingImages are image references the fake registry does not have: docker
+	// pull of one fails as the daemon does for a tag that does not exist.
+	MissingImages []string `json:"missing_images,omitempty"`
+	// DockerRootDir is the data root GET /info answers; default the directory of the
+	// state file.
+	DockerRootDir string `json:"docker_root_dir,omitempty"`
 }
 
 // Command scripts one command: output, exit code, delay and transient failures.

@@ -1,0 +1,152 @@
+package deployd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/internal/fsutil"
+)
+
+// pullTimeout bounds the pull of one image before the lease: a registry slower than
+// this is one that cannot be reached (temporary, no lease spent).
+const pullTimeout = 15 * time.Minute
+
+// pullWhat is what the pull before the lease does with one image, by its service's
+// pull_policy as `docker compose up` reads it.
+type pullWhat int
+
+const (
+	pullSkip    pullWhat = iota // built, or known only after the login: compose up's
+	pullMissing                 // pulled when the box does not hold it
+	pullAlways                  // pulled every apply
+	pullNever                   // never pulled: the box must hold it
+)
+
+// pullPolicy maps a service's image to what the pull before the lease does with it.
+// Compose builds a service with a build section (pull_policy build, or missing with
+// no image), so it is left to compose up; so is an image whose reference holds a
+// secret. daily, weekly and every_<duration> pull on a schedule compose keeps:
+// before the lease they count as missing.
+func pullPolicy(im bundle.Image) pullWhat {
+	switch {
+	case im.Build, im.FromSecret, im.Ref == "", im.PullPolicy == "build":
+		return pullSkip
+	case im.PullPolicy == "always":
+		return pullAlways
+	case im.PullPolicy == "never":
+		return pullNever
+	}
+	return pullMissing
+}
+
+// pullImages pulls, before the lease, the images compose up would pull, so that a
+// missing image or tag, a registry outage or a full data root costs no lease
+// (docs/ARCHITECTURE.md, "Images before the lease"). It uses the docker CLI, with its
+// registry credentials, as compose does. An image the box holds is not pulled again
+// unless its pull_policy is always.
+func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
+	cli, err := t.a.dockerCLI()
+	if err != nil {
+		return &Error{Op: "pull", Code: codes.ApplyFailed, Err: err}
+	}
+	var pulls []bundle.Image
+	seen := map[string]bool{}
+	for _, im := range images {
+		what := pullPolicy(im)
+		if what == pullSkip {
+			t.log.Debug("image left to compose up (built, or its reference comes from a secret read after the login)", "service", im.Service)
+			continue
+		}
+		if seen[im.Ref] {
+			continue
+		}
+		seen[im.Ref] = true
+		if what != pullAlways {
+			has, err := cli.HasImage(ctx, im.Ref)
+			if err != nil {
+				return t.pullFailed(ctx, im, err)
+			}
+			if has {
+				continue
+			}
+			if what == pullNever {
+				return t.pullFailed(ctx, im, &compose.Error{Op: "image inspect", Kind: compose.ErrImageMissing,
+					Detail: "pull_policy is never and this box does not hold " + im.Ref})
+			}
+		}
+		pulls = append(pulls, im)
+	}
+	if len(pulls) == 0 {
+		return nil
+	}
+	if err := t.dataRootRoom(ctx); err != nil {
+		return err
+	}
+	for _, im := range pulls {
+		t.log.Info("pulling an image before asking for a lease", "service", im.Service, "image", im.Ref)
+		pctx, cancel := context.WithTimeout(ctx, pullTimeout)
+		err := cli.Pull(pctx, im.Ref, compose.PullOptions{Progress: t.a.opts.PullProgress})
+		cancel()
+		if err != nil {
+			return t.pullFailed(ctx, im, err)
+		}
+	}
+	t.log.Info("pulled the release's images; asking for a lease", "images", len(pulls))
+	return nil
+}
+
+// pullFailed logs what a failed pull means and returns it as the step's error.
+func (t *tick) pullFailed(ctx context.Context, im bundle.Image, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	e := &Error{Op: "pull " + im.Service, Err: err}
+	e.Code = CodeOf(err)
+	switch e.Code {
+	case codes.ImageMissing:
+		t.log.Error("an image of the release is not in its registry, or the registry denies it to this box; no lease taken, not remembered against the sha. Push the image, fix its reference in the renderer, or docker login to its registry as root; the next tick pulls again",
+			"code", e.Code, "service", im.Service, "image", im.Ref, "err", err)
+	case codes.RegistryUnavailable:
+		t.log.Warn("the image registry cannot be reached; no lease taken, exiting 75, the next tick pulls again",
+			"code", e.Code, "service", im.Service, "image", im.Ref, "err", err)
+	default:
+		t.log.Error("could not pull an image of the release; no lease taken", "code", e.Code, "service", im.Service, "image", im.Ref, "err", err)
+	}
+	return e
+}
+
+// dataRootRoom refuses the pulls when docker's data root, on this machine, has less
+// free space than the box keeps (min_free_mb): the images would fill it. The Engine
+// API's /info names the data root; without the Engine API, or with a daemon on
+// another machine, there is nothing to measure here and the pulls go ahead (a pull
+// that meets a full disk is DISK_FULL, still before the lease).
+func (t *tick) dataRootRoom(ctx context.Context) error {
+	if t.a.engine == nil || !t.a.engine.Endpoint().Local() || t.a.cfg.MinFreeMB <= 0 {
+		return nil
+	}
+	root, err := t.a.engine.DataRoot(ctx)
+	if err != nil {
+		t.log.Warn("could not ask docker for its data root; pulling without checking its free space", "err", err)
+		return nil
+	}
+	space, err := fsutil.SpaceOf(root)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		t.log.Warn("could not measure the free space of docker's data root; pulling without checking it", "data_root", root, "err", err)
+		return nil
+	}
+	if space.FreeMB >= t.a.cfg.MinFreeMB {
+		return nil
+	}
+	t.log.Error("docker's data root has less free space than the box keeps; not pulling, no lease taken. Free space there (docker image prune); the next tick tries again",
+		"code", codes.DiskLow, "data_root", root, "free_mb", space.FreeMB, "min_free_mb", t.a.cfg.MinFreeMB)
+	return &Error{Op: "pull", Code: codes.DiskLow,
+		Err: fmt.Errorf("docker's data root %s has %d MiB free, below min_free_mb %d: the release's images would not fit", root, space.FreeMB, t.a.cfg.MinFreeMB)}
+}
