@@ -65,7 +65,7 @@ func (c *Client) Pull(ctx context.Context, ref string, opts PullOptions) error {
 	if ctx.Err() != nil {
 		return &Error{Op: "pull", Kind: ErrRegistryUnavailable, ExitCode: code, Detail: ref, Err: err}
 	}
-	kind, cause := pullFailure(tail)
+	cause, kind := pullFailure(tail)
 	return &Error{Op: "pull", Kind: kind, ExitCode: code, Detail: ref + ": " + daemonSaid(tail), Err: cause(err)}
 }
 
@@ -83,21 +83,21 @@ var missingMarks = []string{
 }
 
 // pullFailure is whose fault a failed pull is, by what docker printed: the kind of
-// its Error, and what to wrap its cause with.
-func pullFailure(out []byte) (kind error, wrap func(error) error) {
+// what to wrap its cause with, and the kind of its Error.
+func pullFailure(out []byte) (wrap func(error) error, kind error) {
 	keep := func(err error) error { return err }
 	switch {
 	case daemonDown(out):
-		return ErrDockerUnavailable, func(err error) error { return fmt.Errorf("%w: %w", ErrDockerUnavailable, err) }
+		return func(err error) error { return fmt.Errorf("%w: %w", ErrDockerUnavailable, err) }, ErrDockerUnavailable
 	case bytes.Contains(out, []byte("no space left on device")):
-		return ErrCommandFailed, func(err error) error { return fmt.Errorf("%w: %w", syscall.ENOSPC, err) }
+		return func(err error) error { return fmt.Errorf("%w: %w", syscall.ENOSPC, err) }, ErrCommandFailed
 	}
 	for _, m := range missingMarks {
 		if bytes.Contains(out, []byte(m)) {
-			return ErrImageMissing, keep
+			return keep, ErrImageMissing
 		}
 	}
-	return ErrRegistryUnavailable, keep
+	return keep, ErrRegistryUnavailable
 }
 
 // maxDaemonSaid bounds the daemon's message kept in an error.

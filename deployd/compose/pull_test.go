@@ -37,14 +37,14 @@ func TestPullFailureWhoseFault(t *testing.T) {
 		{"Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", ErrDockerUnavailable, codes.DockerUnavailable},
 	} {
 		t.Run(c.said, func(t *testing.T) {
-			kind, wrap := pullFailure([]byte("5e6f7a8b9c0d: Pulling fs layer\n" + c.said + "\n"))
+			wrap, kind := pullFailure([]byte("5e6f7a8b9c0d: Pulling fs layer\n" + c.said + "\n"))
 			assert.Equal(t, c.kind, kind)
 			err := &Error{Op: "pull", Kind: kind, Err: wrap(errors.New("exit status 1"))}
 			assert.Equal(t, c.code, err.Code())
 			assert.Equal(t, strings.TrimPrefix(c.said, "Error response from daemon: "), daemonSaid([]byte("x: Pulling fs layer\n"+c.said+"\n")))
 		})
 	}
-	kind, wrap := pullFailure([]byte("failed to register layer: write /var/lib/docker/x: no space left on device\n"))
+	wrap, kind := pullFailure([]byte("failed to register layer: write /var/lib/docker/x: no space left on device\n"))
 	assert.ErrorIs(t, wrap(errors.New("exit status 1")), syscall.ENOSPC, "a full data root is the box's DISK_FULL")
 	assert.Equal(t, ErrCommandFailed, kind)
 	assert.Equal(t, "docker printed nothing", daemonSaid(nil))
