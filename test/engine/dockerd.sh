@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dockerd.sh — a docker engine for the real-engine tests (test/engine) and CI.
 #
-#   sudo bash test/engine/dockerd.sh start   # install docker.io if needed, start dockerd, wait for it
+#   sudo bash test/engine/dockerd.sh start   # install docker.io and docker-registry if needed, start dockerd, wait for it
 #   sudo bash test/engine/dockerd.sh stop    # stop the dockerd this script started
 #
 # start is a no-op when an engine already answers on the default socket (a developer's
@@ -21,7 +21,20 @@ need_root() {
 	fi
 }
 
+# registry installs Debian's docker-registry, the local registry the pull scenarios
+# push to and pull from (the tests run it themselves on a loopback port).
+registry() {
+	if command -v docker-registry >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
+		return 0
+	fi
+	echo "dockerd.sh: installing Debian's docker-registry (for the pull scenarios)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/dev/null
+	apt-get install -y -q --no-install-recommends docker-registry >/dev/null
+}
+
 start() {
+	registry
 	if docker info >/dev/null 2>&1; then
 		echo "dockerd.sh: an engine already answers ($(docker info --format '{{.ServerVersion}}')); using it"
 		return 0
