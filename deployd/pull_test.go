@@ -2,8 +2,10 @@ package deployd_test
 
 import (
 	"io"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -160,4 +162,35 @@ func TestPullPolicies(t *testing.T) {
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, "%+v\n%s", out, b.Logs)
 	assert.Equal(t, []string{"acme/web:1"}, pulled(b)[before:])
+}
+
+// TestDataRootTooFullCostsNoLease: docker's data root (GET /info) with less free
+// space than min_free_mb stops the pulls before any, as DISK_LOW with no lease,
+// naming the data root; nothing is remembered, and once it has room the next tick
+// applies. It mounts a 4 MiB tmpfs as the data root, so it needs root (CI is).
+func TestDataRootTooFullCostsNoLease(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root; CI runs this test as root")
+	}
+	root := t.TempDir()
+	require.NoError(t, syscall.Mount("tmpfs", root, "tmpfs", 0, "size=4194304,mode=0700"))
+	t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
+	b := newBox(t, boxOptions{
+		script: &fakedockertest.Script{DockerRootDir: root},
+		config: func(c *deployd.Config) { c.MinFreeMB = 16 },
+	})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, "DISK_LOW", string(out.Code), "%+v", out)
+	assert.Contains(t, out.Detail, "docker's data root "+root+" has 4 MiB free, below min_free_mb 16")
+	assert.Zero(t, b.Leases())
+	assert.Empty(t, pulled(b), "nothing pulled into a data root without room")
+	assert.Empty(t, b.State().Failed)
+	assert.Contains(t, b.Logs.String(), "docker image prune")
+
+	b.Docker.SetScript(&fakedockertest.Script{}) // room again: the data root is the state file's dir
+	out, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	assert.Equal(t, 1, b.Leases())
 }
