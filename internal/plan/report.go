@@ -29,7 +29,7 @@ type Refusal struct {
 
 // Report is a whole plan, as `monky-deployd plan --json` prints it (docs/PLAN.md).
 type Report struct {
-	Schema int `json:"schema"`
+	Schema int    `json:"schema"`
 	EnvID  string `json:"env_id"`
 	// Action is tenancy's action at the check-in: apply, none or down.
 	Action string `json:"action"`
