@@ -31,6 +31,8 @@ const exitUsage = 2
 const usage = `usage:
   monky-deployd run [--config PATH] [--loop [--interval D]] [--metrics-file PATH]
   monky-deployd status [--config PATH] [--json]
+  monky-deployd plan [--config PATH] [--json]
+                     what an apply would change: exit 0 nothing, 2 changes, 1 refused
   monky-deployd bootstrap [--config PATH] [--grant PATH] [--force]
   monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
                        [--live-serial N] [--rollback] [--key PUBKEY]… [--sig FILE] BUNDLE
@@ -79,6 +81,8 @@ func Main(ctx context.Context, args []string, env []string, stdout, stderr io.Wr
 		return c.run(ctx, args[1:])
 	case "status":
 		return c.status(args[1:])
+	case "plan":
+		return c.plan(ctx, args[1:])
 	case "bootstrap":
 		return c.bootstrap(ctx, args[1:])
 	case "verify":

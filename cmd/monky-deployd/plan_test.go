@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/testbox"
+)
+
+// TestBinaryPlan drives `monky-deployd plan` of the shipped binary on the fakes:
+// exit 2 with every service added, 0 for the live bundle, 2 with the reason of an
+// image change and of a var's value (named, never shown), 1 for a refused bundle
+// with no lease and no report, 75 with tenancy gone.
+func TestBinaryPlan(t *testing.T) {
+	testbox.SkipIfShort(t)
+	b := newBox(t, boxOpts{})
+	plan := func(extra ...string) result {
+		return b.run(append([]string{"plan", "--config", b.CfgPath}, extra...))
+	}
+	res := b.run([]string{"bootstrap", "--config", b.CfgPath})
+	require.Equal(t, 0, res.Code, res.Stderr)
+
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	res = plan()
+	require.Equal(t, 2, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "+ web")
+	assert.Contains(t, res.Stdout, "summary: 2 added")
+	assert.Zero(t, b.TenancyCalls("/v1/agent/lease"))
+	assert.Zero(t, b.TenancyCalls("/v1/agent/report"))
+
+	res = b.tick()
+	require.Equal(t, 0, res.Code, res.Stderr)
+	res = plan("--json")
+	require.Equal(t, 0, res.Code, res.Stderr)
+	var p deployd.Plan
+	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &p))
+	assert.Equal(t, 1, p.Schema)
+	assert.False(t, p.Changes)
+	assert.Contains(t, res.Stdout, `"schema":1`)
+
+	spec := faketenancy.SampleApp(b.Env, 2)
+	spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "busybox:1.36", "busybox:1.37", 1)
+	spec.Vars["LOG_LEVEL"] = "verbose-3141"
+	b.Publish(spec)
+	leases := b.TenancyCalls("/v1/agent/lease")
+	res = plan()
+	require.Equal(t, 2, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "~ migrate  recreated: image changed")
+	assert.Contains(t, res.Stdout, "LOG_LEVEL changed")
+	for _, v := range []string{"verbose-3141", "info", testbox.DefaultSecret} {
+		assert.NotContains(t, res.Stdout, v)
+		assert.NotContains(t, res.Stderr, v)
+	}
+	assert.Equal(t, leases, b.TenancyCalls("/v1/agent/lease"))
+
+	bad := faketenancy.SampleApp(b.Env, 3)
+	bad.Files["compose.yaml"] += "  evil:\n    image: busybox:1.36\n    privileged: true\n"
+	b.Publish(bad)
+	reports := b.TenancyCalls("/v1/agent/report")
+	res = plan("--json")
+	require.Equal(t, 1, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, `"code":"PRIVILEGED"`)
+	assert.Equal(t, leases, b.TenancyCalls("/v1/agent/lease"), "a refused bundle costs no lease")
+	assert.Equal(t, reports, b.TenancyCalls("/v1/agent/report"), "plan reports nothing")
+
+	b.Stack.Tenancy.Close()
+	res = plan()
+	assert.Equal(t, 75, res.Code, res.Stderr)
+	assert.Empty(t, res.Stdout)
+}

@@ -1,0 +1,336 @@
+package plan_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/composecheck"
+	"github.com/monky/monky-deployd/internal/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// release is one side of a case: its compose file, vars, secret names and other files.
+type release struct {
+	compose string
+	vars    map[string]string
+	secrets []string
+	files   map[string]string
+}
+
+const (
+	shaA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	shaB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// side loads r as the agent runs it: in /srv/monky/releases/<sha>.
+func side(tb testing.TB, sha string, r release) (*plan.Side, error) {
+	tb.Helper()
+	files := map[string][]byte{"compose.yaml": []byte(r.compose)}
+	digests := map[string]string{"compose.yaml": digest(r.compose)}
+	for p, c := range r.files {
+		files[p] = []byte(c)
+		digests[p] = digest(c)
+	}
+	dir := "/srv/monky/releases/" + sha
+	p, err := composecheck.LoadProject(context.Background(), composecheck.ProjectInput{
+		Files: files, ComposeFiles: []string{"compose.yaml"}, Vars: r.vars, SecretNames: r.secrets,
+		ProjectName: "monky", Dir: dir,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &plan.Side{SHA: sha, Dir: dir, Project: p, Files: digests}, nil
+}
+
+func digest(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+const base = `services:
+  web:
+    image: nginx:1.27
+    environment:
+      LOG_LEVEL: ${LOG_LEVEL}
+      DB_PASSWORD: ${DB_PASSWORD}
+    volumes:
+      - ./config/app.toml:/etc/app/app.toml:ro
+    ports: ["8080:80"]
+  worker:
+    image: busybox:1.36
+    command: ["sleep", "infinity"]
+    env_file: [.env]
+`
+
+var baseRelease = release{compose: base, vars: map[string]string{"LOG_LEVEL": "info"}, secrets: []string{"DB_PASSWORD"},
+	files: map[string]string{"config/app.toml": "listen = 1\n"}}
+
+func with(r release, edit func(*release)) release {
+	c := release{compose: r.compose, vars: map[string]string{}, secrets: append([]string{}, r.secrets...), files: map[string]string{}}
+	for k, v := range r.vars {
+		c.vars[k] = v
+	}
+	for k, v := range r.files {
+		c.files[k] = v
+	}
+	edit(&c)
+	return c
+}
+
+type change struct {
+	change plan.Change
+	kinds  []plan.Kind
+	names  map[plan.Kind][]string
+}
+
+var cases = []struct {
+	name       string
+	live, next release
+	want       map[string]change
+}{
+	{
+		name: "a new release directory alone recreates the service with a bind mount",
+		live: baseRelease, next: baseRelease,
+		want: map[string]change{
+			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}, names: map[plan.Kind][]string{plan.ReasonReleaseDir: {"config/app.toml"}}},
+			"worker": {change: plan.Kept},
+		},
+	},
+	{
+		name: "a changed mounted file is named",
+		live: baseRelease,
+		next: with(baseRelease, func(r *release) { r.files["config/app.toml"] = "listen = 2\n" }),
+		want: map[string]change{
+			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}, names: map[plan.Kind][]string{plan.ReasonFile: {"config/app.toml"}}},
+			"worker": {change: plan.Kept},
+		},
+	},
+	{
+		name: "a var's value reaches the services that use it, by name",
+		live: baseRelease,
+		next: with(baseRelease, func(r *release) { r.vars["LOG_LEVEL"] = "debug" }),
+		want: map[string]change{
+			"web": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonEnvironment, plan.ReasonReleaseDir, plan.ReasonFile},
+				names: map[plan.Kind][]string{plan.ReasonEnvironment: {"LOG_LEVEL"}}},
+			// worker reads the whole .env: every var is in its environment.
+			"worker": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonEnvironment}, names: map[plan.Kind][]string{plan.ReasonEnvironment: {"LOG_LEVEL"}}},
+		},
+	},
+	{
+		name: "a new var reaches the services with env_file .env, as added",
+		live: baseRelease,
+		next: with(baseRelease, func(r *release) { r.vars["FEATURE_X"] = "on" }),
+		want: map[string]change{
+			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}},
+			"worker": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonEnvironment}, names: map[plan.Kind][]string{plan.ReasonEnvironment: {"FEATURE_X"}}},
+		},
+	},
+	{
+		name: "image and other settings name their keys",
+		live: baseRelease,
+		next: with(baseRelease, func(r *release) {
+			r.compose = strings.Replace(strings.Replace(r.compose, "busybox:1.36", "busybox:1.37", 1), `["sleep", "infinity"]`, `["sleep", "600"]`, 1)
+		}),
+		want: map[string]change{
+			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}},
+			"worker": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonImage, plan.ReasonSettings}, names: map[plan.Kind][]string{plan.ReasonSettings: {"command"}}},
+		},
+	},
+	{
+		name: "depends_on, pull_policy and replicas are not in the hash",
+		live: with(baseRelease, func(r *release) {
+			r.compose = strings.Replace(r.compose, "    env_file: [.env]\n", "    env_file: [.env]\n    deploy:\n      replicas: 1\n", 1)
+		}),
+		next: with(baseRelease, func(r *release) {
+			r.compose = strings.Replace(r.compose, "    env_file: [.env]\n", "    env_file: [.env]\n    pull_policy: always\n    depends_on: [web]\n    deploy:\n      replicas: 2\n", 1)
+		}),
+		want: map[string]change{
+			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}},
+			"worker": {change: plan.Scaled, kinds: []plan.Kind{plan.ReasonReplicas}},
+		},
+	},
+	{
+		name: "added and removed services",
+		live: baseRelease,
+		next: with(baseRelease, func(r *release) { r.compose = strings.Replace(r.compose, "  worker:", "  jobs:", 1) }),
+		want: map[string]change{
+			"web":    {change: plan.Recreated},
+			"jobs":   {change: plan.Added},
+			"worker": {change: plan.Removed},
+		},
+	},
+	{
+		name: "a secret's name is the same placeholder on both sides",
+		live: release{compose: "services:\n  api:\n    image: a:1\n    environment:\n      TOKEN: ${TOKEN}\n", secrets: []string{"TOKEN"}},
+		next: release{compose: "services:\n  api:\n    image: a:1\n    environment:\n      TOKEN: ${TOKEN}\n", secrets: []string{"TOKEN"}},
+		want: map[string]change{"api": {change: plan.Kept}},
+	},
+	{
+		name: "a config file that changes does not recreate: stale",
+		live: release{compose: "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    file: ./app.conf\n", files: map[string]string{"app.conf": "1"}},
+		next: release{compose: "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    file: ./app.conf\n", files: map[string]string{"app.conf": "2"}},
+		want: map[string]change{"api": {change: plan.Kept, kinds: []plan.Kind{plan.ReasonStaleFile}, names: map[plan.Kind][]string{plan.ReasonStaleFile: {"app.conf"}}}},
+	},
+}
+
+func TestDiff(t *testing.T) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			live, err := side(t, shaA, tc.live)
+			require.NoError(t, err)
+			next, err := side(t, shaB, tc.next)
+			require.NoError(t, err)
+			got, _ := plan.Diff(live, next)
+			require.Len(t, got, len(tc.want))
+			for _, s := range got {
+				w, ok := tc.want[s.Name]
+				require.True(t, ok, s.Name)
+				assert.Equal(t, w.change, s.Change, s.Name)
+				if w.kinds != nil {
+					var k []plan.Kind
+					for _, r := range s.Reasons {
+						k = append(k, r.Kind)
+					}
+					assert.Equal(t, w.kinds, k, s.Name)
+				}
+				for kind, names := range w.names {
+					found := false
+					for _, r := range s.Reasons {
+						if r.Kind == kind {
+							found = true
+							assert.Equal(t, names, r.Names, "%s %s", s.Name, kind)
+						}
+					}
+					assert.True(t, found, "%s has no %s reason", s.Name, kind)
+				}
+			}
+		})
+	}
+}
+
+func TestDiffNilSides(t *testing.T) {
+	next, err := side(t, shaB, baseRelease)
+	require.NoError(t, err)
+	got, notes := plan.Diff(nil, next)
+	assert.Equal(t, []plan.Service{{Name: "web", Change: plan.Added}, {Name: "worker", Change: plan.Added}}, got)
+	assert.Empty(t, notes)
+	got, _ = plan.Diff(next, nil)
+	assert.Equal(t, []plan.Service{{Name: "web", Change: plan.Removed}, {Name: "worker", Change: plan.Removed}}, got)
+	got, _ = plan.Diff(next, next)
+	assert.Equal(t, []plan.Service{{Name: "web", Change: plan.Kept}, {Name: "worker", Change: plan.Kept}}, got)
+}
+
+func TestDiffNotes(t *testing.T) {
+	live, err := side(t, shaA, release{compose: "services:\n  api:\n    image: a:1\n    networks: [back]\n    volumes: [data:/data]\nnetworks:\n  back: {}\nvolumes:\n  data: {}\n"})
+	require.NoError(t, err)
+	next, err := side(t, shaB, release{compose: "services:\n  api:\n    image: a:1\n    networks: [back]\n    volumes: [data:/data]\nnetworks:\n  back:\n    internal: true\nvolumes:\n  data:\n    labels: {a: b}\n"})
+	require.NoError(t, err)
+	_, notes := plan.Diff(live, next)
+	require.Len(t, notes, 2)
+	assert.Contains(t, notes[0], "network back")
+	assert.Contains(t, notes[0], "(api)")
+	assert.Contains(t, notes[1], "volume data")
+}
+
+// goldenReport is the report of the "var's value" case, as the CLI prints it.
+func goldenReport(t *testing.T) plan.Report {
+	live, err := side(t, shaA, baseRelease)
+	require.NoError(t, err)
+	nextRel := with(baseRelease, func(r *release) {
+		r.vars["LOG_LEVEL"] = "debug"
+		r.files["config/app.toml"] = "listen = 2\n"
+		r.compose = strings.Replace(r.compose, "  worker:", "  jobs:", 1) + "  cache:\n    image: redis:7\n"
+	})
+	next, err := side(t, shaB, nextRel)
+	require.NoError(t, err)
+	r := plan.Report{EnvID: "env-dev-01", Action: "apply", Live: &plan.Release{SHA: shaA, Serial: 17}, Target: &plan.Release{SHA: shaB, Serial: 18},
+		Next: "the next tick applies this (lease, OpenBao, compose up, health); run `monky-deployd run` to apply it now, or wait for the timer"}
+	r.Services, r.Notes = plan.Diff(live, next)
+	r.Finish()
+	return r
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.WriteFile(p, got, 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err, "run go test ./internal/plan/ -update")
+	assert.Equal(t, string(want), string(got))
+}
+
+func TestGolden(t *testing.T) {
+	r := goldenReport(t)
+	golden(t, "plan.txt", []byte(plan.Text(r)))
+	data, err := json.MarshalIndent(r, "", "  ")
+	require.NoError(t, err)
+	golden(t, "plan.json", append(data, '\n'))
+
+	refused := plan.Report{EnvID: "env-dev-01", Action: "apply", Live: &plan.Release{SHA: shaA, Serial: 17}, Target: &plan.Release{SHA: shaB, Serial: 18},
+		Refusals: []plan.Refusal{{Code: "PRIVILEGED", Detail: "service evil: privileged: true"}},
+		Next:     "an apply refuses this bundle before the lease and reports it failed: fix it in the renderer and publish again"}
+	refused.Finish()
+	golden(t, "refused.txt", []byte(plan.Text(refused)))
+}
+
+// TestNoValues: neither the text nor the JSON of a plan carries the value of a var
+// or the placeholder of a secret, whatever changed.
+func TestNoValues(t *testing.T) {
+	r := goldenReport(t)
+	data, err := json.Marshal(r)
+	require.NoError(t, err)
+	for _, v := range []string{"info", "debug", composecheck.SecretPlaceholder, "listen = "} {
+		assert.NotContains(t, plan.Text(r), v)
+		assert.NotContains(t, string(data), v)
+	}
+}
+
+// FuzzDiff loads two compose files (seeded from the table) and checks that Diff
+// never panics, lists every service once and never prints the value of a var.
+func FuzzDiff(f *testing.F) {
+	for _, tc := range cases {
+		f.Add(tc.live.compose, tc.next.compose)
+	}
+	const value = "v4lue-n0t-to-print"
+	f.Fuzz(func(t *testing.T, a, b string) {
+		vars := map[string]string{"LOG_LEVEL": value, "FEATURE_X": value}
+		files := map[string]string{"config/app.toml": "x"}
+		live, err := side(t, shaA, release{compose: a, vars: vars, secrets: []string{"DB_PASSWORD"}, files: files})
+		if err != nil {
+			return
+		}
+		next, err := side(t, shaB, release{compose: b, vars: map[string]string{"LOG_LEVEL": value + "2"}, secrets: []string{"DB_PASSWORD"}, files: files})
+		if err != nil {
+			return
+		}
+		services, notes := plan.Diff(live, next)
+		seen := map[string]bool{}
+		for _, s := range services {
+			if seen[s.Name] {
+				t.Fatalf("service %s twice", s.Name)
+			}
+			seen[s.Name] = true
+		}
+		r := plan.Report{EnvID: "env-dev-01", Services: services, Notes: notes}
+		r.Finish()
+		data, _ := json.Marshal(r)
+		for _, out := range []string{plan.Text(r), string(data)} {
+			if strings.Contains(out, value) || strings.Contains(out, composecheck.SecretPlaceholder) {
+				t.Fatalf("a value is printed:\n%s", out)
+			}
+		}
+	})
+}
