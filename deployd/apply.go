@@ -137,23 +137,21 @@ func (t *tick) checkSignedSerial(ctx context.Context, inst tenancy.Instruction, 
 // (tenancy's answer to a live release that turned unhealthy: run it again).
 func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, error) {
 	st := t.st
-	if inst.SHA == st.LiveSHA && st.Confirmed && !inst.Retry {
+	kind, f := shortcutOf(st, inst)
+	switch kind {
+	case shortcutLive:
 		t.log.Debug("apply of the live release: nothing to do, reporting applied again")
 		t.result = tenancy.ResultApplied
 		return true, nil
-	}
-	// A ROLLBACK refusal was about a missing rollback flag, not about the sha: an
-	// explicit rollback verifies it again (a refusal costs no lease).
-	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback
-	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry && !explicitRollback {
+	case shortcutFailed:
 		t.log.Warn("this sha already failed on this box; re-reporting the failure without a new lease. Publish a fixed bundle or check in with retry to try again",
 			"code", f.Code)
 		return true, &repeatedError{sha: inst.SHA, f: f}
 	}
-	if inst.Retry || explicitRollback {
+	if inst.Retry || inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback {
 		delete(st.Failed, inst.SHA)
 	}
-	if inst.SHA != st.LiveSHA {
+	if kind != shortcutConverge {
 		return false, nil
 	}
 	// The release is staged with its .env: converge it without a new lease.
@@ -169,6 +167,43 @@ func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, er
 	t.a.learnReleaseSecrets(inst.SHA, rel.Manifest)
 	t.promoted = true
 	return true, t.up(ctx, inst.SHA, rel.Manifest, rel.Services)
+}
+
+// shortcutKind is what an apply does before any download, decided by shortcutOf.
+type shortcutKind int
+
+const (
+	// shortcutNone: the apply goes on (signature, download, verify, …).
+	shortcutNone shortcutKind = iota
+	// shortcutLive: the sha is live and confirmed, and tenancy asks for no retry:
+	// report applied again.
+	shortcutLive
+	// shortcutFailed: the sha failed on this box before and tenancy asks for no
+	// retry (nor for an explicit rollback of a ROLLBACK refusal): tell the failure
+	// again, no lease.
+	shortcutFailed
+	// shortcutConverge: the sha is live but not confirmed (a crash after promote), or
+	// tenancy asks for a retry of it: compose up on it again, no lease.
+	shortcutConverge
+)
+
+// shortcutOf is the one place that decides whether an apply of inst needs a lease
+// at all, for the tick and for plan; with shortcutFailed it returns the remembered
+// failure. It changes nothing.
+func shortcutOf(st *State, inst tenancy.Instruction) (shortcutKind, Failure) {
+	if inst.SHA == st.LiveSHA && st.Confirmed && !inst.Retry {
+		return shortcutLive, Failure{}
+	}
+	// A ROLLBACK refusal was about a missing rollback flag, not about the sha: an
+	// explicit rollback verifies it again (a refusal costs no lease).
+	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback
+	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry && !explicitRollback {
+		return shortcutFailed, f
+	}
+	if inst.SHA == st.LiveSHA {
+		return shortcutConverge, Failure{}
+	}
+	return shortcutNone, Failure{}
 }
 
 // download is the bundle streamed into releases/.<sha>.bundle; close removes it.

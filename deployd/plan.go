@@ -8,7 +8,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/plan"
 	"github.com/monky/monky-deployd/internal/release"
 )
@@ -117,34 +116,14 @@ func (a *Agent) Plan(ctx context.Context) (Plan, error) {
 
 // plan is Plan under the run lock.
 func (a *Agent) plan(ctx context.Context, r *plan.Report) error {
-	if err := fsutil.MkdirMode(a.cfg.StateDir, 0o700); err != nil {
-		return &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
-	}
-	// The run lock, the state and the latch as Tick takes them: a plan never runs
-	// beside a tick, and it reads the same live release.
-	lock, err := fsutil.TryLock(a.cfg.LockPath())
-	if errors.Is(err, fsutil.ErrLocked) {
-		a.log.Warn("another monky-deployd run holds the lock; plan exits 75, try again in a minute", "lock", a.cfg.LockPath())
-		return &Error{Op: "run lock", Code: codes.Locked, Err: ErrLocked}
-	}
-	if err != nil {
-		return &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
-	}
-	defer func() { _ = lock.Unlock() }()
-	st, err := a.loadState()
+	st, unlock, err := a.begin()
 	if err != nil {
 		return err
 	}
-	if l := st.EnvMismatch; l != nil && l.EnvID == a.cfg.EnvID {
-		a.log.Error("AGENT_ENV_MISMATCH latched: not contacting the network. Fix env_id in the config or bootstrap with a fresh grant for this env",
-			"latched_at", l.At, "message", l.Message)
-		return &Error{Op: "env mismatch latch", Code: codes.AgentEnvMismatch, Err: ErrEnvMismatch}
-	}
-	setServing(&st, a.store.Repair(serving(&st)))
-
-	t := &tick{a: a, st: &st, started: a.now(), log: a.log.With("plan", true)}
+	defer unlock()
+	t := &tick{a: a, st: st, started: a.now(), log: a.log.With("plan", true)}
 	err = t.plan(ctx, r)
-	if serr := a.saveState(&st); serr != nil {
+	if serr := a.saveState(st); serr != nil {
 		a.log.Warn("could not save what the plan's check-in learnt; the next tick checks in again", "err", serr)
 	}
 	return err
@@ -190,19 +169,18 @@ func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *pl
 	st := t.st
 	r.Target = &plan.Release{SHA: inst.SHA, Serial: inst.Serial}
 	t.log = t.log.With("sha", release.Short(inst.SHA), "serial", inst.Serial)
-	if inst.SHA == st.LiveSHA && live != nil {
-		r.Services, _ = plan.Diff(live, live)
-		r.Next = "nothing to do: the live release is what tenancy publishes"
-		if !st.Confirmed || inst.Retry {
-			r.Notes = append(r.Notes, "the live release is not confirmed healthy (or tenancy asks for a retry): the next tick runs docker compose up on it again, which starts what is not running and recreates nothing")
-		}
-		return nil
-	}
-	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback
-	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry && !explicitRollback {
+	switch kind, f := shortcutOf(st, inst); {
+	case kind == shortcutFailed:
 		r.Services, _ = plan.Diff(live, live)
 		r.Notes = append(r.Notes, fmt.Sprintf("this sha failed on this box before (%s): the next tick reports the failure again and changes nothing", f.Code))
 		r.Next = "publish a fixed bundle, or have tenancy check in with retry to try this one again"
+		return nil
+	case kind == shortcutLive, kind == shortcutConverge && live != nil:
+		r.Services, _ = plan.Diff(live, live)
+		r.Next = "nothing to do: the live release is what tenancy publishes"
+		if kind == shortcutConverge {
+			r.Notes = append(r.Notes, "the live release is not confirmed healthy (or tenancy asks for a retry): the next tick runs docker compose up on it again, which starts what is not running and recreates nothing")
+		}
 		return nil
 	}
 	signedBy, err := t.checkSignature(ctx, inst)

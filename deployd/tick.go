@@ -70,36 +70,13 @@ type tick struct {
 func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	start := a.now()
 	var out Outcome
-	if err := fsutil.MkdirMode(a.cfg.StateDir, 0o700); err != nil {
-		return out, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
-	}
-	lock, err := fsutil.TryLock(a.cfg.LockPath())
-	if errors.Is(err, fsutil.ErrLocked) {
-		a.log.Warn("another monky-deployd run holds the lock; this run exits 75 and the next tick tries again",
-			"lock", a.cfg.LockPath())
-		return out, &Error{Op: "run lock", Code: codes.Locked, Err: ErrLocked}
-	}
-	if err != nil {
-		return out, &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
-	}
-	defer func() { _ = lock.Unlock() }()
-
-	st, err := a.loadState()
+	st, unlock, err := a.begin()
 	if err != nil {
 		return out, err
 	}
-	if l := st.EnvMismatch; l != nil {
-		if l.EnvID == a.cfg.EnvID {
-			a.log.Error("AGENT_ENV_MISMATCH latched: tenancy says this box's token belongs to another environment; not contacting the network. Fix env_id in the config or bootstrap with a fresh grant for this env",
-				"latched_at", l.At, "message", l.Message)
-			return out, &Error{Op: "env mismatch latch", Code: codes.AgentEnvMismatch, Err: ErrEnvMismatch}
-		}
-		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
-		st.EnvMismatch = nil
-	}
-	setServing(&st, a.store.Repair(serving(&st)))
+	defer unlock()
 
-	t := &tick{a: a, st: &st, started: start, log: a.log}
+	t := &tick{a: a, st: st, started: start, log: a.log}
 	err = t.run(ctx)
 	out = t.out
 	if err != nil && out.Code == "" {
@@ -112,14 +89,51 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 		retryAfter, _ = tenancy.RetryAfter(err)
 	}
 	out.Duration = a.now().Sub(start)
-	endRun(&st, a.now(), ExitCode(err), out.Code, temporary, retryAfter)
-	if serr := a.saveState(&st); serr != nil {
+	endRun(st, a.now(), ExitCode(err), out.Code, temporary, retryAfter)
+	if serr := a.saveState(st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {
 			err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 		}
 	}
 	return out, err
+}
+
+// begin is what every run that reads and writes the box does first, a tick or a
+// plan: take the run lock (held → LOCKED, temporary), load the state, honour the
+// AGENT_ENV_MISMATCH latch (a changed env_id clears it) and repair the live release
+// from `current`. The caller saves the state and then calls unlock.
+func (a *Agent) begin() (st *State, unlock func(), err error) {
+	if err := fsutil.MkdirMode(a.cfg.StateDir, 0o700); err != nil {
+		return nil, nil, &Error{Op: "state directory", Code: codes.StateUnavailable, Err: err}
+	}
+	lock, err := fsutil.TryLock(a.cfg.LockPath())
+	if errors.Is(err, fsutil.ErrLocked) {
+		a.log.Warn("another monky-deployd run holds the lock; this run exits 75 and the next tick tries again",
+			"lock", a.cfg.LockPath())
+		return nil, nil, &Error{Op: "run lock", Code: codes.Locked, Err: ErrLocked}
+	}
+	if err != nil {
+		return nil, nil, &Error{Op: "run lock", Code: codes.StateUnavailable, Err: err}
+	}
+	unlock = func() { _ = lock.Unlock() }
+	loaded, err := a.loadState()
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	if l := loaded.EnvMismatch; l != nil {
+		if l.EnvID == a.cfg.EnvID {
+			unlock()
+			a.log.Error("AGENT_ENV_MISMATCH latched: tenancy says this box's token belongs to another environment; not contacting the network. Fix env_id in the config or bootstrap with a fresh grant for this env",
+				"latched_at", l.At, "message", l.Message)
+			return nil, nil, &Error{Op: "env mismatch latch", Code: codes.AgentEnvMismatch, Err: ErrEnvMismatch}
+		}
+		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
+		loaded.EnvMismatch = nil
+	}
+	setServing(&loaded, a.store.Repair(serving(&loaded)))
+	return &loaded, unlock, nil
 }
 
 // run is the tick after the lock: token upkeep, the check-in, and what tenancy asked.
