@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
@@ -54,7 +55,7 @@ func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
 	if err != nil {
 		return &Error{Op: "pull", Code: codes.ApplyFailed, Err: err}
 	}
-	var pulls []bundle.Image
+	var pulls, check []bundle.Image
 	seen := map[string]bool{}
 	for _, im := range images {
 		what := pullPolicy(im)
@@ -66,18 +67,23 @@ func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
 			continue
 		}
 		seen[im.Ref] = true
-		if what != pullAlways {
-			has, err := cli.HasImage(ctx, im.Ref)
-			if err != nil {
-				return t.pullFailed(ctx, im, err)
-			}
-			if has {
-				continue
-			}
-			if what == pullNever {
-				return t.pullFailed(ctx, im, &compose.Error{Op: "image inspect", Kind: compose.ErrImageMissing,
-					Detail: "pull_policy is never and this box does not hold " + im.Ref})
-			}
+		if what == pullAlways {
+			pulls = append(pulls, im)
+		} else {
+			check = append(check, im)
+		}
+	}
+	missing, err := cli.MissingImages(ctx, refsOf(check))
+	if err != nil {
+		return t.pullFailed(ctx, bundle.Image{Service: "(docker image inspect)"}, err)
+	}
+	for _, im := range check {
+		if !slices.Contains(missing, im.Ref) {
+			continue
+		}
+		if pullPolicy(im) == pullNever {
+			return t.pullFailed(ctx, im, &compose.Error{Op: "image inspect", Kind: compose.ErrImageMissing,
+				Detail: "pull_policy is never and this box does not hold " + im.Ref})
 		}
 		pulls = append(pulls, im)
 	}
@@ -98,6 +104,15 @@ func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
 	}
 	t.log.Info("pulled the release's images; asking for a lease", "images", len(pulls))
 	return nil
+}
+
+// refsOf lists the references of images.
+func refsOf(images []bundle.Image) []string {
+	refs := make([]string, 0, len(images))
+	for _, im := range images {
+		refs = append(refs, im.Ref)
+	}
+	return refs
 }
 
 // pullFailed logs what a failed pull means and returns it as the step's error.

@@ -3,6 +3,7 @@ package compose
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,14 +24,40 @@ type PullOptions struct {
 	Progress time.Duration
 }
 
-// HasImage reports whether the daemon holds the image ref (docker image inspect).
-// A daemon that cannot be reached matches ErrDockerUnavailable.
-func (c *Client) HasImage(ctx context.Context, ref string) (bool, error) {
-	out, err := c.runTail(ctx, "image inspect", ErrCommandFailed, []string{"image", "inspect", "--format", "{{.Id}}", "--", ref})
+// MissingImages returns the images of refs the daemon does not hold, in the order
+// of refs (docker image inspect). The common case, every image held, is one docker
+// call; when one is missing, each is asked alone, so that no message of docker's
+// has to be matched to its reference. A daemon that cannot be reached matches
+// ErrDockerUnavailable.
+func (c *Client) MissingImages(ctx context.Context, refs []string) ([]string, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	held, err := c.holds(ctx, refs)
+	if err != nil || held {
+		return nil, err
+	}
+	var missing []string
+	for _, ref := range refs {
+		held, err := c.holds(ctx, []string{ref})
+		if err != nil {
+			return nil, err
+		}
+		if !held {
+			missing = append(missing, ref)
+		}
+	}
+	return missing, nil
+}
+
+// holds reports whether the daemon holds every image of refs.
+func (c *Client) holds(ctx context.Context, refs []string) (bool, error) {
+	args := append([]string{"image", "inspect", "--format", "{{.Id}}", "--"}, refs...)
+	out, err := c.runTail(ctx, "image inspect", ErrCommandFailed, args)
 	if err == nil {
 		return true, nil
 	}
-	if bytes.Contains(out.Tail, []byte("No such image")) {
+	if ctx.Err() == nil && !errors.Is(err, ErrDockerUnavailable) && bytes.Contains(out.Tail, []byte("No such image")) {
 		return false, nil
 	}
 	return false, err

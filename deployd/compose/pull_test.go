@@ -85,7 +85,8 @@ func FuzzPullProgress(f *testing.F) {
 }
 
 // TestPullThroughTheFake: Pull runs docker pull, logs its lines, and a slow pull says
-// how far it is; HasImage finds the image afterwards. A missing tag is
+// how far it is; MissingImages finds the image afterwards, asking once when all
+// are held. A missing tag is
 // ErrImageMissing naming the image and what the daemon said.
 func TestPullThroughTheFake(t *testing.T) {
 	fx := newFixture(t, &fakedockertest.Script{
@@ -93,14 +94,21 @@ func TestPullThroughTheFake(t *testing.T) {
 		Commands:      map[string]fakedocker.Command{"pull": {Delay: fakedocker.Duration(150 * time.Millisecond)}},
 	})
 	ctx := context.Background()
-	has, err := fx.client.HasImage(ctx, "registry.monky.internal/web:1.4.2")
+	missing, err := fx.client.MissingImages(ctx, []string{"registry.monky.internal/web:1.4.2"})
 	require.NoError(t, err)
-	assert.False(t, has)
+	assert.Equal(t, []string{"registry.monky.internal/web:1.4.2"}, missing)
 
 	require.NoError(t, fx.client.Pull(ctx, "registry.monky.internal/web:1.4.2", PullOptions{Progress: 40 * time.Millisecond}))
-	has, err = fx.client.HasImage(ctx, "registry.monky.internal/web:1.4.2")
+	calls := len(fx.docker.Calls())
+	missing, err = fx.client.MissingImages(ctx, []string{"registry.monky.internal/web:1.4.2", "registry.monky.internal/worker:1.4.2"})
 	require.NoError(t, err)
-	assert.True(t, has)
+	assert.Equal(t, []string{"registry.monky.internal/worker:1.4.2"}, missing, "the one not pulled")
+	assert.Len(t, fx.docker.Calls(), calls+3, "one call for both, then one each")
+	calls = len(fx.docker.Calls())
+	missing, err = fx.client.MissingImages(ctx, []string{"registry.monky.internal/web:1.4.2"})
+	require.NoError(t, err)
+	assert.Empty(t, missing)
+	assert.Len(t, fx.docker.Calls(), calls+1, "every image held: one docker call")
 	logs := fx.logs.String()
 	assert.Contains(t, logs, "still pulling the image")
 	assert.Contains(t, logs, `output="Status: Downloaded newer image for registry.monky.internal/web:1.4.2"`)
