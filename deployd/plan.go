@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
@@ -216,8 +217,33 @@ func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *pl
 	var notes []string
 	r.Services, notes = plan.Diff(live, next)
 	r.Notes = append(r.Notes, notes...)
+	if note := t.planPulls(ctx, res.Images); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	r.Next = "the next tick applies this (lease, OpenBao, compose up, health); run `monky-deployd run` to apply it now, or wait for the timer"
 	return nil
+}
+
+// planPulls says which services' images the apply would pull before its lease, the
+// box holding none of them, or why it would stop there; it pulls nothing. It names
+// services, not the images' references.
+func (t *tick) planPulls(ctx context.Context, images []bundle.Image) string {
+	cli, err := t.a.dockerCLI()
+	if err != nil {
+		return ""
+	}
+	pulls, err := t.toPull(ctx, cli, images)
+	if err != nil {
+		return fmt.Sprintf("the apply would stop before its lease with %s: an image is not on this box and cannot be pulled (the log names it)", CodeOf(err))
+	}
+	if len(pulls) == 0 {
+		return ""
+	}
+	services := make([]string, 0, len(pulls))
+	for _, im := range pulls {
+		services = append(services, im.Service)
+	}
+	return "the apply pulls the images of " + strings.Join(services, ", ") + " before its lease (this box does not hold them, or their pull_policy is always)"
 }
 
 // refusedPlan records a refusal in the plan; other errors pass as they are.

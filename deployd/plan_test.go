@@ -96,6 +96,8 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, 0, b.Leases(), "plan takes no lease")
 		assert.Len(t, b.Stack.Reports(b.Env), reports, "plan reports nothing")
 		assert.Empty(t, b.DockerCalls("compose"), "plan runs no compose")
+		assert.Empty(t, pulled(b), "plan pulls nothing")
+		assert.Contains(t, p.Notes, "the apply pulls the images of migrate, web before its lease (this box does not hold them, or their pull_policy is always)")
 		assert.Empty(t, b.Releases(), "plan stages nothing")
 		assert.Equal(t, "", b.Live())
 		assertNoValues(t, p, "info")
@@ -111,6 +113,7 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, deployd.PlanSummary{Kept: 2}, p.Summary)
 		assert.Contains(t, p.Next, "the live release is what tenancy publishes")
 		assert.Equal(t, leases, b.Leases())
+		assert.Empty(t, p.Notes, "nothing to pull, nothing to note")
 	})
 	t.Run("none: nothing changes, the live services are kept", func(t *testing.T) {
 		b := planBox(t)
@@ -150,6 +153,8 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, "recreated", w.Change)
 		assert.Equal(t, []string{"release_dir", "file"}, kinds(w))
 		assert.Contains(t, w.Reasons[1].Text, "unchanged")
+		assert.Contains(t, p.Notes, "the apply pulls the images of migrate before its lease (this box does not hold them, or their pull_policy is always)",
+			"the new image only; web's the box holds")
 		assertNoValues(t, p, "info")
 	})
 	t.Run("env var value change: recreated naming the var only", func(t *testing.T) {

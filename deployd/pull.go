@@ -48,47 +48,15 @@ func pullPolicy(im bundle.Image) pullWhat {
 // pullImages pulls, before the lease, the images compose up would pull, so that a
 // missing image or tag, a registry outage or a full data root costs no lease
 // (docs/ARCHITECTURE.md, "Images before the lease"). It uses the docker CLI, with its
-// registry credentials, as compose does. An image the box holds is not pulled again
-// unless its pull_policy is always.
+// registry credentials, as compose does.
 func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
 	cli, err := t.a.dockerCLI()
 	if err != nil {
 		return &Error{Op: "pull", Code: codes.ApplyFailed, Err: err}
 	}
-	var pulls, check []bundle.Image
-	seen := map[string]bool{}
-	for _, im := range images {
-		what := pullPolicy(im)
-		if what == pullSkip {
-			t.log.Debug("image left to compose up (built, or its reference comes from a secret read after the login)", "service", im.Service)
-			continue
-		}
-		if seen[im.Ref] {
-			continue
-		}
-		seen[im.Ref] = true
-		if what == pullAlways {
-			pulls = append(pulls, im)
-		} else {
-			check = append(check, im)
-		}
-	}
-	missing, err := cli.MissingImages(ctx, refsOf(check))
-	if err != nil {
-		return t.pullFailed(ctx, bundle.Image{Service: "(docker image inspect)"}, err)
-	}
-	for _, im := range check {
-		if !slices.Contains(missing, im.Ref) {
-			continue
-		}
-		if pullPolicy(im) == pullNever {
-			return t.pullFailed(ctx, im, &compose.Error{Op: "image inspect", Kind: compose.ErrImageMissing,
-				Detail: "pull_policy is never and this box does not hold " + im.Ref})
-		}
-		pulls = append(pulls, im)
-	}
-	if len(pulls) == 0 {
-		return nil
+	pulls, err := t.toPull(ctx, cli, images)
+	if err != nil || len(pulls) == 0 {
+		return err
 	}
 	if err := t.dataRootRoom(ctx); err != nil {
 		return err
@@ -104,6 +72,42 @@ func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
 	}
 	t.log.Info("pulled the release's images; asking for a lease", "images", len(pulls))
 	return nil
+}
+
+// toPull is what pullImages pulls, once per reference: the images the box does not
+// hold (one docker image inspect when it holds them all) and those whose pull_policy
+// is always. An image of pull_policy never that the box does not hold is
+// IMAGE_MISSING.
+func (t *tick) toPull(ctx context.Context, cli *compose.Client, images []bundle.Image) ([]bundle.Image, error) {
+	var pulls, check []bundle.Image
+	seen := map[string]bool{}
+	for _, im := range images {
+		what := pullPolicy(im)
+		if what == pullSkip || seen[im.Ref] {
+			continue
+		}
+		seen[im.Ref] = true
+		if what == pullAlways {
+			pulls = append(pulls, im)
+		} else {
+			check = append(check, im)
+		}
+	}
+	missing, err := cli.MissingImages(ctx, refsOf(check))
+	if err != nil {
+		return nil, t.pullFailed(ctx, bundle.Image{Service: "(docker image inspect)"}, err)
+	}
+	for _, im := range check {
+		switch {
+		case !slices.Contains(missing, im.Ref):
+		case pullPolicy(im) == pullNever:
+			return nil, t.pullFailed(ctx, im, &compose.Error{Op: "image inspect", Kind: compose.ErrImageMissing,
+				Detail: "pull_policy is never and this box does not hold " + im.Ref})
+		default:
+			pulls = append(pulls, im)
+		}
+	}
+	return pulls, nil
 }
 
 // refsOf lists the references of images.
