@@ -88,9 +88,10 @@ func TestScriptConversion(t *testing.T) {
 	svc := Service{Image: "nginx:1.27", ImageSize: 42, Healthcheck: &yes, States: []State{st}, Logs: "hello\n"}
 	s := &Script{
 		PSFormat: PSArray, ServerVersion: "20.10.24",
-		Commands: map[string]Command{"up": {Stdout: "o", Stderr: "e", Exit: 1, FailTimes: 2, Delay: 1500 * time.Millisecond}},
-		Services: map[string]Service{"web": svc},
-		Releases: map[string]map[string]Service{"abc": {"web": svc}},
+		Commands:      map[string]Command{"up": {Stdout: "o", Stderr: "e", Exit: 1, FailTimes: 2, Delay: 1500 * time.Millisecond}},
+		Services:      map[string]Service{"web": svc},
+		Releases:      map[string]map[string]Service{"abc": {"web": svc}},
+		MissingImages: []string{"acme/web:9"}, DockerRootDir: "/var/lib/docker",
 	}
 	allSet(t, "Script", reflect.ValueOf(*s))
 	require.NoError(t, s.Validate())
@@ -99,9 +100,10 @@ func TestScriptConversion(t *testing.T) {
 	isvc := fakedocker.Service{Image: "nginx:1.27", ImageSize: 42, Healthcheck: &yes, States: []fakedocker.State{ist}, Logs: "hello\n"}
 	want := &fakedocker.Script{
 		PSFormat: PSArray, ServerVersion: "20.10.24",
-		Commands: map[string]fakedocker.Command{"up": {Stdout: "o", Stderr: "e", Exit: 1, FailTimes: 2, Delay: fakedocker.Duration(1500 * time.Millisecond)}},
-		Services: map[string]fakedocker.Service{"web": isvc},
-		Releases: map[string]map[string]fakedocker.Service{"abc": {"web": isvc}},
+		Commands:      map[string]fakedocker.Command{"up": {Stdout: "o", Stderr: "e", Exit: 1, FailTimes: 2, Delay: fakedocker.Duration(1500 * time.Millisecond)}},
+		Services:      map[string]fakedocker.Service{"web": isvc},
+		Releases:      map[string]map[string]fakedocker.Service{"abc": {"web": isvc}},
+		MissingImages: []string{"acme/web:9"}, DockerRootDir: "/var/lib/docker",
 	}
 	path := filepath.Join(t.TempDir(), "script.json")
 	require.NoError(t, s.internal().WriteFile(path))
@@ -128,7 +130,9 @@ func TestScriptValidate(t *testing.T) {
 		{name: "a release that is a path", script: Script{Releases: map[string]map[string]Service{"releases/abc": {}}}, says: []string{`Releases["releases/abc"]: a release is the base name`}},
 		{name: "an unnamed service", script: Script{Services: map[string]Service{"": {}}}, says: []string{`Services[""]: a service needs a name`}},
 		{name: "a negative image size", script: Script{Services: map[string]Service{"web": {ImageSize: -1}}}, says: []string{`Services["web"]: ImageSize`}},
-		{name: "every mistake at once", script: Script{PSFormat: "x", Commands: map[string]Command{"pull": {}}}, says: []string{"PSFormat", `Commands["pull"]`}},
+		{name: "a relative data root", script: Script{DockerRootDir: "var/lib/docker"}, says: []string{`DockerRootDir "var/lib/docker": want an absolute path`}},
+		{name: "a missing image that is no reference", script: Script{MissingImages: []string{"a b"}}, says: []string{`MissingImages[0] "a b"`}},
+		{name: "every mistake at once", script: Script{PSFormat: "x", Commands: map[string]Command{"pulll": {}}}, says: []string{"PSFormat", `Commands["pulll"]`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

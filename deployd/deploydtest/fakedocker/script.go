@@ -25,9 +25,12 @@ const (
 const DefaultServerVersion = "27.3.1"
 
 // Commands lists the names Script.Commands takes: the fake's commands up, down, ps,
-// logs, inspect and version (docker version). The Engine API plays version, ps and
-// inspect for GET /version, /containers/json and /containers/{id}/json too.
-func Commands() []string { return []string{"up", "down", "ps", "logs", "inspect", "version"} }
+// logs, inspect, version (docker version), pull (docker pull) and "image inspect".
+// The Engine API plays version, ps and inspect for GET /version, /containers/json and
+// /containers/{id}/json too.
+func Commands() []string {
+	return []string{"up", "down", "ps", "logs", "inspect", "version", "pull", "image inspect"}
+}
 
 // Script is the fake docker's scripted compose behaviour. The zero Script (or a nil
 // one) makes every command succeed, with every service running and, where its compose
@@ -49,6 +52,14 @@ type Script struct {
 	// unhealthy while the release restored after it comes back healthy. While that
 	// release is up, its services override Services.
 	Releases map[string]map[string]Service
+	// MissingImages are image references the fake's registry does not have: docker
+	// pull of one fails as the daemon does for a tag that does not exist ("manifest
+	// for REF not found: manifest unknown"), which the agent reports as IMAGE_MISSING
+	// before its lease. Any other reference pulls.
+	MissingImages []string
+	// DockerRootDir is the data root the fake engine's GET /info names; "" is the
+	// directory of the fake's state file.
+	DockerRootDir string
 }
 
 // Command scripts one command.
@@ -161,6 +172,14 @@ func (s *Script) Validate() error {
 			}
 		}
 	}
+	if s.DockerRootDir != "" && !strings.HasPrefix(s.DockerRootDir, "/") {
+		bad("DockerRootDir %q: want an absolute path", s.DockerRootDir)
+	}
+	for i, ref := range s.MissingImages {
+		if ref == "" || strings.ContainsAny(ref, " \t\n") {
+			bad("MissingImages[%d] %q: want an image reference", i, ref)
+		}
+	}
 	checkServices("Services", s.Services)
 	for _, rel := range slices.Sorted(maps.Keys(s.Releases)) {
 		if rel == "" || strings.Contains(rel, "/") {
@@ -173,7 +192,8 @@ func (s *Script) Validate() error {
 
 // internal is s in the fake's own types (what it reads from its script file).
 func (s *Script) internal() *fakedocker.Script {
-	out := &fakedocker.Script{PSFormat: s.PSFormat, ServerVersion: s.ServerVersion}
+	out := &fakedocker.Script{PSFormat: s.PSFormat, ServerVersion: s.ServerVersion,
+		MissingImages: slices.Clone(s.MissingImages), DockerRootDir: s.DockerRootDir}
 	if s.Commands != nil {
 		out.Commands = map[string]fakedocker.Command{}
 		for name, c := range s.Commands {
