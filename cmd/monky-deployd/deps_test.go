@@ -21,6 +21,7 @@ var forbiddenDeps = []string{
 	"github.com/monky/monky-deployd/deployd/deploydtest",
 	"github.com/monky/monky-deployd/deployd/deploydtest/",
 	"github.com/monky/monky-deployd/internal/testbox",
+	"github.com/monky/monky-deployd/internal/testbox/",
 }
 
 func forbidden(pkg string) bool {
@@ -60,7 +61,8 @@ func TestLinksNoTestCode(t *testing.T) {
 		}
 		for _, p := range []string{"testing.", "net/http/httptest.", "github.com/stretchr/testify/",
 			"github.com/monky/monky-deployd/internal/fakes/", "github.com/monky/monky-deployd/deployd/deploydtest.",
-			"github.com/monky/monky-deployd/deployd/deploydtest/", "github.com/monky/monky-deployd/internal/testbox."} {
+			"github.com/monky/monky-deployd/deployd/deploydtest/", "github.com/monky/monky-deployd/internal/testbox.",
+			"github.com/monky/monky-deployd/internal/testbox/"} {
 			assert.False(t, strings.HasPrefix(name, p), "symbol %s in the binary", name)
 		}
 	}
@@ -81,6 +83,7 @@ func TestForbidden(t *testing.T) {
 		"github.com/monky/monky-deployd/internal/fakes/fakedocker":     true,
 		"github.com/monky/monky-deployd/deployd/deploydtest":           true,
 		"github.com/monky/monky-deployd/internal/testbox":              true,
+		"github.com/monky/monky-deployd/internal/testbox/testprog":     true,
 		"github.com/monky/monky-deployd/deployd/bundle":                false,
 		"github.com/monky/monky-deployd/internal/fsutil":               false,
 	}

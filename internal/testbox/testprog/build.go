@@ -1,4 +1,4 @@
-package testbox
+package testprog
 
 import (
 	"errors"
@@ -41,10 +41,10 @@ func Build(tb testing.TB, pkg string, flags ...string) string {
 		builds.done = map[string]*build{}
 	}
 	if builds.dir == "" {
-		dir, err := os.MkdirTemp("", "monky-testbox-")
+		dir, err := os.MkdirTemp("", "monky-testprog-")
 		if err != nil {
 			builds.mu.Unlock()
-			tb.Fatalf("testbox: %v", err)
+			tb.Fatalf("testprog: %v", err)
 		}
 		builds.dir = dir
 	}
@@ -56,7 +56,7 @@ func Build(tb testing.TB, pkg string, flags ...string) string {
 	builds.mu.Unlock()
 	b.once.Do(func() { b.err = goBuild(b.path, pkg, flags) })
 	if b.err != nil {
-		tb.Fatalf("testbox: %v", b.err)
+		tb.Fatalf("testprog: %v", b.err)
 	}
 	return b.path
 }
@@ -99,13 +99,14 @@ func GoTool(tb testing.TB) string {
 	tb.Helper()
 	p, err := goToolPath()
 	if err != nil {
-		tb.Fatalf("testbox: %v", err)
+		tb.Fatalf("testprog: %v", err)
 	}
 	return p
 }
 
 // Run runs the tests of m and then removes every program Build built; a package's
-// TestMain returns os.Exit(testbox.Run(m)) or does its own cleaning in between.
+// TestMain returns os.Exit(testprog.Run(m)) (or testbox.Run) or does its own cleaning in
+// between.
 func Run(m *testing.M) int {
 	code := m.Run()
 	builds.mu.Lock()
