@@ -358,7 +358,7 @@ func (b *Box) ProcEnv(extra ...string) []string {
 }
 
 // Start starts the agent binary with args in the box's directory, with ProcEnv(extraEnv…).
-// Under go test -short it skips the test (Build).
+// Under go test -short it skips the test (SkipIfShort), Options.Binary given or not.
 func (b *Box) Start(args []string, extraEnv ...string) *Proc {
 	b.T.Helper()
 	SkipIfShort(b.T)
