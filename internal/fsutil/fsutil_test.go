@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // helperEnv makes the re-executed test binary act as a lock helper instead of running
@@ -256,6 +257,7 @@ func helper(t *testing.T, mode, path string) *exec.Cmd {
 }
 
 func TestTryLockOtherProcess(t *testing.T) {
+	testprog.SkipIfShort(t) // spawns the test binary
 	p := filepath.Join(t.TempDir(), "lock")
 
 	t.Run("held here, tried there", func(t *testing.T) {

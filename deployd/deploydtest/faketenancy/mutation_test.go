@@ -15,6 +15,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 const mutationEnv = "FAKETENANCY_CONFORMANCE_MUTATION"
@@ -37,6 +38,7 @@ var mutations = []struct {
 }
 
 func TestConformanceCatchesBrokenServers(t *testing.T) {
+	testprog.SkipIfShort(t) // spawns the test binary
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBrokenTarget$", "-test.v", "-test.count=1")
