@@ -175,9 +175,7 @@ func TestRefusalsCostNoLease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
 			// Bootstrap first, so that the only OpenBao login is the bootstrap's.
-			b.SetDesired(faketenancy.Desired{Action: "none"})
-			_, code := b.tick()
-			require.Equal(t, deployd.ExitOK, code)
+			b.idleTick()
 			logins := b.BaoCalls("/login")
 			if tc.setup != nil {
 				tc.setup(b)
@@ -390,11 +388,9 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("tenancy unreachable is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.idleTick()
 		b.Stack.Tenancy.Close()
-		_, code = b.tick()
+		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 	})
 	t.Run("rate limited lease is 75", func(t *testing.T) {
@@ -412,9 +408,7 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("sealed OpenBao is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.idleTick()
 		b.Stack.Bao.SetSealed(true)
 		b.Publish(faketenancy.SampleApp(b.Env, 1))
 		out, code := b.tick()
@@ -435,9 +429,7 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("invalid token is 1 and says how to bootstrap", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.idleTick()
 		b.Stack.Bao.InvalidateTokens(b.Env)
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitFailed, code)
@@ -499,9 +491,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 // login fail: UNAUTHENTICATED, exit 1, the box keeps serving what it served.
 func TestSupersededGrant(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" {
 			b.Stack.Grant(b.Env) // someone else got a newer grant
@@ -521,14 +511,12 @@ func TestTokenRenewal(t *testing.T) {
 	clock := &now
 	nowFn := func() time.Time { return *clock }
 	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: nowFn}, now: nowFn})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	assert.Zero(t, b.BaoCalls("renew-self"))
 	// Forty-five minutes later, under a third of the TTL is left: renew.
 	later := now.Add(45 * time.Minute)
 	clock = &later
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, 1, b.BaoCalls("renew-self"))
 }

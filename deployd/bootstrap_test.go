@@ -13,7 +13,6 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
-	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 // handGrant is a JWT-shaped grant with claims, signed by nobody: the agent reads its
@@ -140,9 +139,7 @@ func TestRunChecksTheGrant(t *testing.T) {
 // there is no token.
 func TestBootstrapOfABootstrappedBox(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick() // bootstraps from the grant
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick() // bootstraps from the grant
 	old, err := os.ReadFile(b.Cfg.TokenPath())
 	require.NoError(t, err)
 	before := b.State()
@@ -206,9 +203,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
-			b.SetDesired(faketenancy.Desired{Action: "none"})
-			_, code := b.tick()
-			require.Equal(t, deployd.ExitOK, code)
+			b.idleTick()
 			spoil(b)
 			b.PlaceGrant()
 			res, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
@@ -229,9 +224,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 // is valid, bootstrap consumes nothing and ends on a temporary condition.
 func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	want := placeGrant(t, b, b.PlaceGrant())
 	b.Stack.Bao.SetSealed(true)
 	_, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})

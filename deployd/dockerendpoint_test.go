@@ -43,9 +43,7 @@ func TestReadsTheDockerContext(t *testing.T) {
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 
 	live, ok := b.Stack.Tenancy.LastLive(b.Env)
 	require.True(t, ok)

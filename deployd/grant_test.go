@@ -18,9 +18,7 @@ import (
 // applies it without a retry from tenancy.
 func TestSupersededGrantIsNotRemembered(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" {
 			b.Stack.Grant(b.Env) // someone else got a newer grant

@@ -15,6 +15,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
@@ -138,4 +139,13 @@ func rawTar(t *testing.T, manifest map[string]any, entries ...entry) []byte {
 	}
 	require.NoError(t, w.Close())
 	return buf.Bytes()
+}
+
+// idleTick runs a tick with nothing to do (desired "none") and requires it to succeed:
+// afterwards the box has bootstrapped and holds a token.
+func (b *box) idleTick() {
+	b.T.Helper()
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	_, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code)
 }

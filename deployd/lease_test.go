@@ -16,9 +16,7 @@ import (
 // login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
 func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	b.Stack.Bao.SetSealed(true)
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	for range 3 {
