@@ -3,6 +3,7 @@ package bao
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -310,4 +311,26 @@ func FuzzLookupResponse(f *testing.F) {
 			t.Fatal("renewal asked for a token without creation TTL")
 		}
 	})
+}
+
+// A login answer with AppRole fields spelled in another case is still an AppRole
+// answer: the agent must not accept it because of the spelling.
+func TestDecodeAuthAppRoleKeysAnyCase(t *testing.T) {
+	for _, body := range []string{
+		`{"data":{"Role_ID":"x"},"auth":{"client_token":"s.casefixture0123456789","lease_duration":3600,"renewable":true,"token_type":"service"}}`,
+		`{"auth":{"client_token":"s.casefixture0123456789","metadata":{"SECRET_ID_ACCESSOR":"x"},"lease_duration":3600,"renewable":true,"token_type":"service"}}`,
+	} {
+		_, err := decodeAuth([]byte(body), discardRegistry{}, time.Unix(0, 0))
+		require.NotNil(t, err, body)
+		require.ErrorIs(t, err, ErrLeaseShape)
+	}
+}
+
+// TestSeconds: OpenBao's TTLs in seconds become Durations within 0 and a century.
+func TestSeconds(t *testing.T) {
+	for n, want := range map[int64]time.Duration{
+		0: 0, -5: 0, 3600: time.Hour, math.MaxInt64: maxTTL, int64(maxTTL/time.Second) + 1: maxTTL,
+	} {
+		assert.Equal(t, want, seconds(n), n)
+	}
 }
