@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,33 +15,8 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 )
-
-// recorder is a secret.Registry that remembers what it was given.
-type recorder struct {
-	mu   sync.Mutex
-	vals []string
-}
-
-func (r *recorder) Add(v string) {
-	if v == "" {
-		return
-	}
-	r.mu.Lock()
-	r.vals = append(r.vals, v)
-	r.mu.Unlock()
-}
-
-func (r *recorder) has(v string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.vals {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
 
 func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -71,10 +45,10 @@ func TestDecodeAuthFixtures(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
 			body := readFixture(t, tc.file)
-			reg := &recorder{}
+			reg := &secrettest.Recorder{}
 			info, e := decodeAuth(body, reg, now)
 			if tc.token != "" {
-				assert.True(t, reg.has(tc.token), "token registered the moment it is decoded")
+				assert.True(t, reg.Has(tc.token), "token registered the moment it is decoded")
 			}
 			if tc.wantKind == nil {
 				require.Nil(t, e)
@@ -212,7 +186,7 @@ func FuzzLoginResponse(f *testing.F) {
 	f.Add([]byte(`{"auth":{"client_token":"s.x","num_uses":-1,"lease_duration":-5}}`))
 	f.Add([]byte(`{"auth":{"client_token":"s.x","metadata":{"env_id":1}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		reg := &recorder{}
+		reg := &secrettest.Recorder{}
 		info, e := decodeAuth(body, reg, time.Unix(0, 0))
 		var probe struct {
 			Auth *struct {
@@ -232,7 +206,7 @@ func FuzzLoginResponse(f *testing.F) {
 		if info.Token.IsZero() {
 			t.Fatal("accepted a login without a token")
 		}
-		if !reg.has(info.Token.Reveal()) {
+		if !reg.Has(info.Token.Reveal()) {
 			t.Fatal("accepted token not registered")
 		}
 		if info.TTL < 0 {
