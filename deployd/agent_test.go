@@ -111,6 +111,16 @@ func TestProdNeverPurges(t *testing.T) {
 	assert.Contains(t, b.Logs.String(), "prod never purges")
 }
 
+// sampleWith is the bundle of a refusal case: the sample app of serial 1, changed by
+// edit.
+func sampleWith(edit func(bn *faketenancy.BundleSpec)) func(b *box) []byte {
+	return func(b *box) []byte {
+		bn := faketenancy.SampleApp(b.Env, 1)
+		edit(&bn)
+		return testbox.Tarball(b.T, bn, true)
+	}
+}
+
 // TestRefusalsCostNoLease: every refusal code reaches a failed report, and no lease
 // and no OpenBao login are spent on a refused bundle.
 func TestRefusalsCostNoLease(t *testing.T) {
@@ -123,36 +133,24 @@ func TestRefusalsCostNoLease(t *testing.T) {
 		{name: "env mismatch", code: "ENV_MISMATCH", bundle: func(b *box) []byte {
 			return testbox.Tarball(b.T, faketenancy.SampleApp("env-dev-02", 1), true)
 		}},
-		{name: "unresolved var", code: "UNRESOLVED_VARS", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		{name: "unresolved var", code: "UNRESOLVED_VARS", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx:${NGINX_TAG}\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "compose invalid", code: "COMPOSE_INVALID", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "compose invalid", code: "COMPOSE_INVALID", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: [nginx\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "privileged", code: "PRIVILEGED", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "privileged", code: "PRIVILEGED", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "docker socket", code: "PRIVILEGED", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "docker socket", code: "PRIVILEGED", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "secret path", code: "SECRET_PATH", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "secret path", code: "SECRET_PATH", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Secrets["DB_PASSWORD"] = faketenancy.SecretRef{Path: "../env-dev-02/db", Key: "password"}
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "disk low", code: "DISK_LOW", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "disk low", code: "DISK_LOW", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.MinFreeMB = 1 << 40
-			return testbox.Tarball(b.T, bn, true)
-		}},
+		})},
 		{name: "symlink", code: codes.ManifestPaths, bundle: func(b *box) []byte {
 			m := map[string]any{"schema": 1, "env_id": b.Env, "serial": 1, "compose_files": []string{"compose.yaml"},
 				"files": []string{"compose.yaml", "link"}, "vars": map[string]string{}, "secrets": map[string]any{}}
@@ -446,21 +444,8 @@ func TestExitCodes(t *testing.T) {
 // TestEnvMismatchLatch: AGENT_ENV_MISMATCH exits 78 and latches: later runs exit 78
 // without the network until env_id changes or the operator bootstraps.
 func TestEnvMismatchLatch(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	// The box holds a token of another env.
-	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.Stack.Token("env-dev-02")), 0o600))
-	require.NoError(t, os.Remove(b.Cfg.BootstrapGrant))
-	_, code := b.tick()
-	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	require.NotNil(t, b.State().EnvMismatch)
-
-	before := len(b.Stack.Requests())
-	beforeBao := len(b.Stack.BaoRequests())
-	_, code = b.tick()
-	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	assert.Len(t, b.Stack.Requests(), before, "a latched run touches no network")
-	assert.Len(t, b.Stack.BaoRequests(), beforeBao)
+	b := latchedBox(t)
+	b.latchedTick()
 
 	// Bootstrapping with a grant of this env clears the latch.
 	b.PlaceGrant()
@@ -468,7 +453,7 @@ func TestEnvMismatchLatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, b.State().EnvMismatch)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code = b.tick()
+	_, code := b.tick()
 	assert.Equal(t, deployd.ExitOK, code)
 }
 

@@ -250,26 +250,39 @@ func TestBootstrapCorruptTokenNoGrant(t *testing.T) {
 	assert.Empty(t, b.Stack.BaoRequests())
 }
 
-// TestFailedBootstrapKeepsTheLatch: only a bootstrap that succeeds clears the
-// AGENT_ENV_MISMATCH latch; a bootstrap without a grant leaves later runs at 78
-// without the network.
-func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
+// latchedBox is a box that holds a token of another env and no grant: its first tick
+// exits 78 and latches AGENT_ENV_MISMATCH.
+func latchedBox(t *testing.T) *box {
+	t.Helper()
 	b := newBox(t, boxOptions{})
-	// The box holds a token of another env.
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.Stack.Token("env-dev-02")), 0o600))
 	require.NoError(t, os.Remove(b.Cfg.BootstrapGrant))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitEnvMismatch, code)
 	require.NotNil(t, b.State().EnvMismatch)
+	return b
+}
+
+// latchedTick runs a tick of a latched box: it exits 78 without the network.
+func (b *box) latchedTick() {
+	b.T.Helper()
+	before, beforeBao := len(b.Stack.Requests()), len(b.Stack.BaoRequests())
+	_, code := b.tick()
+	assert.Equal(b.T, deployd.ExitEnvMismatch, code)
+	assert.Len(b.T, b.Stack.Requests(), before, "a latched run touches no network")
+	assert.Len(b.T, b.Stack.BaoRequests(), beforeBao)
+}
+
+// TestFailedBootstrapKeepsTheLatch: only a bootstrap that succeeds clears the
+// AGENT_ENV_MISMATCH latch; a bootstrap without a grant leaves later runs at 78
+// without the network.
+func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
+	b := latchedBox(t)
 
 	// No grant: the bootstrap fails, and the latch stays.
 	_, err := b.agent.Bootstrap(t.Context(), "")
 	require.Error(t, err)
 	assert.NotNil(t, b.State().EnvMismatch, "a failed bootstrap must not clear the latch")
-	before, beforeBao := len(b.Stack.Requests()), len(b.Stack.BaoRequests())
-	_, code = b.tick()
-	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	assert.Len(t, b.Stack.Requests(), before, "a latched run touches no network")
-	assert.Len(t, b.Stack.BaoRequests(), beforeBao)
+	b.latchedTick()
 }
