@@ -545,6 +545,16 @@ func (s *Server) forced(w http.ResponseWriter, rec *Request, status int, retryAf
 	writeError(w, rec, status, code, "forced by the fake's faults")
 }
 
+// namesOwnEnv answers 400 when a call names no environment, and 409 as sameEnv does
+// when it names another than its bearer token's.
+func namesOwnEnv(w http.ResponseWriter, rec *Request, call, envID, tokenEnv string) bool {
+	if envID == "" {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
+		return false
+	}
+	return sameEnv(w, rec, call, envID, tokenEnv)
+}
+
 // sameEnv answers 409 AGENT_ENV_MISMATCH, as tenancy does, when a call names another
 // environment than its bearer token's.
 func sameEnv(w http.ResponseWriter, rec *Request, call, envID, tokenEnv string) bool {
@@ -568,11 +578,7 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		return
 	}
 	req := body.CheckinRequest
-	if req.EnvID == "" {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
-		return
-	}
-	if !sameEnv(w, rec, "check-in", req.EnvID, tokenEnv) {
+	if !namesOwnEnv(w, rec, "check-in", req.EnvID, tokenEnv) {
 		return
 	}
 	switch req.LastResult {
@@ -758,11 +764,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Reque
 	if !decodeBody(w, r, rec, &rep) {
 		return
 	}
-	if rep.EnvID == "" {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
-		return
-	}
-	if !sameEnv(w, rec, "report", rep.EnvID, tokenEnv) {
+	if !namesOwnEnv(w, rec, "report", rep.EnvID, tokenEnv) {
 		return
 	}
 	switch rep.Result {
