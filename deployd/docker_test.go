@@ -95,8 +95,7 @@ func TestReadsTheDockerContext(t *testing.T) {
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 	b.idleTick()
 
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	require.NotNil(t, live.Healthy, "live %+v", live)
 	assert.True(t, *live.Healthy)
 	engine := 0

@@ -149,3 +149,12 @@ func (b *box) idleTick() {
 	_, code := b.tick()
 	require.Equal(b.T, deployd.ExitOK, code)
 }
+
+// lastLive returns the live object of the box's last check-in; the box must have sent
+// one.
+func (b *box) lastLive() faketenancy.Live {
+	b.T.Helper()
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(b.T, ok, "no check-in carried a live object")
+	return live
+}

@@ -29,8 +29,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.idleTick()
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.True(t, *live.Healthy)
 	assert.Empty(t, live.Reason)
@@ -49,8 +48,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "none", out.Action)
-	live, ok = b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live = b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.False(t, *live.Healthy, "the check-in tells tenancy")
 	dead := live.Services[len(live.Services)-1]
@@ -80,8 +78,7 @@ func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 	b.newAgent() // as the next timer run would: no connection kept
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, "the heartbeat does not depend on docker")
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	assert.Nil(t, live.Healthy)
 	assert.Nil(t, live.Services)
 	assert.NotEmpty(t, live.Reason)
@@ -105,8 +102,7 @@ func TestLiveHealthThroughTheCLI(t *testing.T) {
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	b.idleTick()
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.True(t, *live.Healthy)
 	assert.Len(t, live.Services, 2)
@@ -138,8 +134,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	}})
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.False(t, *live.Healthy, "web stopped: not healthy, though it exited 0")
 	require.Len(t, live.Services, 2)
@@ -163,8 +158,7 @@ func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 
 	b.idleTick()
 	assert.Equal(t, []string{"migrate", "web"}, b.State().LiveServices, "read from the release and recorded")
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	assert.Len(t, live.Services, 2)
 }
 
@@ -208,8 +202,7 @@ func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, "the heartbeat went out")
 	assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1)
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	assert.Nil(t, live.Healthy)
 	assert.Contains(t, live.Reason, "refused by the client")
 	assert.Contains(t, b.Logs.String(), "the live health read from docker cannot be sent")
@@ -241,8 +234,7 @@ func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
 		}})
 	}
 	healthy := func() bool {
-		live, ok := b.Stack.Tenancy.LastLive(b.Env)
-		require.True(t, ok)
+		live := b.lastLive()
 		require.NotNil(t, live.Healthy)
 		return *live.Healthy
 	}
