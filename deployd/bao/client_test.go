@@ -24,29 +24,13 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 )
 
 const env = "env-dev-01"
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func newFake(t *testing.T, opts fakebao.Options) *fakebao.Server {
 	t.Helper()
@@ -64,7 +48,7 @@ func newClient(t *testing.T, addr string, reg secret.Registry) *bao.Client {
 
 func TestTokenLifecycle(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
+	clk := deploydtest.NewClock(time.Now())
 	s := newFake(t, fakebao.Options{Now: clk.Now})
 	reg := &secrettest.Recorder{}
 	c := newClient(t, s.URL(), reg)
@@ -116,7 +100,7 @@ func TestTokenLifecycle(t *testing.T) {
 
 func TestTokenExpiry(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
+	clk := deploydtest.NewClock(time.Now())
 	s := newFake(t, fakebao.Options{Now: clk.Now, TokenTTL: 10 * time.Minute})
 	c := newClient(t, s.URL(), nil)
 	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
@@ -144,7 +128,7 @@ func TestNotRenewable(t *testing.T) {
 
 func TestLoginRejected(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
+	clk := deploydtest.NewClock(time.Now())
 	s := newFake(t, fakebao.Options{Now: clk.Now})
 	old := s.MintGrant(env)
 	current := s.MintGrant(env)

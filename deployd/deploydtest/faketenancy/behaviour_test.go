@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,21 +38,9 @@ func post(t *testing.T, url, bearer, path string, body any) (reply, []byte) {
 	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, out
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestLeaseBudgetRollingWindow(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	s, auth := newFake(t, faketenancy.Options{LeaseBudget: 2, LeaseWindow: time.Hour, Now: clk.now})
+	clk := deploydtest.NewClock(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	s, auth := newFake(t, faketenancy.Options{LeaseBudget: 2, LeaseWindow: time.Hour, Now: clk.Now})
 	tok := auth.Token("env-dev-01")
 	sha, _, err := s.PublishBundle("env-dev-01", deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"}).Data)
 	require.NoError(t, err)
@@ -62,13 +49,13 @@ func TestLeaseBudgetRollingWindow(t *testing.T) {
 		return resp
 	}
 	require.Equal(t, 200, lease().StatusCode) // 10:00
-	clk.add(20 * time.Minute)
+	clk.Advance(20 * time.Minute)
 	require.Equal(t, 200, lease().StatusCode) // 10:20
-	clk.add(10 * time.Minute)
+	clk.Advance(10 * time.Minute)
 	r := lease() // 10:30: the 10:00 lease frees its slot at 11:00
 	require.Equal(t, 429, r.StatusCode)
 	assert.Equal(t, "1800", r.Header.Get("Retry-After"))
-	clk.add(30 * time.Minute)
+	clk.Advance(30 * time.Minute)
 	require.Equal(t, 200, lease().StatusCode, "the oldest lease left the window")
 	assert.Len(t, s.Leases("env-dev-01"), 3)
 }
