@@ -1,18 +1,11 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -241,40 +234,10 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// fixtureSHA recomputes a fixture's bundle sha with the formula of docs/BUNDLE.md, as
-// `sha256sum` would, independently of the bundle package.
+// fixtureSHA is fixtureSHAOf the fixture name.
 func fixtureSHA(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(fixture(t, name))
-	require.NoError(t, err)
-	var r io.Reader = bytes.NewReader(data)
-	if len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(r)
-		require.NoError(t, err)
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	sums := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		body, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		sum := sha256.Sum256(body)
-		sums[h.Name] = hex.EncodeToString(sum[:])
-	}
-	var listing strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(sums)) { // bytewise, as LC_ALL=C sort
-		listing.WriteString(sums[name] + "  " + name + "\n")
-	}
-	sum := sha256.Sum256([]byte(listing.String()))
-	return hex.EncodeToString(sum[:])
+	return fixtureSHAOf(t, fixture(t, name))
 }
 
 // TestStatus: status reads the state and the token file, never the network.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
@@ -241,9 +242,8 @@ func TestBinaryLoop(t *testing.T) {
 	})
 }
 
-// parseMetrics parses the metrics file with Prometheus's own text parser and returns
-// each metric's gauge value by name.
-func parseMetrics(t *testing.T, path string) map[string]float64 {
+// metricFamilies parses the metrics file with Prometheus's own text parser.
+func metricFamilies(t *testing.T, path string) map[string]*dto.MetricFamily {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
@@ -251,7 +251,15 @@ func parseMetrics(t *testing.T, path string) map[string]float64 {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(f)
 	require.NoError(t, err, "the metrics file must parse")
-	info, err := f.Stat()
+	return fams
+}
+
+// parseMetrics parses the metrics file with Prometheus's own text parser and returns
+// each metric's gauge value by name.
+func parseMetrics(t *testing.T, path string) map[string]float64 {
+	t.Helper()
+	fams := metricFamilies(t, path)
+	info, err := os.Stat(path)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm(), "node_exporter must read it")
 	out := map[string]float64{}
@@ -274,13 +282,7 @@ func parseMetrics(t *testing.T, path string) map[string]float64 {
 // sorted by name.
 func labelsOf(t *testing.T, path, name string) string {
 	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer func() { _ = f.Close() }() // read-only
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(f)
-	require.NoError(t, err)
-	fam, ok := fams[name]
+	fam, ok := metricFamilies(t, path)[name]
 	require.True(t, ok, "no metric %s", name)
 	require.Len(t, fam.GetMetric(), 1)
 	var parts []string

@@ -114,6 +114,17 @@ func TestStatusView(t *testing.T) {
 		LastCheckin: statusAt, LastAction: "none", LastResult: "applied", LastSHA: sha,
 		LastTick: statusAt, LastExit: 0, TokenExpires: tokenExpires,
 	}
+	// tokenStatus runs status on a box with a token and the state applied changed by
+	// edit, and checks its output against the goldens name and its exit code.
+	tokenStatus := func(t *testing.T, name string, exit int, edit func(b *box, st *deployd.State)) statusJSON {
+		t.Helper()
+		b := newBox(t, boxOpts{})
+		withToken(t, b)
+		st := applied
+		edit(b, &st)
+		writeState(t, b, st)
+		return statusGolden(t, b, name, exit)
+	}
 
 	t.Run("fresh box", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
@@ -127,19 +138,16 @@ func TestStatusView(t *testing.T) {
 	})
 
 	t.Run("healthy", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		withToken(t, b)
-		st := applied
-		// An old failure is told, but the box is healthy again.
-		st.LastFailure = &deployd.RunFailure{At: statusAt.Add(-time.Hour), Exit: 1, Code: codes.Unauthenticated}
-		st.Failed = map[string]deployd.Failure{strings.Repeat("b", 64): {Serial: 3, Code: codes.Privileged, Detail: "service web: privileged", At: statusAt.Add(-2 * time.Hour)}}
-		st.Live = &deployd.LiveHealth{SHA: sha, ObservedAt: statusAt, Healthy: true, Services: []deployd.LiveService{
-			{LiveService: tenancy.LiveService{Name: "migrate", State: "exited"}, Ready: true},
-			{LiveService: tenancy.LiveService{Name: "web", State: "running", Health: "healthy", Restarts: 1}, Ready: true},
-		}}
-		st.LastReclaim = &deployd.Reclaim{At: statusAt.Add(-30 * time.Minute), Images: 2, Bytes: 3 << 20}
-		writeState(t, b, st)
-		v := statusGolden(t, b, "status-healthy", 0)
+		v := tokenStatus(t, "status-healthy", 0, func(b *box, st *deployd.State) {
+			// An old failure is told, but the box is healthy again.
+			st.LastFailure = &deployd.RunFailure{At: statusAt.Add(-time.Hour), Exit: 1, Code: codes.Unauthenticated}
+			st.Failed = map[string]deployd.Failure{strings.Repeat("b", 64): {Serial: 3, Code: codes.Privileged, Detail: "service web: privileged", At: statusAt.Add(-2 * time.Hour)}}
+			st.Live = &deployd.LiveHealth{SHA: sha, ObservedAt: statusAt, Healthy: true, Services: []deployd.LiveService{
+				{LiveService: tenancy.LiveService{Name: "migrate", State: "exited"}, Ready: true},
+				{LiveService: tenancy.LiveService{Name: "web", State: "running", Health: "healthy", Restarts: 1}, Ready: true},
+			}}
+			st.LastReclaim = &deployd.Reclaim{At: statusAt.Add(-30 * time.Minute), Images: 2, Bytes: 3 << 20}
+		})
 		assert.Empty(t, v.Problems)
 		assert.Equal(t, "present", v.Token.State)
 		require.NotNil(t, v.LastFailure)
@@ -148,13 +156,10 @@ func TestStatusView(t *testing.T) {
 	})
 
 	t.Run("token refused", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		withToken(t, b)
-		st := applied
-		st.LastTick, st.LastExit = statusAt.Add(time.Minute), 1
-		st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 1, Code: codes.Unauthenticated}
-		writeState(t, b, st)
-		v := statusGolden(t, b, "status-unauthenticated", 1)
+		v := tokenStatus(t, "status-unauthenticated", 1, func(b *box, st *deployd.State) {
+			st.LastTick, st.LastExit = statusAt.Add(time.Minute), 1
+			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 1, Code: codes.Unauthenticated}
+		})
 		require.Len(t, v.Problems, 1)
 		assert.Equal(t, codes.Unauthenticated, v.Problems[0].Code)
 		assert.Equal(t, "refused", v.Token.State, "a token the last run was refused with is not fine")
@@ -162,18 +167,15 @@ func TestStatusView(t *testing.T) {
 	})
 
 	t.Run("failed apply", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		withToken(t, b)
-		st := applied
-		bad := strings.Repeat("c", 64)
-		st.LastTick, st.LastExit = statusAt.Add(time.Minute), 1
-		st.LastResult, st.LastCode, st.LastSHA = "failed", codes.Unhealthy, bad
-		st.LastDetail = "service web: unhealthy; restore: restored-healthy aaaaaaaaaaaa"
-		st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 1, Code: codes.Unhealthy}
-		st.LastRestore = &deployd.Restore{Result: deployd.RestoreHealthy, SHA: sha, At: st.LastTick}
-		st.Failed = map[string]deployd.Failure{bad: {Serial: 5, Code: codes.Unhealthy, Detail: "service web: unhealthy", At: st.LastTick}}
-		writeState(t, b, st)
-		v := statusGolden(t, b, "status-failed-apply", 1)
+		v := tokenStatus(t, "status-failed-apply", 1, func(b *box, st *deployd.State) {
+			bad := strings.Repeat("c", 64)
+			st.LastTick, st.LastExit = statusAt.Add(time.Minute), 1
+			st.LastResult, st.LastCode, st.LastSHA = "failed", codes.Unhealthy, bad
+			st.LastDetail = "service web: unhealthy; restore: restored-healthy aaaaaaaaaaaa"
+			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 1, Code: codes.Unhealthy}
+			st.LastRestore = &deployd.Restore{Result: deployd.RestoreHealthy, SHA: sha, At: st.LastTick}
+			st.Failed = map[string]deployd.Failure{bad: {Serial: 5, Code: codes.Unhealthy, Detail: "service web: unhealthy", At: st.LastTick}}
+		})
 		require.Len(t, v.Problems, 1)
 		assert.Equal(t, deployd.NextStep(codes.Unhealthy), v.Problems[0].NextStep)
 		assert.Equal(t, "present", v.Token.State)
@@ -182,15 +184,12 @@ func TestStatusView(t *testing.T) {
 	})
 
 	t.Run("latched", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		withToken(t, b)
-		st := applied
-		st.LastTick, st.LastExit = statusAt.Add(time.Minute), 78
-		st.LastCode = codes.AgentEnvMismatch
-		st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 78, Code: codes.AgentEnvMismatch}
-		st.EnvMismatch = &deployd.Latch{EnvID: b.Env, At: st.LastTick, Message: "token is for env-dev-02"}
-		writeState(t, b, st)
-		v := statusGolden(t, b, "status-latched", 1)
+		v := tokenStatus(t, "status-latched", 1, func(b *box, st *deployd.State) {
+			st.LastTick, st.LastExit = statusAt.Add(time.Minute), 78
+			st.LastCode = codes.AgentEnvMismatch
+			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 78, Code: codes.AgentEnvMismatch}
+			st.EnvMismatch = &deployd.Latch{EnvID: b.Env, At: st.LastTick, Message: "token is for env-dev-02"}
+		})
 		require.Len(t, v.Problems, 1, "the latch and the run that set it are one problem")
 		assert.Equal(t, codes.AgentEnvMismatch, v.Problems[0].Code)
 		require.NotNil(t, v.Latch)
@@ -198,14 +197,11 @@ func TestStatusView(t *testing.T) {
 	})
 
 	t.Run("temporary", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		withToken(t, b)
-		st := applied
-		st.LastTick, st.LastExit = statusAt.Add(time.Minute), 75
-		st.LastTemporary, st.RetryAfter = codes.RateLimited, 30*time.Second
-		st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 75, Code: codes.RateLimited}
-		writeState(t, b, st)
-		v := statusGolden(t, b, "status-temporary", 0)
+		v := tokenStatus(t, "status-temporary", 0, func(b *box, st *deployd.State) {
+			st.LastTick, st.LastExit = statusAt.Add(time.Minute), 75
+			st.LastTemporary, st.RetryAfter = codes.RateLimited, 30*time.Second
+			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 75, Code: codes.RateLimited}
+		})
 		assert.Empty(t, v.Problems, "a 75 is retried by the next tick: not a failure")
 		require.NotNil(t, v.Temporary)
 		assert.Equal(t, codes.RateLimited, v.Temporary.Code)
@@ -213,12 +209,9 @@ func TestStatusView(t *testing.T) {
 	})
 
 	t.Run("expired token", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		withToken(t, b)
-		st := applied
-		st.TokenExpires = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-		writeState(t, b, st)
-		v := statusGolden(t, b, "status-expired", 1)
+		v := tokenStatus(t, "status-expired", 1, func(b *box, st *deployd.State) {
+			st.TokenExpires = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+		})
 		assert.Equal(t, "expired", v.Token.State)
 		require.Len(t, v.Problems, 1)
 		assert.Equal(t, codes.Unauthenticated, v.Problems[0].Code)
