@@ -98,9 +98,7 @@ func TestApplyNoneDown(t *testing.T) {
 
 func TestProdNeverPurges(t *testing.T) {
 	b := newBox(t, boxOptions{env: "env-prod-03"})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -242,9 +240,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 // the rollback explicit.
 func TestRollbackNeedsExplicitFlag(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 5))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(5)
 	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
@@ -264,13 +260,11 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 // recreated with the new content.
 func TestChangedConfigFileReachesContainers(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	first := b.applySample(1)
 	second := faketenancy.SampleApp(b.Env, 2)
 	second.Files["config/app.toml"] = "listen = \":9090\"\n"
 	secondSHA := b.Publish(second)
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 
 	ups := b.DockerCalls("up")
@@ -290,9 +284,7 @@ func TestChangedConfigFileReachesContainers(t *testing.T) {
 // release, reports failed with the failing service's log lines (redacted), exit 1.
 func TestRestoreAfterUnhealthy(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	good := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	good := b.applySample(1)
 
 	bad := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	// Only the new release is unhealthy: the restored one comes back healthy.
@@ -331,9 +323,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 // either, the report, the outcome and the state say the box is degraded.
 func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	good := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	good := b.applySample(1)
 
 	// Every release is unhealthy now (say, the database they share went away).
 	b.Docker.SetScript(&fakedockertest.Script{Services: map[string]fakedocker.Service{
@@ -394,9 +384,7 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("rate limited lease is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{stack: &fakestack.Options{LeaseBudget: 1}})
-		b.Publish(faketenancy.SampleApp(b.Env, 1))
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.applySample(1)
 		b.Publish(faketenancy.SampleApp(b.Env, 2))
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
@@ -509,9 +497,7 @@ func TestTokenRenewal(t *testing.T) {
 
 func TestCorruptStateIsMovedAside(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{not json"), 0o600))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -542,9 +528,7 @@ func TestPrune(t *testing.T) {
 
 func TestStateHoldsNoSecret(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	data, err := os.ReadFile(b.Cfg.StatePath())
 	require.NoError(t, err)
 	var st map[string]any
@@ -560,9 +544,7 @@ func TestStateHoldsNoSecret(t *testing.T) {
 // API, and the version is kept in the state for an hour.
 func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	before := len(b.Docker.Calls())
 	for range 3 {

@@ -172,9 +172,7 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 // previous release back.
 func TestDockerDownAfterPromoteRestores(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	first := b.applySample(1)
 
 	// The fake counts every call: the first up succeeded, the second fails, the
 	// restore's succeeds.

@@ -158,3 +158,13 @@ func (b *box) lastLive() faketenancy.Live {
 	require.True(b.T, ok, "no check-in carried a live object")
 	return live
 }
+
+// applySample publishes the sample app of serial and runs a tick that must apply it;
+// it returns the bundle's sha.
+func (b *box) applySample(serial int64) string {
+	b.T.Helper()
+	sha := b.Publish(faketenancy.SampleApp(b.Env, serial))
+	_, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code)
+	return sha
+}

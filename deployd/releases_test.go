@@ -19,9 +19,7 @@ import (
 // rollback"); the refusal was about the missing flag, not about the sha.
 func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 5))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(5)
 	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
@@ -59,9 +57,7 @@ func TestRestoreDegraded(t *testing.T) {
 // was live.
 func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 3))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	sha := b.applySample(3)
 	require.Equal(t, sha, b.Live())
 
 	b.SetDesired(faketenancy.Desired{Action: "down"})
@@ -90,12 +86,8 @@ func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 // restore target): the next tick's repair puts it back.
 func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	first := b.applySample(1)
+	b.applySample(2)
 	require.Equal(t, first, b.State().PreviousSHA)
 
 	// The crash: the kept release was moved aside, the new copy not yet in place.
