@@ -279,10 +279,7 @@ func TestStatus(t *testing.T) {
 		assert.Regexp(t, `(?m)^token expires:\s+20\d\d-`, r.Stdout)
 		assert.Regexp(t, `(?m)^latch:\s+none$`, r.Stdout)
 
-		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 0, r.Code, r.Stderr)
-		var v statusJSON
-		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
+		v := statusJSONOf(t, b, 0)
 		require.NotNil(t, v.Live)
 		assert.Equal(t, sha, v.Live.SHA)
 		assert.Equal(t, int64(4), v.Live.Serial)
@@ -310,10 +307,7 @@ func TestStatus(t *testing.T) {
 		require.Equal(t, 1, r.Code, "a latched box is not healthy")
 		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.Stdout)
 		assert.Regexp(t, `(?m)^live:\s+none$`, r.Stdout)
-		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 1, r.Code)
-		var v statusJSON
-		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
+		v := statusJSONOf(t, b, 1)
 		require.NotNil(t, v.Latch)
 		assert.Equal(t, "env-dev-01", v.Latch.EnvID)
 		assert.True(t, v.Latch.Active)

@@ -79,6 +79,16 @@ func writeState(t *testing.T, b *box, st deployd.State) {
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
 }
 
+// statusJSONOf runs status --json, checks its exit code and decodes its view.
+func statusJSONOf(t *testing.T, b *box, code int) statusJSON {
+	t.Helper()
+	r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
+	require.Equal(t, code, r.Code, r.Stderr)
+	var v statusJSON
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
+	return v
+}
+
 // statusGolden runs status and status --json, checks their exit code and compares
 // both with the goldens name.txt and name.json (the box's directory written /BOX).
 func statusGolden(t *testing.T, b *box, name string, code int) statusJSON {
@@ -251,10 +261,7 @@ func TestStatusAfterRevokedToken(t *testing.T) {
 	assert.Regexp(t, `(?m)^token:\s+present, but the last run ended UNAUTHENTICATED$`, r.Stdout)
 	assert.NotRegexp(t, `(?m)^token:\s+present$`, r.Stdout)
 
-	r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-	require.Equal(t, 1, r.Code)
-	var v statusJSON
-	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
+	v := statusJSONOf(t, b, 1)
 	assert.False(t, v.Healthy)
 	assert.Equal(t, "refused", v.Token.State)
 	require.NotNil(t, v.LastFailure)
