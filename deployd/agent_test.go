@@ -263,9 +263,7 @@ func TestChangedConfigFileReachesContainers(t *testing.T) {
 	first := b.applySample(1)
 	second := faketenancy.SampleApp(b.Env, 2)
 	second.Files["config/app.toml"] = "listen = \":9090\"\n"
-	secondSHA := b.Publish(second)
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	secondSHA := b.apply(second)
 
 	ups := b.DockerCalls("up")
 	require.Len(t, ups, 2)
@@ -512,9 +510,7 @@ func TestCorruptStateIsMovedAside(t *testing.T) {
 func TestPrune(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	for serial := int64(1); serial <= 4; serial++ {
-		b.Publish(faketenancy.SampleApp(b.Env, serial))
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.apply(faketenancy.SampleApp(b.Env, serial))
 	}
 	entries, err := os.ReadDir(b.Cfg.ReleasesDir())
 	require.NoError(t, err)

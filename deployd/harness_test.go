@@ -159,12 +159,17 @@ func (b *box) lastLive() faketenancy.Live {
 	return live
 }
 
-// applySample publishes the sample app of serial and runs a tick that must apply it;
-// it returns the bundle's sha.
-func (b *box) applySample(serial int64) string {
+// apply publishes bn and runs a tick that must apply it; it returns the bundle's sha.
+func (b *box) apply(bn faketenancy.BundleSpec) string {
 	b.T.Helper()
-	sha := b.Publish(faketenancy.SampleApp(b.Env, serial))
+	sha := b.Publish(bn)
 	_, code := b.tick()
 	require.Equal(b.T, deployd.ExitOK, code)
 	return sha
+}
+
+// applySample applies the sample app of serial; it returns the bundle's sha.
+func (b *box) applySample(serial int64) string {
+	b.T.Helper()
+	return b.apply(faketenancy.SampleApp(b.Env, serial))
 }
