@@ -23,7 +23,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -359,10 +358,7 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	t.Run("lock held is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		l, err := fsutil.TryLock(b.Cfg.LockPath())
-		require.NoError(t, err)
-		defer l.Unlock()
+		b.HoldLock()
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Empty(t, b.Stack.Requests(), "a held lock touches no network")

@@ -22,7 +22,6 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -547,10 +546,7 @@ func tickLine(t *testing.T, stderr string) string {
 func TestTickLineCarriesTheCode(t *testing.T) {
 	t.Run("lock held", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		l, err := fsutil.TryLock(b.Cfg.LockPath())
-		require.NoError(t, err)
-		defer func() { _ = l.Unlock() }()
+		b.HoldLock()
 		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
 		require.Equal(t, deployd.ExitTemporary, r.Code, r.Stderr)
 		assert.Equal(t, "LOCKED", tickLine(t, r.Stderr))
