@@ -37,9 +37,7 @@ func forbidden(pkg string) bool {
 // and neither does the symbol table of the binary as built.
 func TestLinksNoTestCode(t *testing.T) {
 	goTool := testbox.GoTool(t)
-	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
-	require.NoError(t, err)
-	deps := strings.Fields(string(out))
+	deps := testbox.Deps(t, ".")
 	require.Contains(t, deps, "github.com/monky/monky-deployd/deployd", "the list is the agent's")
 	require.Contains(t, deps, "github.com/monky/monky-deployd/cmd/monky-deployd")
 	for _, d := range deps {

@@ -45,6 +45,18 @@ func GoTool(tb testing.TB) string {
 	return testprog.GoTool(tb)
 }
 
+// Deps returns what go list -deps says pkg links: testprog.Deps.
+func Deps(tb testing.TB, pkg string) []string {
+	tb.Helper()
+	return testprog.Deps(tb, pkg)
+}
+
+// NonStdDeps is Deps without the standard library: testprog.NonStdDeps.
+func NonStdDeps(tb testing.TB, pkg string) []string {
+	tb.Helper()
+	return testprog.NonStdDeps(tb, pkg)
+}
+
 // Run runs the tests of m and then removes every program Build built: testprog.Run.
 func Run(m *testing.M) int { return testprog.Run(m) }
 

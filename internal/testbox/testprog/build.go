@@ -117,3 +117,30 @@ func Run(m *testing.M) int {
 	}
 	return code
 }
+
+// Deps returns what go list -deps says pkg links, pkg itself included: pkg is an import
+// path or a directory ("." is the test's own package). It fails tb when the list
+// cannot be had. The packages' dependency budgets are checked on it.
+func Deps(tb testing.TB, pkg string) []string {
+	tb.Helper()
+	return goList(tb, pkg, "{{.ImportPath}}")
+}
+
+// NonStdDeps is Deps without the standard library's packages.
+func NonStdDeps(tb testing.TB, pkg string) []string {
+	tb.Helper()
+	return goList(tb, pkg, "{{if not .Standard}}{{.ImportPath}}{{end}}")
+}
+
+func goList(tb testing.TB, pkg, format string) []string {
+	tb.Helper()
+	out, err := exec.Command(GoTool(tb), "list", "-deps", "-f", format, pkg).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		tb.Fatalf("testprog: go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}

@@ -82,3 +82,13 @@ func TestSkipIfShort(t *testing.T) {
 	assert.True(t, went, "without -short the test goes on")
 	assert.False(t, testing.Short())
 }
+
+// TestDeps: Deps lists a package with what it links, standard library included;
+// NonStdDeps leaves the standard library out.
+func TestDeps(t *testing.T) {
+	deps := testprog.Deps(t, ".")
+	assert.Contains(t, deps, "github.com/monky/monky-deployd/internal/testbox/testprog")
+	assert.Contains(t, deps, "os/exec")
+	assert.NotContains(t, deps, "github.com/stretchr/testify/assert", "the package's own deps, not its test's")
+	assert.Equal(t, []string{"github.com/monky/monky-deployd/internal/testbox/testprog"}, testprog.NonStdDeps(t, "."))
+}
