@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
-	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -97,9 +97,7 @@ func TestApplyNoneDown(t *testing.T) {
 
 func TestProdNeverPurges(t *testing.T) {
 	b := newBox(t, boxOptions{env: "env-prod-03"})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -108,6 +106,16 @@ func TestProdNeverPurges(t *testing.T) {
 	require.Len(t, downs, 1)
 	assert.NotContains(t, downs[0].Argv, "-v", "prod never purges")
 	assert.Contains(t, b.Logs.String(), "prod never purges")
+}
+
+// sampleWith is the bundle of a refusal case: the sample app of serial 1, changed by
+// edit.
+func sampleWith(edit func(bn *faketenancy.BundleSpec)) func(b *box) []byte {
+	return func(b *box) []byte {
+		bn := faketenancy.SampleApp(b.Env, 1)
+		edit(&bn)
+		return testbox.Tarball(b.T, bn, true)
+	}
 }
 
 // TestRefusalsCostNoLease: every refusal code reaches a failed report, and no lease
@@ -122,36 +130,24 @@ func TestRefusalsCostNoLease(t *testing.T) {
 		{name: "env mismatch", code: "ENV_MISMATCH", bundle: func(b *box) []byte {
 			return testbox.Tarball(b.T, faketenancy.SampleApp("env-dev-02", 1), true)
 		}},
-		{name: "unresolved var", code: "UNRESOLVED_VARS", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		{name: "unresolved var", code: "UNRESOLVED_VARS", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx:${NGINX_TAG}\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "compose invalid", code: "COMPOSE_INVALID", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "compose invalid", code: "COMPOSE_INVALID", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: [nginx\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "privileged", code: "PRIVILEGED", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "privileged", code: "PRIVILEGED", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "docker socket", code: "PRIVILEGED", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "docker socket", code: "PRIVILEGED", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "secret path", code: "SECRET_PATH", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "secret path", code: "SECRET_PATH", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Secrets["DB_PASSWORD"] = faketenancy.SecretRef{Path: "../env-dev-02/db", Key: "password"}
-			return testbox.Tarball(b.T, bn, true)
-		}},
-		{name: "disk low", code: "DISK_LOW", bundle: func(b *box) []byte {
-			bn := faketenancy.SampleApp(b.Env, 1)
+		})},
+		{name: "disk low", code: "DISK_LOW", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.MinFreeMB = 1 << 40
-			return testbox.Tarball(b.T, bn, true)
-		}},
+		})},
 		{name: "symlink", code: codes.ManifestPaths, bundle: func(b *box) []byte {
 			m := map[string]any{"schema": 1, "env_id": b.Env, "serial": 1, "compose_files": []string{"compose.yaml"},
 				"files": []string{"compose.yaml", "link"}, "vars": map[string]string{}, "secrets": map[string]any{}}
@@ -175,9 +171,7 @@ func TestRefusalsCostNoLease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
 			// Bootstrap first, so that the only OpenBao login is the bootstrap's.
-			b.SetDesired(faketenancy.Desired{Action: "none"})
-			_, code := b.tick()
-			require.Equal(t, deployd.ExitOK, code)
+			b.idleTick()
 			logins := b.BaoCalls("/login")
 			if tc.setup != nil {
 				tc.setup(b)
@@ -245,9 +239,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 // the rollback explicit.
 func TestRollbackNeedsExplicitFlag(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 5))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(5)
 	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
@@ -267,14 +259,10 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 // recreated with the new content.
 func TestChangedConfigFileReachesContainers(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	first := b.applySample(1)
 	second := faketenancy.SampleApp(b.Env, 2)
 	second.Files["config/app.toml"] = "listen = \":9090\"\n"
-	secondSHA := b.Publish(second)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	secondSHA := b.apply(second)
 
 	ups := b.DockerCalls("up")
 	require.Len(t, ups, 2)
@@ -293,9 +281,7 @@ func TestChangedConfigFileReachesContainers(t *testing.T) {
 // release, reports failed with the failing service's log lines (redacted), exit 1.
 func TestRestoreAfterUnhealthy(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	good := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	good := b.applySample(1)
 
 	bad := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	// Only the new release is unhealthy: the restored one comes back healthy.
@@ -334,9 +320,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 // either, the report, the outcome and the state say the box is degraded.
 func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	good := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	good := b.applySample(1)
 
 	// Every release is unhealthy now (say, the database they share went away).
 	b.Docker.SetScript(&fakedockertest.Script{Services: map[string]fakedocker.Service{
@@ -374,10 +358,7 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	t.Run("lock held is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		l, err := fsutil.TryLock(b.Cfg.LockPath())
-		require.NoError(t, err)
-		defer l.Unlock()
+		b.HoldLock()
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 		assert.Empty(t, b.Stack.Requests(), "a held lock touches no network")
@@ -390,18 +371,14 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("tenancy unreachable is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.idleTick()
 		b.Stack.Tenancy.Close()
-		_, code = b.tick()
+		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 	})
 	t.Run("rate limited lease is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{stack: &fakestack.Options{LeaseBudget: 1}})
-		b.Publish(faketenancy.SampleApp(b.Env, 1))
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.applySample(1)
 		b.Publish(faketenancy.SampleApp(b.Env, 2))
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
@@ -412,9 +389,7 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("sealed OpenBao is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.idleTick()
 		b.Stack.Bao.SetSealed(true)
 		b.Publish(faketenancy.SampleApp(b.Env, 1))
 		out, code := b.tick()
@@ -435,9 +410,7 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("invalid token is 1 and says how to bootstrap", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.idleTick()
 		b.Stack.Bao.InvalidateTokens(b.Env)
 		out, code := b.tick()
 		assert.Equal(t, deployd.ExitFailed, code)
@@ -453,21 +426,8 @@ func TestExitCodes(t *testing.T) {
 // TestEnvMismatchLatch: AGENT_ENV_MISMATCH exits 78 and latches: later runs exit 78
 // without the network until env_id changes or the operator bootstraps.
 func TestEnvMismatchLatch(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	// The box holds a token of another env.
-	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.Stack.Token("env-dev-02")), 0o600))
-	require.NoError(t, os.Remove(b.Cfg.BootstrapGrant))
-	_, code := b.tick()
-	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	require.NotNil(t, b.State().EnvMismatch)
-
-	before := len(b.Stack.Requests())
-	beforeBao := len(b.Stack.BaoRequests())
-	_, code = b.tick()
-	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	assert.Len(t, b.Stack.Requests(), before, "a latched run touches no network")
-	assert.Len(t, b.Stack.BaoRequests(), beforeBao)
+	b := latchedBox(t)
+	b.latchedTick()
 
 	// Bootstrapping with a grant of this env clears the latch.
 	b.PlaceGrant()
@@ -475,7 +435,7 @@ func TestEnvMismatchLatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, b.State().EnvMismatch)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code = b.tick()
+	_, code := b.tick()
 	assert.Equal(t, deployd.ExitOK, code)
 }
 
@@ -499,9 +459,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 // login fail: UNAUTHENTICATED, exit 1, the box keeps serving what it served.
 func TestSupersededGrant(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" {
 			b.Stack.Grant(b.Env) // someone else got a newer grant
@@ -521,23 +479,19 @@ func TestTokenRenewal(t *testing.T) {
 	clock := &now
 	nowFn := func() time.Time { return *clock }
 	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: nowFn}, now: nowFn})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	assert.Zero(t, b.BaoCalls("renew-self"))
 	// Forty-five minutes later, under a third of the TTL is left: renew.
 	later := now.Add(45 * time.Minute)
 	clock = &later
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, 1, b.BaoCalls("renew-self"))
 }
 
 func TestCorruptStateIsMovedAside(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{not json"), 0o600))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -552,9 +506,7 @@ func TestCorruptStateIsMovedAside(t *testing.T) {
 func TestPrune(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	for serial := int64(1); serial <= 4; serial++ {
-		b.Publish(faketenancy.SampleApp(b.Env, serial))
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.apply(faketenancy.SampleApp(b.Env, serial))
 	}
 	entries, err := os.ReadDir(b.Cfg.ReleasesDir())
 	require.NoError(t, err)
@@ -568,9 +520,7 @@ func TestPrune(t *testing.T) {
 
 func TestStateHoldsNoSecret(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	data, err := os.ReadFile(b.Cfg.StatePath())
 	require.NoError(t, err)
 	var st map[string]any
@@ -586,9 +536,7 @@ func TestStateHoldsNoSecret(t *testing.T) {
 // API, and the version is kept in the state for an hour.
 func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	before := len(b.Docker.Calls())
 	for range 3 {
@@ -649,4 +597,30 @@ func TestEnvMismatchAtReportLatches(t *testing.T) {
 	_, code = b.tick()
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
 	assert.Len(t, b.Stack.Requests(), before)
+}
+
+// idleCounter is a transport that counts CloseIdleConnections.
+type idleCounter struct {
+	http.RoundTripper
+	closed atomic.Int32
+}
+
+func (c *idleCounter) CloseIdleConnections() { c.closed.Add(1) }
+
+// TestCloseReleasesOpenBaoConnections: Close also closes the idle connections to
+// OpenBao (found by the soak: a closed agent left an fd and two goroutines behind
+// for the 90 s idle timeout).
+func TestCloseReleasesOpenBaoConnections(t *testing.T) {
+	dir := t.TempDir()
+	cfg := deployd.DefaultConfig()
+	cfg.EnvID = "env-dev-01"
+	cfg.DeployDir, cfg.StateDir = filepath.Join(dir, "srv"), filepath.Join(dir, "state")
+	cfg.BootstrapGrant = filepath.Join(dir, "grant.jwt")
+	cfg.Tenancy.Transport, cfg.Tenancy.URL = "system", "http://127.0.0.1:1"
+	cfg.Bao.Addr = "http://127.0.0.1:2"
+	tr := &idleCounter{RoundTripper: http.DefaultTransport}
+	a, err := deployd.New(t.Context(), cfg, deployd.Options{BaoHTTP: &http.Client{Transport: tr}})
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	assert.EqualValues(t, 1, tr.closed.Load())
 }

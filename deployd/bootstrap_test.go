@@ -13,7 +13,6 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
-	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 // handGrant is a JWT-shaped grant with claims, signed by nobody: the agent reads its
@@ -140,9 +139,7 @@ func TestRunChecksTheGrant(t *testing.T) {
 // there is no token.
 func TestBootstrapOfABootstrappedBox(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick() // bootstraps from the grant
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick() // bootstraps from the grant
 	old, err := os.ReadFile(b.Cfg.TokenPath())
 	require.NoError(t, err)
 	before := b.State()
@@ -206,9 +203,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
-			b.SetDesired(faketenancy.Desired{Action: "none"})
-			_, code := b.tick()
-			require.Equal(t, deployd.ExitOK, code)
+			b.idleTick()
 			spoil(b)
 			b.PlaceGrant()
 			res, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
@@ -229,9 +224,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 // is valid, bootstrap consumes nothing and ends on a temporary condition.
 func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	want := placeGrant(t, b, b.PlaceGrant())
 	b.Stack.Bao.SetSealed(true)
 	_, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
@@ -255,4 +248,41 @@ func TestBootstrapCorruptTokenNoGrant(t *testing.T) {
 	assert.Contains(t, err.Error(), "no bootstrap grant at "+b.Cfg.BootstrapGrant)
 	assert.Contains(t, err.Error(), "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt")
 	assert.Empty(t, b.Stack.BaoRequests())
+}
+
+// latchedBox is a box that holds a token of another env and no grant: its first tick
+// exits 78 and latches AGENT_ENV_MISMATCH.
+func latchedBox(t *testing.T) *box {
+	t.Helper()
+	b := newBox(t, boxOptions{})
+	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.Stack.Token("env-dev-02")), 0o600))
+	require.NoError(t, os.Remove(b.Cfg.BootstrapGrant))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitEnvMismatch, code)
+	require.NotNil(t, b.State().EnvMismatch)
+	return b
+}
+
+// latchedTick runs a tick of a latched box: it exits 78 without the network.
+func (b *box) latchedTick() {
+	b.T.Helper()
+	before, beforeBao := len(b.Stack.Requests()), len(b.Stack.BaoRequests())
+	_, code := b.tick()
+	assert.Equal(b.T, deployd.ExitEnvMismatch, code)
+	assert.Len(b.T, b.Stack.Requests(), before, "a latched run touches no network")
+	assert.Len(b.T, b.Stack.BaoRequests(), beforeBao)
+}
+
+// TestFailedBootstrapKeepsTheLatch: only a bootstrap that succeeds clears the
+// AGENT_ENV_MISMATCH latch; a bootstrap without a grant leaves later runs at 78
+// without the network.
+func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
+	b := latchedBox(t)
+
+	// No grant: the bootstrap fails, and the latch stays.
+	_, err := b.agent.Bootstrap(t.Context(), "")
+	require.Error(t, err)
+	assert.NotNil(t, b.State().EnvMismatch, "a failed bootstrap must not clear the latch")
+	b.latchedTick()
 }

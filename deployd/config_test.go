@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
 var updateConfigGoldens = flag.Bool("update-config", false, "rewrite testdata/config/*.golden.yaml")
@@ -357,4 +359,47 @@ func TestConfigKeyRing(t *testing.T) {
 	_, err = c.KeyRing()
 	require.ErrorIs(t, err, deployd.ErrConfigInvalid)
 	assert.Equal(t, `key "trusted_keys": item 1: bundle: invalid key: the key after ed25519: is not standard base64`, err.Error())
+}
+
+// TestLoadConfigRefusesWhatIsNotAFile: a config path that is a fifo (a blocking open
+// would wait for a writer for ever) or a directory is refused at once, naming the
+// path and what it is.
+func TestLoadConfigRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "config.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, tc := range []struct{ path, kind string }{{fifo, "fifo"}, {dir, "directory"}} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := deployd.LoadConfig(tc.path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.Error(t, err)
+			assert.ErrorIs(t, err, deployd.ErrConfigInvalid)
+			assert.ErrorIs(t, err, fsutil.ErrNotRegular)
+			assert.Equal(t, codes.ConfigInvalid, deployd.CodeOf(err))
+			assert.Equal(t, tc.path+": cannot read: a "+tc.kind+", not a regular file", err.Error())
+		case <-time.After(5 * time.Second):
+			t.Fatalf("LoadConfig(%s) hangs on a %s", tc.path, tc.kind)
+		}
+	}
+}
+
+// A Config built in code starts from DefaultConfig, sets what has no default and what
+// differs, and is checked with Validate.
+func ExampleDefaultConfig() {
+	cfg := deployd.DefaultConfig()
+	cfg.EnvID = "env-dev-01"
+	cfg.Tenancy.URL = "https://tenancy.monky.internal"
+	cfg.Tenancy.Transport = "system"
+	cfg.Bao.Addr = "https://bao.monky.internal:8200"
+	cfg.Compose.HealthTimeout = deployd.Duration(2 * time.Minute)
+	if err := cfg.Validate(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(cfg.StatePath(), cfg.Compose.KeepReleases, cfg.Compose.HealthTimeout)
+	// Output: /var/lib/monky-deployd/state.json 3 2m0s
 }

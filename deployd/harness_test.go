@@ -15,6 +15,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
@@ -138,4 +139,37 @@ func rawTar(t *testing.T, manifest map[string]any, entries ...entry) []byte {
 	}
 	require.NoError(t, w.Close())
 	return buf.Bytes()
+}
+
+// idleTick runs a tick with nothing to do (desired "none") and requires it to succeed:
+// afterwards the box has bootstrapped and holds a token.
+func (b *box) idleTick() {
+	b.T.Helper()
+	b.SetDesired(faketenancy.Desired{Action: "none"})
+	_, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code)
+}
+
+// lastLive returns the live object of the box's last check-in; the box must have sent
+// one.
+func (b *box) lastLive() faketenancy.Live {
+	b.T.Helper()
+	live, ok := b.Stack.Tenancy.LastLive(b.Env)
+	require.True(b.T, ok, "no check-in carried a live object")
+	return live
+}
+
+// apply publishes bn and runs a tick that must apply it; it returns the bundle's sha.
+func (b *box) apply(bn faketenancy.BundleSpec) string {
+	b.T.Helper()
+	sha := b.Publish(bn)
+	_, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code)
+	return sha
+}
+
+// applySample applies the sample app of serial; it returns the bundle's sha.
+func (b *box) applySample(serial int64) string {
+	b.T.Helper()
+	return b.apply(faketenancy.SampleApp(b.Env, serial))
 }

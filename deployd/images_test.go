@@ -39,17 +39,13 @@ func (b *box) images() []string {
 func TestImageHygiene(t *testing.T) {
 	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
 	for serial := int64(1); serial <= 2; serial++ {
-		b.Publish(imageApp(b.Env, serial))
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.apply(imageApp(b.Env, serial))
 	}
 	assert.Nil(t, b.State().LastReclaim, "nothing pruned yet")
 	assert.Empty(t, b.LastReport().Detail)
 	require.Equal(t, []string{"example.invalid/app:1", "example.invalid/app:2", "example.invalid/cache:7"}, b.images())
 
-	b.Publish(imageApp(b.Env, 3))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.apply(imageApp(b.Env, 3))
 	assert.Equal(t, []string{"example.invalid/app:2", "example.invalid/app:3", "example.invalid/cache:7"}, b.images(),
 		"app:1 only release 1 used; release 2 is kept, cache:7 is shared")
 	st := b.State()
@@ -79,9 +75,7 @@ func TestImageHygiene(t *testing.T) {
 func TestDiskLowSaysWhatImagesWouldFree(t *testing.T) {
 	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 3 }})
 	for serial := int64(1); serial <= 3; serial++ {
-		b.Publish(imageApp(b.Env, serial))
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.apply(imageApp(b.Env, serial))
 	}
 	b.Configure(func(c *deployd.Config) { c.MinFreeMB = 1 << 40 })
 	b.newAgent()
@@ -100,9 +94,7 @@ func TestDiskLowSaysWhatImagesWouldFree(t *testing.T) {
 // once it is pruned.
 func TestImageHygieneRemovesTheImagesOfAFailedRelease(t *testing.T) {
 	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
-	b.Publish(imageApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.apply(imageApp(b.Env, 1))
 	bad := b.Publish(imageApp(b.Env, 2))
 	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
 		bad: {"app": {States: []fakedocker.State{{State: "exited", ExitCode: 1}}}},
@@ -112,9 +104,7 @@ func TestImageHygieneRemovesTheImagesOfAFailedRelease(t *testing.T) {
 	require.Equal(t, "UNHEALTHY", string(out.Code))
 	require.Contains(t, b.images(), "example.invalid/app:2")
 	for serial := int64(3); serial <= 4; serial++ {
-		b.Publish(imageApp(b.Env, serial))
-		_, code = b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.apply(imageApp(b.Env, serial))
 	}
 	assert.NotContains(t, b.Releases(), bad)
 	assert.Equal(t, []string{"example.invalid/app:3", "example.invalid/app:4", "example.invalid/cache:7"}, b.images())
@@ -127,24 +117,18 @@ func TestImageHygieneWaitsForUnrecordedReleases(t *testing.T) {
 	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
 	var shas []string
 	for serial := int64(1); serial <= 2; serial++ {
-		shas = append(shas, b.Publish(imageApp(b.Env, serial)))
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		shas = append(shas, b.apply(imageApp(b.Env, serial)))
 	}
 	// Release 2 was staged by an agent that kept no records.
 	b.editState(func(raw map[string]any) {
 		delete(raw["images"].(map[string]any), shas[1])
 	})
 
-	b.Publish(imageApp(b.Env, 3))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.apply(imageApp(b.Env, 3))
 	assert.Contains(t, b.images(), "example.invalid/app:1", "release 2 has no record: nothing is removed")
 	assert.Contains(t, b.Logs.String(), "image hygiene waits")
 
-	b.Publish(imageApp(b.Env, 4))
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.apply(imageApp(b.Env, 4))
 	assert.NotContains(t, b.images(), "example.invalid/app:1", "release 2 is pruned: hygiene runs again")
 	assert.Contains(t, b.images(), "example.invalid/app:2", "never recorded, so never removed")
 }

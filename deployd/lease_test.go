@@ -1,6 +1,7 @@
 package deployd_test
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,9 +17,7 @@ import (
 // login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
 func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	b.Stack.Bao.SetSealed(true)
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	for range 3 {
@@ -35,4 +34,32 @@ func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "applied", out.Result)
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
+}
+
+// TestSupersededGrantIsNotRemembered: a login refused after a fresh lease (the grant
+// was superseded by a newer lease, a race) is reported failed but is not a fault of the
+// bundle: the sha is not remembered as failed, and the next tick leases again and
+// applies it without a retry from tenancy.
+func TestSupersededGrantIsNotRemembered(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.idleTick()
+	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
+		if req.URL.Path == "/v1/agent/lease" {
+			b.Stack.Grant(b.Env) // someone else got a newer grant
+		}
+		return resp
+	})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	require.Equal(t, codes.Unauthenticated, out.Code)
+	assert.Equal(t, "failed", b.LastReport().Result)
+	assert.NotContains(t, b.State().Failed, sha, "a refused login is not a fault of the bundle")
+
+	b.rt.set(nil)
+	out, code = b.tick()
+	assert.Equal(t, deployd.ExitOK, code)
+	assert.Equal(t, "applied", out.Result)
+	assert.True(t, out.Leased, "a new lease, without a retry from tenancy")
+	assert.Equal(t, sha, b.Live())
 }

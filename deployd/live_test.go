@@ -25,14 +25,9 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 	_, ok := b.Stack.Tenancy.LastLive(b.Env)
 	assert.False(t, ok, "nothing live yet: the check-in carries no live object")
 
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	sha := b.applySample(1)
+	b.idleTick()
+	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.True(t, *live.Healthy)
 	assert.Empty(t, live.Reason)
@@ -51,8 +46,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "none", out.Action)
-	live, ok = b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live = b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.False(t, *live.Healthy, "the check-in tells tenancy")
 	dead := live.Services[len(live.Services)-1]
@@ -74,16 +68,13 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 // TestLiveHealthWhenDockerCannotBeAsked: the check-in goes out with a reason.
 func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	require.NoError(t, os.Remove(b.Docker.Socket), "dockerd is gone")
 	b.newAgent() // as the next timer run would: no connection kept
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, "the heartbeat does not depend on docker")
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	assert.Nil(t, live.Healthy)
 	assert.Nil(t, live.Services)
 	assert.NotEmpty(t, live.Reason)
@@ -103,14 +94,9 @@ func TestLiveHealthThroughTheCLI(t *testing.T) {
 		}
 	}
 	b.agent = b.NewAgent(deployd.Options{DockerEnv: append(env, "DOCKER_HOST=ssh://deploy@box.example"), HealthPoll: 10 * time.Millisecond})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	b.applySample(1)
+	b.idleTick()
+	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.True(t, *live.Healthy)
 	assert.Len(t, live.Services, 2)
@@ -142,8 +128,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	}})
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.False(t, *live.Healthy, "web stopped: not healthy, though it exited 0")
 	require.Len(t, live.Services, 2)
@@ -157,20 +142,15 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 // the release and records them, so that a service with no container is "missing".
 func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.editState(func(raw map[string]any) {
 		delete(raw, "live_services")
 		delete(raw, "live_one_shots")
 	})
 
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	assert.Equal(t, []string{"migrate", "web"}, b.State().LiveServices, "read from the release and recorded")
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	assert.Len(t, live.Services, 2)
 }
 
@@ -179,9 +159,7 @@ func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 // without a new lease, and reports what it finds.
 func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	sha := b.applySample(1)
 	leases, ups := b.Leases(), len(b.DockerCalls("up"))
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
@@ -202,20 +180,17 @@ func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 // check-in goes out.
 func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.editState(func(raw map[string]any) {
 		raw["live_services"] = []string{"", "web"}
 	})
 
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	checkins := len(b.Stack.Tenancy.Checkins(b.Env))
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, "the heartbeat went out")
 	assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1)
-	live, ok := b.Stack.Tenancy.LastLive(b.Env)
-	require.True(t, ok)
+	live := b.lastLive()
 	assert.Nil(t, live.Healthy)
 	assert.Contains(t, live.Reason, "refused by the client")
 	assert.Contains(t, b.Logs.String(), "the live health read from docker cannot be sent")
@@ -237,9 +212,7 @@ func TestEngineVersionIsChecked(t *testing.T) {
 // the last one makes it not ready for that check-in.
 func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	sha := b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	restarts := func(n int) {
 		b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
@@ -247,12 +220,11 @@ func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
 		}})
 	}
 	healthy := func() bool {
-		live, ok := b.Stack.Tenancy.LastLive(b.Env)
-		require.True(t, ok)
+		live := b.lastLive()
 		require.NotNil(t, live.Healthy)
 		return *live.Healthy
 	}
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.True(t, healthy(), "the first check-in after the apply: the baseline")
 	restarts(1)

@@ -20,9 +20,7 @@ import (
 func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	sha := b.applySample(1)
 
 	// What a kill between promote and health leaves: the live release unconfirmed.
 	st := b.State()
@@ -52,9 +50,7 @@ func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	b.newAgent()
 	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
 		"down": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
@@ -76,9 +72,7 @@ func TestComposeOutputIsLoggedRedacted(t *testing.T) {
 	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stdout: "web Pulling\nweb Pulled\n", Stderr: "warning: DB_PASSWORD=" + value + "\n"},
 	}}})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.applySample(1)
 	logs := b.Logs.String()
 	assert.Contains(t, logs, `"msg":"docker compose up","env_id":"env-dev-01","project":"monky","output":"web Pulling"`)
 	assert.Contains(t, logs, `"output":"web Pulled"`)

@@ -2,6 +2,7 @@ package deployd_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -37,4 +38,95 @@ func TestReportDetailIsBounded(t *testing.T) {
 	for _, f := range st.Failed {
 		assert.LessOrEqual(t, len(f.Detail), 4<<10)
 	}
+}
+
+// TestRevokedTokenIsTheLastFailure: once the token is revoked (and no grant is
+// there), the tick's UNAUTHENTICATED is in the state with its time, for status; a
+// bootstrap with a fresh grant is a run that ends 0.
+func TestRevokedTokenIsTheLastFailure(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.idleTick()
+	assert.Nil(t, b.State().LastFailure)
+
+	b.Stack.Bao.InvalidateTokens(b.Env)
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	require.Equal(t, codes.Unauthenticated, out.Code)
+	st := b.State()
+	require.NotNil(t, st.LastFailure)
+	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
+	assert.Equal(t, deployd.ExitFailed, st.LastFailure.Exit)
+	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
+	assert.Equal(t, deployd.ExitFailed, st.LastExit)
+
+	b.PlaceGrant()
+	_, err := b.agent.Bootstrap(t.Context(), "")
+	require.NoError(t, err)
+	st = b.State()
+	assert.Equal(t, deployd.ExitOK, st.LastExit, "the bootstrap is the last run")
+	require.NotNil(t, st.LastFailure, "the failure before it is still told")
+	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
+	assert.True(t, st.LastTick.After(st.LastFailure.At))
+}
+
+// TestFailedBootstrapIsTheLastFailure: a bootstrap that fails is a run that ends
+// non-zero, with its code.
+func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
+	b := newBox(t, boxOptions{noGrant: true})
+	_, err := b.agent.Bootstrap(t.Context(), "")
+	require.Error(t, err)
+	st := b.State()
+	assert.Equal(t, deployd.ExitFailed, st.LastExit)
+	require.NotNil(t, st.LastFailure)
+	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
+	_, err = os.Stat(b.Cfg.TokenPath())
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestRefusedBundleIsTheLastFailure: a sha that fails on the box is the run's failure
+// with its code.
+func TestRefusedBundleIsTheLastFailure(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	bn := faketenancy.SampleApp(b.Env, 1)
+	bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
+	b.Publish(bn)
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	st := b.State()
+	require.NotNil(t, st.LastFailure)
+	assert.Equal(t, codes.Privileged, st.LastFailure.Code)
+	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
+}
+
+// TestNextStepCoversEveryCode: every code of the vocabulary has its own next step; a code added without one fails here.
+func TestNextStepCoversEveryCode(t *testing.T) {
+	all := codes.All()
+	generic := deployd.NextStep("NOT_A_CODE")
+	assert.Equal(t, deployd.NextStepUnknown, generic)
+	assert.Contains(t, generic, "journalctl -u monky-deployd")
+	for _, c := range all {
+		step := deployd.NextStep(c)
+		assert.NotEmpty(t, step, c)
+		assert.NotEqual(t, generic, step, "%s has no next step of its own", c)
+		assert.Equal(t, strings.TrimSpace(step), step, c)
+		assert.NotContains(t, step, "\n", c)
+	}
+	assert.Empty(t, deployd.NextStep(""), "no code, nothing to do")
+}
+
+// TestNextStepSaysWhatToDo: the steps an operator is sent to for the box's own codes.
+func TestNextStepSaysWhatToDo(t *testing.T) {
+	for code, want := range map[codes.Code]string{
+		codes.Unauthenticated:   "monky-deployd bootstrap",
+		codes.DiskLow:           "free space",
+		codes.DiskFull:          "free space",
+		codes.DockerUnavailable: "start docker",
+		codes.AgentEnvMismatch:  "env_id",
+		codes.ConfigInvalid:     "fix the config",
+		codes.StateUnavailable:  "state_dir",
+		codes.ComposeMissing:    "compose v2",
+	} {
+		assert.Contains(t, deployd.NextStep(code), want, code)
+	}
+	assert.Contains(t, deployd.NextStep(codes.AgentEnvMismatch), "monky-deployd bootstrap")
 }

@@ -70,6 +70,16 @@ func (b *box) publishSigned(r renderer, serial int64) string {
 	return sha
 }
 
+// applySigned publishes the sample app of serial signed by r and runs a tick that must
+// apply it; it returns the bundle's sha.
+func (b *box) applySigned(r renderer, serial int64) string {
+	b.T.Helper()
+	sha := b.publishSigned(r, serial)
+	out, exit := b.tick()
+	require.Equal(b.T, deployd.ExitOK, exit, "%+v", out)
+	return sha
+}
+
 // downloads counts the downloads of the bundle sha (not its signature).
 func (b *box) downloads(sha string) int {
 	n := 0
@@ -241,12 +251,8 @@ func TestSignedManifestSerialMustMatch(t *testing.T) {
 func TestSignatureReplayAndRollback(t *testing.T) {
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
-	sha1 := b.publishSigned(r, 1)
-	out, exit := b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
-	sha2 := b.publishSigned(r, 2)
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
+	sha1 := b.applySigned(r, 1)
+	sha2 := b.applySigned(r, 2)
 	require.Equal(t, sha2, b.Live())
 	require.Equal(t, 2, b.Leases())
 	require.Equal(t, bundle.Serials{r.id: 2}, b.State().SignedSerials)
@@ -254,7 +260,7 @@ func TestSignatureReplayAndRollback(t *testing.T) {
 
 	// Tenancy (or whoever answers for it) serves the older signed bundle again.
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1})
-	out, exit = b.tick()
+	out, exit := b.tick()
 	require.Equal(t, deployd.ExitFailed, exit)
 	assert.Equal(t, codes.SignatureReplay, out.Code)
 	assert.False(t, out.Leased)
@@ -286,12 +292,8 @@ func TestSignatureReplayAndRollback(t *testing.T) {
 func TestRollbackNeedsAValidSignature(t *testing.T) {
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
-	sha1 := b.publishSigned(r, 1)
-	_, exit := b.tick()
-	require.Equal(t, deployd.ExitOK, exit)
-	b.publishSigned(r, 2)
-	_, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit)
+	sha1 := b.applySigned(r, 1)
+	b.applySigned(r, 2)
 
 	b.Stack.PublishSignature(b.Env, sha1, r.sign(t, bundle.Statement{SHA: sha1, EnvID: b.Env, Serial: 1},
 		bundle.SignOptions{Expires: time.Now().Add(-time.Hour - bundle.ClockTolerance)}))

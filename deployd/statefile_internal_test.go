@@ -1,10 +1,12 @@
 package deployd
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
 )
 
@@ -85,4 +88,86 @@ func TestDockerVersionFresh(t *testing.T) {
 		assert.Equal(t, want, dockerVersionFresh(&st, now), at)
 	}
 	assert.False(t, dockerVersionFresh(&State{}, now))
+}
+
+// TestEndRunRecordsTheLastFailure: a run that ends non-zero is recorded with its time,
+// exit code and code; a later success keeps it.
+func TestEndRunRecordsTheLastFailure(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var st State
+	endRun(&st, t0, ExitOK, "", "", 0)
+	assert.Nil(t, st.LastFailure, "no failure yet")
+
+	endRun(&st, t0.Add(time.Minute), ExitTemporary, codes.Unavailable, codes.Unavailable, 3*time.Second)
+	assert.Equal(t, &RunFailure{At: t0.Add(time.Minute), Exit: ExitTemporary, Code: codes.Unavailable}, st.LastFailure)
+	assert.Equal(t, codes.Unavailable, st.LastTemporary)
+	assert.Equal(t, 3*time.Second, st.RetryAfter)
+
+	endRun(&st, t0.Add(2*time.Minute), ExitEnvMismatch, codes.AgentEnvMismatch, "", 0)
+	assert.Equal(t, &RunFailure{At: t0.Add(2 * time.Minute), Exit: ExitEnvMismatch, Code: codes.AgentEnvMismatch}, st.LastFailure)
+	assert.Empty(t, st.LastTemporary)
+
+	endRun(&st, t0.Add(4*time.Minute), ExitOK, "", "", 0)
+	assert.Equal(t, t0.Add(2*time.Minute), st.LastFailure.At, "a success keeps the last failure")
+	assert.Equal(t, ExitOK, st.LastExit)
+
+	endRun(&st, t0.Add(7*time.Minute), ExitFailed, codes.LeaseShape, "", 0)
+	assert.Equal(t, &RunFailure{At: t0.Add(7 * time.Minute), Exit: ExitFailed, Code: codes.LeaseShape}, st.LastFailure)
+
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"last_failure":{"at":"2026-12-01T12:07:00Z","exit":1,"code":"LEASE_SHAPE"}`)
+	var back State
+	require.NoError(t, json.Unmarshal(data, &back))
+	assert.Equal(t, st.LastFailure, back.LastFailure)
+}
+
+// TestReadTokenFileCorrupt: what a crash or a disk can leave in bao.token is known as
+// corrupt when read (never sent as a bearer), with why and the path, and never with
+// what the file holds.
+func TestReadTokenFileCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		data []byte
+		why  string
+	}{
+		"nul":       {make([]byte, 96), "not printable ASCII"},
+		"inner nul": {[]byte("hvs.CAESIJ\x00\x00\x00\n"), "not printable ASCII"},
+		"binary":    {[]byte("hvs.abc\xff\xfedef"), "not printable ASCII"},
+		"tab":       {[]byte("hvs.abc\tdef"), "not printable ASCII"},
+		"empty":     {nil, "empty"},
+		"blank":     {[]byte(" \r\n\t\n"), "empty"},
+		"too long":  {[]byte(strings.Repeat("a", maxTokenFile+1)), "larger than 4096 bytes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			require.NoError(t, os.WriteFile(p, tc.data, 0o600))
+			tok, err := readTokenFile(p)
+			require.Error(t, err)
+			assert.Empty(t, tok)
+			assert.ErrorIs(t, err, ErrTokenCorrupt)
+			assert.Equal(t, "the OpenBao token file "+p+" is corrupt ("+tc.why+")", err.Error())
+		})
+	}
+	t.Run("longest", func(t *testing.T) {
+		p := filepath.Join(dir, "longest")
+		long := "hvb." + strings.Repeat("A", maxTokenFile-5)
+		require.NoError(t, os.WriteFile(p, []byte(long+"\n"), 0o600))
+		tok, err := readTokenFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, long, tok)
+	})
+}
+
+// TestReadTokenFileNotRegular: a token path that is a fifo or a directory is an error
+// naming it, at once; it is not a corrupt token (nothing to bootstrap over).
+func TestReadTokenFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "bao.token")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	_, err := readTokenFile(fifo)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fsutil.ErrNotRegular)
+	assert.False(t, errors.Is(err, ErrTokenCorrupt))
+	assert.Contains(t, err.Error(), fifo+" is a fifo, not a regular file")
 }

@@ -4,12 +4,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 )
 
 // The docs are the operator's view of the agent: these tests keep them true of the code
@@ -140,4 +147,188 @@ func TestDocMentionsExist(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// TestBundleDocReservedNames checks that docs/BUNDLE.md names every variable name and
+// prefix that deployd/bundle reserves (refused in vars and secrets): a renderer author
+// reads the list there.
+func TestBundleDocReservedNames(t *testing.T) {
+	src := readRepoFile(t, "deployd/bundle/paths.go")
+	doc := readRepoFile(t, "docs/BUNDLE.md")
+	quoted := regexp.MustCompile(`"([A-Z_]+)"`)
+	for _, decl := range []string{`reservedEnvPrefixes = []string{`, `reservedEnvNames = map[string]bool{`} {
+		i := strings.Index(src, decl)
+		require.GreaterOrEqual(t, i, 0, "deployd/bundle/paths.go has no %s", decl)
+		body := src[i+len(decl):]
+		body = body[:strings.Index(body, "}")]
+		names := quoted.FindAllStringSubmatch(body, -1)
+		require.NotEmpty(t, names, decl)
+		for _, m := range names {
+			assert.True(t, strings.Contains(doc, "`"+m[1]+"`"), "docs/BUNDLE.md does not name the reserved %s", m[1])
+		}
+	}
+}
+
+// TestOperationsNamesEveryFlag checks that docs/OPERATIONS.md names every flag of the
+// agent binary and its usage-error exit code.
+func TestOperationsNamesEveryFlag(t *testing.T) {
+	src := readRepoFile(t, "cmd/monky-deployd/cli.go")
+	ops := readRepoFile(t, "docs/OPERATIONS.md")
+	flags := regexp.MustCompile(`fs\.[A-Za-z0-9]+\("([a-z-]+)"`).FindAllStringSubmatch(src, -1)
+	require.NotEmpty(t, flags)
+	for _, m := range flags {
+		assert.True(t, strings.Contains(ops, "--"+m[1]), "docs/OPERATIONS.md does not name monky-deployd's --%s", m[1])
+	}
+	assert.True(t, regexp.MustCompile(`(?m)^\| 2 \|`).MatchString(ops), "the exit code table has no row for 2 (a usage error)")
+}
+
+// TestOperationsNamesEveryKitOption checks that docs/OPERATIONS.md names every option
+// of install.sh.
+func TestOperationsNamesEveryKitOption(t *testing.T) {
+	kit := readRepoFile(t, "packaging/install.sh")
+	ops := readRepoFile(t, "docs/OPERATIONS.md")
+	opts := regexp.MustCompile(`(?m)^\t(--[a-z-]+)\)`).FindAllStringSubmatch(kit, -1)
+	require.NotEmpty(t, opts)
+	for _, m := range opts {
+		named := regexp.MustCompile(regexp.QuoteMeta(m[1]) + `\b`).MatchString(ops)
+		assert.True(t, named, "docs/OPERATIONS.md does not name install.sh's %s", m[1])
+	}
+}
+
+// codeRow finds the code of a table row: "| `CODE` | …".
+var codeRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")
+
+// tableCodes returns the codes of the table rows of a doc, in order.
+func tableCodes(t *testing.T, doc string) []codes.Code {
+	var out []codes.Code
+	for _, m := range codeRow.FindAllStringSubmatch(readRepoFile(t, doc), -1) {
+		out = append(out, codes.Code(m[1]))
+	}
+	return out
+}
+
+// TestOperationsNamesEveryCode checks that every stable code the agent can log, report
+// or show in status (deployd/codes) has a row in docs/OPERATIONS.md, which tells the
+// operator what to do, and that the doc names no code the agent does not have. Both
+// follow the order of codes.All.
+func TestOperationsNamesEveryCode(t *testing.T) {
+	// CONFIG is a code of the OpenBao client alone: the agent reports a bad OpenBao
+	// client config as CONFIG_INVALID. docs/PROTOCOL.md names it.
+	want := slices.DeleteFunc(codes.All(), func(c codes.Code) bool { return c == codes.Config })
+	assert.Equal(t, want, tableCodes(t, "docs/OPERATIONS.md"), "the code tables of docs/OPERATIONS.md")
+	assert.Contains(t, tableCodes(t, "docs/PROTOCOL.md"), codes.Config, "docs/PROTOCOL.md has no table row for %s", codes.Config)
+}
+
+// TestBundleDocNamesEveryRefusal checks that the refusal table of docs/BUNDLE.md lists
+// exactly the refusal codes, in the order of codes.Refusals.
+func TestBundleDocNamesEveryRefusal(t *testing.T) {
+	assert.Equal(t, codes.Refusals(), tableCodes(t, "docs/BUNDLE.md"))
+}
+
+// TestOperationsMetrics checks that docs/OPERATIONS.md lists exactly the metrics that
+// internal/metrics writes.
+func TestOperationsMetrics(t *testing.T) {
+	src := readRepoFile(t, "internal/metrics/metrics.go")
+	var code []string
+	for _, m := range regexp.MustCompile(`(?:gauge|head)\("([a-z_]+)"`).FindAllStringSubmatch(src, -1) {
+		code = append(code, "monky_deployd_"+m[1])
+	}
+	require.NotEmpty(t, code)
+	var docs []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(monky_deployd_[a-z_]+)[{`]").FindAllStringSubmatch(readRepoFile(t, "docs/OPERATIONS.md"), -1) {
+		docs = append(docs, m[1])
+	}
+	assert.ElementsMatch(t, code, docs)
+}
+
+// TestOperationsConfigKeys checks the config reference of docs/OPERATIONS.md against
+// deployd.Config and deployd.DefaultConfig: every key has a row, every row is a key,
+// and the default column shows DefaultConfig's value. config.yaml.example, install.sh
+// and the ansible role send the operator there.
+func TestOperationsConfigKeys(t *testing.T) {
+	ops := readRepoFile(t, "docs/OPERATIONS.md")
+	rows := map[string]string{} // key -> default column
+	row := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| ([^|]*) \\|")
+	for _, m := range row.FindAllStringSubmatch(ops, -1) {
+		if strings.Contains(m[1], "_") || strings.Contains(m[1], ".") || m[1] == "tenancy" {
+			rows[m[1]] = strings.TrimSpace(m[2])
+		}
+	}
+	want := map[string]string{}
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		for i := range v.NumField() {
+			key := prefix + v.Type().Field(i).Tag.Get("yaml")
+			switch f := v.Field(i); {
+			case f.Kind() == reflect.Struct:
+				walk(f, key+".")
+			case f.Kind() == reflect.Slice:
+				want[key] = "`[]`"
+			case f.Type() == reflect.TypeFor[deployd.Duration]():
+				d := time.Duration(f.Int())
+				want[key] = "`" + strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "m0") + "`"
+				if d%time.Minute != 0 {
+					want[key] = "`" + d.String() + "`"
+				}
+			case f.Kind() == reflect.String && f.String() == "":
+				want[key] = "—"
+			case f.Kind() == reflect.String:
+				want[key] = "`" + f.String() + "`"
+			default:
+				want[key] = "`" + strconv.FormatInt(f.Int(), 10) + "`"
+			}
+		}
+	}
+	walk(reflect.ValueOf(deployd.DefaultConfig()), "")
+	for key, def := range want {
+		got, ok := rows[key]
+		if !assert.True(t, ok, "config key %s has no row in docs/OPERATIONS.md", key) {
+			continue
+		}
+		assert.Equal(t, def, got, "default of %s in docs/OPERATIONS.md", key)
+	}
+	for key := range rows {
+		if strings.Contains(key, ".") || slices.Contains([]string{"env_id", "deploy_dir", "state_dir", "bootstrap_grant", "min_free_mb"}, key) {
+			_, ok := want[key]
+			assert.True(t, ok, "docs/OPERATIONS.md has a config row %s that is not a key", key)
+		}
+	}
+}
+
+// TestOperationsExplainsTheService checks that docs/OPERATIONS.md names every setting
+// of the [Service] sections of the one-shot service and the loop service (their
+// headers send the operator there); "`ProtectKernel*`" in the doc covers every setting
+// with that prefix.
+func TestOperationsExplainsTheService(t *testing.T) {
+	for _, u := range []string{serviceUnit, loopUnit} {
+		t.Run(u, func(t *testing.T) { explained(t, u) })
+	}
+}
+
+func explained(t *testing.T, rel string) {
+	unit := readRepoFile(t, rel)
+	ops := readRepoFile(t, "docs/OPERATIONS.md")
+	var wildcards []string
+	for _, m := range regexp.MustCompile("`([A-Z][A-Za-z]+)\\*`").FindAllStringSubmatch(ops, -1) {
+		wildcards = append(wildcards, m[1])
+	}
+	named := regexp.MustCompile(`\b[A-Z][A-Za-z]+\b`)
+	words := map[string]bool{}
+	for _, w := range named.FindAllString(ops, -1) {
+		words[w] = true
+	}
+	_, service, _ := strings.Cut(unit, "\n[Service]\n")
+	for _, line := range strings.Split(service, "\n") {
+		key, _, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.HasPrefix(key, "#") {
+			continue
+		}
+		covered := words[key]
+		for _, w := range wildcards {
+			covered = covered || strings.HasPrefix(key, w)
+		}
+		if !covered {
+			t.Errorf("docs/OPERATIONS.md does not explain %s's %s=", rel, key)
+		}
+	}
 }

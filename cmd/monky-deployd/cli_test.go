@@ -1,18 +1,11 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -240,40 +233,10 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// fixtureSHA recomputes a fixture's bundle sha with the formula of docs/BUNDLE.md, as
-// `sha256sum` would, independently of the bundle package.
+// fixtureSHA is fixtureSHAOf the fixture name.
 func fixtureSHA(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(fixture(t, name))
-	require.NoError(t, err)
-	var r io.Reader = bytes.NewReader(data)
-	if len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(r)
-		require.NoError(t, err)
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	sums := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		body, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		sum := sha256.Sum256(body)
-		sums[h.Name] = hex.EncodeToString(sum[:])
-	}
-	var listing strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(sums)) { // bytewise, as LC_ALL=C sort
-		listing.WriteString(sums[name] + "  " + name + "\n")
-	}
-	sum := sha256.Sum256([]byte(listing.String()))
-	return hex.EncodeToString(sum[:])
+	return fixtureSHAOf(t, fixture(t, name))
 }
 
 // TestStatus: status reads the state and the token file, never the network.
@@ -315,10 +278,7 @@ func TestStatus(t *testing.T) {
 		assert.Regexp(t, `(?m)^token expires:\s+20\d\d-`, r.Stdout)
 		assert.Regexp(t, `(?m)^latch:\s+none$`, r.Stdout)
 
-		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 0, r.Code, r.Stderr)
-		var v statusJSON
-		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
+		v := statusJSONOf(t, b, 0)
 		require.NotNil(t, v.Live)
 		assert.Equal(t, sha, v.Live.SHA)
 		assert.Equal(t, int64(4), v.Live.Serial)
@@ -346,10 +306,7 @@ func TestStatus(t *testing.T) {
 		require.Equal(t, 1, r.Code, "a latched box is not healthy")
 		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.Stdout)
 		assert.Regexp(t, `(?m)^live:\s+none$`, r.Stdout)
-		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 1, r.Code)
-		var v statusJSON
-		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
+		v := statusJSONOf(t, b, 1)
 		require.NotNil(t, v.Latch)
 		assert.Equal(t, "env-dev-01", v.Latch.EnvID)
 		assert.True(t, v.Latch.Active)
@@ -573,4 +530,57 @@ func TestOutputFailureIsExit1(t *testing.T) {
 			assert.Contains(t, stderr.String(), "broken pipe")
 		})
 	}
+}
+
+// tickLine finds the tick's own log line in stderr and returns its code attribute.
+func tickLine(t *testing.T, stderr string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^.*msg="tick (?:done|failed|ended on a temporary condition[^"]*)".* code=(\S*) .*$`).FindStringSubmatch(stderr)
+	require.NotNil(t, m, "no tick line in:\n%s", stderr)
+	return m[1]
+}
+
+// TestTickLineCarriesTheCode: every tick line names its code, also when the tick
+// stopped before it had an outcome (a held lock, an unusable state dir, the latch),
+// and the config's error line carries CONFIG_INVALID.
+func TestTickLineCarriesTheCode(t *testing.T) {
+	t.Run("lock held", func(t *testing.T) {
+		b := newBox(t, boxOpts{})
+		b.HoldLock()
+		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+		require.Equal(t, deployd.ExitTemporary, r.Code, r.Stderr)
+		assert.Equal(t, "LOCKED", tickLine(t, r.Stderr))
+	})
+	t.Run("state dir unusable", func(t *testing.T) {
+		b := newBox(t, boxOpts{})
+		require.NoError(t, os.WriteFile(b.Cfg.StateDir, nil, 0o600)) // a file where the dir goes
+		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+		require.Equal(t, deployd.ExitFailed, r.Code, r.Stderr)
+		assert.Equal(t, "STATE_UNAVAILABLE", tickLine(t, r.Stderr))
+	})
+	t.Run("latched", func(t *testing.T) {
+		b := newBox(t, boxOpts{noGrant: true})
+		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		for range 2 { // the tick that latches, and one that only reads the latch
+			r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+			require.Equal(t, deployd.ExitEnvMismatch, r.Code, r.Stderr)
+			assert.Equal(t, "AGENT_ENV_MISMATCH", tickLine(t, r.Stderr))
+		}
+	})
+	t.Run("applied", func(t *testing.T) {
+		b := newBox(t, boxOpts{})
+		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+		require.Equal(t, deployd.ExitOK, r.Code, r.Stderr)
+		assert.Equal(t, `""`, tickLine(t, r.Stderr), "a tick that did its job has no code")
+	})
+	t.Run("bad config", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, os.WriteFile(p, []byte("env_id: production\n"), 0o600))
+		for _, cmd := range []string{"run", "status", "bootstrap"} {
+			r := runMain(t, nil, cmd, "--config", p)
+			require.Equal(t, deployd.ExitFailed, r.Code, r.Stderr)
+			assert.Regexp(t, `msg="the config is invalid; fix it and run again" .*code=CONFIG_INVALID`, r.Stderr, cmd)
+		}
+	})
 }

@@ -21,6 +21,7 @@ var forbiddenDeps = []string{
 	"github.com/monky/monky-deployd/deployd/deploydtest",
 	"github.com/monky/monky-deployd/deployd/deploydtest/",
 	"github.com/monky/monky-deployd/internal/testbox",
+	"github.com/monky/monky-deployd/internal/testbox/",
 }
 
 func forbidden(pkg string) bool {
@@ -36,9 +37,7 @@ func forbidden(pkg string) bool {
 // and neither does the symbol table of the binary as built.
 func TestLinksNoTestCode(t *testing.T) {
 	goTool := testbox.GoTool(t)
-	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
-	require.NoError(t, err)
-	deps := strings.Fields(string(out))
+	deps := testbox.Deps(t, ".")
 	require.Contains(t, deps, "github.com/monky/monky-deployd/deployd", "the list is the agent's")
 	require.Contains(t, deps, "github.com/monky/monky-deployd/cmd/monky-deployd")
 	for _, d := range deps {
@@ -60,7 +59,8 @@ func TestLinksNoTestCode(t *testing.T) {
 		}
 		for _, p := range []string{"testing.", "net/http/httptest.", "github.com/stretchr/testify/",
 			"github.com/monky/monky-deployd/internal/fakes/", "github.com/monky/monky-deployd/deployd/deploydtest.",
-			"github.com/monky/monky-deployd/deployd/deploydtest/", "github.com/monky/monky-deployd/internal/testbox."} {
+			"github.com/monky/monky-deployd/deployd/deploydtest/", "github.com/monky/monky-deployd/internal/testbox.",
+			"github.com/monky/monky-deployd/internal/testbox/"} {
 			assert.False(t, strings.HasPrefix(name, p), "symbol %s in the binary", name)
 		}
 	}
@@ -81,6 +81,7 @@ func TestForbidden(t *testing.T) {
 		"github.com/monky/monky-deployd/internal/fakes/fakedocker":     true,
 		"github.com/monky/monky-deployd/deployd/deploydtest":           true,
 		"github.com/monky/monky-deployd/internal/testbox":              true,
+		"github.com/monky/monky-deployd/internal/testbox/testprog":     true,
 		"github.com/monky/monky-deployd/deployd/bundle":                false,
 		"github.com/monky/monky-deployd/internal/fsutil":               false,
 	}

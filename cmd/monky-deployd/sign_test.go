@@ -561,7 +561,8 @@ func TestBundleDocRecipe(t *testing.T) {
 	assertNoSecret(t, mainResult{Stdout: string(out)}, secretsOf(t, filepath.Join(work, "renderer.key")))
 }
 
-// fixtureSHAOf is fixtureSHA for any bundle file.
+// fixtureSHAOf recomputes the bundle sha of the bundle file at path with the formula of
+// docs/BUNDLE.md, as `sha256sum` would, independently of the bundle package.
 func fixtureSHAOf(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)

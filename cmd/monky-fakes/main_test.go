@@ -22,17 +22,17 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestMain removes the binary the process tests built.
-func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
-// binary builds monky-fakes once per test process (testbox.Build: under go test
-// -short it skips the test).
+// binary builds monky-fakes once per test process (testprog.Build: under go test
+// -short it skips the test). testprog, not testbox: this test links no agent.
 func binary(t *testing.T) string {
 	t.Helper()
-	return testbox.Build(t, "github.com/monky/monky-deployd/cmd/monky-fakes")
+	return testprog.Build(t, "github.com/monky/monky-deployd/cmd/monky-fakes")
 }
 
 type process struct {

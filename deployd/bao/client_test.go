@@ -24,52 +24,13 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 )
 
 const env = "env-dev-01"
-
-// recorder is a secret.Registry that remembers what it was given.
-type recorder struct {
-	mu   sync.Mutex
-	vals map[string]bool
-}
-
-func (r *recorder) Add(v string) {
-	if v == "" {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.vals == nil {
-		r.vals = map[string]bool{}
-	}
-	r.vals[v] = true
-}
-
-func (r *recorder) has(v string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.vals[v]
-}
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func newFake(t *testing.T, opts fakebao.Options) *fakebao.Server {
 	t.Helper()
@@ -87,16 +48,16 @@ func newClient(t *testing.T, addr string, reg secret.Registry) *bao.Client {
 
 func TestTokenLifecycle(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
+	clk := deploydtest.NewClock(time.Now())
 	s := newFake(t, fakebao.Options{Now: clk.Now})
-	reg := &recorder{}
+	reg := &secrettest.Recorder{}
 	c := newClient(t, s.URL(), reg)
 
 	grant := s.MintGrant(env)
 	info, err := c.Login(ctx, secret.New(grant))
 	require.NoError(t, err)
-	assert.True(t, reg.has(grant), "grant registered")
-	assert.True(t, reg.has(info.Token.Reveal()), "token registered")
+	assert.True(t, reg.Has(grant), "grant registered")
+	assert.True(t, reg.Has(info.Token.Reveal()), "token registered")
 	assert.Equal(t, env, info.EnvID)
 	assert.Equal(t, time.Hour, info.TTL)
 	assert.Equal(t, time.Hour, info.CreationTTL)
@@ -139,7 +100,7 @@ func TestTokenLifecycle(t *testing.T) {
 
 func TestTokenExpiry(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
+	clk := deploydtest.NewClock(time.Now())
 	s := newFake(t, fakebao.Options{Now: clk.Now, TokenTTL: 10 * time.Minute})
 	c := newClient(t, s.URL(), nil)
 	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
@@ -167,7 +128,7 @@ func TestNotRenewable(t *testing.T) {
 
 func TestLoginRejected(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{t: time.Now()}
+	clk := deploydtest.NewClock(time.Now())
 	s := newFake(t, fakebao.Options{Now: clk.Now})
 	old := s.MintGrant(env)
 	current := s.MintGrant(env)
@@ -233,7 +194,7 @@ func TestRead(t *testing.T) {
 	s.PutSecret(env, "db", map[string]string{"password": "pw-plant-1", "user": "app-user-plant"})
 	s.PutSecret(env, "stripe/api", map[string]string{"key": "sk-plant-2"})
 	s.PutSecret("env-dev-02", "db", map[string]string{"password": "pw-other-env"})
-	reg := &recorder{}
+	reg := &secrettest.Recorder{}
 	c := newClient(t, s.URL(), reg)
 	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
 	require.NoError(t, err)
@@ -249,7 +210,7 @@ func TestRead(t *testing.T) {
 	assert.Equal(t, "app-user-plant", vals["DB_USER"].Reveal())
 	assert.Equal(t, "sk-plant-2", vals["STRIPE_KEY"].Reveal())
 	for _, v := range []string{"pw-plant-1", "app-user-plant", "sk-plant-2"} {
-		assert.True(t, reg.has(v), "value registered")
+		assert.True(t, reg.Has(v), "value registered")
 	}
 	reqs := s.Requests()[base:]
 	require.Len(t, reqs, 2, "one GET per distinct path")

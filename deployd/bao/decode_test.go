@@ -3,10 +3,10 @@ package bao
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,33 +15,8 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 )
-
-// recorder is a secret.Registry that remembers what it was given.
-type recorder struct {
-	mu   sync.Mutex
-	vals []string
-}
-
-func (r *recorder) Add(v string) {
-	if v == "" {
-		return
-	}
-	r.mu.Lock()
-	r.vals = append(r.vals, v)
-	r.mu.Unlock()
-}
-
-func (r *recorder) has(v string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.vals {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
 
 func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -70,10 +45,10 @@ func TestDecodeAuthFixtures(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
 			body := readFixture(t, tc.file)
-			reg := &recorder{}
+			reg := &secrettest.Recorder{}
 			info, e := decodeAuth(body, reg, now)
 			if tc.token != "" {
-				assert.True(t, reg.has(tc.token), "token registered the moment it is decoded")
+				assert.True(t, reg.Has(tc.token), "token registered the moment it is decoded")
 			}
 			if tc.wantKind == nil {
 				require.Nil(t, e)
@@ -211,7 +186,7 @@ func FuzzLoginResponse(f *testing.F) {
 	f.Add([]byte(`{"auth":{"client_token":"s.x","num_uses":-1,"lease_duration":-5}}`))
 	f.Add([]byte(`{"auth":{"client_token":"s.x","metadata":{"env_id":1}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		reg := &recorder{}
+		reg := &secrettest.Recorder{}
 		info, e := decodeAuth(body, reg, time.Unix(0, 0))
 		var probe struct {
 			Auth *struct {
@@ -231,7 +206,7 @@ func FuzzLoginResponse(f *testing.F) {
 		if info.Token.IsZero() {
 			t.Fatal("accepted a login without a token")
 		}
-		if !reg.has(info.Token.Reveal()) {
+		if !reg.Has(info.Token.Reveal()) {
 			t.Fatal("accepted token not registered")
 		}
 		if info.TTL < 0 {
@@ -310,4 +285,26 @@ func FuzzLookupResponse(f *testing.F) {
 			t.Fatal("renewal asked for a token without creation TTL")
 		}
 	})
+}
+
+// A login answer with AppRole fields spelled in another case is still an AppRole
+// answer: the agent must not accept it because of the spelling.
+func TestDecodeAuthAppRoleKeysAnyCase(t *testing.T) {
+	for _, body := range []string{
+		`{"data":{"Role_ID":"x"},"auth":{"client_token":"s.casefixture0123456789","lease_duration":3600,"renewable":true,"token_type":"service"}}`,
+		`{"auth":{"client_token":"s.casefixture0123456789","metadata":{"SECRET_ID_ACCESSOR":"x"},"lease_duration":3600,"renewable":true,"token_type":"service"}}`,
+	} {
+		_, err := decodeAuth([]byte(body), discardRegistry{}, time.Unix(0, 0))
+		require.NotNil(t, err, body)
+		require.ErrorIs(t, err, ErrLeaseShape)
+	}
+}
+
+// TestSeconds: OpenBao's TTLs in seconds become Durations within 0 and a century.
+func TestSeconds(t *testing.T) {
+	for n, want := range map[int64]time.Duration{
+		0: 0, -5: 0, 3600: time.Hour, math.MaxInt64: maxTTL, int64(maxTTL/time.Second) + 1: maxTTL,
+	} {
+		assert.Equal(t, want, seconds(n), n)
+	}
 }

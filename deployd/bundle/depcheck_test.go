@@ -3,13 +3,14 @@ package bundle
 import (
 	"go/parser"
 	"go/token"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // forbiddenDeps may never be linked by importers of this package (docs/ARCHITECTURE.md): the
@@ -22,21 +23,8 @@ var forbiddenDeps = []string{
 	"github.com/stretchr/testify",
 }
 
-// goTool finds the go tool on PATH (go test puts its own GOROOT/bin first there).
-func goTool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool found to list the dependencies")
-	}
-	return p
-}
-
 func TestDependencyBudget(t *testing.T) {
-	cmd := exec.Command(goTool(t), "list", "-deps", "-f", "{{.ImportPath}}", ".")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	deps := strings.Fields(string(out))
+	deps := testprog.Deps(t, ".")
 	require.Contains(t, deps, "github.com/compose-spec/compose-go/v2/loader", "the listing is real")
 	for _, dep := range deps {
 		for _, bad := range forbiddenDeps {

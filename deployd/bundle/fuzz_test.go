@@ -24,7 +24,8 @@ var envIDRE = regexp.MustCompile(ids.EnvIDPattern)
 var fuzzLimits = Limits{MaxEntries: 64, MaxFileSize: 1 << 20, MaxTotalSize: 2 << 20,
 	MaxManifestSize: 16 << 10, MaxComposeFileSize: 64 << 10, MaxBufferSize: 256 << 10, MaxHeaderSize: 8 << 10}
 
-func FuzzVerify(f *testing.F) {
+// addFixtureSeeds seeds f with every fixture of testdata but the bombs.
+func addFixtureSeeds(f *testing.F) {
 	for _, name := range fixtureNames(f) {
 		if len(name) > 4 && name[:4] == "bomb" {
 			continue
@@ -33,6 +34,10 @@ func FuzzVerify(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(data)
 	}
+}
+
+func FuzzVerify(f *testing.F) {
+	addFixtureSeeds(f)
 	for _, tt := range refusalCases() {
 		if data := tt.data(f); len(data) <= 64<<10 { // big seeds stall the mutator
 			f.Add(data)
@@ -132,14 +137,7 @@ func FuzzManifest(f *testing.F) {
 // FuzzSHA fuzzes the stream reader alone (no compose checks), which runs far more
 // inputs per second than FuzzVerify.
 func FuzzSHA(f *testing.F) {
-	for _, name := range fixtureNames(f) {
-		if len(name) > 4 && name[:4] == "bomb" {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("testdata", name))
-		require.NoError(f, err)
-		f.Add(data)
-	}
+	addFixtureSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sha, err := SHA(context.Background(), bytes.NewReader(data), fuzzLimits)
 		var re *RefusedError

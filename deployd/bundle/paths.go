@@ -30,16 +30,26 @@ func checkPath(p string) string {
 		}
 	}
 	for seg := range strings.SplitSeq(p, "/") {
-		switch {
-		case seg == "":
-			return "path has an empty segment"
-		case seg == ".":
-			return `path has a "." segment`
-		case seg == "..":
-			return `path has a ".." segment`
-		case len(seg) > maxSegmentLen:
+		if why := checkSegment(seg); why != "" {
+			return why
+		}
+		if len(seg) > maxSegmentLen {
 			return fmt.Sprintf("path has a segment longer than %d bytes", maxSegmentLen)
 		}
+	}
+	return ""
+}
+
+// checkSegment returns why seg cannot be a segment of any path the agent accepts (a
+// bundle path or a secret path), or "": it is empty, "." or "..".
+func checkSegment(seg string) string {
+	switch seg {
+	case "":
+		return "path has an empty segment"
+	case ".":
+		return `path has a "." segment`
+	case "..":
+		return `path has a ".." segment`
 	}
 	return ""
 }
@@ -117,14 +127,10 @@ func checkSecretPath(p string) string {
 	}
 	segs := strings.Split(p, "/")
 	for _, seg := range segs {
-		switch {
-		case seg == "":
-			return "path has an empty segment"
-		case seg == ".":
-			return `path has a "." segment`
-		case seg == "..":
-			return `path has a ".." segment`
-		case !secretSegRE.MatchString(seg):
+		if why := checkSegment(seg); why != "" {
+			return why
+		}
+		if !secretSegRE.MatchString(seg) {
 			return "path has a character outside [A-Za-z0-9_.-/]"
 		}
 	}

@@ -1,14 +1,13 @@
 package codes_test
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestWireStrings pins the string of every code: they are the wire contract.
@@ -69,11 +68,5 @@ func TestSignatures(t *testing.T) {
 // TestLeaf checks that the package imports nothing but the standard library, so that
 // every package of the module can import it.
 func TestLeaf(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool found to list the dependencies")
-	}
-	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	assert.Equal(t, []string{"github.com/monky/monky-deployd/deployd/codes"}, strings.Fields(string(out)))
+	assert.Equal(t, []string{"github.com/monky/monky-deployd/deployd/codes"}, testprog.NonStdDeps(t, "."))
 }

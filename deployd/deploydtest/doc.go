@@ -20,6 +20,8 @@
 //	// … run the agent against s.TenancyURL() and s.BaoAddr() …
 //	r := s.WaitReport(ctx, "env-dev-01", 1)
 //
+// Clock is a clock the test moves by hand (Advance), for the fakes' Now options.
+//
 // Conformance checks any server — the fake here, the real monky-tenancy in its own
 // integration tests — against the contract of the four agent calls
 // (docs/PROTOCOL.md) through hooks the target implements (ConformanceTarget).

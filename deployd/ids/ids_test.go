@@ -2,15 +2,15 @@ package ids_test
 
 import (
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/ids"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 var (
@@ -72,13 +72,7 @@ func FuzzValid(f *testing.F) {
 }
 
 func TestLeaf(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool found to list the dependencies")
-	}
-	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	assert.Equal(t, []string{"github.com/monky/monky-deployd/deployd/ids"}, strings.Fields(string(out)))
+	assert.Equal(t, []string{"github.com/monky/monky-deployd/deployd/ids"}, testprog.NonStdDeps(t, "."))
 }
 
 func ExampleValidEnvID() {

@@ -25,27 +25,17 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 )
 
 const env = "env-dev-01"
 
-type registry struct {
-	mu   sync.Mutex
-	vals []string
-}
-
-func (r *registry) Add(v string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.vals = append(r.vals, v)
-}
-
 type fixture struct {
 	fake  *faketenancy.Server
 	auth  *faketenancy.MemoryAuthority
 	token string
-	reg   *registry
+	reg   *secrettest.Recorder
 	logs  *bytes.Buffer
 	c     *tenancy.Client
 }
@@ -55,7 +45,7 @@ func newFixture(t *testing.T, mutate func(*tenancy.Config)) *fixture {
 	auth := faketenancy.NewMemoryAuthority()
 	fake := faketenancy.New(faketenancy.Options{Authority: auth})
 	t.Cleanup(fake.Close)
-	f := &fixture{fake: fake, auth: auth, token: auth.Token(env), reg: &registry{}, logs: &bytes.Buffer{}}
+	f := &fixture{fake: fake, auth: auth, token: auth.Token(env), reg: &secrettest.Recorder{}, logs: &bytes.Buffer{}}
 	cfg := tenancy.Config{
 		BaseURL:    fake.URL(),
 		HTTPClient: &http.Client{},
@@ -249,7 +239,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 	l, err := f.c.Lease(t.Context(), env, b.SHA)
 	require.NoError(t, err)
 	assert.Equal(t, f.auth.LiveGrant(env), l.Grant.Reveal())
-	assert.Contains(t, f.reg.vals, l.Grant.Reveal(), "the grant is registered")
+	assert.Contains(t, f.reg.Values(), l.Grant.Reveal(), "the grant is registered")
 	assert.Equal(t, "jwt-tenancy", l.AuthMount)
 	assert.True(t, l.ExpiresAt.After(time.Now()))
 
@@ -260,7 +250,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 			require.ErrorIs(t, err, tenancy.ErrLeaseShape)
 			assert.Equal(t, codes.LeaseShape, codeOf(err))
 			assert.False(t, tenancy.IsTemporary(err))
-			assert.Contains(t, f.reg.vals, f.auth.LiveGrant(env), "the refused shape's secret is registered")
+			assert.Contains(t, f.reg.Values(), f.auth.LiveGrant(env), "the refused shape's secret is registered")
 			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
 		})
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode"
@@ -17,35 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 )
 
 var fixedNow = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-
-// recordingRegistry is a secret.Registry that remembers what it was given.
-type recordingRegistry struct {
-	mu   sync.Mutex
-	vals []string
-}
-
-func (r *recordingRegistry) Add(v string) {
-	if v == "" {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.vals = append(r.vals, v)
-}
-
-func (r *recordingRegistry) has(v string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, x := range r.vals {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
 
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
@@ -116,13 +90,13 @@ func TestDecodeLease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			reg := &recordingRegistry{}
+			reg := &secrettest.Recorder{}
 			l, err := decodeLease(fixture(t, "lease/"+tt.file), DefaultAuthMount, DefaultRole, fixedNow, reg)
 			for _, s := range tt.registered {
-				assert.True(t, reg.has(s), "secret registered before validation")
+				assert.True(t, reg.Has(s), "secret registered before validation")
 			}
 			for _, s := range []string{"jwt-tenancy", "see-env", "approle", "auth/approle/role/see-env/secret-id", "2026-11-30T10:10:00Z"} {
-				assert.False(t, reg.has(s), "%s is not a secret: registering it would mask it everywhere", s)
+				assert.False(t, reg.Has(s), "%s is not a secret: registering it would mask it everywhere", s)
 			}
 			if tt.wantErr == "" {
 				require.NoError(t, err)
@@ -134,7 +108,7 @@ func TestDecodeLease(t *testing.T) {
 			}
 			require.ErrorIs(t, err, tt.kind)
 			assert.Contains(t, err.Error(), tt.wantErr)
-			for _, s := range reg.vals {
+			for _, s := range reg.Values() {
 				assert.NotContains(t, err.Error(), s, "the error never carries a secret")
 			}
 		})
@@ -286,20 +260,20 @@ func FuzzDecodeInstruction(f *testing.F) {
 func FuzzDecodeLease(f *testing.F) {
 	seedDir(f, "lease")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		reg := &recordingRegistry{}
+		reg := &secrettest.Recorder{}
 		l, err := decodeLease(data, DefaultAuthMount, DefaultRole, fixedNow, reg)
 		if err != nil {
 			if !errors.Is(err, ErrLeaseShape) {
 				require.ErrorIs(t, err, ErrProtocol)
 			}
-			for _, s := range reg.vals {
+			for _, s := range reg.Values() {
 				if len(s) >= 8 {
 					assert.NotContains(t, err.Error(), s, "a registered secret reached the error text")
 				}
 			}
 			return
 		}
-		assert.True(t, reg.has(l.Grant.Reveal()), "the grant is registered")
+		assert.True(t, reg.Has(l.Grant.Reveal()), "the grant is registered")
 		require.NoError(t, checkJWTShape(l.Grant.Reveal()))
 		assert.Equal(t, DefaultAuthMount, l.AuthMount)
 		assert.Equal(t, DefaultRole, l.Role)
@@ -326,5 +300,38 @@ func FuzzDecodeErrorBody(f *testing.F) {
 		for _, r := range clean {
 			assert.False(t, unicode.IsControl(r), "control character %U kept", r)
 		}
+	})
+}
+
+// encoding/json matches struct fields case-insensitively: a hostile lease can spell
+// the grant "GRANT" and the AppRole fields "Secret_ID". The shape check and the
+// secret registration must see them as the struct decode does.
+func TestDecodeLeaseFieldCase(t *testing.T) {
+	const grant = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlbnYtZGV2LTAxIn0.c2lnbmF0dXJlLWNhc2UteHl6"
+	const rest = `"auth_mount":"jwt-tenancy","role":"see-env","expires_at":"2026-11-30T10:10:00Z"`
+	t.Run("approle field in another case among valid ones", func(t *testing.T) {
+		for _, f := range []string{"Secret_ID", "ROLE_ID", "Wrap_Info", "WRAPPING_TOKEN", "ſecret_id", "wrapping_toKen"} {
+			reg := &secrettest.Recorder{}
+			_, err := decodeLease([]byte(`{"grant":"`+grant+`",`+rest+`,"`+f+`":"planted-approle-value-0123"}`),
+				DefaultAuthMount, DefaultRole, fixedNow, reg)
+			require.ErrorIs(t, err, ErrLeaseShape, f)
+			assert.NotContains(t, err.Error(), "planted-approle-value-0123")
+		}
+	})
+	t.Run("grant in another case is registered", func(t *testing.T) {
+		reg := &secrettest.Recorder{}
+		l, err := decodeLease([]byte(`{"GRANT":"`+grant+`",`+rest+`}`), DefaultAuthMount, DefaultRole, fixedNow, reg)
+		if err == nil {
+			assert.Equal(t, grant, l.Grant.Reveal())
+		}
+		assert.True(t, reg.Has(grant), "the grant is registered whatever its key's case")
+	})
+	t.Run("two spellings of grant", func(t *testing.T) {
+		reg := &secrettest.Recorder{}
+		l, err := decodeLease([]byte(`{"grant":"x.y.z","Grant":"`+grant+`",`+rest+`}`), DefaultAuthMount, DefaultRole, fixedNow, reg)
+		if err == nil {
+			assert.True(t, reg.Has(l.Grant.Reveal()))
+		}
+		assert.True(t, reg.Has(grant))
 	})
 }

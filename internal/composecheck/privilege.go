@@ -24,14 +24,8 @@ func (c *checker) scanProject(p *types.Project) {
 	for _, s := range c.in.AllowPrivileged {
 		allowed[s] = true
 	}
-	services := map[string]types.ServiceConfig{}
-	for name, s := range p.Services {
-		services[name] = s
-	}
-	for name, s := range p.DisabledServices {
-		services[name] = s
-	}
-	for _, name := range slices.Sorted(mapKeys(services)) {
+	names, services := everyByName(p.Services, p.DisabledServices)
+	for _, name := range names {
 		s := services[name]
 		where := "service " + name
 		c.checkFiles(where, s.EnvFiles, s.LabelFiles)
@@ -69,14 +63,8 @@ func (c *checker) scanProject(p *types.Project) {
 		}
 	}
 
-	jobs := map[string]types.JobConfig{}
-	for name, j := range p.Jobs {
-		jobs[name] = j
-	}
-	for name, j := range p.DisabledJobs {
-		jobs[name] = j
-	}
-	for _, name := range slices.Sorted(mapKeys(jobs)) {
+	names, jobs := everyByName(p.Jobs, p.DisabledJobs)
+	for _, name := range names {
 		j := jobs[name]
 		where := "job " + name
 		c.checkFiles(where, j.EnvFiles, j.LabelFiles)
@@ -87,6 +75,15 @@ func (c *checker) scanProject(p *types.Project) {
 		sc.container(&j.ContainerSpec)
 		sc.build(j.Build)
 	}
+}
+
+// everyByName gathers the active entries of a kind (services, jobs) and those behind a
+// profile, which the scan judges alike, and returns them with their names in order.
+func everyByName[V any](active, disabled map[string]V) ([]string, map[string]V) {
+	all := make(map[string]V, len(active)+len(disabled))
+	maps.Copy(all, active)
+	maps.Copy(all, disabled)
+	return slices.Sorted(maps.Keys(all)), all
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

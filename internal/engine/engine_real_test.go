@@ -16,7 +16,11 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
+
+// TestMain removes the test app TestAgainstTheEngine built.
+func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
 // realHint is how to run TestAgainstTheEngine.
 const realHint = "MONKY_ENGINE=1 go test -race -run TestAgainstTheEngine ./internal/engine/ (needs a docker engine on /var/run/docker.sock and docker compose v2)"
@@ -25,6 +29,7 @@ const realHint = "MONKY_ENGINE=1 go test -race -run TestAgainstTheEngine ./inter
 // with a healthy service, a one-shot that exits 3 and a crash-looping service with
 // restart: always, compared with what `docker compose ps` and the docker CLI say.
 func TestAgainstTheEngine(t *testing.T) {
+	testprog.SkipIfShort(t)
 	if os.Getenv("MONKY_ENGINE") != "1" {
 		t.Skip("the real-engine test is off; run it with: " + realHint)
 	}
@@ -255,13 +260,7 @@ func hasImage(ims []Image, id, tag string) bool {
 // tag, with /app as entrypoint and a world-writable /tmp; it returns the image ID.
 func importTestImage(t *testing.T, tag string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "app")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/monky/monky-deployd/test/engine/testapp")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the test app: %v: %s", err, out)
-	}
-	app, err := os.ReadFile(bin)
+	app, err := os.ReadFile(testprog.Build(t, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath"))
 	if err != nil {
 		t.Fatal(err)
 	}

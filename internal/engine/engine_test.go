@@ -1,13 +1,11 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/compose"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // comparable is what Containers must agree on with compose.ParsePS.
@@ -438,12 +438,8 @@ func TestClose(t *testing.T) {
 
 // TestNoDockerModule keeps the package's promise: no docker client module.
 func TestNoDockerModule(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, dep := range bytes.Fields(out) {
-		if s := string(dep); !strings.HasPrefix(s, "github.com/monky/monky-deployd/") {
+	for _, s := range testprog.NonStdDeps(t, ".") {
+		if !strings.HasPrefix(s, "github.com/monky/monky-deployd/") {
 			t.Errorf("internal/engine depends on %s; it speaks the Engine API with the standard library only", s)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // helperEnv makes the re-executed test binary act as a lock helper instead of running
@@ -255,7 +256,26 @@ func helper(t *testing.T, mode, path string) *exec.Cmd {
 	return cmd
 }
 
+// holdElsewhere starts a helper process that takes the lock p and holds it until its
+// stdin is closed; it returns once the helper holds it and TryLock here is refused.
+func holdElsewhere(t *testing.T, p string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := helper(t, "hold", p)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "locked\n", line)
+	_, err = fsutil.TryLock(p)
+	require.ErrorIs(t, err, fsutil.ErrLocked)
+	return cmd, stdin
+}
+
 func TestTryLockOtherProcess(t *testing.T) {
+	testprog.SkipIfShort(t) // spawns the test binary
 	p := filepath.Join(t.TempDir(), "lock")
 
 	t.Run("held here, tried there", func(t *testing.T) {
@@ -274,19 +294,7 @@ func TestTryLockOtherProcess(t *testing.T) {
 	})
 
 	t.Run("held there, tried here", func(t *testing.T) {
-		cmd := helper(t, "hold", p)
-		stdin, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "locked\n", line)
-
-		_, err = fsutil.TryLock(p)
-		require.ErrorIs(t, err, fsutil.ErrLocked)
-
+		cmd, stdin := holdElsewhere(t, p)
 		require.NoError(t, stdin.Close())
 		require.NoError(t, cmd.Wait())
 		l, err := fsutil.TryLock(p)
@@ -295,18 +303,7 @@ func TestTryLockOtherProcess(t *testing.T) {
 	})
 
 	t.Run("released when the holder is killed", func(t *testing.T) {
-		cmd := helper(t, "hold", p)
-		_, err := cmd.StdinPipe() // kept open: the helper would hold forever
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "locked\n", line)
-		_, err = fsutil.TryLock(p)
-		require.ErrorIs(t, err, fsutil.ErrLocked)
-
+		cmd, _ := holdElsewhere(t, p) // stdin kept open: the helper would hold forever
 		require.NoError(t, cmd.Process.Kill())
 		_ = cmd.Wait()
 		l, err := fsutil.TryLock(p)

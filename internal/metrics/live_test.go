@@ -1,8 +1,6 @@
 package metrics_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +81,7 @@ func TestFormatLive(t *testing.T) {
 func TestFormatLiveGolden(t *testing.T) {
 	data, err := metrics.Format(liveSample())
 	require.NoError(t, err)
-	golden := filepath.Join("testdata", "live.prom")
-	if *update {
-		require.NoError(t, os.WriteFile(golden, data, 0o644))
-	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(data))
+	assertGolden(t, "live.prom", data)
 }
 
 // TestFormatLiveSkipsUnshowableServices: a service name from docker that cannot be a

@@ -21,6 +21,18 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
+// assertGolden compares data with testdata/name, which -update rewrites.
+func assertGolden(t *testing.T, name string, data []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.WriteFile(golden, data, 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(data))
+}
+
 const liveSHA = "3f1c9a0b2d4e6f8071a3b5c7d9e1f20314253647586970a1b2c3d4e5f6a7b8c9"
 
 func sample() metrics.Snapshot {
@@ -194,13 +206,7 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 func TestFormatGolden(t *testing.T) {
 	data, err := metrics.Format(sample())
 	require.NoError(t, err)
-	golden := filepath.Join("testdata", "sample.prom")
-	if *update {
-		require.NoError(t, os.WriteFile(golden, data, 0o644))
-	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(data))
+	assertGolden(t, "sample.prom", data)
 }
 
 func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
 // DefaultEnv is the environment of a box whose Options name none.
@@ -187,6 +188,20 @@ func (b *Box) writeConfig(p string, c deployd.Config) {
 	if back, err := deployd.LoadConfig(p); err != nil || !reflect.DeepEqual(back, c) {
 		b.T.Fatalf("testbox: the written config does not read back as built: %v\n%s", err, data)
 	}
+}
+
+// HoldLock takes the agent's run lock, as a run in flight would, and holds it until
+// the test ends.
+func (b *Box) HoldLock() {
+	b.T.Helper()
+	if err := os.MkdirAll(b.Cfg.StateDir, 0o700); err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
+	l, err := fsutil.TryLock(b.Cfg.LockPath())
+	if err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
+	b.T.Cleanup(func() { _ = l.Unlock() })
 }
 
 // PlaceGrant mints a bootstrap grant of the box's environment (it supersedes the
@@ -358,7 +373,7 @@ func (b *Box) ProcEnv(extra ...string) []string {
 }
 
 // Start starts the agent binary with args in the box's directory, with ProcEnv(extraEnv…).
-// Under go test -short it skips the test (Build).
+// Under go test -short it skips the test (SkipIfShort), Options.Binary given or not.
 func (b *Box) Start(args []string, extraEnv ...string) *Proc {
 	b.T.Helper()
 	SkipIfShort(b.T)

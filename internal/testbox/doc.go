@@ -9,6 +9,8 @@
 // test/engine, test/ziti, and the boxes of test/soak and test/fleet on their shared
 // fakes, Options.SharedStack) builds on it and keeps only its own helpers; every test
 // that builds a program of this module builds it with Build. SkipIfShort is the one
-// decision of what go test -short leaves out. It imports testing, so the agent binary
-// never links it (cmd/monky-deployd's deps test checks).
+// decision of what go test -short leaves out. Build, Start, WaitFor and SkipIfShort are
+// testprog's, re-exported: a test that must not link the agent imports
+// internal/testbox/testprog alone. It imports testing, so the agent binary never links
+// it (cmd/monky-deployd's deps test checks).
 package testbox

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,74 +59,20 @@ func TestWriteConfig(t *testing.T) {
 	assert.NoFileExists(t, b.Cfg.BootstrapGrant)
 }
 
-// TestKillReachesTheGroup: Kill ends the run and the children of its process group.
-func TestKillReachesTheGroup(t *testing.T) {
-	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "child")
-	p := testbox.Start(t, "/bin/sh", dir, nil, "-c", "sleep 60 & echo $! > "+pidFile+"; wait")
-	testbox.WaitFor(t, 10*time.Second, "the child", func() bool {
-		data, err := os.ReadFile(pidFile)
-		return err == nil && strings.TrimSpace(string(data)) != ""
-	})
-	res := p.Kill()
-	assert.Equal(t, -9, res.Code)
-	data, err := os.ReadFile(pidFile)
-	require.NoError(t, err)
-	testbox.WaitFor(t, 10*time.Second, "the child to be gone", func() bool {
-		_, err := os.Stat("/proc/" + strings.TrimSpace(string(data)))
-		return os.IsNotExist(err)
-	})
-}
-
-// TestRunResult: Wait returns the exit code and what the run printed.
-func TestRunResult(t *testing.T) {
-	res := testbox.Start(t, "/bin/sh", t.TempDir(), nil, "-c", "echo out; echo err >&2; exit 3").Wait(t, 10*time.Second)
-	assert.Equal(t, 3, res.Code)
-	assert.Equal(t, "out\n", res.Stdout)
-	assert.Equal(t, "err\n", res.Stderr)
-	assert.Equal(t, "out\nerr\n", res.Output())
-}
-
-// TestBuildOnce: a program is built once per set of flags.
-func TestBuildOnce(t *testing.T) {
-	a := testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp")
-	assert.Equal(t, a, testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp"))
-	assert.NotEqual(t, a, testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath"))
-	st, err := os.Stat(a)
-	require.NoError(t, err)
-	assert.NotZero(t, st.Mode().Perm()&0o111)
-}
-
-// TestSkipIfShort: under -short, Build and Box.Start skip the test that asks
-// for a program, before they build or run anything; without it they go on.
-func TestSkipIfShort(t *testing.T) {
+// TestStartSkipsUnderShort: under -short, Box.Start skips the test before it builds or
+// runs the agent (testprog's tests check Build and SkipIfShort themselves).
+func TestStartSkipsUnderShort(t *testing.T) {
 	was := flag.Lookup("test.short").Value.String()
 	t.Cleanup(func() { require.NoError(t, flag.Set("test.short", was)) })
 	require.NoError(t, flag.Set("test.short", "true"))
-	for name, ask := range map[string]func(t *testing.T){
-		"SkipIfShort": func(t *testing.T) { testbox.SkipIfShort(t) },
-		"Build":       func(t *testing.T) { testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp") },
-		"Box.Start": func(t *testing.T) {
-			testbox.New(t, testbox.Options{}).Start([]string{"version"})
-		},
-	} {
-		var skipped, went bool
-		t.Run(name, func(t *testing.T) {
-			defer func() { skipped = t.Skipped() }()
-			ask(t)
-			went = true
-		})
-		assert.True(t, skipped, "%s skips under -short", name)
-		assert.False(t, went, "%s ends the test", name)
-	}
-	require.NoError(t, flag.Set("test.short", "false"))
-	var went bool
-	t.Run("not short", func(t *testing.T) {
-		testbox.SkipIfShort(t)
+	var skipped, went bool
+	t.Run("Box.Start", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		testbox.New(t, testbox.Options{}).Start([]string{"version"})
 		went = true
 	})
-	assert.True(t, went, "without -short the test goes on")
-	assert.False(t, testing.Short())
+	assert.True(t, skipped, "Box.Start skips under -short")
+	assert.False(t, went, "Box.Start ends the test")
 }
 
 // TestDockerHostNamesTheFakeEngine: the in-process agent and the agent binary both give

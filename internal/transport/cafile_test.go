@@ -1,12 +1,7 @@
 package transport
 
 import (
-	"crypto/tls"
-	"io"
 	"io/fs"
-	"log"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +44,7 @@ func TestCAFileErrors(t *testing.T) {
 	})
 
 	t.Run("a bundle with comments and two certificates", func(t *testing.T) {
-		a, b := newTestCA(t), newTestCA(t)
+		a, b := transporttest.NewCA(t), transporttest.NewCA(t)
 		data := append([]byte("# monky CA bundle\n"), a.PEM...)
 		data = append(data, []byte("\nsecond one:\n")...)
 		data = append(data, b.PEM...)
@@ -57,15 +52,4 @@ func TestCAFileErrors(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, certs, 2)
 	})
-}
-
-// newTLSServer serves h over TLS with leaf on loopback and returns its address.
-func newTLSServer(t *testing.T, leaf tls.Certificate, h http.Handler) string {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv.Listener.Addr().String()
 }

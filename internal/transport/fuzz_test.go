@@ -11,7 +11,7 @@ import (
 
 func FuzzParseCABundle(f *testing.F) {
 	transporttest.SeedFiles(f, "ca/*.pem")
-	f.Add(newTestCA(f).PEM)
+	f.Add(transporttest.NewCA(f).PEM)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		certs, err := parseCABundle(data)
 		if err != nil {

@@ -12,18 +12,6 @@ import (
 	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
 
-// tenancyName is the name the test server's certificate is issued for.
-const tenancyName = "tenancy.monky.internal"
-
-// The certificate authority and the temp files come from transporttest, shared with
-// the other transport package's tests.
-type testCA = transporttest.CA
-
-var (
-	newTestCA = transporttest.NewCA
-	writeFile = transporttest.WriteFile
-)
-
 // seen is what a test tenancy server observed for one request.
 type seen struct {
 	Host       string
@@ -32,11 +20,11 @@ type seen struct {
 	RequestURI string
 }
 
-// tenancyServer is a TLS server on loopback with a certificate for tenancyName only
+// tenancyServer is a TLS server on loopback with a certificate for transporttest.TenancyName only
 // (not for 127.0.0.1), recording the SNI of each handshake and the Host of each request.
 type tenancyServer struct {
 	*httptest.Server
-	CA     *testCA
+	CA     *transporttest.CA
 	CAFile string
 
 	mu   sync.Mutex
@@ -48,8 +36,8 @@ type tenancyServer struct {
 
 func newTenancyServer(t testing.TB) *tenancyServer {
 	t.Helper()
-	ca := newTestCA(t)
-	leaf, _, _ := ca.Issue(t, false, []string{tenancyName}, nil)
+	ca := transporttest.NewCA(t)
+	leaf, _, _ := ca.Issue(t, false, []string{transporttest.TenancyName}, nil)
 	ts := &tenancyServer{CA: ca, sni: map[string]string{}}
 	ts.Server = httptest.NewUnstartedServer(http.HandlerFunc(ts.serve))
 	ts.TLS = &tls.Config{
@@ -64,7 +52,7 @@ func newTenancyServer(t testing.TB) *tenancyServer {
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
-	ts.CAFile = writeFile(t, "ca.pem", ca.PEM)
+	ts.CAFile = transporttest.WriteFile(t, "ca.pem", ca.PEM)
 	return ts
 }
 

@@ -36,7 +36,7 @@ func TestSystemTransport(t *testing.T) {
 	base := "https://" + ts.addr()
 
 	t.Run("server_name override verifies the name while dialing 127.0.0.1", func(t *testing.T) {
-		c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: ts.CAFile, ServerName: tenancyName})
+		c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: ts.CAFile, ServerName: transporttest.TenancyName})
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, c.Close()) })
 		assert.Equal(t, TransportSystem, c.Transport())
@@ -47,7 +47,7 @@ func TestSystemTransport(t *testing.T) {
 		reqs := ts.requests()
 		require.NotEmpty(t, reqs)
 		last := reqs[len(reqs)-1]
-		assert.Equal(t, tenancyName, last.SNI)
+		assert.Equal(t, transporttest.TenancyName, last.SNI)
 		assert.Equal(t, ts.addr(), last.Host)
 
 		tr := c.HTTP.Transport.(*http.Transport)
@@ -65,7 +65,7 @@ func TestSystemTransport(t *testing.T) {
 	})
 
 	t.Run("without ca_file the test CA is not trusted", func(t *testing.T) {
-		c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, ServerName: tenancyName})
+		c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, ServerName: transporttest.TenancyName})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		_, err = get(t.Context(), t, c, base+"/")
@@ -181,20 +181,20 @@ func TestProxyTransport(t *testing.T) {
 
 	t.Run("https goes through CONNECT with TLS end to end", func(t *testing.T) {
 		p := newConnectProxy(t, ts.addr(), 0)
-		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + tenancyName, Proxy: p.url(), CAFile: ts.CAFile})
+		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 
-		body, err := get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
+		body, err := get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
 		require.NoError(t, err)
 		assert.Equal(t, "tenancy says hello", body)
 		methods, targets := p.seen()
 		assert.Equal(t, []string{http.MethodConnect}, methods)
-		assert.Equal(t, []string{tenancyName + ":443"}, targets)
+		assert.Equal(t, []string{transporttest.TenancyName + ":443"}, targets)
 		reqs := ts.requests()
 		require.Len(t, reqs, 1)
-		assert.Equal(t, tenancyName, reqs[0].SNI)
-		assert.Equal(t, tenancyName, reqs[0].Host)
+		assert.Equal(t, transporttest.TenancyName, reqs[0].SNI)
+		assert.Equal(t, transporttest.TenancyName, reqs[0].Host)
 	})
 
 	t.Run("http goes in absolute form", func(t *testing.T) {
@@ -211,10 +211,10 @@ func TestProxyTransport(t *testing.T) {
 
 	t.Run("a refused CONNECT is an ErrUnreachable network error", func(t *testing.T) {
 		p := newConnectProxy(t, ts.addr(), http.StatusBadGateway)
-		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + tenancyName, Proxy: p.url(), CAFile: ts.CAFile})
+		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
-		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/")
+		_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/")
 		require.ErrorIs(t, err, ErrUnreachable)
 		var op *net.OpError
 		require.ErrorAs(t, err, &op)
@@ -224,11 +224,11 @@ func TestProxyTransport(t *testing.T) {
 		assert.Equal(t, codes.Unavailable, te.Code())
 		assert.True(t, te.Temporary())
 		assert.Contains(t, err.Error(), "502 Bad Gateway")
-		assert.Contains(t, err.Error(), tenancyName+":443")
+		assert.Contains(t, err.Error(), transporttest.TenancyName+":443")
 	})
 
 	t.Run("the proxy's credentials never show in errors", func(t *testing.T) {
-		_, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + tenancyName, Proxy: "socks5://user:hunter2@127.0.0.1:1080"})
+		_, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: "socks5://user:hunter2@127.0.0.1:1080"})
 		require.ErrorIs(t, err, ErrInvalidConfig)
 		assert.NotContains(t, err.Error(), "hunter2")
 		assert.Contains(t, err.Error(), "tenancy.proxy")
@@ -261,7 +261,7 @@ func (f dialerFunc) Dial(service string) (net.Conn, error) { return f(service) }
 
 func TestSDKTransport(t *testing.T) {
 	ts := newTenancyServer(t)
-	base := "https://" + tenancyName
+	base := "https://" + transporttest.TenancyName
 	cfg := Config{URL: base, Service: "monky-tenancy", CAFile: ts.CAFile, Timeout: 5 * time.Second}
 
 	t.Run("Host and SNI are the URL host, the service is dialed", func(t *testing.T) {
@@ -276,8 +276,8 @@ func TestSDKTransport(t *testing.T) {
 		assert.Equal(t, "tenancy says hello", body)
 		reqs := ts.requests()
 		last := reqs[len(reqs)-1]
-		assert.Equal(t, tenancyName, last.Host)
-		assert.Equal(t, tenancyName, last.SNI)
+		assert.Equal(t, transporttest.TenancyName, last.Host)
+		assert.Equal(t, transporttest.TenancyName, last.SNI)
 		_, ok := d.services.Load("monky-tenancy")
 		assert.True(t, ok)
 		assert.Nil(t, c.HTTP.Transport.(*http.Transport).Proxy)
@@ -287,7 +287,7 @@ func TestSDKTransport(t *testing.T) {
 		d := &loopDialer{addr: ts.addr()}
 		c2 := cfg
 		c2.URL = "https://tenancy.example.org"
-		c2.ServerName = tenancyName
+		c2.ServerName = transporttest.TenancyName
 		c, err := NewWithDialer(c2, d)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
@@ -296,7 +296,7 @@ func TestSDKTransport(t *testing.T) {
 		reqs := ts.requests()
 		last := reqs[len(reqs)-1]
 		assert.Equal(t, "tenancy.example.org", last.Host)
-		assert.Equal(t, tenancyName, last.SNI)
+		assert.Equal(t, transporttest.TenancyName, last.SNI)
 	})
 
 	t.Run("concurrent requests each get their own connection", func(t *testing.T) {
@@ -516,7 +516,7 @@ func TestSDKTransport(t *testing.T) {
 
 func TestNewWithOwnedDialer(t *testing.T) {
 	ts := newTenancyServer(t)
-	base := "https://" + tenancyName
+	base := "https://" + transporttest.TenancyName
 	cfg := Config{Transport: TransportSystem, URL: base, Service: "monky-tenancy", CAFile: ts.CAFile, Timeout: 5 * time.Second}
 
 	t.Run("Close closes the dialer", func(t *testing.T) {
@@ -696,10 +696,10 @@ func TestErrorText(t *testing.T) {
 }
 
 func TestRedirects(t *testing.T) {
-	ca := newTestCA(t)
+	ca := transporttest.NewCA(t)
 	leaf, _, _ := ca.Issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	var addr string
-	addr = newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr = transporttest.ServeTLS(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/same":
 			http.Redirect(w, r, "/final", http.StatusFound)
@@ -714,7 +714,7 @@ func TestRedirects(t *testing.T) {
 		}
 	}))
 	base := "https://" + addr
-	c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: writeFile(t, "ca.pem", ca.PEM)})
+	c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: transporttest.WriteFile(t, "ca.pem", ca.PEM)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 

@@ -121,6 +121,29 @@ func idleProcess(b *testing.B, x *box, run func() time.Duration, live bool) {
 	reportExecs(b, x, calls)
 }
 
+// idleInProcess measures Agent.Tick with action none in the benchmark process, the
+// agent kept across ticks, against one check-in POST with a keep-alive client: one of
+// each to warm up, then the pairs; every tick must have checked in, with a healthy
+// live object when live.
+func idleInProcess(b *testing.B, x *box, live bool) {
+	a := x.agent(b, nil, 0)
+	tick := func() {
+		out, err := a.Tick(context.Background())
+		if err != nil || out.Action != "none" {
+			b.Fatalf("tick: action %q, exit %d: %v", out.Action, deployd.ExitCode(err), err)
+		}
+	}
+	p := newPoster(b, x)
+	tick()
+	p.post()
+	before := x.checkins()
+	ratio(b, nil, inProcess(tick), inProcess(p.post))
+	expectCheckins(b, x, before, 2*b.N)
+	if live {
+		expectLive(b, x)
+	}
+}
+
 // reportExecs reports the docker processes (not Engine API reads) per op since calls.
 func reportExecs(b *testing.B, x *box, calls int) {
 	execs := 0
@@ -136,21 +159,7 @@ func reportExecs(b *testing.B, x *box, calls int) {
 // Agent.Tick in the benchmark process, the agent kept across ticks. Floor: one
 // check-in POST with a keep-alive client.
 func BenchmarkIdleTickLiveInProcess(b *testing.B) {
-	x := liveBox(b)
-	a := x.agent(b, nil, 0)
-	tick := func() {
-		out, err := a.Tick(context.Background())
-		if err != nil || out.Action != "none" {
-			b.Fatalf("tick: action %q, exit %d: %v", out.Action, deployd.ExitCode(err), err)
-		}
-	}
-	p := newPoster(b, x)
-	tick()
-	p.post()
-	before := x.checkins()
-	ratio(b, nil, inProcess(tick), inProcess(p.post))
-	expectCheckins(b, x, before, 2*b.N)
-	expectLive(b, x)
+	idleInProcess(b, liveBox(b), true)
 }
 
 // BenchmarkIdleTickNoSystemRoots is BenchmarkIdleTick with SSL_CERT_FILE and
@@ -206,20 +215,7 @@ func BenchmarkStartup(b *testing.B) {
 // BenchmarkIdleTickInProcess is Agent.Tick with action none in the benchmark process:
 // the tick without the process start. Floor: one check-in POST with a keep-alive client.
 func BenchmarkIdleTickInProcess(b *testing.B) {
-	x := idleBox(b)
-	a := x.agent(b, nil, 0)
-	tick := func() {
-		out, err := a.Tick(context.Background())
-		if err != nil || out.Action != "none" {
-			b.Fatalf("tick: action %q, exit %d: %v", out.Action, deployd.ExitCode(err), err)
-		}
-	}
-	p := newPoster(b, x)
-	tick()
-	p.post()
-	before := x.checkins()
-	ratio(b, nil, inProcess(tick), inProcess(p.post))
-	expectCheckins(b, x, before, 2*b.N)
+	idleInProcess(b, idleBox(b), false)
 }
 
 // BenchmarkIdleTickCold is what `run` does in process, from the config file on:

@@ -25,16 +25,13 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
-// TestFakeSpeaksLikeTheEngine runs the same project on the engine and on the fake
-// docker and compares what the agent reads: the keys of `docker compose ps --all
-// --format json` (compose 2.21+ shape) with the JSON kind of each value, and, of
-// `docker inspect`, the keys the agent reads (State, its Health and Log entries,
-// Config.Labels, RestartCount). A key the fake lacks or prints with another kind is a
-// difference to fix in the fake.
-func TestFakeSpeaksLikeTheEngine(t *testing.T) {
-	needBackend(t, engine)
-	dir := t.TempDir()
-	project := "monky-e2e-shapes-" + randomHex(4)
+// shapesProject writes the project the shape comparisons run, web (unhealthy by its
+// healthcheck) and a job that exits 0, into a fresh directory, names it prefix and a
+// random suffix, and removes it from the engine when the test ends.
+func shapesProject(t *testing.T, prefix string) (dir, project string) {
+	t.Helper()
+	dir = t.TempDir()
+	project = prefix + randomHex(4)
 	compose := strings.ReplaceAll(`services:
   web:
     image: {{image}}
@@ -46,6 +43,18 @@ func TestFakeSpeaksLikeTheEngine(t *testing.T) {
 `, "{{image}}", built.image)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644))
 	t.Cleanup(func() { removeProject(t, project) })
+	return dir, project
+}
+
+// TestFakeSpeaksLikeTheEngine runs the same project on the engine and on the fake
+// docker and compares what the agent reads: the keys of `docker compose ps --all
+// --format json` (compose 2.21+ shape) with the JSON kind of each value, and, of
+// `docker inspect`, the keys the agent reads (State, its Health and Log entries,
+// Config.Labels, RestartCount). A key the fake lacks or prints with another kind is a
+// difference to fix in the fake.
+func TestFakeSpeaksLikeTheEngine(t *testing.T) {
+	needBackend(t, engine)
+	dir, project := shapesProject(t, "monky-e2e-shapes-")
 
 	real := func(args ...string) []byte {
 		cmd := exec.Command("docker", args...)
@@ -315,19 +324,7 @@ func engineSocket() string {
 // or listed in notModelled with the reason the agent can do without it.
 func TestFakeEngineSpeaksLikeTheEngine(t *testing.T) {
 	needBackend(t, engine)
-	dir := t.TempDir()
-	project := "monky-e2e-apishapes-" + randomHex(4)
-	compose := strings.ReplaceAll(`services:
-  web:
-    image: {{image}}
-    command: ["serve"]
-    environment: {SERVICE: web, HEALTHY: "0"}
-`+healthcheck+`  job:
-    image: {{image}}
-    command: ["exit", "0"]
-`, "{{image}}", built.image)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(compose), 0o644))
-	t.Cleanup(func() { removeProject(t, project) })
+	dir, project := shapesProject(t, "monky-e2e-apishapes-")
 	up := exec.Command("docker", "compose", "-p", project, "up", "-d")
 	up.Dir = dir
 	out, err := up.CombinedOutput()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
@@ -60,6 +61,18 @@ func newBox(tb testing.TB, w *world) *box {
 			c.Compose.KeepReleases = deployd.DefaultConfig().Compose.KeepReleases
 		},
 	})}
+}
+
+// newLoopBox is the box of the loop tests: bootstrapped with a fresh grant over the
+// system transport on loopback, with nothing to do (desired "none").
+func newLoopBox(t *testing.T, w *world) *box {
+	t.Helper()
+	b := newBox(t, w)
+	require.NoError(t, os.WriteFile(b.Cfg.BootstrapGrant, []byte(w.bao.MintGrant(envID)+"\n"), 0o600))
+	r := b.run(t, nil, "bootstrap", "--config", b.config(t, "system.yaml", systemTenancy(w)))
+	require.Equal(t, 0, r.Code, "bootstrap over loopback; stderr:\n%s", r.Stderr)
+	w.ten.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	return b
 }
 
 // sdkTenancy is the tenancy block of the sdk transport for identity and service.

@@ -105,20 +105,23 @@ func (m *mesh) reconfigure(tb testing.TB, edits ...func(map[string]any)) {
 // identityID returns the controller's id of the identity called name.
 func (m *mesh) identityID(tb testing.TB, name string) string {
 	tb.Helper()
-	data := m.list(tb, "identities", fmt.Sprintf(`name="%s"`, name))
-	require.Len(tb, data, 1, "identity %s", name)
-	id, _ := data[0]["id"].(string)
-	require.NotEmpty(tb, id, "identity %s has no id", name)
-	return id
+	return m.idOf(tb, "identities", "identity", name)
 }
 
 // serviceID returns the controller's id of the service called name.
 func (m *mesh) serviceID(tb testing.TB, name string) string {
 	tb.Helper()
-	data := m.list(tb, "services", fmt.Sprintf(`name="%s"`, name))
-	require.Len(tb, data, 1, "service %s", name)
+	return m.idOf(tb, "services", "service", name)
+}
+
+// idOf returns the controller's id of the one entity of the list (identities,
+// services) called name; kind names it in the failures.
+func (m *mesh) idOf(tb testing.TB, list, kind, name string) string {
+	tb.Helper()
+	data := m.list(tb, list, fmt.Sprintf(`name="%s"`, name))
+	require.Len(tb, data, 1, "%s %s", kind, name)
 	id, _ := data[0]["id"].(string)
-	require.NotEmpty(tb, id, "service %s has no id", name)
+	require.NotEmpty(tb, id, "%s %s has no id", kind, name)
 	return id
 }
 

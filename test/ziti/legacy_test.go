@@ -2,15 +2,12 @@ package zitimesh
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 // withoutOIDC removes the controller's edge-oidc API binding: the controller then
@@ -49,11 +46,7 @@ func TestLoopLegacySessionDeleted(t *testing.T) {
 	boxIdentity := w.mesh.identityID(t, loopBoxID)
 	events := func() []ctrlEvent { return readEvents(t, eventsPath) }
 
-	b := newBox(t, w)
-	require.NoError(t, os.WriteFile(b.Cfg.BootstrapGrant, []byte(w.bao.MintGrant(envID)+"\n"), 0o600))
-	r := b.run(t, nil, "bootstrap", "--config", b.config(t, "system.yaml", systemTenancy(w)))
-	require.Equal(t, 0, r.Code, "bootstrap over loopback; stderr:\n%s", r.Stderr)
-	w.ten.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	b := newLoopBox(t, w)
 	checkins := func() int { return w.meshHits.count("/v1/agent/checkin") }
 
 	artifacts := t.ArtifactDir()

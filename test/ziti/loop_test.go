@@ -20,8 +20,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 var (
@@ -97,11 +95,7 @@ func TestLoopOverTheMesh(t *testing.T) {
 	svcID := w.mesh.serviceID(t, tenancyService)
 	events := func() []ctrlEvent { return readEvents(t, eventsPath) }
 
-	b := newBox(t, w)
-	require.NoError(t, os.WriteFile(b.Cfg.BootstrapGrant, []byte(w.bao.MintGrant(envID)+"\n"), 0o600))
-	r := b.run(t, nil, "bootstrap", "--config", b.config(t, "system.yaml", systemTenancy(w)))
-	require.Equal(t, 0, r.Code, "bootstrap over loopback; stderr:\n%s", r.Stderr)
-	w.ten.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	b := newLoopBox(t, w)
 	checkins := func() int { return w.meshHits.count("/v1/agent/checkin") }
 	require.Zero(t, checkins())
 

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -442,29 +443,13 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case p == "auth/"+s.opts.AuthMount+"/login":
-		if r.Method != http.MethodPost && r.Method != http.MethodPut {
-			unsupported(w)
-			return
-		}
-		s.login(w, r)
+		serveMethods(w, r, s.login, http.MethodPost, http.MethodPut)
 	case p == "auth/token/lookup-self":
-		if r.Method != http.MethodGet && r.Method != http.MethodPost {
-			unsupported(w)
-			return
-		}
-		s.lookupSelf(w, r)
+		serveMethods(w, r, s.lookupSelf, http.MethodGet, http.MethodPost)
 	case p == "auth/token/renew-self":
-		if r.Method != http.MethodPost && r.Method != http.MethodPut {
-			unsupported(w)
-			return
-		}
-		s.renewSelf(w, r)
+		serveMethods(w, r, s.renewSelf, http.MethodPost, http.MethodPut)
 	case p == "auth/token/revoke-self":
-		if r.Method != http.MethodPost && r.Method != http.MethodPut {
-			unsupported(w)
-			return
-		}
-		s.revokeSelf(w, r)
+		serveMethods(w, r, s.revokeSelf, http.MethodPost, http.MethodPut)
 	case strings.HasPrefix(p, s.opts.KVMount+"/data/"):
 		s.kvData(w, r, strings.TrimPrefix(p, s.opts.KVMount+"/data/"))
 	default:
@@ -474,6 +459,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		}
 		writeErrors(w, http.StatusNotFound, fmt.Sprintf("no handler for route %q. route entry not found.", p))
 	}
+}
+
+// serveMethods serves r with h when its method is one of methods (the verbs OpenBao
+// takes on the route), and answers as OpenBao does to any other.
+func serveMethods(w http.ResponseWriter, r *http.Request, h http.HandlerFunc, methods ...string) {
+	if !slices.Contains(methods, r.Method) {
+		unsupported(w)
+		return
+	}
+	h(w, r)
 }
 
 func unsupported(w http.ResponseWriter) {

@@ -17,28 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 )
-
-// clock is an injectable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // cleanVaultEnv clears what vault/api reads so that the real client talks only to
 // the address the test gives it.
@@ -64,10 +45,10 @@ func vaultClient(t *testing.T, s *fakebao.Server, token string) *api.Client {
 	return c
 }
 
-func newServer(t *testing.T, opts fakebao.Options) (*fakebao.Server, *clock) {
+func newServer(t *testing.T, opts fakebao.Options) (*fakebao.Server, *deploydtest.Clock) {
 	t.Helper()
 	cleanVaultEnv(t)
-	clk := newClock()
+	clk := deploydtest.NewClock(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
 	if opts.Now == nil {
 		opts.Now = clk.Now
 	}

@@ -1,21 +1,19 @@
 package fakedocker_test
 
 import (
-	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestLinksNoTesting: the package links neither "testing" nor httptest, nor the agent
 // it stands beside.
 func TestLinksNoTesting(t *testing.T) {
-	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 2 || !strings.Contains(string(out), "github.com/monky/monky-deployd/internal/fakes/fakedocker") {
-		t.Fatalf("go list -deps . gave no list of this package's dependencies: %s", out)
+	deps := testprog.Deps(t, ".")
+	if len(deps) < 2 || !slices.Contains(deps, "github.com/monky/monky-deployd/internal/fakes/fakedocker") {
+		t.Fatalf("go list -deps . gave no list of this package's dependencies: %s", deps)
 	}
 	for _, d := range deps {
 		switch {

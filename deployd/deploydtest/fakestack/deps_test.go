@@ -1,12 +1,11 @@
 package fakestack_test
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestLinksNoTesting: the fakes, and the quickstart built on them, link neither
@@ -14,9 +13,7 @@ import (
 // bundles with its own code, not deployd/bundle's).
 func TestLinksNoTesting(t *testing.T) {
 	for _, pkg := range []string{".", "../faketenancy", "../fakebao", "../../../examples/quickstart"} {
-		out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", pkg).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		deps := strings.Fields(string(out))
+		deps := testprog.Deps(t, pkg)
 		assert.NotContains(t, deps, "testing", "%s links testing", pkg)
 		assert.NotContains(t, deps, "net/http/httptest", "%s links httptest", pkg)
 		if pkg != "../../../examples/quickstart" {

@@ -545,6 +545,16 @@ func (s *Server) forced(w http.ResponseWriter, rec *Request, status int, retryAf
 	writeError(w, rec, status, code, "forced by the fake's faults")
 }
 
+// namesOwnEnv answers 400 when a call names no environment, and 409 as sameEnv does
+// when it names another than its bearer token's.
+func namesOwnEnv(w http.ResponseWriter, rec *Request, call, envID, tokenEnv string) bool {
+	if envID == "" {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
+		return false
+	}
+	return sameEnv(w, rec, call, envID, tokenEnv)
+}
+
 // sameEnv answers 409 AGENT_ENV_MISMATCH, as tenancy does, when a call names another
 // environment than its bearer token's.
 func sameEnv(w http.ResponseWriter, rec *Request, call, envID, tokenEnv string) bool {
@@ -568,11 +578,7 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		return
 	}
 	req := body.CheckinRequest
-	if req.EnvID == "" {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
-		return
-	}
-	if !sameEnv(w, rec, "check-in", req.EnvID, tokenEnv) {
+	if !namesOwnEnv(w, rec, "check-in", req.EnvID, tokenEnv) {
 		return
 	}
 	switch req.LastResult {
@@ -616,24 +622,41 @@ type checkinResponse struct {
 	NextCheckinS int64  `json:"next_checkin_s"`
 }
 
-func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
+// envBundle answers what the bundle and the signature calls refuse alike: 400 for a
+// path that names no sha, 404 for a bundle never published, 409 for one of another env
+// than the bearer's. Otherwise it returns the bundle as it is now.
+func (s *Server) envBundle(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) (published, bool) {
 	sha := r.PathValue("sha")
 	if !ids.ValidSHA(sha) {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "the sha is not 64 lowercase hex")
-		return
+		return published{}, false
 	}
 	s.mu.Lock()
 	b, ok := s.bundles[sha]
-	truncate := s.faults.TruncateBundle
+	var pub published
+	if ok {
+		pub = *b
+	}
 	s.mu.Unlock()
 	if !ok {
 		writeError(w, rec, http.StatusNotFound, "BUNDLE_NOT_FOUND", "no bundle "+sha)
-		return
+		return published{}, false
 	}
-	if b.envID != tokenEnv {
+	if pub.envID != tokenEnv {
 		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
+		return published{}, false
+	}
+	return pub, true
+}
+
+func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
+	b, ok := s.envBundle(w, r, rec, tokenEnv)
+	if !ok {
 		return
 	}
+	s.mu.Lock()
+	truncate := s.faults.TruncateBundle
+	s.mu.Unlock()
 	ct := "application/x-tar"
 	if len(b.data) >= 2 && b.data[0] == 0x1f && b.data[1] == 0x8b {
 		ct = "application/gzip"
@@ -656,27 +679,13 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Reque
 // handleSignature serves the signature published with a bundle: 404 when none is,
 // and, for a sha that is not the env's, the bundle call's answers (404, 409).
 func (s *Server) handleSignature(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
-	sha := r.PathValue("sha")
-	if !ids.ValidSHA(sha) {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "the sha is not 64 lowercase hex")
+	b, ok := s.envBundle(w, r, rec, tokenEnv)
+	if !ok {
 		return
 	}
-	s.mu.Lock()
-	b, ok := s.bundles[sha]
-	var sig []byte
-	if ok {
-		sig = b.sig
-	}
-	s.mu.Unlock()
-	switch {
-	case !ok:
-		writeError(w, rec, http.StatusNotFound, "BUNDLE_NOT_FOUND", "no bundle "+sha)
-		return
-	case b.envID != tokenEnv:
-		writeError(w, rec, http.StatusConflict, string(codes.AgentEnvMismatch), fmt.Sprintf("bundle %s is not published for %s", sha, tokenEnv))
-		return
-	case sig == nil:
-		writeError(w, rec, http.StatusNotFound, "SIGNATURE_NOT_FOUND", "no signature is published for bundle "+sha)
+	sig := b.sig
+	if sig == nil {
+		writeError(w, rec, http.StatusNotFound, "SIGNATURE_NOT_FOUND", "no signature is published for bundle "+r.PathValue("sha"))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -758,11 +767,7 @@ func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Reque
 	if !decodeBody(w, r, rec, &rep) {
 		return
 	}
-	if rep.EnvID == "" {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "env_id is required")
-		return
-	}
-	if !sameEnv(w, rec, "report", rep.EnvID, tokenEnv) {
+	if !namesOwnEnv(w, rec, "report", rep.EnvID, tokenEnv) {
 		return
 	}
 	switch rep.Result {

@@ -1,6 +1,6 @@
 // Package transporttest holds the test helpers of internal/transport, its
 // zititransport and test/ziti: a throw-away certificate authority, files in temporary
-// directories, golden files, fuzz seeds and a GET. Only tests import it.
+// directories, a TLS server on loopback, golden files, fuzz seeds and a GET. Only tests import it.
 package transporttest
 
 import (
@@ -14,9 +14,11 @@ import (
 	"encoding/pem"
 	"flag"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +59,21 @@ func Golden(t *testing.T, name, got string) {
 	want, err := os.ReadFile(p)
 	require.NoError(t, err, "missing golden file; run go test -update")
 	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
+}
+
+// TenancyName is the name the test tenancy servers' certificates are issued for.
+const TenancyName = "tenancy.monky.internal"
+
+// ServeTLS serves h over TLS with leaf on loopback until the test ends and returns its
+// address; the server's own log is discarded.
+func ServeTLS(t testing.TB, leaf tls.Certificate, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
 }
 
 // CA is a throw-away certificate authority.

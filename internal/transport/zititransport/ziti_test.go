@@ -2,14 +2,10 @@ package zititransport
 
 import (
 	"bytes"
-	"crypto/tls"
 	"encoding/json"
-	"io"
 	"io/fs"
-	"log"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +53,7 @@ func TestIdentityFileErrors(t *testing.T) {
 	})
 
 	t.Run("key of another certificate", func(t *testing.T) {
-		ca := newTestCA(t)
+		ca := transporttest.NewCA(t)
 		_, certPEM, _ := ca.Issue(t, true, nil, nil)
 		_, _, otherKey := ca.Issue(t, true, nil, nil)
 		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", certPEM, otherKey, ca.PEM)
@@ -68,7 +64,7 @@ func TestIdentityFileErrors(t *testing.T) {
 	})
 
 	t.Run("certificate that is not PEM", func(t *testing.T) {
-		ca := newTestCA(t)
+		ca := transporttest.NewCA(t)
 		_, _, keyPEM := ca.Issue(t, true, nil, nil)
 		p := writeIdentity(t, "https://127.0.0.1:1/edge/client/v1", []byte("not a cert"), keyPEM, ca.PEM)
 		_, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "s", Identity: p})
@@ -92,7 +88,7 @@ func writeIdentity(t testing.TB, ztAPI string, cert, key, ca []byte) string {
 	}
 	data, err := json.Marshal(doc)
 	require.NoError(t, err)
-	return writeFile(t, "identity.json", data)
+	return transporttest.WriteFile(t, "identity.json", data)
 }
 
 // goroutines returns the stacks of every goroutine of the process.
@@ -116,11 +112,11 @@ func stacksWith(t testing.TB, needle string) int {
 
 // fakeController is an OpenZiti controller on loopback that refuses every
 // authentication with the edge API's 401 envelope.
-func fakeController(t *testing.T, ca *testCA) (url string, hits func() int) {
+func fakeController(t *testing.T, ca *transporttest.CA) (url string, hits func() int) {
 	t.Helper()
 	leaf, _, _ := ca.Issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	var n atomic.Int32
-	srv := newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := transporttest.ServeTLS(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		n.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -131,7 +127,7 @@ func fakeController(t *testing.T, ca *testCA) (url string, hits func() int) {
 
 func TestZitiDialerWithTheSDK(t *testing.T) {
 	t.Run("controller unreachable", func(t *testing.T) {
-		ca := newTestCA(t)
+		ca := transporttest.NewCA(t)
 		_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -139,9 +135,9 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 		require.NoError(t, ln.Close())
 		p := writeIdentity(t, "https://"+closedAddr+"/edge/client/v1", certPEM, keyPEM, ca.PEM)
 
-		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + transporttest.TenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 		require.NoError(t, err)
-		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
+		_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
 		require.ErrorIs(t, err, transport.ErrController)
 		require.ErrorIs(t, err, transport.ErrUnreachable)
 		var op *net.OpError
@@ -153,14 +149,14 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 	})
 
 	t.Run("controller refuses the identity; Close leaves no goroutine behind", func(t *testing.T) {
-		ca := newTestCA(t)
+		ca := transporttest.NewCA(t)
 		_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 		ctrl, hits := fakeController(t, ca)
 		p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.PEM)
 
-		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + transporttest.TenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 		require.NoError(t, err)
-		_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
+		_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
 		require.ErrorIs(t, err, transport.ErrController)
 		t.Logf("error: %v", err)
 		assert.NotContains(t, err.Error(), "PRIVATE KEY")
@@ -174,17 +170,6 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 			return stacksWith(t, "net/http.(*persistConn).readLoop") == 0 && stacksWith(t, "openziti") == 0
 		}, 5*time.Second, 20*time.Millisecond, "goroutines left after Close:\n%s", goroutines(t))
 	})
-}
-
-// newTLSServer serves h over TLS with leaf on loopback and returns its address.
-func newTLSServer(t *testing.T, leaf tls.Certificate, h http.Handler) string {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv.Listener.Addr().String()
 }
 
 // TestZitiIdentitiesEnvTrap pins the SDK behaviour the package doc warns about: the
@@ -205,7 +190,7 @@ func TestZitiIdentitiesEnvTrap(t *testing.T) {
 
 // authenticatingController is an OpenZiti controller on loopback that accepts the
 // identity and lists no service: the shape of an identity without a Dial policy.
-func authenticatingController(t *testing.T, ca *testCA) (url string, paths func() []string) {
+func authenticatingController(t *testing.T, ca *transporttest.CA) (url string, paths func() []string) {
 	t.Helper()
 	leaf, _, _ := ca.Issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	var mu sync.Mutex
@@ -227,7 +212,7 @@ func authenticatingController(t *testing.T, ca *testCA) (url string, paths func(
 		"data": []any{},
 		"meta": map[string]any{"pagination": map[string]any{"limit": 500, "offset": 0, "totalCount": 0}},
 	}
-	srv := newTLSServer(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := transporttest.ServeTLS(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.URL.Path)
 		mu.Unlock()
@@ -252,14 +237,14 @@ func authenticatingController(t *testing.T, ca *testCA) (url string, paths func(
 }
 
 func TestZitiDialerServiceNotFound(t *testing.T) {
-	ca := newTestCA(t)
+	ca := transporttest.NewCA(t)
 	_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 	ctrl, paths := authenticatingController(t, ca)
 	p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.PEM)
 
-	c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + tenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+	c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + transporttest.TenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
 	require.NoError(t, err)
-	_, err = get(t.Context(), t, c, "https://"+tenancyName+"/v1/agent/checkin")
+	_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
 	t.Logf("controller saw %v; error: %v", paths(), err)
 	require.ErrorIs(t, err, transport.ErrServiceNotFound, "%v", err)
 	require.ErrorIs(t, err, transport.ErrUnreachable)

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/internal/transport"
+
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
 
 // TestNewProxyAndSystem: New builds the other transports as transport.New does.
@@ -27,7 +29,7 @@ func TestNewProxyAndSystem(t *testing.T) {
 	assert.Equal(t, "tenancy says hello", body)
 	require.NoError(t, c.Close())
 
-	p, err := New(t.Context(), transport.Config{Transport: transport.TransportProxy, URL: "https://" + tenancyName, Proxy: "http://127.0.0.1:8080"})
+	p, err := New(t.Context(), transport.Config{Transport: transport.TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: "http://127.0.0.1:8080"})
 	require.NoError(t, err)
 	assert.Equal(t, transport.TransportProxy, p.Transport())
 	require.NoError(t, p.Close())

@@ -4,13 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 func TestInstall(t *testing.T) {
@@ -79,11 +80,7 @@ func TestInstallWithoutTheVariables(t *testing.T) {
 
 // TestBinaryLinksNoTesting: the fake docker program never links the testing package.
 func TestBinaryLinksNoTesting(t *testing.T) {
-	goTool, err := goToolPath()
-	require.NoError(t, err)
-	deps, err := exec.Command(goTool, "list", "-deps", "github.com/monky/monky-deployd/cmd/fake-docker").Output()
-	require.NoError(t, err)
-	for _, dep := range strings.Split(string(deps), "\n") {
+	for _, dep := range testprog.Deps(t, "github.com/monky/monky-deployd/cmd/fake-docker") {
 		assert.NotEqual(t, "testing", dep)
 		assert.NotContains(t, dep, "fakedockertest")
 	}

@@ -1,4 +1,4 @@
-package testbox
+package testprog
 
 import (
 	"errors"
@@ -41,10 +41,10 @@ func Build(tb testing.TB, pkg string, flags ...string) string {
 		builds.done = map[string]*build{}
 	}
 	if builds.dir == "" {
-		dir, err := os.MkdirTemp("", "monky-testbox-")
+		dir, err := os.MkdirTemp("", "monky-testprog-")
 		if err != nil {
 			builds.mu.Unlock()
-			tb.Fatalf("testbox: %v", err)
+			tb.Fatalf("testprog: %v", err)
 		}
 		builds.dir = dir
 	}
@@ -56,7 +56,7 @@ func Build(tb testing.TB, pkg string, flags ...string) string {
 	builds.mu.Unlock()
 	b.once.Do(func() { b.err = goBuild(b.path, pkg, flags) })
 	if b.err != nil {
-		tb.Fatalf("testbox: %v", b.err)
+		tb.Fatalf("testprog: %v", b.err)
 	}
 	return b.path
 }
@@ -99,13 +99,14 @@ func GoTool(tb testing.TB) string {
 	tb.Helper()
 	p, err := goToolPath()
 	if err != nil {
-		tb.Fatalf("testbox: %v", err)
+		tb.Fatalf("testprog: %v", err)
 	}
 	return p
 }
 
 // Run runs the tests of m and then removes every program Build built; a package's
-// TestMain returns os.Exit(testbox.Run(m)) or does its own cleaning in between.
+// TestMain returns os.Exit(testprog.Run(m)) (or testbox.Run) or does its own cleaning in
+// between.
 func Run(m *testing.M) int {
 	code := m.Run()
 	builds.mu.Lock()
@@ -115,4 +116,31 @@ func Run(m *testing.M) int {
 		builds.dir, builds.done = "", nil
 	}
 	return code
+}
+
+// Deps returns what go list -deps says pkg links, pkg itself included: pkg is an import
+// path or a directory ("." is the test's own package). It fails tb when the list
+// cannot be had. The packages' dependency budgets are checked on it.
+func Deps(tb testing.TB, pkg string) []string {
+	tb.Helper()
+	return goList(tb, pkg, "{{.ImportPath}}")
+}
+
+// NonStdDeps is Deps without the standard library's packages.
+func NonStdDeps(tb testing.TB, pkg string) []string {
+	tb.Helper()
+	return goList(tb, pkg, "{{if not .Standard}}{{.ImportPath}}{{end}}")
+}
+
+func goList(tb testing.TB, pkg, format string) []string {
+	tb.Helper()
+	out, err := exec.Command(GoTool(tb), "list", "-deps", "-f", format, pkg).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		tb.Fatalf("testprog: go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
 }

@@ -1,4 +1,4 @@
-package testbox
+package testprog
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package testbox
+package testprog
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func Start(tb testing.TB, bin, dir string, env []string, args ...string) *Proc {
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
 	p.start = time.Now()
 	if err := cmd.Start(); err != nil {
-		tb.Fatalf("testbox: start %s: %v", bin, err)
+		tb.Fatalf("testprog: start %s: %v", bin, err)
 	}
 	go func() {
 		_ = cmd.Wait()

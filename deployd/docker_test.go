@@ -1,8 +1,14 @@
 package deployd_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +18,96 @@ import (
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
+
+func TestDockerEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		environ []string
+		want    []string
+	}{
+		{
+			name: "only the docker CLI's own variables pass, in a fixed order",
+			environ: []string{
+				"VAULT_TOKEN=hvs.x", "DOCKER_HOST=unix:///run/docker.sock", "HOME=/root",
+				"PATH=/usr/bin:/bin", "DB_PASSWORD=s3cr3t", "FAKE_DOCKER_LOG=/tmp/log",
+				"FAKE_DOCKER_STATE=/tmp/state", "FAKE_DOCKER_SCRIPT=/tmp/script", "COMPOSE_FILE=evil.yaml",
+			},
+			want: []string{"PATH=/usr/bin:/bin", "HOME=/root", "DOCKER_HOST=unix:///run/docker.sock"},
+		},
+		{
+			name:    "without PATH, the default PATH",
+			environ: []string{"HOME=/root"},
+			want:    append([]string{"HOME=/root"}, deployd.DefaultDockerEnv()...),
+		},
+		{
+			name:    "nothing",
+			environ: nil,
+			want:    deployd.DefaultDockerEnv(),
+		},
+		{
+			name:    "the last of a repeated name wins; an empty value is kept",
+			environ: []string{"PATH=/a", "DOCKER_CONTEXT=x", "PATH=/b", "DOCKER_CONTEXT=", "NOEQUALS"},
+			want:    []string{"PATH=/b", "DOCKER_CONTEXT="},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, deployd.DockerEnv(tc.environ))
+		})
+	}
+}
+
+// TestDockerEnvNamesNoFake: the production allow-list names no fake's variable.
+func TestDockerEnvNamesNoFake(t *testing.T) {
+	names := deployd.DockerEnvNames()
+	assert.Contains(t, names, "PATH")
+	for _, n := range names {
+		assert.False(t, strings.HasPrefix(n, "FAKE_"), n)
+	}
+	names[0] = "changed"
+	assert.Equal(t, "PATH", deployd.DockerEnvNames()[0], "a copy")
+}
+
+// TestReadsTheDockerContext: after `docker context use` (the CLI's currentContext in
+// $DOCKER_CONFIG/config.json, no DOCKER_HOST), the agent reads the daemon of that
+// context, which is the one compose changes: here the fake engine, named only by the
+// context's meta.json. Were the context ignored, the reads would go to
+// /var/run/docker.sock and the live health would not be the fake's.
+func TestReadsTheDockerContext(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	cfgDir := filepath.Join(b.Dir, "docker-config")
+	sum := sha256.Sum256([]byte("laptop"))
+	metaDir := filepath.Join(cfgDir, "contexts", "meta", hex.EncodeToString(sum[:]))
+	require.NoError(t, os.MkdirAll(metaDir, 0o700))
+	meta := `{"Name":"laptop","Metadata":{},"Endpoints":{"docker":{"Host":"` + b.Docker.DockerHost() + `","SkipTLSVerify":false}}}`
+	require.NoError(t, os.WriteFile(filepath.Join(metaDir, "meta.json"), []byte(meta), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"currentContext":"laptop"}`), 0o600))
+
+	var env []string
+	for _, kv := range b.Docker.Env() {
+		if !strings.HasPrefix(kv, "DOCKER_HOST=") {
+			env = append(env, kv)
+		}
+	}
+	b.agent = b.NewAgent(deployd.Options{DockerEnv: append(env, "DOCKER_CONFIG="+cfgDir), HealthPoll: 10 * time.Millisecond})
+	b.Publish(faketenancy.SampleApp(b.Env, 1))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	b.idleTick()
+
+	live := b.lastLive()
+	require.NotNil(t, live.Healthy, "live %+v", live)
+	assert.True(t, *live.Healthy)
+	engine := 0
+	for _, c := range b.Docker.Calls() {
+		if c.Argv[0] == fakedocker.EngineArgv0 {
+			engine++
+		}
+		assert.False(t, c.Argv[0] == "inspect" || slices.Contains(c.Argv, "ps"),
+			"docker %v: the reads go through the Engine API of the context's daemon, not the CLI", c.Argv)
+	}
+	assert.Positive(t, engine, "the context's daemon (the fake engine) was read")
+}
 
 // daemonDown is what the docker CLI prints when it cannot reach the daemon.
 const daemonDown = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n"
@@ -76,9 +172,7 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 // previous release back.
 func TestDockerDownAfterPromoteRestores(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	first := b.applySample(1)
 
 	// The fake counts every call: the first up succeeded, the second fails, the
 	// restore's succeeds.

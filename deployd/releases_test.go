@@ -1,0 +1,105 @@
+package deployd_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+)
+
+// TestExplicitRollbackAfterARollbackRefusal: a sha refused with ROLLBACK (no
+// rollback flag) is applied when tenancy then asks for it with rollback: true, the
+// remedy docs/OPERATIONS.md names ("roll back explicitly from the console, which sets
+// rollback"); the refusal was about the missing flag, not about the sha.
+func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.applySample(5)
+	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	require.Equal(t, codes.Rollback, out.Code)
+
+	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true})
+	out, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, out.Code)
+	assert.Equal(t, "applied", out.Result)
+	assert.Equal(t, older, b.Live())
+
+	// Without the flag, another refused sha stays remembered (no retry, no download).
+	newer := b.Publish(faketenancy.SampleApp(b.Env, 2))
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitFailed, code)
+	downloads := b.TenancyCalls("/v1/agent/bundles/")
+	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: newer})
+	out, code = b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, codes.Rollback, out.Code)
+	assert.Equal(t, downloads, b.TenancyCalls("/v1/agent/bundles/"), "a remembered failure is re-reported without a download")
+}
+
+func TestRestoreDegraded(t *testing.T) {
+	for result, want := range map[string]bool{
+		deployd.RestoreHealthy: false, deployd.RestoreNone: false,
+		deployd.RestoreUnhealthy: true, deployd.RestoreFailed: true,
+	} {
+		assert.Equal(t, want, deployd.Restore{Result: result}.Degraded(), result)
+	}
+}
+
+// TestDownReportNamesTheReleaseTakenDown: the report of a down carries the sha and
+// serial of the release it took down (tenancy.Report's doc), and "" and 0 when nothing
+// was live.
+func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	sha := b.applySample(3)
+	require.Equal(t, sha, b.Live())
+
+	b.SetDesired(faketenancy.Desired{Action: "down"})
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	rep := b.LastReport()
+	assert.Equal(t, "down", rep.Result)
+	assert.Equal(t, sha, rep.SHA)
+	assert.Equal(t, int64(3), rep.Serial)
+	assert.Equal(t, sha, out.SHA)
+	assert.Equal(t, int64(3), out.Serial)
+
+	// Down again: nothing is live, the report names no release.
+	out, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	rep = b.LastReport()
+	assert.Equal(t, "down", rep.Result)
+	assert.Equal(t, "", rep.SHA)
+	assert.Zero(t, rep.Serial)
+	assert.Equal(t, "", out.SHA)
+}
+
+// TestRepairKeepsAReleaseCaughtMidRestage: restaging a kept release moves the old copy
+// to releases/.<sha>.old before the new one is renamed into place. A crash between the
+// two renames must not cost the box that release (it may be the previous one, the
+// restore target): the next tick's repair puts it back.
+func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	first := b.applySample(1)
+	b.applySample(2)
+	require.Equal(t, first, b.State().PreviousSHA)
+
+	// The crash: the kept release was moved aside, the new copy not yet in place.
+	rel := b.Cfg.ReleasesDir()
+	require.NoError(t, os.Rename(filepath.Join(rel, first), filepath.Join(rel, "."+first+".old")))
+	require.NoError(t, os.MkdirAll(filepath.Join(rel, "."+first+".tmp"), 0o755))
+
+	b.idleTick()
+	_, err := os.Stat(filepath.Join(rel, first, "manifest.json"))
+	assert.NoError(t, err, "the previous release is back in place")
+	for _, leftover := range []string{"." + first + ".old", "." + first + ".tmp"} {
+		_, err := os.Stat(filepath.Join(rel, leftover))
+		assert.True(t, os.IsNotExist(err), "%s removed", leftover)
+	}
+}
