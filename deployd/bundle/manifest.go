@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/monky/monky-deployd/internal/jsonerr"
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -297,25 +297,4 @@ func skipValue(dec *json.Decoder) error {
 
 // describeJSONError names the field of a type error and hides the offending value
 // (a value in the manifest may be something the author did not mean to publish).
-func describeJSONError(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			field = "(top level)"
-		}
-		return fmt.Sprintf("field %q must be %s, not %s", field, te.Type.String(), te.Value)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return "invalid JSON at byte " + strconv.FormatInt(se.Offset, 10)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return "JSON ends early"
-	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "json: unknown field ") {
-		return "unknown field " + strings.TrimPrefix(msg, "json: unknown field ")
-	}
-	return "invalid JSON"
-}
+func describeJSONError(err error) string { return jsonerr.Describe(err) }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/monky/monky-deployd/internal/jsonerr"
 	"io"
 	"regexp"
 	"strconv"
@@ -131,20 +132,7 @@ func ParsePS(data []byte) ([]Container, error) {
 }
 
 // jsonErr keeps the position and the kind of a JSON error but drops any quoted input.
-func jsonErr(err error) error {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		return fmt.Errorf("invalid JSON at byte %d", syn.Offset)
-	}
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
-		return fmt.Errorf("field %s: want %s, got %s", typ.Field, typ.Type, typ.Value)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("truncated JSON")
-	}
-	return errors.New("invalid JSON")
-}
+func jsonErr(err error) error { return errors.New(jsonerr.Describe(err)) }
 
 func (e psEntry) container() (Container, error) {
 	c := Container{

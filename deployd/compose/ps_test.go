@@ -112,7 +112,7 @@ var parsePSCases = []struct {
 	{name: "truncated line", in: "{\"ID\":\"a\"}\n{\"ID\":", wantErr: "object 2"},
 	{name: "line not an object", in: "{\"ID\":\"a\"}\n[1]", wantErr: "object 2: not a JSON object"},
 	{name: "array of strings", in: `["a"]`, wantErr: "not a JSON array"},
-	{name: "wrong type", in: `{"ID":"a","ExitCode":"one"}`, wantErr: "field ExitCode"},
+	{name: "wrong type", in: `{"ID":"a","ExitCode":"one"}`, wantErr: `field "ExitCode" is a JSON string, want int`},
 	{name: "bad labels", in: `{"ID":"a","Labels":42}`, wantErr: "field Labels"},
 }
 

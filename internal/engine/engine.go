@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/monky/monky-deployd/internal/jsonerr"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -185,18 +185,7 @@ func jsonUnmarshal(data []byte, v any) error {
 
 // jsonErr keeps the position and the kind of a JSON decoding error but none of the
 // input, which may hold label or environment values.
-func jsonErr(err error) error {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		return fmt.Errorf("the answer is not valid JSON (at byte %d)", syn.Offset)
-	}
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
-		kind, _, _ := strings.Cut(typ.Value, " ") // "number 5" → "number": no value
-		return fmt.Errorf("the answer's field %s is a JSON %s, want %s", typ.Field, kind, typ.Type)
-	}
-	return errors.New("the answer is not valid JSON")
-}
+func jsonErr(err error) error { return errors.New(jsonerr.Describe(err)) }
 
 // Version returns the daemon's version, e.g. "20.10.24+dfsg1" (GET /version).
 func (c *Client) Version(ctx context.Context) (string, error) {
