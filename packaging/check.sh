@@ -66,7 +66,7 @@ done
 
 # --- ansible template -----------------------------------------------------------------
 step "ansible template renders to the committed samples"
-for pair in ansible-vars.json:config.ansible.yaml ansible-vars-proxy.json:config.ansible-proxy.yaml; do
+for pair in ansible-vars.json:config.ansible.yaml ansible-vars-proxy.json:config.ansible-proxy.yaml ansible-vars-keys.json:config.ansible-keys.yaml; do
 	vars=packaging/testdata/${pair%%:*}
 	want=packaging/testdata/${pair##*:}
 	/usr/bin/python3 packaging/ansible/render.py "$vars" >"$work/rendered.yaml"
@@ -83,7 +83,7 @@ ok "packaging/ansible/site.yml and the role pass --syntax-check"
 render_with_ansible() { # VARS(absolute) OUT
 	ansible-playbook -i localhost, packaging/ansible/tests/render.yml -e "vars_file=$1" -e "out=$2" >"$work/ansible.out" 2>&1
 }
-for pair in ansible-vars.json:config.ansible.yaml ansible-vars-proxy.json:config.ansible-proxy.yaml; do
+for pair in ansible-vars.json:config.ansible.yaml ansible-vars-proxy.json:config.ansible-proxy.yaml ansible-vars-keys.json:config.ansible-keys.yaml; do
 	vars=packaging/testdata/${pair%%:*}
 	want=packaging/testdata/${pair##*:}
 	render_with_ansible "$repo/$vars" "$work/ansible-rendered.yaml" || { cat "$work/ansible.out"; fail "ansible could not render $vars"; }
@@ -99,6 +99,13 @@ if ! grep -q 'Check the required variables' "$work/ansible.out" || ! grep -q 'ev
 	fail "the role's variable check did not refuse a value with a newline"
 fi
 ok "the role refuses a value with a newline before rendering"
+printf '{"monky_deployd_env_id":"env-dev-01","monky_deployd_tenancy_url":"https://t.example","monky_deployd_bao_addr":"https://b.example","monky_deployd_trusted_keys":["/etc/monky/renderer.pub"]}' >"$work/bad-vars.json"
+if render_with_ansible "$work/bad-vars.json" "$work/bad.yaml" || [ -e "$work/bad.yaml" ]; then
+	fail "the role rendered a trusted key that is a path"
+fi
+grep -q 'monky_deployd_trusted_keys must be a list of ed25519 public keys' "$work/ansible.out" ||
+	{ cat "$work/ansible.out"; fail "the role's variable check did not refuse a trusted key that is a path"; }
+ok "the role refuses a monky_deployd_trusted_keys item that is not an ed25519 public key"
 mkdir -p "$work/choose-unit"
 ansible-playbook -i localhost, packaging/ansible/tests/choose-unit.yml -e "dir=$work/choose-unit" >"$work/ansible.out" 2>&1 ||
 	{ cat "$work/ansible.out"; fail "the role's choice of unit (packaging/ansible/tests/choose-unit.yml)"; }
@@ -352,7 +359,8 @@ ok "config equals packaging/testdata/config.install.yaml (parsed by the Go test 
 cmp -s "$grant" "$inst/etc/monky-deployd/bootstrap.jwt" || fail "grant content"
 ok "config 0640, grant 0600 with the given content"
 # The packaged agent itself reads the config (status needs no network and no state).
-for cfg in "$inst/etc/monky-deployd/config.yaml" packaging/testdata/config.ansible.yaml packaging/testdata/config.ansible-proxy.yaml; do
+for cfg in "$inst/etc/monky-deployd/config.yaml" packaging/testdata/config.ansible.yaml packaging/testdata/config.ansible-proxy.yaml \
+	packaging/testdata/config.install-keys.yaml packaging/testdata/config.ansible-keys.yaml; do
 	# A fresh box has no token yet: status says it is not healthy (exit 1); any other
 	# exit means it rejected the config.
 	rc=0
@@ -361,6 +369,8 @@ for cfg in "$inst/etc/monky-deployd/config.yaml" packaging/testdata/config.ansib
 	grep -Eq '^env: +env-(dev-01|prod-03)$' "$work/status.out" || { cat "$work/status.out"; fail "monky-deployd status did not show the env of $cfg"; }
 done
 ok "the packaged monky-deployd accepts the configs of install.sh and the ansible template (status --config)"
+grep -qx 'signatures: *required, trusted keys 21fe31dfa154a261, 34750f98bd59fcfc' "$work/status.out" || { cat "$work/status.out"; fail "monky-deployd status does not show the trusted keys of config.ansible-keys.yaml"; }
+ok "monky-deployd status shows the trusted keys of the keys configs"
 if grep -rq 'check-sh-planted-grant' "$work/first.out" "$work/second.out" "$work/dry.out"; then
 	fail "install.sh printed the grant"
 fi
@@ -386,6 +396,24 @@ cp -a "$inst/etc/systemd/system/monky-deployd.service.d" "$inst/etc/systemd/syst
 verify_units "(with install.sh's deploy-dir drop-ins)"
 rm -rf "$unitroot/etc/systemd/system/monky-deployd.service.d" "$unitroot/etc/systemd/system/monky-deployd-loop.service.d"
 ok "systemd-analyze verify with install.sh's drop-ins"
+
+step "install.sh: --trusted-key and --trusted-key-file write trusted_keys"
+printf 'ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\n' >"$work/renderer-2.pub"
+bash packaging/install.sh --root "$work/keys" --skip-package --env-id env-dev-01 --tenancy-url https://tenancy.monky.internal \
+	--bao-addr https://bao.monky.internal:8200 --transport system \
+	--trusted-key ed25519:iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w= --trusted-key-file "$work/renderer-2.pub" >"$work/keys.out" ||
+	{ cat "$work/keys.out"; fail "install.sh --trusted-key"; }
+diff -u packaging/testdata/config.install-keys.yaml "$work/keys/etc/monky-deployd/config.yaml" ||
+	fail "install.sh config with keys differs from packaging/testdata/config.install-keys.yaml"
+for bad in ed25519:AAAA "$work/renderer-2.pub"; do
+	if bash packaging/install.sh --root "$work/badkey" --skip-package --env-id env-dev-01 --tenancy-url https://t.example \
+		--bao-addr https://b.example --trusted-key "$bad" >/dev/null 2>"$work/badkey.err"; then
+		fail "install.sh accepted --trusted-key $bad"
+	fi
+	grep -q '^install.sh: --trusted-key ' "$work/badkey.err" || { cat "$work/badkey.err"; fail "install.sh did not name --trusted-key"; }
+	[ ! -e "$work/badkey" ] || fail "install.sh wrote $work/badkey before refusing --trusted-key"
+done
+ok "config equals packaging/testdata/config.install-keys.yaml; a malformed key or a path is refused, naming --trusted-key"
 
 step "install.sh: grant from stdin, an existing config is kept, --force-config replaces it"
 printf 'stdin-grant' | bash packaging/install.sh --root "$inst" --deb "$deb" --grant - --env-id env-dev-02 >"$work/third.out"

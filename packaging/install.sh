@@ -57,6 +57,10 @@ Config (written to $CONFIG_DIR/config.yaml; kept if it exists unless --force-con
   --health-timeout D     compose.health_timeout (e.g. 5m)
   --keep-releases N      compose.keep_releases
   --allow-privileged S   compose.allow_privileged (repeat for several services)
+  --trusted-key KEY      trusted_keys: a renderer's public key, ed25519:<base64>, the text of
+                         the .pub of 'monky-deployd keygen' (repeat for several keys); with
+                         one, the box runs only bundles signed by a trusted key
+  --trusted-key-file F   trusted_keys: the key in the .pub file F (repeatable, with --trusted-key)
   --force-config         replace an existing config
 
 Grant and service:
@@ -95,6 +99,8 @@ min_free_mb=""
 health_timeout=""
 keep_releases=""
 allow_privileged=()
+trusted_keys=()      # in the order given; an item of --trusted-key-file is read below
+trusted_key_files=() # per item: the .pub of --trusted-key-file, "" for --trusted-key
 force_config=0
 grant=""
 no_start=0
@@ -129,6 +135,8 @@ while [ $# -gt 0 ]; do
 	--health-timeout) need_arg "$@"; health_timeout=$2; shift 2 ;;
 	--keep-releases) need_arg "$@"; keep_releases=$2; shift 2 ;;
 	--allow-privileged) need_arg "$@"; allow_privileged+=("$2"); shift 2 ;;
+	--trusted-key) need_arg "$@"; trusted_keys+=("$2"); trusted_key_files+=(""); shift 2 ;;
+	--trusted-key-file) need_arg "$@"; trusted_keys+=(""); trusted_key_files+=("$2"); shift 2 ;;
 	--force-config) force_config=1; shift ;;
 	--grant) need_arg "$@"; grant=$2; shift 2 ;;
 	--no-start) no_start=1; shift ;;
@@ -219,6 +227,42 @@ done
 if [ -n "$grant" ] && [ "$grant" != "-" ] && [ ! -f "$grant" ]; then
 	die "--grant: no such file: $grant"
 fi
+
+# check_key OPTION KEY: KEY is a public key as the agent reads it (bundle.ParsePublicKey):
+# "ed25519:" and the strict standard base64 of 32 bytes (43 characters, the last with
+# its two unused bits zero, and one '='). A message never repeats the key's text: a
+# private key given by mistake must not reach a terminal log.
+check_key() {
+	local opt=$1 key=$2
+	if [[ $key == *"PRIVATE KEY"* ]]; then
+		die "$opt: this is a private key; give the public key (ed25519:<base64>, the .pub of monky-deployd keygen)"
+	fi
+	if [ "$opt" = --trusted-key ] && { [[ $key == /* ]] || [[ $key == ./* ]] || [[ $key == *.pub ]] || [ -f "$key" ]; }; then
+		die "--trusted-key takes the key itself (ed25519:<base64>, the text of the .pub), not a file; use --trusted-key-file PATH"
+	fi
+	if ! [[ $key =~ ^ed25519:[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$ ]]; then
+		die "$opt must be an ed25519 public key, ed25519:<base64 of 32 bytes> (44 characters after 'ed25519:'), as 'monky-deployd keygen' writes it in its .pub"
+	fi
+}
+for i in "${!trusted_keys[@]}"; do
+	f=${trusted_key_files[$i]}
+	if [ -n "$f" ]; then
+		[ -f "$f" ] || die "--trusted-key-file: no such file: $f"
+		if grep -q 'PRIVATE KEY' "$f"; then
+			die "--trusted-key-file: $f is a private key; give its .pub (the public key of monky-deployd keygen)"
+		fi
+		# The .pub holds one line; white space around it (its final newline) is ignored.
+		k=$(<"$f")
+		k=${k#"${k%%[![:space:]]*}"}
+		trusted_keys[i]=${k%"${k##*[![:space:]]}"}
+		check_key --trusted-key-file "${trusted_keys[$i]}"
+	else
+		check_key --trusted-key "${trusted_keys[$i]}"
+	fi
+	for ((j = 0; j < i; j++)); do
+		[ "${trusted_keys[$j]}" != "${trusted_keys[$i]}" ] || die "--trusted-key: trusted key $((i + 1)) is given twice (the same as trusted key $((j + 1))); the agent refuses a repeated key"
+	done
+done
 
 # --- helpers that honour --root and --dry-run ---------------------------------------
 
@@ -350,6 +394,9 @@ config_written=0 # this run writes the config (or would, under --dry-run)
 config_changed=0
 if [ -f "$root$config" ] && [ "$force_config" = 0 ]; then
 	say "config kept: $config exists (use --force-config to replace it)"
+	if [ ${#trusted_keys[@]} -gt 0 ]; then
+		say "note: --trusted-key ignored: the kept config's trusted_keys stay as they are (--force-config rewrites it)"
+	fi
 else
 	config_written=1
 	[ -n "$env_id" ] || die "--env-id is required to write $config"
@@ -385,6 +432,12 @@ else
 					echo "    - $(yaml_str "$s")"
 				done
 			fi
+		fi
+		if [ ${#trusted_keys[@]} -gt 0 ]; then
+			echo "trusted_keys:"
+			for k in "${trusted_keys[@]}"; do
+				echo "  - $(yaml_str "$k")"
+			done
 		fi
 	} >"$work/config.yaml"
 	before=$changed
