@@ -160,7 +160,7 @@ func (d *Docker) install(root, prog string, script *Script) error {
 	if err := os.Mkdir(d.Dir, 0o755); err != nil {
 		return fmt.Errorf("fakedocker: %w", err)
 	}
-	if err := linkOrCopy(prog, d.Path); err != nil {
+	if err := fakedocker.PlaceProgram(prog, d.Path); err != nil {
 		return fmt.Errorf("fakedocker: installing the program: %w", err)
 	}
 	cfg := fakedocker.Config{Log: d.Log, State: d.State, Script: d.Script}
@@ -183,19 +183,6 @@ func (d *Docker) install(root, prog string, script *Script) error {
 	}
 	d.srv, d.Socket = srv, srv.Socket
 	return nil
-}
-
-// linkOrCopy puts the program src at dst: a hard link where the file system allows
-// it, a copy otherwise.
-func linkOrCopy(src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
-	}
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o755)
 }
 
 // Close stops the Engine API, removes its socket and, when Install made the directory,

@@ -60,3 +60,17 @@ func (c Config) WriteFile(path string) error {
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
+
+// PlaceProgram puts the fake docker program src at dst, where it will find the
+// ConfigFile beside it: a hard link where the file system allows it, a copy
+// otherwise, never a symlink (os.Executable resolves it to the target's directory).
+func PlaceProgram(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}

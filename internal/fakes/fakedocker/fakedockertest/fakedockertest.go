@@ -78,7 +78,7 @@ func Install(tb testing.TB, script *Script) *Docker {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		tb.Fatalf("fakedockertest: %v", err)
 	}
-	if err := linkOrCopy(filepath.Join(buildDir, "docker"), d.Path); err != nil {
+	if err := fakedocker.PlaceProgram(filepath.Join(buildDir, "docker"), d.Path); err != nil {
 		tb.Fatalf("fakedockertest: install the fake docker: %v", err)
 	}
 	cfg := fakedocker.Config{Log: d.Log, State: d.State, Script: d.scriptPath()}
@@ -123,20 +123,6 @@ func (d *Docker) HTTPClient() *http.Client {
 
 // scriptPath is where the script of d is, once there is one.
 func (d *Docker) scriptPath() string { return filepath.Join(filepath.Dir(d.Log), "script.json") }
-
-// linkOrCopy puts the program src at dst: a hard link where the file system allows
-// it, a copy otherwise. Never a symlink: the program finds its config next to
-// os.Executable, which resolves symlinks.
-func linkOrCopy(src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
-	}
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o755)
-}
 
 // SetScript replaces the script (nil: every command succeeds), for a test that changes
 // the behaviour between calls.
