@@ -51,9 +51,6 @@ type Options struct {
 	// HealthPoll is the pause between two `docker compose ps` calls of the health
 	// wait. Zero: compose.DefaultHealthPoll (2s).
 	HealthPoll time.Duration
-	// PullProgress is how often the pull of an image before the lease logs how far it
-	// is. Zero: compose.DefaultPullProgress (20s).
-	PullProgress time.Duration
 }
 
 // Agent runs ticks for one box. Build it with New; it is safe to reuse across ticks

@@ -60,11 +60,16 @@ type PlanRelease struct {
 
 // PlanSummary counts the services of a Plan by change.
 type PlanSummary struct {
-	Added     int `json:"added"`
-	Removed   int `json:"removed"`
+	// Added counts the services of the new release only.
+	Added int `json:"added"`
+	// Removed counts the services of the live release only.
+	Removed int `json:"removed"`
+	// Recreated counts the services whose containers compose would replace.
 	Recreated int `json:"recreated"`
-	Scaled    int `json:"scaled"`
-	Kept      int `json:"kept"`
+	// Scaled counts the services whose replicas alone change.
+	Scaled int `json:"scaled"`
+	// Kept counts the services compose would leave as they are.
+	Kept int `json:"kept"`
 }
 
 // PlanService is one service and what compose would do with it.

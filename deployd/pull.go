@@ -2,7 +2,6 @@ package deployd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -64,7 +63,7 @@ func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
 	for _, im := range pulls {
 		t.log.Info("pulling an image before asking for a lease", "service", im.Service, "image", im.Ref)
 		pctx, cancel := context.WithTimeout(ctx, pullTimeout)
-		err := cli.Pull(pctx, im.Ref, compose.PullOptions{Progress: t.a.opts.PullProgress})
+		err := cli.Pull(pctx, im.Ref, compose.PullOptions{})
 		cancel()
 		if err != nil {
 			return t.pullFailed(ctx, im, err)
@@ -155,9 +154,6 @@ func (t *tick) dataRootRoom(ctx context.Context) error {
 	}
 	space, err := fsutil.SpaceOf(root)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return err
-		}
 		t.log.Warn("could not measure the free space of docker's data root; pulling without checking it", "data_root", root, "err", err)
 		return nil
 	}

@@ -277,7 +277,7 @@ func (c *Client) runTail(ctx context.Context, op string, kind error, args []stri
 // the commands that take minutes).
 func (c *Client) runLogged(ctx context.Context, op string, kind error, args []string) (Output, error) {
 	buf := newTailBuffer(c.limit)
-	lines := newLineLog(c.log, op)
+	lines := newLineLog(c.log, "docker compose "+op)
 	w := io.MultiWriter(buf, lines)
 	code, err := c.run(ctx, args, w, w)
 	lines.flush()

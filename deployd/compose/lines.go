@@ -20,15 +20,14 @@ const maxLineLen = 512
 type lineLog struct {
 	mu      sync.Mutex
 	log     *slog.Logger
-	op      string
 	partial []byte
 	lines   int
 	// prefix is the command the lines are of ("docker compose up", "docker pull").
 	prefix string
 }
 
-func newLineLog(log *slog.Logger, op string) *lineLog {
-	return &lineLog{log: log, op: op, prefix: "docker compose " + op}
+func newLineLog(log *slog.Logger, prefix string) *lineLog {
+	return &lineLog{log: log, prefix: prefix}
 }
 
 // Write logs every complete line of p (\n or \r ends one); it never fails.

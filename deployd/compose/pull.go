@@ -68,8 +68,9 @@ func (c *Client) holds(ctx context.Context, refs []string) (bool, error) {
 // every opts.Progress says how many layers are done. A failure is an *Error whose
 // Kind says whose fault it is: ErrImageMissing (the registry has no such image or
 // tag, or denies it to this box), ErrDockerUnavailable, ErrRegistryUnavailable (any
-// other: the registry or the network); no space left on the daemon's disk matches
-// syscall.ENOSPC. Its Detail is what the daemon said.
+// other: the registry or the network, and a ctx that ends, such as the caller's
+// deadline for the pull); no space left on the daemon's disk matches syscall.ENOSPC.
+// Its Detail is what the daemon said.
 func (c *Client) Pull(ctx context.Context, ref string, opts PullOptions) error {
 	if opts.Progress <= 0 {
 		opts.Progress = DefaultPullProgress
@@ -77,8 +78,7 @@ func (c *Client) Pull(ctx context.Context, ref string, opts PullOptions) error {
 	start := time.Now()
 	buf := newTailBuffer(c.limit)
 	prog := newPullProgress(c.log, ref)
-	lines := newLineLog(c.log, "pull")
-	lines.prefix = "docker pull"
+	lines := newLineLog(c.log, "docker pull")
 	w := io.MultiWriter(buf, lines, prog)
 	stop := prog.every(opts.Progress, start)
 	code, err := c.run(ctx, []string{"pull", "--", ref}, w, w)
@@ -130,17 +130,15 @@ func pullFailure(out []byte) (wrap func(error) error, kind error) {
 // maxDaemonSaid bounds the daemon's message kept in an error.
 const maxDaemonSaid = 300
 
-// daemonSaid is the last line docker printed that says what went wrong, bounded.
+// daemonSaid is the last line docker printed that names an error (else its last
+// line), without docker's "Error response from daemon: " prefix, bounded.
 func daemonSaid(out []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	said := ""
+	said := strings.TrimSpace(lines[len(lines)-1])
 	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if strings.Contains(l, "rror") || said == "" {
+		if l := strings.TrimSpace(lines[i]); strings.Contains(strings.ToLower(l), "error") {
 			said = l
-			if strings.Contains(l, "rror") {
-				break
-			}
+			break
 		}
 	}
 	said = strings.TrimPrefix(said, "Error response from daemon: ")

@@ -87,7 +87,7 @@ func TestLineLog(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			l := newLineLog(slog.New(slog.NewJSONHandler(&buf, nil)), "up")
+			l := newLineLog(slog.New(slog.NewJSONHandler(&buf, nil)), "docker compose up")
 			for _, ch := range c.chunks {
 				n, err := l.Write([]byte(ch))
 				require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestLineLog(t *testing.T) {
 	}
 	t.Run("capped", func(t *testing.T) {
 		var buf bytes.Buffer
-		l := newLineLog(slog.New(slog.NewJSONHandler(&buf, nil)), "up")
+		l := newLineLog(slog.New(slog.NewJSONHandler(&buf, nil)), "docker compose up")
 		_, _ = l.Write([]byte(strings.Repeat("line\n", maxLoggedLines+7)))
 		l.flush()
 		assert.Len(t, outputs(t, &buf), maxLoggedLines)

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/monky/monky-deployd/internal/release"
 )
 
 // Release names a release in a report.
@@ -128,7 +130,7 @@ func Text(r Report) string {
 func headline(r Report) string {
 	live := "nothing is live"
 	if r.Live != nil {
-		live = "live " + short(r.Live.SHA) + fmt.Sprintf(" (serial %d)", r.Live.Serial)
+		live = "live " + release.Short(r.Live.SHA) + fmt.Sprintf(" (serial %d)", r.Live.Serial)
 	}
 	switch {
 	case r.Action == "down":
@@ -136,13 +138,6 @@ func headline(r Report) string {
 	case r.Target == nil:
 		return "tenancy asks for nothing (" + r.Action + "); " + live
 	default:
-		return fmt.Sprintf("tenancy asks to apply %s (serial %d); %s", short(r.Target.SHA), r.Target.Serial, live)
+		return fmt.Sprintf("tenancy asks to apply %s (serial %d); %s", release.Short(r.Target.SHA), r.Target.Serial, live)
 	}
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
