@@ -17,6 +17,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/plan"
 	"github.com/monky/monky-deployd/internal/release"
 )
 
@@ -398,7 +399,10 @@ func (t *tick) stage(ctx context.Context, f *os.File, sha string, m bundle.Manif
 	if _, err := f.Seek(0, 0); err != nil {
 		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
 	}
-	if err := t.a.store.Stage(ctx, f, sha, data); err != nil {
+	labels := func(dir string) ([]byte, error) {
+		return plan.Labels(ctx, plan.Source{SHA: sha, Files: dir, Dir: t.a.store.Dir(sha), Manifest: m, Project: t.a.cfg.Compose.Project})
+	}
+	if err := t.a.store.Stage(ctx, f, sha, data, labels); err != nil {
 		code := CodeOf(err) // a refusal of Extract keeps its code
 		return &Error{Op: "stage", Code: code, Err: err}
 	}

@@ -88,10 +88,10 @@ type PlanService struct {
 // PlanReason is one reason of a PlanService (docs/PLAN.md, "Reasons").
 type PlanReason struct {
 	// Kind is one of "image", "environment", "release_dir", "file", "settings",
-	// "replicas", "stale_file".
+	// "replicas", "sources".
 	Kind string `json:"kind"`
 	// Names are what the reason is about: variables (environment), bind sources
-	// (release_dir), files (file, stale_file), compose keys (settings).
+	// (release_dir), files (file, sources), compose keys (settings).
 	Names []string `json:"names,omitempty"`
 	// Text is the reason for an operator, naming the same, never a value.
 	Text string `json:"text"`
@@ -274,7 +274,7 @@ func (t *tick) planLive(ctx context.Context) (*plan.Side, error) {
 		return nil, &Error{Op: "plan: the live release", Code: codes.StateUnavailable, Err: err}
 	}
 	side, err := plan.Load(ctx, plan.Source{SHA: sha, Serial: m.Serial, Files: t.a.store.Dir(sha),
-		Dir: t.a.store.Dir(sha), Manifest: m, Project: t.a.cfg.Compose.Project})
+		Dir: t.a.store.Dir(sha), Manifest: m, Project: t.a.cfg.Compose.Project, Staged: true})
 	if err != nil {
 		return nil, &Error{Op: "plan: load the live release", Code: codes.StateUnavailable, Err: err}
 	}

@@ -26,15 +26,18 @@ func confirmLive(s *State, states []compose.ServiceState) {
 	}
 }
 
-// composeFor returns a compose client for the release of sha. The project directory
-// is the release's real path, not `current`: a changed bind-mounted file then has a
-// new source path, so compose recreates exactly the containers that use it.
+// composeFor returns a compose client for the release of sha, whose manifest names
+// the compose files. The project directory is the release's real path, not
+// `current`: a changed bind-mounted file then has a new source path, so compose
+// recreates exactly the containers that use it. The agent's labels file comes last
+// (release.Store.ComposeFiles): it makes compose recreate the containers whose
+// configs or secrets changed.
 func (a *Agent) composeFor(sha string, files []string) (*compose.Client, error) {
 	return compose.New(compose.Config{
 		Docker:  a.cfg.Compose.Docker,
 		Project: a.cfg.Compose.Project,
 		Dir:     a.store.Dir(sha),
-		Files:   files,
+		Files:   a.store.ComposeFiles(sha, files),
 		Env:     a.opts.DockerEnv,
 		Logger:  a.log,
 		Reader:  a.reader(),

@@ -3,12 +3,14 @@ package deployd_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
@@ -102,4 +104,29 @@ func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 		_, err := os.Stat(filepath.Join(rel, leftover))
 		assert.True(t, os.IsNotExist(err), "%s removed", leftover)
 	}
+}
+
+// TestConfigsGetTheLabelsFile: a release whose services mount compose configs gets
+// the agent's labels file, passed to every compose call after the manifest's files
+// (compose hashes a config by name only: docs/ARCHITECTURE.md "Configs and
+// secrets"); a release without configs gets none, and compose sees its files alone.
+func TestConfigsGetTheLabelsFile(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	withConfigs := b.apply(faketenancy.BundleSpec{EnvID: b.Env, Serial: 1, Files: map[string]string{
+		"compose.yaml": "services:\n  web:\n    image: nginx:1.27\n    configs: [app]\n  plain:\n    image: nginx:1.27\nconfigs:\n  app:\n    file: ./app.conf\n",
+		"app.conf":     "listen = 1\n",
+	}})
+	labels, err := os.ReadFile(filepath.Join(b.Cfg.DeployDir, "releases", withConfigs, bundle.LabelsFileName))
+	require.NoError(t, err)
+	assert.Contains(t, string(labels), "\"web\":\n    labels:\n      monky.deployd.sources: ")
+	assert.NotContains(t, string(labels), "plain")
+	ups := b.DockerCalls("up")
+	require.NotEmpty(t, ups)
+	assert.Contains(t, strings.Join(ups[len(ups)-1].Argv, " "), "-f compose.yaml -f "+bundle.LabelsFileName+" up")
+
+	without := b.applySample(2)
+	_, err = os.Stat(filepath.Join(b.Cfg.DeployDir, "releases", without, bundle.LabelsFileName))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	ups = b.DockerCalls("up")
+	assert.NotContains(t, strings.Join(ups[len(ups)-1].Argv, " "), bundle.LabelsFileName)
 }

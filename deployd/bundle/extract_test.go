@@ -90,6 +90,8 @@ func TestExtractRefuses(t *testing.T) {
 		{"hardlink", tarOf(t, ent{name: "h", typ: tar.TypeLink, link: "/etc/passwd"}), sha, codes.ManifestPaths},
 		{"fifo", tarOf(t, ent{name: "f", typ: tar.TypeFifo}), sha, codes.ManifestPaths},
 		{".env", tarOf(t, file(".env", "A=1\n")), sha, codes.ManifestPaths},
+		{"labels file", tarOf(t, file(LabelsFileName, "services: {}\n")), sha, codes.ManifestPaths},
+		{"under the labels file", tarOf(t, file(LabelsFileName+"/x", "x")), sha, codes.ManifestPaths},
 		{"duplicate", tarOf(t, file("a", "1"), file("a", "2")), sha, codes.BundleMalformed},
 		{"file then directory inside it", tarOf(t, file("a", "1"), file("a/b", "2")), sha, codes.ManifestPaths},
 		{"truncated", goodTar(t)[:700], sha, codes.BundleMalformed},

@@ -113,8 +113,8 @@ func (m *Manifest) check(rs *refusals) {
 			rs.add(codes.ManifestPaths, "files: %q: %s", f, why)
 		case f == ManifestName:
 			rs.add(codes.ManifestPaths, "files: lists %s, which is never listed", ManifestName)
-		case f == EnvFileName || strings.HasPrefix(f, EnvFileName+"/"):
-			rs.add(codes.ManifestPaths, "files: %q: %s", f, reservedEnvFile)
+		case reservedPath(f) != "":
+			rs.add(codes.ManifestPaths, "files: %q: %s", f, reservedPath(f))
 		case files[f]:
 			rs.add(codes.ManifestPaths, "files: %q is listed twice", f)
 		}

@@ -176,8 +176,8 @@ func (p *packer) list() error {
 			return nil
 		}
 		why := checkPath(name)
-		if why == "" && (name == EnvFileName || strings.HasPrefix(name, EnvFileName+"/")) {
-			why = reservedEnvFile
+		if why == "" {
+			why = reservedPath(name)
 		}
 		if why != "" {
 			p.rs.add(codes.ManifestPaths, "%q: %s", name, why)

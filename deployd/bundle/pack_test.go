@@ -251,6 +251,9 @@ func TestPackRefusals(t *testing.T) {
 		{name: "root .env", setup: func(t *testing.T, dir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, ".env"), []byte("X=1\n"), 0o644))
 		}, refused: []codes.Code{paths}, detail: `".env": path is reserved`},
+		{name: "root labels file", setup: func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, LabelsFileName), []byte("services: {}\n"), 0o644))
+		}, refused: []codes.Code{paths}, detail: `".deployd-labels.yaml": path is reserved`},
 		{name: "backslash in a name", setup: func(t *testing.T, dir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, `a\b`), []byte("x"), 0o644))
 		}, refused: []codes.Code{paths}, detail: `"a\\b": path contains a backslash`},

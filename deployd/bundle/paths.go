@@ -58,7 +58,24 @@ func checkSegment(seg string) string {
 // bundle may not carry a file or directory of that name at its root.
 const EnvFileName = ".env"
 
-const reservedEnvFile = "path is reserved: the agent writes the release's .env itself"
+// LabelsFileName is the compose file the agent writes into a release whose services
+// mount compose configs or secrets: a label per service with a digest of what they
+// hold, so that compose recreates a service whose configs changed (compose itself
+// hashes a config by its name only). The agent passes it to compose after
+// manifest.compose_files. A bundle may not carry a file or directory of that name at
+// its root.
+const LabelsFileName = ".deployd-labels.yaml"
+
+// reservedPath says why a bundle may not hold the path name ("" when it may): the
+// agent writes the release's .env and its LabelsFileName itself.
+func reservedPath(name string) string {
+	for _, r := range []string{EnvFileName, LabelsFileName} {
+		if name == r || strings.HasPrefix(name, r+"/") {
+			return "path is reserved: the agent writes the release's " + r + " itself"
+		}
+	}
+	return ""
+}
 
 // envNameRE is the shape of a variable name in vars and secrets (docs/BUNDLE.md).
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -424,8 +424,8 @@ func (s *scanner) checkEntryPath(raw, name string, isDir, insecure bool) (why st
 	if why == "" && insecure {
 		why = "path is not local"
 	}
-	if why == "" && (name == EnvFileName || strings.HasPrefix(name, EnvFileName+"/")) {
-		why = reservedEnvFile
+	if why == "" {
+		why = reservedPath(name)
 	}
 	if why != "" {
 		rs.add(codes.ManifestPaths, "entry %q: %s", raw, why)

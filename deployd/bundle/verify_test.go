@@ -188,6 +188,9 @@ func refusalCases() []refusalCase {
 		{name: "bundled .env", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env") }, append(goodEnts(tb)[1:], file(".env", "COMPOSE_FILE=evil.yaml\n"))...)
 		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .env itself"},
+		{name: "bundled labels file", data: func(tb testing.TB) []byte {
+			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, LabelsFileName) }, append(goodEnts(tb)[1:], file(LabelsFileName, "services: {}\n"))...)
+		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .deployd-labels.yaml itself"},
 		{name: "nested .env is an ordinary file", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, "config/.env") }, append(goodEnts(tb)[1:], file("config/.env", "A=1\n"), file("x", ""))...)
 		}, codes: paths, detail: `"x" is in the bundle but not in files`},

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/compose-spec/compose-go/v2/types"
+
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/internal/composecheck"
 )
@@ -33,6 +35,10 @@ type Source struct {
 	Manifest bundle.Manifest
 	// Project is the compose project name.
 	Project string
+	// Staged: Files is a staged release, whose containers carry the SourcesLabel
+	// only when the agent wrote its bundle.LabelsFileName (releases staged before it
+	// did have none). Otherwise Files is a bundle about to be staged, which gets it.
+	Staged bool
 }
 
 // Load reads a release as compose would run it: its compose files loaded in
@@ -44,24 +50,7 @@ func Load(ctx context.Context, src Source) (*Side, error) {
 		return nil, err
 	}
 	defer func() { _ = root.Close() }() // read-only
-	read := func(p string) ([]byte, error) { return readCapped(root, p) }
-	files := map[string][]byte{}
-	for _, name := range src.Manifest.ComposeFiles {
-		b, err := read(name)
-		if err != nil {
-			return nil, fmt.Errorf("read compose file %s: %w", name, err)
-		}
-		files[name] = b
-	}
-	project, err := composecheck.LoadProject(ctx, composecheck.ProjectInput{
-		Files:        files,
-		ReadFile:     read,
-		ComposeFiles: src.Manifest.ComposeFiles,
-		Vars:         maps.Clone(src.Manifest.Vars),
-		SecretNames:  slices.Sorted(maps.Keys(src.Manifest.Secrets)),
-		ProjectName:  src.Project,
-		Dir:          src.Dir,
-	})
+	project, err := loadProject(ctx, root, src)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +62,50 @@ func Load(ctx context.Context, src Source) (*Side, error) {
 		}
 		digests[name] = d
 	}
-	return &Side{SHA: src.SHA, Serial: src.Serial, Dir: filepath.Clean(src.Dir), Project: project, Files: digests}, nil
+	side := &Side{SHA: src.SHA, Serial: src.Serial, Dir: filepath.Clean(src.Dir), Project: project, Files: digests}
+	if _, err := root.Stat(bundle.LabelsFileName); src.Staged && err != nil {
+		return side, nil
+	}
+	side.Sources = Sources(project, src.SHA)
+	return side, nil
+}
+
+// Labels is the LabelsFile of the release whose files are in src.Files (the
+// staging directory of src.Dir); nil when no service mounts configs or secrets. Only
+// its compose files (and their env_file entries) are read.
+func Labels(ctx context.Context, src Source) ([]byte, error) {
+	root, err := os.OpenRoot(src.Files)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = root.Close() }() // read-only
+	project, err := loadProject(ctx, root, src)
+	if err != nil {
+		return nil, err
+	}
+	return LabelsFile(Sources(project, src.SHA)), nil
+}
+
+// loadProject loads the compose files of src from root (composecheck.LoadProject).
+func loadProject(ctx context.Context, root *os.Root, src Source) (*types.Project, error) {
+	read := func(p string) ([]byte, error) { return readCapped(root, p) }
+	files := map[string][]byte{}
+	for _, name := range src.Manifest.ComposeFiles {
+		b, err := read(name)
+		if err != nil {
+			return nil, fmt.Errorf("read compose file %s: %w", name, err)
+		}
+		files[name] = b
+	}
+	return composecheck.LoadProject(ctx, composecheck.ProjectInput{
+		Files:        files,
+		ReadFile:     read,
+		ComposeFiles: src.Manifest.ComposeFiles,
+		Vars:         maps.Clone(src.Manifest.Vars),
+		SecretNames:  slices.Sorted(maps.Keys(src.Manifest.Secrets)),
+		ProjectName:  src.Project,
+		Dir:          src.Dir,
+	})
 }
 
 func readCapped(root *os.Root, name string) ([]byte, error) {

@@ -69,10 +69,9 @@ const (
 	ReasonSettings Kind = "settings"
 	// ReasonReplicas: the number of replicas changed.
 	ReasonReplicas Kind = "replicas"
-	// ReasonStaleFile: a config or secret file the service uses changed, but compose
-	// does not recreate a container for that: it keeps the live release's copy
-	// (Names are the files).
-	ReasonStaleFile Kind = "stale_file"
+	// ReasonSources: the service mounts configs or secrets of the release, which are
+	// new in every release (SourcesLabel; Names are their files that changed).
+	ReasonSources Kind = "sources"
 )
 
 // Reason says why a service changes. Text names files, variables and keys, never a
@@ -102,6 +101,9 @@ type Side struct {
 	Project *types.Project
 	// Files maps each bundle path of the release to a digest of its content.
 	Files map[string]string
+	// Sources is the SourcesLabel each service's containers carry (or will carry)
+	// in this release; a service without one is absent.
+	Sources map[string]string
 }
 
 // Diff is what compose would do moving from live to next: every service of either,
@@ -219,6 +221,9 @@ func compare(live, next *Side, name string) Service {
 		svc.Reasons = append(svc.Reasons, Reason{Kind: ReasonSettings, Names: settings,
 			Text: "settings changed: " + strings.Join(settings, ", ")})
 	}
+	if live.Sources[name] != next.Sources[name] {
+		svc.Reasons = append(svc.Reasons, sourcesReason(live, next, name, b))
+	}
 	if len(svc.Reasons) > 0 {
 		svc.Change = Recreated
 		return svc
@@ -226,9 +231,6 @@ func compare(live, next *Side, name string) Service {
 	if a.GetScale() != b.GetScale() {
 		svc.Change = Scaled
 		svc.Reasons = []Reason{{Kind: ReasonReplicas, Text: fmt.Sprintf("replicas %d -> %d", a.GetScale(), b.GetScale())}}
-	}
-	if r, ok := staleReason(live, next, b); ok {
-		svc.Reasons = append(svc.Reasons, r)
 	}
 	return svc
 }
@@ -352,10 +354,9 @@ func changedUnder(live, next *Side, prefixes []string) []string {
 	return out
 }
 
-// staleReason names the config and secret files of a kept service that changed:
-// compose hashes a config or secret by name, not by its file, so the kept container
-// goes on reading the live release's copy.
-func staleReason(live, next *Side, s types.ServiceConfig) (Reason, bool) {
+// sourcesReason says why a service's SourcesLabel changes: the config and secret
+// files of the release it mounts that changed, else the other kinds of source.
+func sourcesReason(live, next *Side, name string, s types.ServiceConfig) Reason {
 	var files []string
 	for _, c := range s.Configs {
 		if obj, ok := next.Project.Configs[c.Source]; ok {
@@ -368,11 +369,16 @@ func staleReason(live, next *Side, s types.ServiceConfig) (Reason, bool) {
 		}
 	}
 	changed := changedUnder(live, next, files)
-	if len(changed) == 0 {
-		return Reason{}, false
+	what := "the files they come from are unchanged"
+	if len(changed) > 0 {
+		what = "files changed: " + strings.Join(changed, ", ")
 	}
-	return Reason{Kind: ReasonStaleFile, Names: changed,
-		Text: "config or secret files changed (" + strings.Join(changed, ", ") + ") but compose does not recreate a container for them: it keeps the live release's copy"}, true
+	if live.Sources[name] == "" {
+		return Reason{Kind: ReasonSources, Names: changed,
+			Text: "its containers carry no " + SourcesLabel + " label yet: compose recreates it to add it (" + what + ")"}
+	}
+	return Reason{Kind: ReasonSources, Names: changed,
+		Text: "configs or secrets it mounts come from the release directory or its variables, new in every release: compose recreates it on every new release (" + what + ")"}
 }
 
 func fileOf(o types.FileObjectConfig, dir string) []string {

@@ -50,7 +50,7 @@ func side(tb testing.TB, sha string, r release) (*plan.Side, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plan.Side{SHA: sha, Dir: dir, Project: p, Files: digests}, nil
+	return &plan.Side{SHA: sha, Dir: dir, Project: p, Files: digests, Sources: plan.Sources(p, sha)}, nil
 }
 
 func digest(s string) string {
@@ -177,11 +177,90 @@ var cases = []struct {
 		want: map[string]change{"api": {change: plan.Kept}},
 	},
 	{
-		name: "a config file that changes does not recreate: stale",
-		live: release{compose: "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    file: ./app.conf\n", files: map[string]string{"app.conf": "1"}},
-		next: release{compose: "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    file: ./app.conf\n", files: map[string]string{"app.conf": "2"}},
-		want: map[string]change{"api": {change: plan.Kept, kinds: []plan.Kind{plan.ReasonStaleFile}, names: map[plan.Kind][]string{plan.ReasonStaleFile: {"app.conf"}}}},
+		// compose hashes a config by name, and bind-mounts its file from the release.
+		name: "a config file of the release recreates on every release, through the label",
+		live: release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "1"}},
+		next: release{compose: configApp, files: map[string]string{"app.conf": "2", "other": "2"}},
+		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}, names: map[plan.Kind][]string{plan.ReasonSources: {"app.conf"}}}},
 	},
+	{
+		name: "a config file that stays recreates too: the old release is pruned",
+		live: release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "1"}},
+		next: release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "2"}},
+		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}, names: map[plan.Kind][]string{}}},
+	},
+	{
+		name: "a config directory names every changed file under it",
+		live: release{compose: strings.ReplaceAll(configApp, "./app.conf", "./conf"), files: map[string]string{"conf/a": "1", "conf/b": "1"}},
+		next: release{compose: strings.ReplaceAll(configApp, "./app.conf", "./conf"), files: map[string]string{"conf/a": "1", "conf/b": "2"}},
+		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}, names: map[plan.Kind][]string{plan.ReasonSources: {"conf/b"}}}},
+	},
+	{
+		// Its value comes from the .env (a secret): no digest of it, new every release.
+		name: "a secret from a variable counts as new in every release",
+		live: release{compose: secretEnv, secrets: []string{"TOKEN"}},
+		next: release{compose: secretEnv, secrets: []string{"TOKEN"}},
+		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}}},
+	},
+	{
+		name: "inline config content counts as new in every release",
+		live: release{compose: configContent, vars: map[string]string{"LEVEL": "info"}},
+		next: release{compose: configContent, vars: map[string]string{"LEVEL": "info"}},
+		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}}},
+	},
+	{
+		name: "an external config is the same in every release",
+		live: release{compose: configExternal},
+		next: release{compose: configExternal},
+		want: map[string]change{"api": {change: plan.Kept}},
+	},
+}
+
+const (
+	configApp      = "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    file: ./app.conf\n"
+	secretEnv      = "services:\n  api:\n    image: a:1\n    secrets: [token]\nsecrets:\n  token:\n    environment: TOKEN\n"
+	configExternal = "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    external: true\n"
+	configContent  = "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    content: \"level=${LEVEL}\"\n"
+)
+
+// A live release staged before the agent wrote labels has containers without one:
+// compose recreates each service with configs once, to add it.
+func TestDiffLiveWithoutLabels(t *testing.T) {
+	r := release{compose: configApp, files: map[string]string{"app.conf": "1"}}
+	live, err := side(t, shaA, r)
+	require.NoError(t, err)
+	live.Sources = nil
+	next, err := side(t, shaB, r)
+	require.NoError(t, err)
+	got, _ := plan.Diff(live, next)
+	require.Len(t, got, 1)
+	assert.Equal(t, plan.Recreated, got[0].Change)
+	require.Len(t, got[0].Reasons, 1)
+	assert.Contains(t, got[0].Reasons[0].Text, "no "+plan.SourcesLabel+" label yet")
+}
+
+// The labels file is a compose file that compose-go merges into the release's own:
+// each service with configs or secrets gets the label, the others nothing.
+func TestLabelsFileMergesIntoTheProject(t *testing.T) {
+	const compose = "services:\n  api:\n    image: a:1\n    configs: [app]\n  plain:\n    image: b:1\nconfigs:\n  app:\n    file: ./app.conf\n"
+	dir := "/srv/monky/releases/" + shaA
+	in := composecheck.ProjectInput{Files: map[string][]byte{"compose.yaml": []byte(compose), "app.conf": []byte("1")},
+		ComposeFiles: []string{"compose.yaml"}, ProjectName: "monky", Dir: dir}
+	p, err := composecheck.LoadProject(context.Background(), in)
+	require.NoError(t, err)
+	sources := plan.Sources(p, shaA)
+	require.Len(t, sources, 1)
+	labels := plan.LabelsFile(sources)
+	golden(t, "labels.yaml", labels)
+
+	in.Files[".deployd-labels.yaml"] = labels
+	in.ComposeFiles = append(in.ComposeFiles, ".deployd-labels.yaml")
+	merged, err := composecheck.LoadProject(context.Background(), in)
+	require.NoError(t, err)
+	assert.Equal(t, sources["api"], merged.Services["api"].Labels[plan.SourcesLabel])
+	assert.Equal(t, "a:1", merged.Services["api"].Image, "the rest of the service stays")
+	assert.NotContains(t, merged.Services["plain"].Labels, plan.SourcesLabel)
+	assert.Nil(t, plan.LabelsFile(nil), "no service with configs: no file")
 }
 
 func TestDiff(t *testing.T) {

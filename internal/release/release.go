@@ -1,5 +1,5 @@
 // Package release is the release store of a box: the directories
-// <deploy_dir>/releases/<sha>/ (a bundle's files plus the rendered .env) and the
+// <deploy_dir>/releases/<sha>/ (a bundle's files plus the rendered .env and labels) and the
 // symlink <deploy_dir>/current that names the live one.
 //
 // It is the only code that writes them, and the only code that computes what the
@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -70,10 +71,12 @@ func (s *Store) Download(sha string) (f *os.File, remove func(), err error) {
 }
 
 // Stage extracts the verified bundle r into releases/.<sha>.tmp (bundle.Extract
-// checks paths and the sha again), writes env as its .env (0600) and renames the
-// directory to releases/<sha>. A release of the same sha is replaced whole: its .env
-// may hold older secrets. On error nothing half-written is left in place.
-func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte) error {
+// checks paths and the sha again), writes env as its .env (0600) and what labels
+// returns for the extracted files (nil labels, or nil bytes: none) as its
+// bundle.LabelsFileName, and renames the directory to releases/<sha>. A release of
+// the same sha is replaced whole: its .env may hold older secrets. On error nothing
+// half-written is left in place.
+func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte, labels func(dir string) ([]byte, error)) error {
 	if !ids.ValidSHA(sha) {
 		return fmt.Errorf("release: %q is not a bundle sha", sha)
 	}
@@ -82,22 +85,43 @@ func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte) 
 	if err := fsutil.MkdirMode(tmp, 0o755); err != nil { // container users read the release
 		return err
 	}
-	if err := s.fill(ctx, r, tmp, sha, env); err != nil {
+	if err := s.fill(ctx, r, tmp, sha, env, labels); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
 	}
 	return s.replace(tmp, sha)
 }
 
-// fill extracts the bundle and writes the .env into the staging directory.
-func (s *Store) fill(ctx context.Context, r io.Reader, tmp, sha string, env []byte) error {
+// fill extracts the bundle and writes the .env and the labels into the staging
+// directory.
+func (s *Store) fill(ctx context.Context, r io.Reader, tmp, sha string, env []byte, labels func(string) ([]byte, error)) error {
 	if err := bundle.Extract(ctx, r, tmp, sha, bundle.Limits{}); err != nil {
 		return err
 	}
 	if err := fsutil.WriteFileAtomic(filepath.Join(tmp, bundle.EnvFileName), env, 0o600); err != nil {
 		return fmt.Errorf("write .env: %w", err)
 	}
+	if labels != nil {
+		data, err := labels(tmp)
+		if err != nil {
+			return fmt.Errorf("digest the configs and secrets the services mount: %w", err)
+		}
+		if data != nil {
+			if err := fsutil.WriteFileAtomic(filepath.Join(tmp, bundle.LabelsFileName), data, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", bundle.LabelsFileName, err)
+			}
+		}
+	}
 	return fsutil.SyncDir(tmp)
+}
+
+// ComposeFiles are the compose files the agent runs the release of sha with: the
+// manifest's, then its bundle.LabelsFileName when the agent wrote one.
+func (s *Store) ComposeFiles(sha string, manifest []string) []string {
+	if _, err := os.Lstat(filepath.Join(s.Dir(sha), bundle.LabelsFileName)); err != nil {
+		return manifest
+	}
+	return append(slices.Clone(manifest), bundle.LabelsFileName)
 }
 
 // replace renames the staged tmp to releases/<sha>, moving an existing copy aside

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,7 +52,7 @@ func makeBundle(t *testing.T, serial int) ([]byte, string) {
 func staged(t *testing.T, s *Store, serial int) string {
 	t.Helper()
 	data, sha := makeBundle(t, serial)
-	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("A=1\n")))
+	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("A=1\n"), nil))
 	return sha
 }
 
@@ -71,7 +72,7 @@ func TestStageWritesTheReleaseAndItsEnv(t *testing.T) {
 	assert.Equal(t, []string{"web"}, rel.Services)
 	// A restage replaces the whole release (its .env may hold older secrets).
 	data, _ := makeBundle(t, 1)
-	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("A=2\n")))
+	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("A=2\n"), nil))
 	env, err := os.ReadFile(filepath.Join(s.Dir(sha), ".env"))
 	require.NoError(t, err)
 	assert.Equal(t, "A=2\n", string(env))
@@ -80,16 +81,49 @@ func TestStageWritesTheReleaseAndItsEnv(t *testing.T) {
 	assert.Len(t, entries, 1, "no leftover beside the release")
 }
 
+// The labels are computed from the extracted files before the rename, so a release
+// is never live without them; ComposeFiles adds them after the manifest's files.
+func TestStageWritesTheLabelsBeforeTheRename(t *testing.T) {
+	s := New(t.TempDir(), nil)
+	data, sha := makeBundle(t, 1)
+	var seen string
+	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("A=1\n"), func(dir string) ([]byte, error) {
+		seen = dir
+		_, err := os.Stat(filepath.Join(dir, "compose.yaml"))
+		require.NoError(t, err, "the bundle is extracted when the labels are computed")
+		return []byte("services: {}\n"), nil
+	}))
+	assert.NotEqual(t, s.Dir(sha), seen, "computed in the staging directory")
+	got, err := os.ReadFile(filepath.Join(s.Dir(sha), bundle.LabelsFileName))
+	require.NoError(t, err)
+	assert.Equal(t, "services: {}\n", string(got))
+	assert.Equal(t, []string{"compose.yaml", bundle.LabelsFileName}, s.ComposeFiles(sha, []string{"compose.yaml"}))
+
+	// No labels (nil bytes): no file, and the manifest's compose files alone.
+	other := staged(t, s, 2)
+	_, err = os.Stat(filepath.Join(s.Dir(other), bundle.LabelsFileName))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Equal(t, []string{"compose.yaml"}, s.ComposeFiles(other, []string{"compose.yaml"}))
+
+	// A failure leaves nothing half-written.
+	data3, sha3 := makeBundle(t, 3)
+	err = s.Stage(t.Context(), bytes.NewReader(data3), sha3, nil, func(string) ([]byte, error) { return nil, errors.New("boom") })
+	require.ErrorContains(t, err, "digest the configs and secrets")
+	assert.False(t, s.Has(sha3))
+	_, err = os.Stat(filepath.Join(s.Releases(), "."+sha3+".tmp"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
 func TestStageRefusesWhatIsNotTheSHA(t *testing.T) {
 	s := New(t.TempDir(), nil)
 	data, _ := makeBundle(t, 1)
 	_, other := makeBundle(t, 2)
-	err := s.Stage(t.Context(), bytes.NewReader(data), other, nil)
+	err := s.Stage(t.Context(), bytes.NewReader(data), other, nil, nil)
 	require.Error(t, err)
 	assert.False(t, s.Has(other))
 	entries, _ := os.ReadDir(filepath.Join(s.DeployDir, "releases"))
 	assert.Empty(t, entries, "nothing half-written is left")
-	assert.Error(t, s.Stage(t.Context(), bytes.NewReader(data), "../x", nil))
+	assert.Error(t, s.Stage(t.Context(), bytes.NewReader(data), "../x", nil, nil))
 }
 
 // TestLiveTransitions: every change of what the box serves, as the store computes it.
@@ -200,7 +234,7 @@ func TestPruneKeepsTheNewestAndNeverLiveOrPrevious(t *testing.T) {
 func TestEnvValues(t *testing.T) {
 	s := New(t.TempDir(), nil)
 	data, sha := makeBundle(t, 1)
-	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("DB_PASSWORD='p w'\nOTHER=x\n")))
+	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("DB_PASSWORD='p w'\nOTHER=x\n"), nil))
 	got, err := s.EnvValues(sha, []string{"DB_PASSWORD", "MISSING"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"p w"}, got)
