@@ -45,15 +45,15 @@ type Source struct {
 // src.Dir with the manifest's vars and a placeholder for each secret (no secret is
 // read), and a digest of each file the manifest lists.
 func Load(ctx context.Context, src Source) (*Side, error) {
+	project, err := loadProject(ctx, src)
+	if err != nil {
+		return nil, err
+	}
 	root, err := os.OpenRoot(src.Files)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = root.Close() }() // read-only
-	project, err := loadProject(ctx, root, src)
-	if err != nil {
-		return nil, err
-	}
 	digests := make(map[string]string, len(src.Manifest.Files))
 	for _, name := range src.Manifest.Files {
 		d, err := digest(root, name)
@@ -74,20 +74,21 @@ func Load(ctx context.Context, src Source) (*Side, error) {
 // staging directory of src.Dir); nil when no service mounts configs or secrets. Only
 // its compose files (and their env_file entries) are read.
 func Labels(ctx context.Context, src Source) ([]byte, error) {
-	root, err := os.OpenRoot(src.Files)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = root.Close() }() // read-only
-	project, err := loadProject(ctx, root, src)
+	project, err := loadProject(ctx, src)
 	if err != nil {
 		return nil, err
 	}
 	return LabelsFile(Sources(project, src.SHA)), nil
 }
 
-// loadProject loads the compose files of src from root (composecheck.LoadProject).
-func loadProject(ctx context.Context, root *os.Root, src Source) (*types.Project, error) {
+// loadProject loads the compose files of src from src.Files
+// (composecheck.LoadProject).
+func loadProject(ctx context.Context, src Source) (*types.Project, error) {
+	root, err := os.OpenRoot(src.Files)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = root.Close() }() // read-only
 	read := func(p string) ([]byte, error) { return readCapped(root, p) }
 	files := map[string][]byte{}
 	for _, name := range src.Manifest.ComposeFiles {

@@ -221,6 +221,7 @@ type release struct {
 	compose string
 	vars    map[string]string
 	secret  bool
+	files   map[string]string // other files of the bundle
 }
 
 // publish publishes r with the next serial and returns its sha.
@@ -232,6 +233,9 @@ func (b *box) publish(r release) string {
 		Serial: b.serial,
 		Files:  map[string]string{"compose.yaml": strings.ReplaceAll(r.compose, "{{image}}", b.image())},
 		Vars:   r.vars,
+	}
+	for name, content := range r.files {
+		spec.Files[name] = content
 	}
 	if r.secret {
 		spec.Secrets = map[string]faketenancy.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}
