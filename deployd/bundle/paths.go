@@ -59,11 +59,11 @@ func checkSegment(seg string) string {
 const EnvFileName = ".env"
 
 // LabelsFileName is the compose file the agent writes into a release whose services
-// mount compose configs or secrets: a label per service with a digest of what they
-// hold, so that compose recreates a service whose configs changed (compose itself
-// hashes a config by its name only). The agent passes it to compose after
-// manifest.compose_files. A bundle may not carry a file or directory of that name at
-// its root.
+// mount compose configs or secrets: a label per service with a digest of where they
+// come from, so that compose recreates such a service on every new release (compose
+// itself hashes a config by its name only, and would keep mounting the previous
+// release's file). The agent passes it to compose after manifest.compose_files. A
+// bundle may not carry a file or directory of that name at its root.
 const LabelsFileName = ".deployd-labels.yaml"
 
 // reservedPath says why a bundle may not hold the path name ("" when it may): the

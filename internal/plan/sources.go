@@ -34,8 +34,7 @@ const SourcesLabel = "monky.deployd.sources"
 // release too. An external one counts by its name: the agent cannot see it change.
 func Sources(p *types.Project, sha string) map[string]string {
 	out := map[string]string{}
-	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
-		s := p.Services[name]
+	for name, s := range p.Services {
 		var lines []string
 		for _, ref := range s.Configs {
 			lines = append(lines, sourceLine("config", ref.Source, types.FileObjectConfig(p.Configs[ref.Source]), sha))
@@ -74,7 +73,7 @@ func LabelsFile(sources map[string]string) []byte {
 	}
 	var b strings.Builder
 	b.WriteString("# Written by monky-deployd: a digest of the configs and secrets each service\n")
-	b.WriteString("# mounts, so that compose recreates a service whose configs changed.\n")
+	b.WriteString("# mounts, so that compose recreates it on every new release.\n")
 	b.WriteString("services:\n")
 	for _, name := range slices.Sorted(maps.Keys(sources)) {
 		fmt.Fprintf(&b, "  %s:\n    labels:\n      %s: %s\n", strconv.Quote(name), SourcesLabel, strconv.Quote(sources[name]))
