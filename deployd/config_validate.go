@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
 
@@ -18,7 +19,6 @@ import (
 // the keys for ParseConfig.
 
 var (
-	projectRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	serviceNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 	mountRE       = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$`)
 )
@@ -101,8 +101,8 @@ func (v *cfgValidator) bao(b BaoConfig) {
 
 // compose checks the compose block.
 func (v *cfgValidator) compose(k ComposeConfig) {
-	if !projectRE.MatchString(k.Project) {
-		v.fail("compose.project", "%q is not a compose project name (%s)", k.Project, projectRE)
+	if !compose.ValidProjectName(k.Project) {
+		v.fail("compose.project", "%q is not a compose project name (%s)", k.Project, compose.ProjectNamePattern)
 	}
 	switch {
 	case k.Docker == "":

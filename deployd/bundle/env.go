@@ -27,7 +27,7 @@ func RenderEnv(vars map[string]string) ([]byte, error) {
 // write, so that a bundle that could never be applied is refused before the lease.
 func checkVarsRenderable(vars map[string]string, rs *refusals) {
 	for name, v := range vars {
-		if envNameRE.MatchString(name) {
+		if envfile.ValidName(name) {
 			if _, err := envfile.Render(map[string]string{name: v}); err != nil {
 				rs.add(codes.BundleMalformed, "%s: vars: %q: the value cannot be written to .env", ManifestName, name)
 			}

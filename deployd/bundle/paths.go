@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/monky/monky-deployd/internal/envfile"
 )
 
 // checkPath checks a bundle path (a tar entry name with any "./" prefix and, for a
@@ -77,9 +79,6 @@ func reservedPath(name string) string {
 	return ""
 }
 
-// envNameRE is the shape of a variable name in vars and secrets (docs/BUNDLE.md).
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // reservedEnvPrefixes are variable name prefixes a bundle may not set: compose and
 // the docker CLI read them from .env and the environment to decide which files to
 // load, which project to act on and which daemon to talk to, so a bundle that set
@@ -102,8 +101,8 @@ var reservedEnvNames = map[string]bool{
 
 // checkEnvName returns "" for a usable variable name or the reason it is not.
 func checkEnvName(name string) string {
-	if !envNameRE.MatchString(name) {
-		return "is not a variable name (^[A-Za-z_][A-Za-z0-9_]*$)"
+	if !envfile.ValidName(name) {
+		return "is not a variable name (" + envfile.NamePattern + ")"
 	}
 	up := strings.ToUpper(name)
 	for _, p := range reservedEnvPrefixes {

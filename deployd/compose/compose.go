@@ -94,15 +94,22 @@ type ServiceState struct {
 	Health string `json:"health"`
 }
 
-// projectNameRe is compose's rule for project names.
-var projectNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+// ProjectNamePattern is compose's rule for a project name, as a regular expression for
+// messages: lowercase letters, digits, '-' and '_', starting with a letter or digit.
+const ProjectNamePattern = `^[a-z0-9][a-z0-9_-]*$`
+
+var projectNameRe = regexp.MustCompile(ProjectNamePattern)
+
+// ValidProjectName reports whether name is a compose project name: it matches
+// ProjectNamePattern. New and the agent's config check use it.
+func ValidProjectName(name string) bool { return projectNameRe.MatchString(name) }
 
 // New checks cfg and returns a Client. It does not run docker.
 func New(cfg Config) (*Client, error) {
 	if cfg.Project == "" {
 		return nil, errors.New("compose: Config.Project is required")
 	}
-	if !projectNameRe.MatchString(cfg.Project) {
+	if !ValidProjectName(cfg.Project) {
 		return nil, fmt.Errorf("compose: project name %q: want lowercase letters, digits, '-' and '_', starting with a letter or digit", cfg.Project)
 	}
 	if cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {

@@ -93,6 +93,16 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// TestValidProjectName: compose's rule, which New and the agent's config check share.
+func TestValidProjectName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"monky": true, "m": true, "0": true, "monky-dev_01": true,
+		"": false, "Monky": false, "-monky": false, "_monky": false, "mon.ky": false, "mon ky": false,
+	} {
+		assert.Equal(t, want, ValidProjectName(name), "%q", name)
+	}
+}
+
 // TestArgv checks the exact command lines, the working directory and that docker
 // runs with exactly Config.Env.
 func TestArgv(t *testing.T) {

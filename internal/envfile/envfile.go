@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	// ErrInvalidName means a variable name does not match ^[A-Za-z_][A-Za-z0-9_]*$.
+	// ErrInvalidName means a variable name does not match NamePattern.
 	ErrInvalidName = errors.New("invalid variable name")
 	// ErrUnrepresentable means a value cannot be written so that compose's dotenv parser
 	// reads it back exactly (for example, it holds a NUL byte).
@@ -33,7 +33,15 @@ func (e *Error) Error() string { return fmt.Sprintf("envfile: variable %q: %v", 
 // Unwrap returns the sentinel.
 func (e *Error) Unwrap() error { return e.Err }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// NamePattern is the shape of a variable name, as a regular expression for messages:
+// a letter or '_', then letters, digits and '_' (docs/BUNDLE.md). It is the one rule
+// for a name in a bundle's vars and secrets and in a .env file.
+const NamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
+
+var nameRE = regexp.MustCompile(NamePattern)
+
+// ValidName reports whether name is a variable name: it matches NamePattern.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Render returns the .env content for vars: one NAME=value line per variable, sorted by
 // name, quoted as described in the package documentation. An empty or nil map renders
@@ -58,7 +66,7 @@ func Render(vars map[string]string) ([]byte, error) {
 }
 
 func renderLine(name, value string) (string, error) {
-	if !nameRE.MatchString(name) {
+	if !ValidName(name) {
 		return "", &Error{Name: name, Err: ErrInvalidName}
 	}
 	if strings.IndexByte(value, 0) >= 0 {

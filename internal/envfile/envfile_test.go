@@ -148,6 +148,17 @@ func TestRenderErrors(t *testing.T) {
 	}
 }
 
+// TestValidName: the one rule for a variable name (bundle's vars and secrets use it too).
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"A": true, "_": true, "a_b": true, "DB_PASSWORD": true, "x1": true, "_9": true,
+		"": false, "1X": false, "A-B": false, "A.B": false, "A B": false, "export X": false,
+		"Ä": false, "A\n": false, "A=B": false, "$A": false,
+	} {
+		assert.Equal(t, want, ValidName(name), "%q", name)
+	}
+}
+
 func TestErrorIsDistinct(t *testing.T) {
 	err := error(&Error{Name: "X", Err: ErrInvalidName})
 	assert.True(t, errors.Is(err, ErrInvalidName))
