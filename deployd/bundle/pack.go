@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
 // PackOptions are the choices of Pack and PackDir.
@@ -190,7 +191,7 @@ func (p *packer) list() error {
 		case t.IsDir():
 			return nil
 		case !t.IsRegular():
-			p.rs.add(codes.ManifestPaths, "%q is a %s; a bundle holds only regular files and directories", name, modeName(t))
+			p.rs.add(codes.ManifestPaths, "%q is a %s; a bundle holds only regular files and directories", name, fsutil.KindOf(t))
 			return nil
 		}
 		info, err := d.Info()
@@ -412,21 +413,4 @@ func (c ctxReader) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(b)
-}
-
-// modeName names a file type that a bundle cannot hold.
-func modeName(t fs.FileMode) string {
-	switch {
-	case t&fs.ModeSymlink != 0:
-		return "symlink"
-	case t&fs.ModeDevice != 0 && t&fs.ModeCharDevice != 0:
-		return "character device"
-	case t&fs.ModeDevice != 0:
-		return "block device"
-	case t&fs.ModeNamedPipe != 0:
-		return "fifo"
-	case t&fs.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file"
 }

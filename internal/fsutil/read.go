@@ -66,7 +66,7 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &NotRegularError{Path: path, Kind: kindOf(fi.Mode())}
+		return nil, &NotRegularError{Path: path, Kind: KindOf(fi.Mode())}
 	}
 	f, err := openRegular(path)
 	if err != nil {
@@ -97,13 +97,15 @@ func openRegular(path string) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		_ = f.Close()
-		return nil, &NotRegularError{Path: path, Kind: kindOf(fi.Mode())}
+		return nil, &NotRegularError{Path: path, Kind: KindOf(fi.Mode())}
 	}
 	return f, nil
 }
 
-// kindOf names the type of a file that is not regular.
-func kindOf(m fs.FileMode) string {
+// KindOf names the type of a file that is not regular, for messages: "fifo",
+// "directory", "socket", "character device", "block device", "symlink" or "irregular
+// file". ReadRegular's errors and bundle.Pack's refusals name types with it.
+func KindOf(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "fifo"
