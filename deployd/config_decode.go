@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -29,25 +28,10 @@ const maxConfigSize = 1 << 20
 // without waiting on it.
 func LoadConfig(path string) (Config, error) {
 	data, err := fsutil.ReadRegular(path, maxConfigSize)
-	var notRegular *fsutil.NotRegularError
-	switch {
-	case errors.As(err, &notRegular):
-		return Config{}, &ConfigError{File: path, Msg: "cannot read: a " + notRegular.Kind + ", not a regular file", Err: err}
-	case errors.Is(err, fsutil.ErrTooLarge):
-		return Config{}, &ConfigError{File: path, Msg: fmt.Sprintf("larger than %d bytes", maxConfigSize), Err: err}
-	case err != nil:
-		return Config{}, &ConfigError{File: path, Msg: "cannot read: " + pathErrText(err), Err: err}
+	if err != nil {
+		return Config{}, &ConfigError{File: path, Msg: fsutil.Problem(err), Err: err}
 	}
 	return ParseConfig(path, data)
-}
-
-// pathErrText returns the text of err without the path a *fs.PathError repeats.
-func pathErrText(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }
 
 // ParseConfig parses and validates a config. name is used in error messages (the file

@@ -75,7 +75,7 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 	defer func() { _ = f.Close() }() // read-only: a close error loses nothing
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: unwrapPath(err)}
+		return nil, &fs.PathError{Op: "read", Path: path, Err: PathCause(err)}
 	}
 	if int64(len(data)) > max {
 		return nil, &TooLargeError{Path: path, Max: max}
@@ -124,11 +124,30 @@ func KindOf(m fs.FileMode) string {
 	}
 }
 
-// unwrapPath returns the cause of a *fs.PathError, so that the path is not named twice.
-func unwrapPath(err error) error {
+// PathCause returns the cause of a *fs.PathError (the errno, so that errors.Is(err,
+// fs.ErrNotExist) still holds), for a message that names the path once itself; any
+// other error is returned as it is.
+func PathCause(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
 	}
 	return err
+}
+
+// Problem says what is wrong with a file that ReadRegular refused, without its path
+// (the caller names the path once): "cannot read: a fifo, not a regular file",
+// "larger than 1048576 bytes", or "cannot read: " and the cause, e.g. "no such file or
+// directory". The config, the CA file and the identity file are refused in these words.
+func Problem(err error) string {
+	var notRegular *NotRegularError
+	var tooLarge *TooLargeError
+	switch {
+	case errors.As(err, &notRegular):
+		return "cannot read: a " + notRegular.Kind + ", not a regular file"
+	case errors.As(err, &tooLarge):
+		return fmt.Sprintf("larger than %d bytes", tooLarge.Max)
+	default:
+		return "cannot read: " + PathCause(err).Error()
+	}
 }

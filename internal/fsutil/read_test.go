@@ -77,6 +77,7 @@ func TestReadRegularTooLarge(t *testing.T) {
 	assert.Equal(t, p, tl.Path)
 	assert.Equal(t, int64(10), tl.Max)
 	assert.Equal(t, p+" is larger than 10 bytes", err.Error())
+	assert.Equal(t, "larger than 10 bytes", fsutil.Problem(err))
 }
 
 func TestReadRegularMissing(t *testing.T) {
@@ -85,6 +86,7 @@ func TestReadRegularMissing(t *testing.T) {
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	assert.NotErrorIs(t, err, fsutil.ErrNotRegular)
 	assert.Contains(t, err.Error(), p)
+	assert.Equal(t, "cannot read: no such file or directory", fsutil.Problem(err), "the path is the caller's to name")
 }
 
 // TestReadRegularRefusesOtherKinds: a fifo (nobody writing: a blocking open or read
@@ -122,6 +124,7 @@ func TestReadRegularRefusesOtherKinds(t *testing.T) {
 			assert.Equal(t, tc.path, nr.Path)
 			assert.Equal(t, tc.kind, nr.Kind)
 			assert.Equal(t, tc.path+" is a "+tc.kind+", not a regular file", err.Error())
+			assert.Equal(t, "cannot read: a "+tc.kind+", not a regular file", fsutil.Problem(err))
 			assert.False(t, errors.Is(err, fs.ErrNotExist))
 		})
 	}

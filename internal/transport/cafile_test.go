@@ -1,9 +1,12 @@
 package transport
 
 import (
+	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/monky/monky-deployd/internal/transport/transporttest"
@@ -40,7 +43,23 @@ func TestCAFileErrors(t *testing.T) {
 		p := t.TempDir()
 		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
 		require.ErrorIs(t, err, ErrCAFile)
-		assert.Contains(t, err.Error(), "not a regular file")
+		assert.Equal(t, "transport: tenancy.ca_file "+p+": cannot read: a directory, not a regular file", err.Error())
+	})
+
+	t.Run("a fifo is refused at once, not waited on", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "ca.pem")
+		require.NoError(t, syscall.Mkfifo(p, 0o600))
+		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+		require.ErrorIs(t, err, ErrCAFile)
+		assert.Equal(t, "transport: tenancy.ca_file "+p+": cannot read: a fifo, not a regular file", err.Error())
+	})
+
+	t.Run("too large", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "ca.pem")
+		require.NoError(t, os.WriteFile(p, make([]byte, maxCAFileSize+1), 0o600))
+		_, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://t", CAFile: p})
+		require.ErrorIs(t, err, ErrCAFile)
+		assert.Equal(t, fmt.Sprintf("transport: tenancy.ca_file %s: larger than %d bytes", p, maxCAFileSize), err.Error())
 	})
 
 	t.Run("a bundle with comments and two certificates", func(t *testing.T) {

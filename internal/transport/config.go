@@ -6,14 +6,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
 // The values of Config.Transport (tenancy.transport).
@@ -238,26 +238,24 @@ func rootPool(caFile string, log *slog.Logger) (*x509.CertPool, error) {
 }
 
 func readCAFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Path: path, Detail: "cannot read", Err: pathCause(err)}
+	return ReadFile(ErrCAFile, "tenancy.ca_file", path, maxCAFileSize)
+}
+
+// ReadFile reads the file a config key names (tenancy.ca_file, tenancy.identity) with
+// fsutil.ReadRegular: a regular file of at most max bytes, refused at once when it is
+// a fifo or a device. A failure is an *Error of kind that names the key and the path,
+// in fsutil.Problem's words; a missing file still matches fs.ErrNotExist.
+func ReadFile(kind error, key, path string, max int64) ([]byte, error) {
+	data, err := fsutil.ReadRegular(path, max)
+	var pe *fs.PathError
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.As(err, &pe):
+		return nil, &Error{Kind: kind, Key: key, Path: path, Detail: "cannot read", Err: pe.Err}
+	default:
+		return nil, &Error{Kind: kind, Key: key, Path: path, Detail: fsutil.Problem(err)}
 	}
-	defer func() { _ = f.Close() }() // read-only: nothing to flush
-	st, err := f.Stat()
-	if err != nil {
-		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Path: path, Detail: "cannot read", Err: pathCause(err)}
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Path: path, Detail: "not a regular file"}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxCAFileSize+1))
-	if err != nil {
-		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Path: path, Detail: "cannot read", Err: pathCause(err)}
-	}
-	if len(data) > maxCAFileSize {
-		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Path: path, Detail: fmt.Sprintf("larger than %d bytes", maxCAFileSize)}
-	}
-	return data, nil
 }
 
 // parseCABundle returns the certificates of a PEM bundle. Text outside PEM blocks is
@@ -288,16 +286,6 @@ func parseCABundle(data []byte) ([]*x509.Certificate, error) {
 		return nil, &Error{Kind: ErrCAFile, Key: "tenancy.ca_file", Detail: "no PEM certificate in the file"}
 	}
 	return certs, nil
-}
-
-// pathCause strips the *fs.PathError of err (the path is already in the *Error) and
-// keeps the errno, so errors.Is(err, fs.ErrNotExist) still holds.
-func pathCause(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // safeBlockType quotes a PEM block type, bounded, so that a hostile file cannot put a

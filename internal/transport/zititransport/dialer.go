@@ -8,13 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -181,26 +178,7 @@ func identityPath(err error, path string) error {
 }
 
 func readIdentityFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
-	}
-	defer func() { _ = f.Close() }() // read-only: nothing to flush
-	st, err := f.Stat()
-	if err != nil {
-		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "not a regular file"}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIdentityFileSize+1))
-	if err != nil {
-		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: "cannot read", Err: pathCause(err)}
-	}
-	if len(data) > maxIdentityFileSize {
-		return nil, &transport.Error{Kind: transport.ErrIdentity, Key: "tenancy.identity", Path: path, Detail: fmt.Sprintf("larger than %d bytes", maxIdentityFileSize)}
-	}
-	return data, nil
+	return transport.ReadFile(transport.ErrIdentity, "tenancy.identity", path, maxIdentityFileSize)
 }
 
 // parseIdentity decodes an OpenZiti identity file (the JSON that enrollment writes:
@@ -333,14 +311,4 @@ func addressScheme(addr string) string {
 		return "file"
 	}
 	return "unrecognised form"
-}
-
-// pathCause strips the *fs.PathError of err (the path is already in the *Error) and
-// keeps the errno, so errors.Is(err, fs.ErrNotExist) still holds.
-func pathCause(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

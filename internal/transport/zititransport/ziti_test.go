@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +51,14 @@ func TestIdentityFileErrors(t *testing.T) {
 		require.ErrorIs(t, err, transport.ErrIdentity)
 		require.ErrorIs(t, err, fs.ErrNotExist)
 		assert.Equal(t, "transport: tenancy.identity "+p+": cannot read: no such file or directory", err.Error())
+	})
+
+	t.Run("a fifo is refused at once, not waited on", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "identity.json")
+		require.NoError(t, syscall.Mkfifo(p, 0o600))
+		_, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "s", Identity: p})
+		require.ErrorIs(t, err, transport.ErrIdentity)
+		assert.Equal(t, "transport: tenancy.identity "+p+": cannot read: a fifo, not a regular file", err.Error())
 	})
 
 	t.Run("key of another certificate", func(t *testing.T) {
