@@ -121,19 +121,27 @@ func parse(fs *flag.FlagSet, args []string, positional int) bool {
 	return true
 }
 
-func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, deployd.Config, int) {
-	cfg, err := deployd.LoadConfig(configPath)
+// withAgent is the prologue of the subcommands that act through the agent (run,
+// bootstrap, plan): it parses args (no positional arguments), opens the agent from the
+// config at *configPath, runs do with it and closes it. A usage error exits 2; a config
+// or agent that cannot be opened is logged and exits with its code.
+func (c *cli) withAgent(ctx context.Context, fs *flag.FlagSet, args []string, configPath *string, do func(*deployd.Agent, deployd.Config) int) int {
+	if !parse(fs, args, 0) {
+		return exitUsage
+	}
+	cfg, err := deployd.LoadConfig(*configPath)
 	if err != nil {
-		c.configError(configPath, err)
-		return nil, cfg, deployd.ExitFailed
+		c.configError(*configPath, err)
+		return deployd.ExitFailed
 	}
 	host, _ := os.Hostname()
 	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: deployd.DockerEnv(c.environ), Hostname: host})
 	if err != nil {
-		c.log.Error("could not start the agent", "config", configPath, "code", deployd.CodeOf(err), "err", err)
-		return nil, cfg, deployd.ExitCode(err)
+		c.log.Error("could not start the agent", "config", *configPath, "code", deployd.CodeOf(err), "err", err)
+		return deployd.ExitCode(err)
 	}
-	return a, cfg, 0
+	defer c.closeAgent(a)
+	return do(a, cfg)
 }
 
 // configError logs a config that LoadConfig refused: CONFIG_INVALID, exit 1.
@@ -147,23 +155,17 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	loop := fs.Bool("loop", false, "run ticks until stopped, for hosts without systemd")
 	interval := fs.Duration("interval", time.Minute, "with --loop: the pause between ticks when tenancy names none")
 	metricsFile := fs.String("metrics-file", "", "write Prometheus text-format metrics here after each tick (node_exporter textfile collector)")
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	a, cfg, code := c.agent(ctx, *configPath)
-	if a == nil {
-		return code
-	}
-	defer c.closeAgent(a)
-	if code := c.checkCompose(cfg); code != 0 {
-		return code
-	}
-	if !*loop {
-		return c.tick(ctx, a, cfg, *metricsFile)
-	}
-	return a.Loop(ctx, deployd.LoopOptions{
-		Interval: *interval,
-		Tick:     func(ctx context.Context) int { return c.tick(ctx, a, cfg, *metricsFile) },
+	return c.withAgent(ctx, fs, args, configPath, func(a *deployd.Agent, cfg deployd.Config) int {
+		if code := c.checkCompose(cfg); code != 0 {
+			return code
+		}
+		if !*loop {
+			return c.tick(ctx, a, cfg, *metricsFile)
+		}
+		return a.Loop(ctx, deployd.LoopOptions{
+			Interval: *interval,
+			Tick:     func(ctx context.Context) int { return c.tick(ctx, a, cfg, *metricsFile) },
+		})
 	})
 }
 
@@ -208,23 +210,17 @@ func (c *cli) bootstrap(ctx context.Context, args []string) int {
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	grant := fs.String("grant", "", "bootstrap grant file (default: the config's bootstrap_grant)")
 	force := fs.Bool("force", false, "log in with the grant even when the stored token is valid")
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	a, _, code := c.agent(ctx, *configPath)
-	if a == nil {
-		return code
-	}
-	defer c.closeAgent(a)
-	res, err := a.BootstrapWith(ctx, deployd.BootstrapOptions{Grant: *grant, Force: *force})
-	if err != nil {
-		c.log.Error("bootstrap failed", "code", deployd.CodeOf(err), "err", err, "exit", deployd.ExitCode(err))
-		return deployd.ExitCode(err)
-	}
-	if !res.Already {
-		c.log.Info("bootstrap confirmed by a check-in", "action", res.Action)
-	}
-	return 0
+	return c.withAgent(ctx, fs, args, configPath, func(a *deployd.Agent, _ deployd.Config) int {
+		res, err := a.BootstrapWith(ctx, deployd.BootstrapOptions{Grant: *grant, Force: *force})
+		if err != nil {
+			c.log.Error("bootstrap failed", "code", deployd.CodeOf(err), "err", err, "exit", deployd.ExitCode(err))
+			return deployd.ExitCode(err)
+		}
+		if !res.Already {
+			c.log.Info("bootstrap confirmed by a check-in", "action", res.Action)
+		}
+		return 0
+	})
 }
 
 func writeRefusals(w *strings.Builder, refusals []bundle.Refusal) {
