@@ -121,6 +121,16 @@ func parse(fs *flag.FlagSet, args []string, positional int) bool {
 	return true
 }
 
+// required reports whether the flag name of fs has a value; when it has none it says
+// "<fs name>: --name is required" on fs's output, a usage error.
+func required(fs *flag.FlagSet, name string) bool {
+	if fs.Lookup(name).Value.String() != "" {
+		return true
+	}
+	_, _ = fmt.Fprintf(fs.Output(), "%s: --%s is required\n", fs.Name(), name)
+	return false
+}
+
 // withAgent is the prologue of the subcommands that act through the agent (run,
 // bootstrap, plan): it parses args (no positional arguments), opens the agent from the
 // config at *configPath, runs do with it and closes it. A usage error exits 2; a config
@@ -260,11 +270,7 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	var keys keysFlag
 	fs.Var(&keys, "key", "a trusted public key (ed25519:…) or a file holding one; repeat for several; checks the signature")
 	sigPath := fs.String("sig", "", "with --key: the signature file (default: BUNDLE.sig)")
-	if !parse(fs, args, 1) {
-		return exitUsage
-	}
-	if *env == "" {
-		_, _ = fmt.Fprintln(c.stderr, "monky-deployd verify: --env is required")
+	if !parse(fs, args, 1) || !required(fs, "env") {
 		return exitUsage
 	}
 	ring, err := keys.keyRing()
