@@ -131,18 +131,30 @@ func required(fs *flag.FlagSet, name string) bool {
 	return false
 }
 
-// withAgent is the prologue of the subcommands that act through the agent (run,
-// bootstrap, plan): it parses args (no positional arguments), opens the agent from the
-// config at *configPath, runs do with it and closes it. A usage error exits 2; a config
-// or agent that cannot be opened is logged and exits with its code.
-func (c *cli) withAgent(ctx context.Context, fs *flag.FlagSet, args []string, configPath *string, do func(*deployd.Agent, deployd.Config) int) int {
+// config is the prologue of the subcommands that read the box's config (status, and
+// through withAgent run, bootstrap and plan): it parses args (no positional arguments)
+// and loads the config at *configPath. It returns the exit code of a failure, else 0:
+// 2 for a usage error; 1 for a config LoadConfig refused (CONFIG_INVALID), logged.
+func (c *cli) config(fs *flag.FlagSet, args []string, configPath *string) (deployd.Config, int) {
 	if !parse(fs, args, 0) {
-		return exitUsage
+		return deployd.Config{}, exitUsage
 	}
 	cfg, err := deployd.LoadConfig(*configPath)
 	if err != nil {
-		c.configError(*configPath, err)
-		return deployd.ExitFailed
+		c.log.Error("the config is invalid; fix it and run again", "config", *configPath, "code", deployd.CodeOf(err), "err", err)
+		return deployd.Config{}, deployd.ExitFailed
+	}
+	return cfg, 0
+}
+
+// withAgent is the prologue of the subcommands that act through the agent (run,
+// bootstrap, plan): it parses args and loads the config (config), opens the agent, runs
+// do with it and closes it. A failure to get that far exits with its code (an agent
+// that cannot be opened is logged).
+func (c *cli) withAgent(ctx context.Context, fs *flag.FlagSet, args []string, configPath *string, do func(*deployd.Agent, deployd.Config) int) int {
+	cfg, code := c.config(fs, args, configPath)
+	if code != 0 {
+		return code
 	}
 	host, _ := os.Hostname()
 	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: deployd.DockerEnv(c.environ), Hostname: host})
@@ -152,11 +164,6 @@ func (c *cli) withAgent(ctx context.Context, fs *flag.FlagSet, args []string, co
 	}
 	defer c.closeAgent(a)
 	return do(a, cfg)
-}
-
-// configError logs a config that LoadConfig refused: CONFIG_INVALID, exit 1.
-func (c *cli) configError(path string, err error) {
-	c.log.Error("the config is invalid; fix it and run again", "config", path, "code", deployd.CodeOf(err), "err", err)
 }
 
 func (c *cli) run(ctx context.Context, args []string) int {
