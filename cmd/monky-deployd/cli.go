@@ -121,24 +121,49 @@ func parse(fs *flag.FlagSet, args []string, positional int) bool {
 	return true
 }
 
-func (c *cli) agent(ctx context.Context, configPath string) (*deployd.Agent, deployd.Config, int) {
-	cfg, err := deployd.LoadConfig(configPath)
+// required reports whether the flag name of fs has a value; when it has none it says
+// "<fs name>: --name is required" on fs's output, a usage error.
+func required(fs *flag.FlagSet, name string) bool {
+	if fs.Lookup(name).Value.String() != "" {
+		return true
+	}
+	_, _ = fmt.Fprintf(fs.Output(), "%s: --%s is required\n", fs.Name(), name)
+	return false
+}
+
+// config is the prologue of the subcommands that read the box's config (status, and
+// through withAgent run, bootstrap and plan): it parses args (no positional arguments)
+// and loads the config at *configPath. It returns the exit code of a failure, else 0:
+// 2 for a usage error; 1 for a config LoadConfig refused (CONFIG_INVALID), logged.
+func (c *cli) config(fs *flag.FlagSet, args []string, configPath *string) (deployd.Config, int) {
+	if !parse(fs, args, 0) {
+		return deployd.Config{}, exitUsage
+	}
+	cfg, err := deployd.LoadConfig(*configPath)
 	if err != nil {
-		c.configError(configPath, err)
-		return nil, cfg, deployd.ExitFailed
+		c.log.Error("the config is invalid; fix it and run again", "config", *configPath, "code", deployd.CodeOf(err), "err", err)
+		return deployd.Config{}, deployd.ExitFailed
+	}
+	return cfg, 0
+}
+
+// withAgent is the prologue of the subcommands that act through the agent (run,
+// bootstrap, plan): it parses args and loads the config (config), opens the agent, runs
+// do with it and closes it. A failure to get that far exits with its code (an agent
+// that cannot be opened is logged).
+func (c *cli) withAgent(ctx context.Context, fs *flag.FlagSet, args []string, configPath *string, do func(*deployd.Agent, deployd.Config) int) int {
+	cfg, code := c.config(fs, args, configPath)
+	if code != 0 {
+		return code
 	}
 	host, _ := os.Hostname()
 	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: deployd.DockerEnv(c.environ), Hostname: host})
 	if err != nil {
-		c.log.Error("could not start the agent", "config", configPath, "code", deployd.CodeOf(err), "err", err)
-		return nil, cfg, deployd.ExitCode(err)
+		c.log.Error("could not start the agent", "config", *configPath, "code", deployd.CodeOf(err), "err", err)
+		return deployd.ExitCode(err)
 	}
-	return a, cfg, 0
-}
-
-// configError logs a config that LoadConfig refused: CONFIG_INVALID, exit 1.
-func (c *cli) configError(path string, err error) {
-	c.log.Error("the config is invalid; fix it and run again", "config", path, "code", deployd.CodeOf(err), "err", err)
+	defer c.closeAgent(a)
+	return do(a, cfg)
 }
 
 func (c *cli) run(ctx context.Context, args []string) int {
@@ -147,23 +172,17 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	loop := fs.Bool("loop", false, "run ticks until stopped, for hosts without systemd")
 	interval := fs.Duration("interval", time.Minute, "with --loop: the pause between ticks when tenancy names none")
 	metricsFile := fs.String("metrics-file", "", "write Prometheus text-format metrics here after each tick (node_exporter textfile collector)")
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	a, cfg, code := c.agent(ctx, *configPath)
-	if a == nil {
-		return code
-	}
-	defer c.closeAgent(a)
-	if code := c.checkCompose(cfg); code != 0 {
-		return code
-	}
-	if !*loop {
-		return c.tick(ctx, a, cfg, *metricsFile)
-	}
-	return a.Loop(ctx, deployd.LoopOptions{
-		Interval: *interval,
-		Tick:     func(ctx context.Context) int { return c.tick(ctx, a, cfg, *metricsFile) },
+	return c.withAgent(ctx, fs, args, configPath, func(a *deployd.Agent, cfg deployd.Config) int {
+		if code := c.checkCompose(cfg); code != 0 {
+			return code
+		}
+		if !*loop {
+			return c.tick(ctx, a, cfg, *metricsFile)
+		}
+		return a.Loop(ctx, deployd.LoopOptions{
+			Interval: *interval,
+			Tick:     func(ctx context.Context) int { return c.tick(ctx, a, cfg, *metricsFile) },
+		})
 	})
 }
 
@@ -208,23 +227,17 @@ func (c *cli) bootstrap(ctx context.Context, args []string) int {
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	grant := fs.String("grant", "", "bootstrap grant file (default: the config's bootstrap_grant)")
 	force := fs.Bool("force", false, "log in with the grant even when the stored token is valid")
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	a, _, code := c.agent(ctx, *configPath)
-	if a == nil {
-		return code
-	}
-	defer c.closeAgent(a)
-	res, err := a.BootstrapWith(ctx, deployd.BootstrapOptions{Grant: *grant, Force: *force})
-	if err != nil {
-		c.log.Error("bootstrap failed", "code", deployd.CodeOf(err), "err", err, "exit", deployd.ExitCode(err))
-		return deployd.ExitCode(err)
-	}
-	if !res.Already {
-		c.log.Info("bootstrap confirmed by a check-in", "action", res.Action)
-	}
-	return 0
+	return c.withAgent(ctx, fs, args, configPath, func(a *deployd.Agent, _ deployd.Config) int {
+		res, err := a.BootstrapWith(ctx, deployd.BootstrapOptions{Grant: *grant, Force: *force})
+		if err != nil {
+			c.log.Error("bootstrap failed", "code", deployd.CodeOf(err), "err", err, "exit", deployd.ExitCode(err))
+			return deployd.ExitCode(err)
+		}
+		if !res.Already {
+			c.log.Info("bootstrap confirmed by a check-in", "action", res.Action)
+		}
+		return 0
+	})
 }
 
 func writeRefusals(w *strings.Builder, refusals []bundle.Refusal) {
@@ -264,11 +277,7 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	var keys keysFlag
 	fs.Var(&keys, "key", "a trusted public key (ed25519:…) or a file holding one; repeat for several; checks the signature")
 	sigPath := fs.String("sig", "", "with --key: the signature file (default: BUNDLE.sig)")
-	if !parse(fs, args, 1) {
-		return exitUsage
-	}
-	if *env == "" {
-		_, _ = fmt.Fprintln(c.stderr, "monky-deployd verify: --env is required")
+	if !parse(fs, args, 1) || !required(fs, "env") {
 		return exitUsage
 	}
 	ring, err := keys.keyRing()

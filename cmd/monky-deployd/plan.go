@@ -20,38 +20,32 @@ func (c *cli) plan(ctx context.Context, args []string) int {
 	fs := c.flags("plan")
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	asJSON := fs.Bool("json", false, `print the plan as JSON ({"schema":1,…})`)
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	a, _, code := c.agent(ctx, *configPath)
-	if a == nil {
-		return code
-	}
-	defer c.closeAgent(a)
-	p, err := a.Plan(ctx)
-	refused := err != nil && len(p.Refusals) > 0
-	if err != nil && !refused {
-		code := deployd.ExitCode(err)
-		c.log.Error("plan failed: nothing was changed", "code", deployd.CodeOf(err), "err", err, "exit", code)
-		return code
-	}
-	var out string
-	if *asJSON {
-		data, _ := json.Marshal(p) // plain strings, numbers and lists
-		out = string(data) + "\n"
-	} else {
-		out = p.Text()
-	}
-	out = c.red.Redact(out)
-	if code := c.output(out); code != 0 {
-		return code
-	}
-	switch {
-	case refused:
-		return deployd.ExitFailed
-	case p.Changes:
-		return exitPlanChanges
-	default:
-		return deployd.ExitOK
-	}
+	return c.withAgent(ctx, fs, args, configPath, func(a *deployd.Agent, _ deployd.Config) int {
+		p, err := a.Plan(ctx)
+		refused := err != nil && len(p.Refusals) > 0
+		if err != nil && !refused {
+			code := deployd.ExitCode(err)
+			c.log.Error("plan failed: nothing was changed", "code", deployd.CodeOf(err), "err", err, "exit", code)
+			return code
+		}
+		var out string
+		if *asJSON {
+			data, _ := json.Marshal(p) // plain strings, numbers and lists
+			out = string(data) + "\n"
+		} else {
+			out = p.Text()
+		}
+		out = c.red.Redact(out)
+		if code := c.output(out); code != 0 {
+			return code
+		}
+		switch {
+		case refused:
+			return deployd.ExitFailed
+		case p.Changes:
+			return exitPlanChanges
+		default:
+			return deployd.ExitOK
+		}
+	})
 }

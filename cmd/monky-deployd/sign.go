@@ -56,11 +56,7 @@ func (c *cli) pack(ctx context.Context, args []string) int {
 	fs := c.flags("pack")
 	out := fs.String("out", "", "the bundle to write (required); gzip-compressed when it ends in .gz or .tgz")
 	asJSON := fs.Bool("json", false, `print {"sha":…,"env_id":…,"serial":…,"files":…,"size":…,"out":…}`)
-	if !parse(fs, args, 1) {
-		return exitUsage
-	}
-	if *out == "" {
-		_, _ = fmt.Fprintln(c.stderr, "monky-deployd pack: --out is required")
+	if !parse(fs, args, 1) || !required(fs, "out") {
 		return exitUsage
 	}
 	dir := fs.Arg(0)
@@ -129,11 +125,7 @@ func (c *cli) sign(ctx context.Context, args []string) int {
 	env := fs.String("env", "", "refuse to sign unless the bundle is for this env_id")
 	out := fs.String("out", "", "the signature file to write (default: BUNDLE.sig)")
 	asJSON := fs.Bool("json", false, `print {"sha":…,"env_id":…,"serial":…,"key_id":…,"expires":…,"out":…}`)
-	if !parse(fs, args, 1) {
-		return exitUsage
-	}
-	if *keyPath == "" {
-		_, _ = fmt.Fprintln(c.stderr, "monky-deployd sign: --key is required")
+	if !parse(fs, args, 1) || !required(fs, "key") {
 		return exitUsage
 	}
 	expires, err := parseExpires(*expiresFlag, time.Now())
@@ -225,11 +217,7 @@ func (c *cli) readPrivateKey(path string) (ed25519.PrivateKey, int) {
 func (c *cli) keygen(args []string) int {
 	fs := c.flags("keygen")
 	out := fs.String("out", "", "the private key file to write (required); the public key goes to FILE.pub")
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	if *out == "" {
-		_, _ = fmt.Fprintln(c.stderr, "monky-deployd keygen: --out is required")
+	if !parse(fs, args, 0) || !required(fs, "out") {
 		return exitUsage
 	}
 	pubPath := *out + ".pub"

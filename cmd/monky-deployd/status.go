@@ -170,13 +170,9 @@ func (c *cli) status(args []string) int {
 	fs := c.flags("status")
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	asJSON := fs.Bool("json", false, "print the status view as JSON (schema 1)")
-	if !parse(fs, args, 0) {
-		return exitUsage
-	}
-	cfg, err := deployd.LoadConfig(*configPath)
-	if err != nil {
-		c.configError(*configPath, err)
-		return deployd.ExitFailed
+	cfg, code := c.config(fs, args, configPath)
+	if code != 0 {
+		return code
 	}
 	// status never touches the network; it still passes through a redactor that
 	// knows the stored token.

@@ -18,6 +18,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/admin"
+	"github.com/monky/monky-deployd/internal/fakes/stdinwatch"
 )
 
 func main() {
@@ -83,26 +84,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	log.Info("monky-fakes serving", "tenancy_url", ten.URL(), "bao_addr", bao.URL(), "admin_url", "http://"+ln.Addr().String())
 
-	stdinClosed := make(chan struct{})
-	if *watchStdin {
-		go func() {
-			_, _ = io.Copy(io.Discard, stdin)
-			close(stdinClosed)
-		}()
-	}
+	ctx, cancel := stdinwatch.Context(ctx, stdin, *watchStdin)
+	defer cancel()
 	select {
 	case <-ctx.Done():
-		log.Info("monky-fakes stopping: signal")
-	case <-stdinClosed:
-		log.Info("monky-fakes stopping: stdin closed")
+		if errors.Is(context.Cause(ctx), stdinwatch.ErrClosed) {
+			log.Info("monky-fakes stopping: stdin closed")
+		} else {
+			log.Info("monky-fakes stopping: signal")
+		}
 	case err := <-serveErr:
 		if !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(stderr, "monky-fakes: admin API: %v\n", err)
 			return 1
 		}
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	shutdown, stopShutdown := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stopShutdown()
 	_ = srv.Shutdown(shutdown)
 	return 0
 }

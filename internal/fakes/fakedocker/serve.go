@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/monky/monky-deployd/internal/fakes/stdinwatch"
 )
 
 // ServeCommand is the first argument that makes the fake docker program serve its
@@ -99,17 +101,9 @@ func Serve(ctx context.Context, exe string, args, env []string, stdin io.Reader,
 		fmt.Fprintf(stderr, "fake docker %s: %v\n", ServeCommand, err)
 		return 1
 	}
-	stdinClosed := make(chan struct{})
-	if *watchStdin {
-		go func() {
-			_, _ = io.Copy(io.Discard, stdin)
-			close(stdinClosed)
-		}()
-	}
-	select {
-	case <-ctx.Done():
-	case <-stdinClosed:
-	}
+	ctx, cancel := stdinwatch.Context(ctx, stdin, *watchStdin)
+	defer cancel()
+	<-ctx.Done()
 	if err := srv.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		fmt.Fprintf(stderr, "fake docker %s: stopping: %v\n", ServeCommand, err)
 		return 1

@@ -11,37 +11,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
-
-// syncBuffer is a bytes.Buffer safe for the goroutine of Serve and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // serving is one Serve running in a goroutine.
 type serving struct {
 	line   Served
 	stdin  *io.PipeWriter
-	stderr *syncBuffer
+	stderr *testprog.SyncBuffer
 	done   chan int
 }
 
@@ -50,7 +33,7 @@ func startServe(t *testing.T, ctx context.Context, exe string, args, env []strin
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &serving{stdin: inW, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	s := &serving{stdin: inW, stderr: &testprog.SyncBuffer{}, done: make(chan int, 1)}
 	go func() {
 		s.done <- Serve(ctx, exe, args, env, inR, outW, s.stderr)
 		_ = outW.Close()
