@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -212,11 +213,7 @@ func (c *Client) Read(ctx context.Context, token secret.Value, refs map[string]R
 // groupByPath checks every reference and groups the variables by API path, so that
 // each secret is read once; paths keeps the order of the sorted variable names.
 func (c *Client) groupByPath(refs map[string]Ref) (paths []string, byPath map[string][]string, err error) {
-	names := make([]string, 0, len(refs))
-	for name := range refs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(refs))
 	byPath = map[string][]string{}
 	for _, name := range names {
 		ref := refs[name]

@@ -3,6 +3,7 @@ package envfile
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,14 +49,8 @@ func ValidName(name string) bool { return nameRE.MatchString(name) }
 // as empty content. The first invalid name or unrepresentable value (in name order)
 // stops rendering with an *Error.
 func Render(vars map[string]string) ([]byte, error) {
-	names := make([]string, 0, len(vars))
-	for name := range vars {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-
 	var b strings.Builder
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
 		line, err := renderLine(name, vars[name])
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -80,12 +81,7 @@ func prunedImages(t *testing.T, be backend) {
 
 // keys are the keys of m.
 func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 // appImages makes an image of the test app for each name, each with an ID of its own,

@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 )
@@ -123,11 +125,7 @@ func manifestOf(spec BundleSpec, files map[string]string) manifest {
 // writeTar writes all as a tar (gzip-compressed when gz) with fixed metadata and the
 // entries sorted by path, each parent directory before its files.
 func writeTar(all map[string][]byte, gz bool) ([]byte, error) {
-	names := make([]string, 0, len(all))
-	for p := range all {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(all))
 	var buf bytes.Buffer
 	var zw *gzip.Writer
 	tw := tar.NewWriter(&buf)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -78,11 +79,7 @@ func SHA(r io.Reader) (string, error) {
 
 // listingSHA is the bundle sha of files, path → sha256 of content.
 func listingSHA(files map[string][sha256.Size]byte) string {
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
+	paths := slices.Sorted(maps.Keys(files))
 	listing := sha256.New()
 	for _, p := range paths {
 		sum := files[p]
