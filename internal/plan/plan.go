@@ -27,9 +27,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
-// Schema is the version of the JSON of a Report; it grows only by additions.
-const Schema = 1
-
 // Change is what compose would do with one service.
 type Change string
 
