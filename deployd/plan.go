@@ -14,7 +14,7 @@ import (
 )
 
 // PlanSchema is the schema of a Plan's JSON; later versions only add fields.
-const PlanSchema = plan.Schema
+const PlanSchema = 1
 
 // Plan is what an apply would change on the box now, as `monky-deployd plan`
 // prints it (docs/PLAN.md): tenancy's action at a real check-in, the live release,
@@ -97,9 +97,63 @@ type PlanReason struct {
 	Text string `json:"text"`
 }
 
-// Text is the plan for an operator: one line per service, a summary, the notes and
-// what to do next.
-func (p Plan) Text() string { return plan.Text(p.report()) }
+// marks are the first column of a service line of Text, by PlanService.Change.
+var marks = map[plan.Change]string{plan.Added: "+", plan.Removed: "-", plan.Recreated: "~", plan.Scaled: "^", plan.Kept: "="}
+
+// Text is the plan for an operator: what tenancy asks, one line per service, a
+// summary, the notes and what to do next.
+func (p Plan) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan for %s: %s\n", p.EnvID, p.headline())
+	if len(p.Refusals) > 0 {
+		fmt.Fprintf(&b, "REFUSED: an apply would refuse this bundle before the lease and change nothing:\n")
+		for _, f := range p.Refusals {
+			fmt.Fprintf(&b, "  %s: %s\n", f.Code, f.Detail)
+		}
+	}
+	width := 0
+	for _, s := range p.Services {
+		width = max(width, len(s.Name))
+	}
+	for _, s := range p.Services {
+		line := fmt.Sprintf("  %s %-*s  %s", marks[plan.Change(s.Change)], width, s.Name, s.Change)
+		if len(s.Reasons) > 0 {
+			texts := make([]string, len(s.Reasons))
+			for i, rs := range s.Reasons {
+				texts[i] = rs.Text
+			}
+			line += ": " + strings.Join(texts, "; ")
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	if len(p.Refusals) == 0 {
+		s := p.Summary
+		fmt.Fprintf(&b, "summary: %d added, %d removed, %d recreated, %d scaled, %d kept\n", s.Added, s.Removed, s.Recreated, s.Scaled, s.Kept)
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	if p.Next != "" {
+		fmt.Fprintf(&b, "next: %s\n", p.Next)
+	}
+	return b.String()
+}
+
+// headline is what tenancy asks and what is live, the rest of Text's first line.
+func (p Plan) headline() string {
+	live := "nothing is live"
+	if p.Live != nil {
+		live = "live " + release.Short(p.Live.SHA) + fmt.Sprintf(" (serial %d)", p.Live.Serial)
+	}
+	switch {
+	case p.Action == string(tenancy.ActionDown):
+		return "tenancy asks for down; " + live
+	case p.Target == nil:
+		return "tenancy asks for nothing (" + p.Action + "); " + live
+	default:
+		return fmt.Sprintf("tenancy asks to apply %s (serial %d); %s", release.Short(p.Target.SHA), p.Target.Serial, live)
+	}
+}
 
 // Plan checks in (a real check-in: the heartbeat) and, when tenancy asks for an
 // apply, fetches and verifies the bundle as a tick does (signature, download,
@@ -114,21 +168,21 @@ func (p Plan) Text() string { return plan.Text(p.report()) }
 // unreachable tenancy). With a nil error, Plan.Changes says whether an apply would
 // change anything.
 func (a *Agent) Plan(ctx context.Context) (Plan, error) {
-	r := plan.Report{EnvID: a.cfg.EnvID}
-	err := a.plan(ctx, &r)
-	r.Finish()
-	return planOf(r), err
+	p := Plan{EnvID: a.cfg.EnvID}
+	err := a.plan(ctx, &p)
+	p.finish()
+	return p, err
 }
 
 // plan is Plan under the run lock.
-func (a *Agent) plan(ctx context.Context, r *plan.Report) error {
+func (a *Agent) plan(ctx context.Context, p *Plan) error {
 	st, unlock, err := a.begin()
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	t := &tick{a: a, st: st, started: a.now(), log: a.log.With("plan", true)}
-	err = t.plan(ctx, r)
+	err = t.plan(ctx, p)
 	if serr := a.saveState(st); serr != nil {
 		a.log.Warn("could not save what the plan's check-in learnt; the next tick checks in again", "err", serr)
 	}
@@ -137,9 +191,9 @@ func (a *Agent) plan(ctx context.Context, r *plan.Report) error {
 
 // plan is the plan after the lock: the check-in, then what tenancy asks compared
 // with the live release.
-func (t *tick) plan(ctx context.Context, r *plan.Report) error {
+func (t *tick) plan(ctx context.Context, p *Plan) error {
 	if t.st.LiveSHA != "" {
-		r.Live = &plan.Release{SHA: t.st.LiveSHA, Serial: t.st.LiveSerial}
+		p.Live = &PlanRelease{SHA: t.st.LiveSHA, Serial: t.st.LiveSerial}
 	}
 	inst, err := t.checkin(ctx)
 	if err != nil {
@@ -149,21 +203,21 @@ func (t *tick) plan(ctx context.Context, r *plan.Report) error {
 	if err != nil {
 		return err
 	}
-	r.Action = string(inst.Action)
+	p.Action = string(inst.Action)
 	switch inst.Action {
 	case tenancy.ActionNone:
-		r.Services, _ = plan.Diff(live, live)
-		r.Next = "nothing to do: tenancy publishes nothing new for this box, the live release stays as it is"
+		p.diff(live, live)
+		p.Next = "nothing to do: tenancy publishes nothing new for this box, the live release stays as it is"
 		return nil
 	case tenancy.ActionDown:
-		r.Services, _ = plan.Diff(live, nil)
-		r.Next = "the next tick takes the environment down (docker compose down) and reports down; change what tenancy publishes to keep it"
+		p.diff(live, nil)
+		p.Next = "the next tick takes the environment down (docker compose down) and reports down; change what tenancy publishes to keep it"
 		if live == nil {
-			r.Next = "nothing is live: the next tick reports down and changes nothing"
+			p.Next = "nothing is live: the next tick reports down and changes nothing"
 		}
 		return nil
 	case tenancy.ActionApply:
-		return t.planApply(ctx, inst, live, r)
+		return t.planApply(ctx, inst, live, p)
 	default:
 		return &Error{Op: "check-in", Code: codes.Unavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
 	}
@@ -171,41 +225,41 @@ func (t *tick) plan(ctx context.Context, r *plan.Report) error {
 
 // planApply is the plan of an apply: the tick's shortcuts, then its signature check,
 // download and verify, and the diff.
-func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *plan.Side, r *plan.Report) error {
+func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *plan.Side, p *Plan) error {
 	st := t.st
-	r.Target = &plan.Release{SHA: inst.SHA, Serial: inst.Serial}
+	p.Target = &PlanRelease{SHA: inst.SHA, Serial: inst.Serial}
 	t.log = t.log.With("sha", release.Short(inst.SHA), "serial", inst.Serial)
 	switch kind, f := shortcutOf(st, inst); {
 	case kind == shortcutFailed:
-		r.Services, _ = plan.Diff(live, live)
-		r.Notes = append(r.Notes, fmt.Sprintf("this sha failed on this box before (%s): the next tick reports the failure again and changes nothing", f.Code))
-		r.Next = "publish a fixed bundle, or have tenancy check in with retry to try this one again"
+		p.diff(live, live)
+		p.Notes = append(p.Notes, fmt.Sprintf("this sha failed on this box before (%s): the next tick reports the failure again and changes nothing", f.Code))
+		p.Next = "publish a fixed bundle, or have tenancy check in with retry to try this one again"
 		return nil
 	case kind == shortcutLive, kind == shortcutConverge && live != nil:
-		r.Services, _ = plan.Diff(live, live)
-		r.Next = "nothing to do: the live release is what tenancy publishes"
+		p.diff(live, live)
+		p.Next = "nothing to do: the live release is what tenancy publishes"
 		if kind == shortcutConverge {
-			r.Notes = append(r.Notes, "the live release is not confirmed healthy (or tenancy asks for a retry): the next tick runs docker compose up on it again, which starts what is not running and recreates nothing")
+			p.Notes = append(p.Notes, "the live release is not confirmed healthy (or tenancy asks for a retry): the next tick runs docker compose up on it again, which starts what is not running and recreates nothing")
 		}
 		return nil
 	}
 	signedBy, err := t.checkSignature(ctx, inst)
 	if err != nil {
-		return refusedPlan(r, err)
+		return refusedPlan(p, err)
 	}
 	f, err := t.download(ctx, inst.SHA)
 	if err != nil {
-		return refusedPlan(r, err)
+		return refusedPlan(p, err)
 	}
 	defer f.close()
 	res, err := t.verify(ctx, f.File, inst)
 	if err != nil {
-		return refusedPlan(r, err)
+		return refusedPlan(p, err)
 	}
 	if err := t.checkSignedSerial(ctx, inst, res.Manifest, signedBy); err != nil {
-		return refusedPlan(r, err)
+		return refusedPlan(p, err)
 	}
-	r.Target.Serial = res.Manifest.Serial
+	p.Target.Serial = res.Manifest.Serial
 	if _, err := f.Seek(0, 0); err != nil {
 		return &Error{Op: "plan", Code: codes.StateUnavailable, Err: err}
 	}
@@ -219,13 +273,11 @@ func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *pl
 	if err != nil {
 		return &Error{Op: "plan: load the bundle", Code: codes.ComposeInvalid, Err: err}
 	}
-	var notes []string
-	r.Services, notes = plan.Diff(live, next)
-	r.Notes = append(r.Notes, notes...)
+	p.diff(live, next)
 	if note := t.planPulls(ctx, res.Images); note != "" {
-		r.Notes = append(r.Notes, note)
+		p.Notes = append(p.Notes, note)
 	}
-	r.Next = "the next tick applies this (lease, OpenBao, compose up, health); run `monky-deployd run` to apply it now, or wait for the timer"
+	p.Next = "the next tick applies this (lease, OpenBao, compose up, health); run `monky-deployd run` to apply it now, or wait for the timer"
 	return nil
 }
 
@@ -252,13 +304,11 @@ func (t *tick) planPulls(ctx context.Context, images []bundle.Image) string {
 }
 
 // refusedPlan records a refusal in the plan; other errors pass as they are.
-func refusedPlan(r *plan.Report, err error) error {
+func refusedPlan(p *Plan, err error) error {
 	var re *bundle.RefusedError
 	if errors.As(err, &re) {
-		for _, rf := range re.Refusals {
-			r.Refusals = append(r.Refusals, plan.Refusal{Code: string(rf.Code), Detail: rf.Detail})
-		}
-		r.Next = "an apply refuses this bundle before the lease and reports it failed: fix it in the renderer and publish again (verify it offline with `monky-deployd verify`)"
+		p.Refusals = append(p.Refusals, re.Refusals...)
+		p.Next = "an apply refuses this bundle before the lease and reports it failed: fix it in the renderer and publish again (verify it offline with `monky-deployd verify`)"
 	}
 	return err
 }
@@ -281,48 +331,51 @@ func (t *tick) planLive(ctx context.Context) (*plan.Side, error) {
 	return side, nil
 }
 
-// planOf is the public form of a report.
-func planOf(r plan.Report) Plan {
-	p := Plan{Schema: r.Schema, EnvID: r.EnvID, Action: r.Action, Changes: r.Changes,
-		Summary: PlanSummary(r.Summary), Services: []PlanService{}, Refusals: []bundle.Refusal{}, Notes: r.Notes, Next: r.Next}
-	if r.Live != nil {
-		p.Live = &PlanRelease{SHA: r.Live.SHA, Serial: r.Live.Serial}
-	}
-	if r.Target != nil {
-		p.Target = &PlanRelease{SHA: r.Target.SHA, Serial: r.Target.Serial}
-	}
-	for _, s := range r.Services {
+// diff sets p's services to what compose would do moving from live to next
+// (plan.Diff) and adds its notes. It is the one place a diff becomes a Plan's.
+func (p *Plan) diff(live, next *plan.Side) {
+	services, notes := plan.Diff(live, next)
+	p.Services = make([]PlanService, 0, len(services))
+	for _, s := range services {
 		ps := PlanService{Name: s.Name, Change: string(s.Change)}
-		for _, rs := range s.Reasons {
-			ps.Reasons = append(ps.Reasons, PlanReason{Kind: string(rs.Kind), Names: rs.Names, Text: rs.Text})
+		for _, r := range s.Reasons {
+			ps.Reasons = append(ps.Reasons, PlanReason{Kind: string(r.Kind), Names: r.Names, Text: r.Text})
 		}
 		p.Services = append(p.Services, ps)
 	}
-	for _, rf := range r.Refusals {
-		p.Refusals = append(p.Refusals, bundle.Refusal{Code: codes.Code(rf.Code), Detail: rf.Detail})
-	}
-	return p
+	p.Notes = append(p.Notes, notes...)
 }
 
-// report is the internal form of p, for the text.
-func (p Plan) report() plan.Report {
-	r := plan.Report{Schema: p.Schema, EnvID: p.EnvID, Action: p.Action, Changes: p.Changes,
-		Summary: plan.Summary(p.Summary), Notes: p.Notes, Next: p.Next}
-	if p.Live != nil {
-		r.Live = &plan.Release{SHA: p.Live.SHA, Serial: p.Live.Serial}
-	}
-	if p.Target != nil {
-		r.Target = &plan.Release{SHA: p.Target.SHA, Serial: p.Target.Serial}
-	}
+// finish sets Schema, fills Summary and Changes from Services and makes the lists
+// non-nil (the JSON has [] rather than null).
+func (p *Plan) finish() {
+	p.Schema = PlanSchema
+	p.Summary = PlanSummary{}
+	p.Changes = false
 	for _, s := range p.Services {
-		rs := plan.Service{Name: s.Name, Change: plan.Change(s.Change)}
-		for _, x := range s.Reasons {
-			rs.Reasons = append(rs.Reasons, plan.Reason{Kind: plan.Kind(x.Kind), Names: x.Names, Text: x.Text})
+		switch plan.Change(s.Change) {
+		case plan.Added:
+			p.Summary.Added++
+		case plan.Removed:
+			p.Summary.Removed++
+		case plan.Recreated:
+			p.Summary.Recreated++
+		case plan.Scaled:
+			p.Summary.Scaled++
+		case plan.Kept:
+			p.Summary.Kept++
 		}
-		r.Services = append(r.Services, rs)
+		if s.Change != string(plan.Kept) {
+			p.Changes = true
+		}
 	}
-	for _, rf := range p.Refusals {
-		r.Refusals = append(r.Refusals, plan.Refusal{Code: string(rf.Code), Detail: rf.Detail})
+	if p.Services == nil {
+		p.Services = []PlanService{}
 	}
-	return r
+	if p.Refusals == nil {
+		p.Refusals = []bundle.Refusal{}
+	}
+	if p.Notes == nil {
+		p.Notes = []string{}
+	}
 }

@@ -27,9 +27,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 )
 
-// Schema is the version of the JSON of a Report; it grows only by additions.
-const Schema = 1
-
 // Change is what compose would do with one service.
 type Change string
 
@@ -77,16 +74,18 @@ const (
 // Reason says why a service changes. Text names files, variables and keys, never a
 // value.
 type Reason struct {
-	Kind  Kind     `json:"kind"`
-	Names []string `json:"names,omitempty"`
-	Text  string   `json:"text"`
+	Kind  Kind
+	Names []string
+	Text  string
 }
 
-// Service is one service of either release and what compose would do with it.
+// Service is one service of either release and what compose would do with it:
+// Diff's result, which deployd turns into its public PlanService (deployd.Plan is
+// the plan's only printed shape).
 type Service struct {
-	Name    string   `json:"name"`
-	Change  Change   `json:"change"`
-	Reasons []Reason `json:"reasons,omitempty"`
+	Name    string
+	Change  Change
+	Reasons []Reason
 }
 
 // Side is one release as compose would run it: its project loaded in the directory

@@ -1,0 +1,115 @@
+package deployd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/composecheck"
+	"github.com/monky/monky-deployd/internal/plan"
+)
+
+var updatePlanGoldens = flag.Bool("update-plan", false, "rewrite testdata/plan/*")
+
+const (
+	planSHAA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	planSHAB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// planCompose is the golden plan's live compose file: web mounts a file of the
+// release, worker reads the whole .env.
+const planCompose = `services:
+  web:
+    image: nginx:1.27
+    environment:
+      LOG_LEVEL: ${LOG_LEVEL}
+      DB_PASSWORD: ${DB_PASSWORD}
+    volumes:
+      - ./config/app.toml:/etc/app/app.toml:ro
+    ports: ["8080:80"]
+  worker:
+    image: busybox:1.36
+    command: ["sleep", "infinity"]
+    env_file: [.env]
+`
+
+// planSide loads a release made of files (compose.yaml among them), vars and the
+// secret DB_PASSWORD as the agent runs it: in /srv/monky/releases/<sha> (plan.Load).
+func planSide(t *testing.T, sha string, files, vars map[string]string) *plan.Side {
+	t.Helper()
+	dir := t.TempDir()
+	m := bundle.Manifest{ComposeFiles: []string{"compose.yaml"}, Vars: vars,
+		Secrets: map[string]bundle.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}}
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		m.Files = append(m.Files, name)
+	}
+	side, err := plan.Load(context.Background(), plan.Source{SHA: sha, Files: dir,
+		Dir: "/srv/monky/releases/" + sha, Manifest: m, Project: "monky"})
+	require.NoError(t, err)
+	return side
+}
+
+// goldenPlan is the plan of a release that changes a var's value and a mounted
+// file, renames worker to jobs and adds cache, as the CLI prints it.
+func goldenPlan(t *testing.T) Plan {
+	live := planSide(t, planSHAA, map[string]string{"compose.yaml": planCompose, "config/app.toml": "listen = 1\n"},
+		map[string]string{"LOG_LEVEL": "info"})
+	next := planSide(t, planSHAB, map[string]string{
+		"compose.yaml":    strings.Replace(planCompose, "  worker:", "  jobs:", 1) + "  cache:\n    image: redis:7\n",
+		"config/app.toml": "listen = 2\n",
+	}, map[string]string{"LOG_LEVEL": "debug"})
+	p := Plan{EnvID: "env-dev-01", Action: "apply", Live: &PlanRelease{SHA: planSHAA, Serial: 17}, Target: &PlanRelease{SHA: planSHAB, Serial: 18},
+		Next: "the next tick applies this (lease, OpenBao, compose up, health); run `monky-deployd run` to apply it now, or wait for the timer"}
+	p.diff(live, next)
+	p.finish()
+	return p
+}
+
+func planGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", "plan", name)
+	if *updatePlanGoldens {
+		require.NoError(t, os.WriteFile(p, got, 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err, "run go test ./deployd/ -run TestPlanGolden -update-plan")
+	assert.Equal(t, string(want), string(got))
+}
+
+func TestPlanGolden(t *testing.T) {
+	p := goldenPlan(t)
+	planGolden(t, "plan.txt", []byte(p.Text()))
+	data, err := json.MarshalIndent(p, "", "  ")
+	require.NoError(t, err)
+	planGolden(t, "plan.json", append(data, '\n'))
+
+	refused := Plan{EnvID: "env-dev-01", Action: "apply", Live: &PlanRelease{SHA: planSHAA, Serial: 17}, Target: &PlanRelease{SHA: planSHAB, Serial: 18},
+		Refusals: []bundle.Refusal{{Code: codes.Privileged, Detail: "service evil: privileged: true"}},
+		Next:     "an apply refuses this bundle before the lease and reports it failed: fix it in the renderer and publish again"}
+	refused.finish()
+	planGolden(t, "refused.txt", []byte(refused.Text()))
+}
+
+// TestPlanNoValues: neither the text nor the JSON of a plan carries the value of a
+// var or the placeholder of a secret, whatever changed.
+func TestPlanNoValues(t *testing.T) {
+	p := goldenPlan(t)
+	data, err := json.Marshal(p)
+	require.NoError(t, err)
+	for _, v := range []string{"info", "debug", composecheck.SecretPlaceholder, "listen = "} {
+		assert.NotContains(t, p.Text(), v)
+		assert.NotContains(t, string(data), v)
+	}
+}
