@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/scrub"
 )
 
 // kind is the type of the sentinel errors: a condition with a stable code.
@@ -127,49 +127,13 @@ func IsTemporary(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
-var (
-	// jwtShape matches anything that looks like a JWT (three base64url segments).
-	jwtShape = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)
-	// tokenShape matches OpenBao and Vault token formats (s., b., r., hvs., hvb., hvr.).
-	tokenShape = regexp.MustCompile(`\b(?:hv[sbr]|[sbr])\.[A-Za-z0-9_.-]{16,}`)
-)
-
-// maxDetail bounds the server text kept in an error.
+// maxDetail bounds, in bytes, the server text kept in an error.
 const maxDetail = 300
 
 // serverDetail turns the server's error messages into an operator-readable detail
-// that holds no secret: every secret of the request is replaced first, then anything
-// shaped like a JWT or a token, and the result is cut to a bounded length.
+// that holds no secret (scrub.Text: every secret of the request masked first, then
+// anything shaped like a JWT, a token or a long opaque run), bounded to maxDetail
+// bytes.
 func serverDetail(msgs []string, secrets ...string) string {
-	s := strings.Join(msgs, "; ")
-	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "[REDACTED]")
-		}
-	}
-	s = jwtShape.ReplaceAllString(s, "[REDACTED]")
-	s = tokenShape.ReplaceAllString(s, "[REDACTED]")
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > maxDetail {
-		cut := maxDetail
-		for cut > 0 && !isRuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	// A secret split by the cut could survive as a prefix; cut again if so.
-	for _, sec := range secrets {
-		if len(sec) >= 8 && strings.Contains(s, sec[:8]) {
-			return "(server message withheld: it quoted a credential)"
-		}
-	}
-	return s
+	return scrub.Text(strings.Join(msgs, "; "), maxDetail, secrets...)
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -7,10 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/scrub"
 )
 
 // The kinds of failure of a tenancy call. An *APIError wraps exactly one of them.
@@ -41,9 +40,11 @@ var (
 )
 
 const (
-	maxMessageRunes      = 200
-	maxServerCodeLength  = 64
-	maskedInErrorMessage = "[REDACTED]"
+	// maxMessage bounds, in bytes, the server text kept in an APIError's Message.
+	maxMessage = 200
+	// maxField bounds, in bytes, a server-provided field quoted in a message.
+	maxField            = 64
+	maxServerCodeLength = 64
 )
 
 // APIError is the failure of one tenancy call. Kind is one of the Err* sentinels
@@ -145,15 +146,8 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-var (
-	serverCodeRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
-	// jwtLikeRE matches three dot-separated base64url runs, the shape of a JWT.
-	jwtLikeRE = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}`)
-	// baoTokenRE matches OpenBao/Vault token shapes (hvs., hvb., s., b., r. prefixes).
-	baoTokenRE = regexp.MustCompile(`\b(?:hv[sbr]|s|b|r)\.[A-Za-z0-9_-]{16,}`)
-	// longOpaqueRE matches long opaque runs (keys, ids) that may be secrets.
-	longOpaqueRE = regexp.MustCompile(`[A-Za-z0-9+/_=-]{40,}`)
-)
+// serverCodeRE is the shape of a server error code worth keeping.
+var serverCodeRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 // sanitiseCode keeps a server error code only when it looks like one.
 func sanitiseCode(code string) string {
@@ -163,42 +157,15 @@ func sanitiseCode(code string) string {
 	return code
 }
 
-// sanitiseMessage makes server-provided text safe for an error: known secrets and
-// secret-shaped runs are masked, control characters become spaces, and the result is
-// bounded to maxMessageRunes runes.
+// sanitiseMessage makes server-provided text safe for an error (scrub.Text: known
+// secrets and secret-shaped runs masked, control characters gone), bounded to
+// maxMessage bytes.
 func sanitiseMessage(msg string, known ...string) string {
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "?")
-	}
-	for _, k := range known {
-		if k != "" {
-			msg = strings.ReplaceAll(msg, k, maskedInErrorMessage)
-		}
-	}
-	msg = jwtLikeRE.ReplaceAllString(msg, maskedInErrorMessage)
-	msg = baoTokenRE.ReplaceAllString(msg, maskedInErrorMessage)
-	msg = longOpaqueRE.ReplaceAllString(msg, maskedInErrorMessage)
-	msg = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return ' '
-		}
-		return r
-	}, msg)
-	msg = strings.Join(strings.Fields(msg), " ")
-	if utf8.RuneCountInString(msg) > maxMessageRunes {
-		r := []rune(msg)
-		msg = string(r[:maxMessageRunes]) + "…"
-	}
-	return msg
+	return scrub.Text(msg, maxMessage, known...)
 }
 
 // quoteField bounds and sanitises a server-provided non-secret value (an auth mount,
 // a role, an action) for an error message.
 func quoteField(v string) string {
-	const maxRunes = 64
-	v = sanitiseMessage(v)
-	if utf8.RuneCountInString(v) > maxRunes {
-		v = string([]rune(v)[:maxRunes]) + "…"
-	}
-	return fmt.Sprintf("%q", v)
+	return fmt.Sprintf("%q", scrub.Text(v, maxField))
 }
