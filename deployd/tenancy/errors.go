@@ -10,33 +10,36 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/scrub"
+	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 // The kinds of failure of a tenancy call. An *APIError wraps exactly one of them.
+// Each has its stable code (internal/sentinel), except ErrProtocol and
+// ErrInvalidArgument, which have none of their own.
 var (
 	// ErrUnauthenticated is a 401: the bearer (the OpenBao token) is not accepted.
-	ErrUnauthenticated = errors.New("tenancy: unauthenticated")
+	ErrUnauthenticated error = sentinel.New(codes.Unauthenticated, "tenancy: unauthenticated")
 	// ErrEnvMismatch is a 409, or a 403 with code AGENT_ENV_MISMATCH: the token
 	// belongs to another environment than the one the agent names. Never retried.
-	ErrEnvMismatch = errors.New("tenancy: environment mismatch")
+	ErrEnvMismatch error = sentinel.New(codes.AgentEnvMismatch, "tenancy: environment mismatch")
 	// ErrRateLimited is a 429: the lease budget of the environment is spent.
-	ErrRateLimited = errors.New("tenancy: rate limited")
+	ErrRateLimited error = sentinel.New(codes.RateLimited, "tenancy: rate limited")
 	// ErrLeaseShape is a lease the agent refuses: AppRole or response-wrapped shape,
 	// a grant that is not a JWT, another auth mount or role, an expired lease.
-	ErrLeaseShape = errors.New("tenancy: lease shape refused")
+	ErrLeaseShape error = sentinel.New(codes.LeaseShape, "tenancy: lease shape refused")
 	// ErrUnavailable is a 408 or 5xx answer, a timeout, a refused or reset connection.
-	ErrUnavailable = errors.New("tenancy: unavailable")
+	ErrUnavailable error = sentinel.New(codes.Unavailable, "tenancy: unavailable")
 	// ErrProtocol is a response that breaks the contract (unexpected status, bad JSON,
 	// a field out of range).
-	ErrProtocol = errors.New("tenancy: protocol error")
+	ErrProtocol error = errors.New("tenancy: protocol error")
 	// ErrBundleTooLarge is a bundle larger than Config.MaxBundleSize.
-	ErrBundleTooLarge = errors.New("tenancy: bundle too large")
+	ErrBundleTooLarge error = sentinel.New(codes.BundleMalformed, "tenancy: bundle too large")
 	// ErrSignatureTooLarge is a signature answer longer than MaxSignatureSize: not a
 	// signature file (code SIGNATURE_INVALID).
-	ErrSignatureTooLarge = errors.New("tenancy: signature too large")
+	ErrSignatureTooLarge error = sentinel.New(codes.SignatureInvalid, "tenancy: signature too large")
 	// ErrInvalidArgument is a call the client refuses to send (a malformed sha, an
 	// unknown result, a missing env_id). It is not wrapped in an *APIError.
-	ErrInvalidArgument = errors.New("tenancy: invalid argument")
+	ErrInvalidArgument error = errors.New("tenancy: invalid argument")
 )
 
 const (
@@ -103,24 +106,8 @@ func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.K
 // Code returns the stable code of the kind, as the agent reports it ("" for
 // ErrProtocol, which has none).
 func (e *APIError) Code() codes.Code {
-	switch k := e.Kind; {
-	case errors.Is(k, ErrUnauthenticated):
-		return codes.Unauthenticated
-	case errors.Is(k, ErrEnvMismatch):
-		return codes.AgentEnvMismatch
-	case errors.Is(k, ErrRateLimited):
-		return codes.RateLimited
-	case errors.Is(k, ErrLeaseShape):
-		return codes.LeaseShape
-	case errors.Is(k, ErrUnavailable):
-		return codes.Unavailable
-	case errors.Is(k, ErrBundleTooLarge):
-		return codes.BundleMalformed
-	case errors.Is(k, ErrSignatureTooLarge):
-		return codes.SignatureInvalid
-	default:
-		return ""
-	}
+	code, _ := sentinel.CodeOf(e.Kind)
+	return code
 }
 
 // IsTemporary reports whether err is worth a retry at the next tick: the service was
