@@ -27,8 +27,9 @@
 //
 // Errors. Every failure is an *Error with one sentinel Kind (errors.Is) and a stable
 // Code. The server's error messages are kept for the operator after the request's
-// credential and anything shaped like a JWT or a token is masked; a body that is not
-// OpenBao's {"errors":[…]} JSON is never quoted.
+// credential and anything shaped like a JWT, a token or a long opaque run is masked
+// (internal/scrub, shared with deployd/tenancy); a body that is not OpenBao's
+// {"errors":[…]} JSON is never quoted.
 //
 // Secrets. The grant, every token and every value of every secret read are added to
 // Config.Secrets the moment they are decoded — all values of a secret's data, not

@@ -4,52 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/scrub"
+	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
-// kind is the type of the sentinel errors: a condition with a stable code.
-type kind struct {
-	code codes.Code
-	text string
-}
-
-func (k *kind) Error() string { return k.text }
-
-// Code returns the stable code of the condition, e.g. codes.SecretMissing.
-func (k *kind) Code() codes.Code { return k.code }
-
-// The conditions of this package. Every *Error matches exactly one of them with
-// errors.Is, and its Code method returns the sentinel's code.
+// The conditions of this package, each with its stable code (internal/sentinel). Every
+// *Error matches exactly one of them with errors.Is, and its Code method returns the
+// sentinel's code; a bare sentinel has a Code method too.
 var (
 	// ErrUnauthenticated: OpenBao rejected the grant at login (wrong role, garbage or
 	// expired JWT, a grant superseded by a newer lease) or the token at lookup-self or
 	// renew-self (invalid, revoked or expired). The operator must bootstrap the box again
 	// with a fresh grant.
-	ErrUnauthenticated error = &kind{codes.Unauthenticated, "OpenBao rejected the credentials"}
+	ErrUnauthenticated error = sentinel.New(codes.Unauthenticated, "OpenBao rejected the credentials")
 	// ErrSecretDenied: OpenBao answered 403 to a KV read; the token's policy does not
 	// cover the path (another env's path, or a token that is no longer valid).
-	ErrSecretDenied error = &kind{codes.SecretDenied, "OpenBao denied the secret read"}
+	ErrSecretDenied error = sentinel.New(codes.SecretDenied, "OpenBao denied the secret read")
 	// ErrSecretMissing: the secret path does not exist (404), its latest version was
 	// deleted or destroyed, or the key is absent from its data.
-	ErrSecretMissing error = &kind{codes.SecretMissing, "secret is missing"}
+	ErrSecretMissing error = sentinel.New(codes.SecretMissing, "secret is missing")
 	// ErrLeaseShape: the login response is not a plain JWT-auth service token: it is
 	// response-wrapped, carries AppRole metadata (role_id, secret_id, role_name), has no
 	// client token, or is a limited-use token (num_uses > 0).
-	ErrLeaseShape error = &kind{codes.LeaseShape, "login response has the wrong shape"}
+	ErrLeaseShape error = sentinel.New(codes.LeaseShape, "login response has the wrong shape")
 	// ErrSecretPath: a secret reference, mount or env id that would not stay inside the
 	// env's root <kv_mount>/data/envs/<env_id>/.
-	ErrSecretPath error = &kind{codes.SecretPath, "secret path leaves the env root"}
+	ErrSecretPath error = sentinel.New(codes.SecretPath, "secret path leaves the env root")
 	// ErrUnavailable: OpenBao cannot answer now: sealed (503), standby or another 5xx,
 	// rate limited (429), a redirect, a refused connection, a timeout, a malformed
 	// response. It is temporary: retry at the next tick.
-	ErrUnavailable error = &kind{codes.Unavailable, "OpenBao is unavailable"}
+	ErrUnavailable error = sentinel.New(codes.Unavailable, "OpenBao is unavailable")
 	// ErrConfig: New was given a Config it cannot work with (no or a malformed
 	// address, an env id that is not env-<tier>-<nn>, an unsafe mount name, an
 	// unreadable CA file). It is not temporary.
-	ErrConfig error = &kind{codes.Config, "invalid OpenBao client configuration"}
+	ErrConfig error = sentinel.New(codes.Config, "invalid OpenBao client configuration")
 )
 
 // Error is the error type of every failed call of this package. It names the
@@ -106,11 +97,11 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Code returns the stable code of the error's Kind, e.g. codes.SecretDenied.
+// Code returns the stable code of the error's Kind, e.g. codes.SecretDenied
+// (codes.Unavailable for a Kind that is none of the package's sentinels).
 func (e *Error) Code() codes.Code {
-	var k *kind
-	if errors.As(e.Kind, &k) {
-		return k.code
+	if code, ok := sentinel.CodeOf(e.Kind); ok {
+		return code
 	}
 	return codes.Unavailable
 }
@@ -127,49 +118,13 @@ func IsTemporary(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
-var (
-	// jwtShape matches anything that looks like a JWT (three base64url segments).
-	jwtShape = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`)
-	// tokenShape matches OpenBao and Vault token formats (s., b., r., hvs., hvb., hvr.).
-	tokenShape = regexp.MustCompile(`\b(?:hv[sbr]|[sbr])\.[A-Za-z0-9_.-]{16,}`)
-)
-
-// maxDetail bounds the server text kept in an error.
+// maxDetail bounds, in bytes, the server text kept in an error.
 const maxDetail = 300
 
 // serverDetail turns the server's error messages into an operator-readable detail
-// that holds no secret: every secret of the request is replaced first, then anything
-// shaped like a JWT or a token, and the result is cut to a bounded length.
+// that holds no secret (scrub.Text: every secret of the request masked first, then
+// anything shaped like a JWT, a token or a long opaque run), bounded to maxDetail
+// bytes.
 func serverDetail(msgs []string, secrets ...string) string {
-	s := strings.Join(msgs, "; ")
-	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "[REDACTED]")
-		}
-	}
-	s = jwtShape.ReplaceAllString(s, "[REDACTED]")
-	s = tokenShape.ReplaceAllString(s, "[REDACTED]")
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > maxDetail {
-		cut := maxDetail
-		for cut > 0 && !isRuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	// A secret split by the cut could survive as a prefix; cut again if so.
-	for _, sec := range secrets {
-		if len(sec) >= 8 && strings.Contains(s, sec[:8]) {
-			return "(server message withheld: it quoted a credential)"
-		}
-	}
-	return s
+	return scrub.Text(strings.Join(msgs, "; "), maxDetail, secrets...)
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -7,29 +7,31 @@ import (
 	"strings"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
+// The conditions of this package, each with its stable code (internal/sentinel).
 var (
 	// ErrApplyFailed is docker compose up or down exiting non-zero or not running at all.
-	ErrApplyFailed = errors.New("docker compose failed")
+	ErrApplyFailed error = sentinel.New(codes.ApplyFailed, "docker compose failed")
 	// ErrCommandFailed is ps, logs or docker version failing or printing output that
-	// cannot be read.
-	ErrCommandFailed = errors.New("docker command failed")
+	// cannot be read. It has no code of its own: it is reported as APPLY_FAILED.
+	ErrCommandFailed error = sentinel.New(codes.ApplyFailed, "docker command failed")
 	// ErrUnhealthy is a service that is unhealthy, exited non-zero or restarts.
-	ErrUnhealthy = errors.New("services unhealthy")
+	ErrUnhealthy error = sentinel.New(codes.Unhealthy, "services unhealthy")
 	// ErrHealthTimeout is services still not ready when the health wait times out.
-	ErrHealthTimeout = errors.New("services not ready before the health timeout")
+	ErrHealthTimeout error = sentinel.New(codes.HealthTimeout, "services not ready before the health timeout")
 	// ErrDockerUnavailable is a docker daemon that cannot be reached: docker said it
 	// cannot connect, or the Engine API found no daemon at its socket. A fault of the
 	// box, not of the release.
-	ErrDockerUnavailable = errors.New("the docker daemon cannot be reached: is dockerd running? systemctl status docker")
+	ErrDockerUnavailable error = sentinel.New(codes.DockerUnavailable, "the docker daemon cannot be reached: is dockerd running? systemctl status docker")
 	// ErrImageMissing is an image pull that failed because the registry has no such
 	// image or tag, denies it to this box, or has none for its platform: a fault of
 	// the release's image reference, or of the box's registry login.
-	ErrImageMissing = errors.New("the image is not in its registry, or the registry denies it to this box")
+	ErrImageMissing error = sentinel.New(codes.ImageMissing, "the image is not in its registry, or the registry denies it to this box")
 	// ErrRegistryUnavailable is an image pull that failed for any other reason: the
 	// registry or the network (unreachable, timed out, 5xx, rate limited). Temporary.
-	ErrRegistryUnavailable = errors.New("the image registry cannot be reached")
+	ErrRegistryUnavailable error = sentinel.New(codes.RegistryUnavailable, "the image registry cannot be reached")
 )
 
 // Error is the error type of this package.
@@ -72,26 +74,19 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is reports whether target is the sentinel of this error.
 func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
 
-// Code returns the stable code of the error: codes.ApplyFailed, codes.Unhealthy,
+// Code returns the stable code of the error: codes.DockerUnavailable when its cause is
+// a daemon that cannot be reached, whatever the Kind (the box's fault beats the
+// step's); otherwise the code of its Kind: codes.ApplyFailed, codes.Unhealthy,
 // codes.HealthTimeout, codes.DockerUnavailable, codes.ImageMissing or
-// codes.RegistryUnavailable.
+// codes.RegistryUnavailable (codes.ApplyFailed for a Kind of no code).
 func (e *Error) Code() codes.Code {
-	switch k := e.Kind; {
-	case errors.Is(e.Err, ErrDockerUnavailable):
+	if errors.Is(e.Err, ErrDockerUnavailable) {
 		return codes.DockerUnavailable
-	case errors.Is(k, ErrUnhealthy):
-		return codes.Unhealthy
-	case errors.Is(k, ErrHealthTimeout):
-		return codes.HealthTimeout
-	case errors.Is(k, ErrDockerUnavailable):
-		return codes.DockerUnavailable
-	case errors.Is(k, ErrImageMissing):
-		return codes.ImageMissing
-	case errors.Is(k, ErrRegistryUnavailable):
-		return codes.RegistryUnavailable
-	default:
-		return codes.ApplyFailed
 	}
+	if code, ok := sentinel.CodeOf(e.Kind); ok {
+		return code
+	}
+	return codes.ApplyFailed
 }
 
 // daemonDownMarks are what the docker CLI (and compose, through its client) prints

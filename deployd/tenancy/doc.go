@@ -25,8 +25,9 @@
 //
 // Error texts never carry the bearer, the grant or anything the server echoed back
 // verbatim: from an error body only error.code (if it looks like a code) and a
-// sanitised message of at most 200 characters are kept, with the bearer, JWT-like and
-// OpenBao-token-like strings masked. Non-JSON error bodies are dropped.
+// sanitised message of at most 200 bytes are kept, with the bearer, JWT-like,
+// OpenBao-token-like and long opaque strings masked (internal/scrub, shared with
+// deployd/bao). Non-JSON error bodies are dropped.
 //
 // # Decisions where the contract is silent
 //

@@ -7,43 +7,47 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/scrub"
+	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 // The kinds of failure of a tenancy call. An *APIError wraps exactly one of them.
+// Each has its stable code (internal/sentinel), except ErrProtocol and
+// ErrInvalidArgument, which have none of their own.
 var (
 	// ErrUnauthenticated is a 401: the bearer (the OpenBao token) is not accepted.
-	ErrUnauthenticated = errors.New("tenancy: unauthenticated")
+	ErrUnauthenticated error = sentinel.New(codes.Unauthenticated, "tenancy: unauthenticated")
 	// ErrEnvMismatch is a 409, or a 403 with code AGENT_ENV_MISMATCH: the token
 	// belongs to another environment than the one the agent names. Never retried.
-	ErrEnvMismatch = errors.New("tenancy: environment mismatch")
+	ErrEnvMismatch error = sentinel.New(codes.AgentEnvMismatch, "tenancy: environment mismatch")
 	// ErrRateLimited is a 429: the lease budget of the environment is spent.
-	ErrRateLimited = errors.New("tenancy: rate limited")
+	ErrRateLimited error = sentinel.New(codes.RateLimited, "tenancy: rate limited")
 	// ErrLeaseShape is a lease the agent refuses: AppRole or response-wrapped shape,
 	// a grant that is not a JWT, another auth mount or role, an expired lease.
-	ErrLeaseShape = errors.New("tenancy: lease shape refused")
+	ErrLeaseShape error = sentinel.New(codes.LeaseShape, "tenancy: lease shape refused")
 	// ErrUnavailable is a 408 or 5xx answer, a timeout, a refused or reset connection.
-	ErrUnavailable = errors.New("tenancy: unavailable")
+	ErrUnavailable error = sentinel.New(codes.Unavailable, "tenancy: unavailable")
 	// ErrProtocol is a response that breaks the contract (unexpected status, bad JSON,
 	// a field out of range).
-	ErrProtocol = errors.New("tenancy: protocol error")
+	ErrProtocol error = errors.New("tenancy: protocol error")
 	// ErrBundleTooLarge is a bundle larger than Config.MaxBundleSize.
-	ErrBundleTooLarge = errors.New("tenancy: bundle too large")
+	ErrBundleTooLarge error = sentinel.New(codes.BundleMalformed, "tenancy: bundle too large")
 	// ErrSignatureTooLarge is a signature answer longer than MaxSignatureSize: not a
 	// signature file (code SIGNATURE_INVALID).
-	ErrSignatureTooLarge = errors.New("tenancy: signature too large")
+	ErrSignatureTooLarge error = sentinel.New(codes.SignatureInvalid, "tenancy: signature too large")
 	// ErrInvalidArgument is a call the client refuses to send (a malformed sha, an
 	// unknown result, a missing env_id). It is not wrapped in an *APIError.
-	ErrInvalidArgument = errors.New("tenancy: invalid argument")
+	ErrInvalidArgument error = errors.New("tenancy: invalid argument")
 )
 
 const (
-	maxMessageRunes      = 200
-	maxServerCodeLength  = 64
-	maskedInErrorMessage = "[REDACTED]"
+	// maxMessage bounds, in bytes, the server text kept in an APIError's Message.
+	maxMessage = 200
+	// maxField bounds, in bytes, a server-provided field quoted in a message.
+	maxField            = 64
+	maxServerCodeLength = 64
 )
 
 // APIError is the failure of one tenancy call. Kind is one of the Err* sentinels
@@ -102,24 +106,8 @@ func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.K
 // Code returns the stable code of the kind, as the agent reports it ("" for
 // ErrProtocol, which has none).
 func (e *APIError) Code() codes.Code {
-	switch k := e.Kind; {
-	case errors.Is(k, ErrUnauthenticated):
-		return codes.Unauthenticated
-	case errors.Is(k, ErrEnvMismatch):
-		return codes.AgentEnvMismatch
-	case errors.Is(k, ErrRateLimited):
-		return codes.RateLimited
-	case errors.Is(k, ErrLeaseShape):
-		return codes.LeaseShape
-	case errors.Is(k, ErrUnavailable):
-		return codes.Unavailable
-	case errors.Is(k, ErrBundleTooLarge):
-		return codes.BundleMalformed
-	case errors.Is(k, ErrSignatureTooLarge):
-		return codes.SignatureInvalid
-	default:
-		return ""
-	}
+	code, _ := sentinel.CodeOf(e.Kind)
+	return code
 }
 
 // IsTemporary reports whether err is worth a retry at the next tick: the service was
@@ -145,15 +133,8 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-var (
-	serverCodeRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
-	// jwtLikeRE matches three dot-separated base64url runs, the shape of a JWT.
-	jwtLikeRE = regexp.MustCompile(`[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}`)
-	// baoTokenRE matches OpenBao/Vault token shapes (hvs., hvb., s., b., r. prefixes).
-	baoTokenRE = regexp.MustCompile(`\b(?:hv[sbr]|s|b|r)\.[A-Za-z0-9_-]{16,}`)
-	// longOpaqueRE matches long opaque runs (keys, ids) that may be secrets.
-	longOpaqueRE = regexp.MustCompile(`[A-Za-z0-9+/_=-]{40,}`)
-)
+// serverCodeRE is the shape of a server error code worth keeping.
+var serverCodeRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 // sanitiseCode keeps a server error code only when it looks like one.
 func sanitiseCode(code string) string {
@@ -163,42 +144,15 @@ func sanitiseCode(code string) string {
 	return code
 }
 
-// sanitiseMessage makes server-provided text safe for an error: known secrets and
-// secret-shaped runs are masked, control characters become spaces, and the result is
-// bounded to maxMessageRunes runes.
+// sanitiseMessage makes server-provided text safe for an error (scrub.Text: known
+// secrets and secret-shaped runs masked, control characters gone), bounded to
+// maxMessage bytes.
 func sanitiseMessage(msg string, known ...string) string {
-	if !utf8.ValidString(msg) {
-		msg = strings.ToValidUTF8(msg, "?")
-	}
-	for _, k := range known {
-		if k != "" {
-			msg = strings.ReplaceAll(msg, k, maskedInErrorMessage)
-		}
-	}
-	msg = jwtLikeRE.ReplaceAllString(msg, maskedInErrorMessage)
-	msg = baoTokenRE.ReplaceAllString(msg, maskedInErrorMessage)
-	msg = longOpaqueRE.ReplaceAllString(msg, maskedInErrorMessage)
-	msg = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return ' '
-		}
-		return r
-	}, msg)
-	msg = strings.Join(strings.Fields(msg), " ")
-	if utf8.RuneCountInString(msg) > maxMessageRunes {
-		r := []rune(msg)
-		msg = string(r[:maxMessageRunes]) + "…"
-	}
-	return msg
+	return scrub.Text(msg, maxMessage, known...)
 }
 
 // quoteField bounds and sanitises a server-provided non-secret value (an auth mount,
 // a role, an action) for an error message.
 func quoteField(v string) string {
-	const maxRunes = 64
-	v = sanitiseMessage(v)
-	if utf8.RuneCountInString(v) > maxRunes {
-		v = string([]rune(v)[:maxRunes]) + "…"
-	}
-	return fmt.Sprintf("%q", v)
+	return fmt.Sprintf("%q", scrub.Text(v, maxField))
 }

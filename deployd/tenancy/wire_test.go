@@ -295,7 +295,7 @@ func FuzzDecodeErrorBody(f *testing.F) {
 		const bearer = "hvs.fuzzbearer0123456789"
 		clean := sanitiseMessage(msg, bearer)
 		assert.True(t, utf8.ValidString(clean))
-		assert.LessOrEqual(t, utf8.RuneCountInString(clean), maxMessageRunes+1)
+		assert.LessOrEqual(t, utf8.RuneCountInString(clean), maxMessage+1)
 		assert.NotContains(t, clean, bearer)
 		for _, r := range clean {
 			assert.False(t, unicode.IsControl(r), "control character %U kept", r)
