@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
@@ -176,9 +177,9 @@ func DefaultConfig() Config {
 			Timeout:   Duration(30 * time.Second),
 		},
 		Bao: BaoConfig{
-			AuthMount: "jwt-tenancy",
-			Role:      "see-env",
-			KVMount:   "secret",
+			AuthMount: bao.DefaultAuthMount,
+			Role:      bao.DefaultRole,
+			KVMount:   bao.DefaultKVMount,
 		},
 		Compose: ComposeConfig{
 			Project:       "monky",

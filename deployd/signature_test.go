@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -357,4 +358,14 @@ func TestWithoutKeysNoSignatureAsked(t *testing.T) {
 
 func TestMaxSignatureSizeAgrees(t *testing.T) {
 	assert.Equal(t, bundle.MaxSignatureSize, tenancy.MaxSignatureSize, "the client reads what the format allows")
+}
+
+// TestLeaseDefaultsAgree: tenancy (which may not import deployd/bao) expects a lease
+// to name the auth mount and role the OpenBao client logs in with by default.
+func TestLeaseDefaultsAgree(t *testing.T) {
+	assert.Equal(t, bao.DefaultAuthMount, tenancy.DefaultAuthMount)
+	assert.Equal(t, bao.DefaultRole, tenancy.DefaultRole)
+	d := deployd.DefaultConfig()
+	assert.Equal(t, bao.DefaultAuthMount, d.Bao.AuthMount)
+	assert.Equal(t, bao.DefaultRole, d.Bao.Role)
 }

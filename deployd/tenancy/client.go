@@ -25,9 +25,12 @@ const (
 	DefaultTimeout       = 30 * time.Second
 	DefaultBundleTimeout = 10 * time.Minute
 	DefaultMaxBundleSize = 1 << 30 // 1 GiB
-	DefaultAuthMount     = "jwt-tenancy"
-	DefaultRole          = "see-env"
-	DefaultUserAgent     = "monky-deployd"
+	// DefaultAuthMount and DefaultRole are what a lease must name by default: the
+	// OpenBao client's bao.DefaultAuthMount and bao.DefaultRole (this package does not
+	// import deployd/bao; a test of deployd keeps them equal).
+	DefaultAuthMount = "jwt-tenancy"
+	DefaultRole      = "see-env"
+	DefaultUserAgent = "monky-deployd"
 	// MaxSignatureSize is the most the signature call reads of an answer: 4096
 	// bytes, bundle.MaxSignatureSize (this package does not import deployd/bundle; a
 	// test of deployd keeps the two equal).
