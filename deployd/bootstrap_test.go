@@ -58,6 +58,13 @@ func TestBootstrapChecksTheGrant(t *testing.T) {
 			is:    deployd.ErrGrantOtherEnv,
 			msg:   "is for env env-dev-02, and this box is env-dev-01 (env_id of the config): place a grant of env-dev-01 there, or fix env_id",
 		},
+		"another env, named safely": {
+			grant: func(*box) string {
+				return handGrant(t, map[string]any{"env_id": "env-\x1b[31mred\n" + strings.Repeat("word ", 20)})
+			},
+			is:  deployd.ErrGrantOtherEnv,
+			msg: "is for env env- [31mred" + strings.Repeat(" word", 10) + " w…, and this box is env-dev-01",
+		},
 		"expired": {
 			grant: func(*box) string {
 				return handGrant(t, map[string]any{"env_id": "env-dev-01", "exp": now.Add(-time.Hour).Unix()})

@@ -17,6 +17,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/scrub"
 )
 
 // maxGrantFile bounds the bootstrap grant file: a JWT of a few hundred bytes.
@@ -334,13 +335,15 @@ func checkGrant(grant, envID string, now time.Time) error {
 	if err := dec.Decode(&claims); err != nil {
 		return &grantError{ErrGrantMalformed, "is not a JWT: its claims are not JSON"}
 	}
+	// maxClaimText bounds a claim's value in a message: the grant is untrusted text.
+	const maxClaimText = 64
 	if claims.EnvID == nil || *claims.EnvID == "" {
 		return &grantError{ErrGrantMalformed, "has no env_id claim: it is no bootstrap grant of monky-tenancy"}
 	}
 	if *claims.EnvID != envID {
 		return &grantError{ErrGrantOtherEnv, fmt.Sprintf(
 			"is for env %s, and this box is %s (env_id of the config): place a grant of %s there, or fix env_id",
-			printableClaim(*claims.EnvID), envID, envID)}
+			scrub.Text(*claims.EnvID, maxClaimText), envID, envID)}
 	}
 	if claims.Exp != nil {
 		exp, err := claims.Exp.Float64()
@@ -354,20 +357,6 @@ func checkGrant(grant, envID string, now time.Time) error {
 		}
 	}
 	return nil
-}
-
-// printableClaim is a claim's value for a message: at most 64 characters, control
-// characters replaced.
-func printableClaim(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, s)
 }
 
 // replaceToken stores the token of a fresh login and revokes the one it replaces:
