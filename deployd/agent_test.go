@@ -455,25 +455,6 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 	}
 }
 
-// TestSupersededGrant: a newer lease issued between the lease and the login makes the
-// login fail: UNAUTHENTICATED, exit 1, the box keeps serving what it served.
-func TestSupersededGrant(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.idleTick()
-	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
-		if req.URL.Path == "/v1/agent/lease" {
-			b.Stack.Grant(b.Env) // someone else got a newer grant
-		}
-		return resp
-	})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Unauthenticated, out.Code)
-	assert.True(t, out.Leased)
-	assert.Equal(t, "", b.Live())
-}
-
 func TestTokenRenewal(t *testing.T) {
 	now := time.Now()
 	clock := &now
