@@ -137,7 +137,7 @@ func TestRefusalsCostNoLease(t *testing.T) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: [nginx\n"
 		})},
 		{name: "privileged", code: "PRIVILEGED", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
-			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
+			bn.Files["compose.yaml"] = privilegedCompose
 		})},
 		{name: "docker socket", code: "PRIVILEGED", bundle: sampleWith(func(bn *faketenancy.BundleSpec) {
 			bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"
@@ -214,11 +214,7 @@ func serveBundle(b *box, data []byte) {
 // a lease, until tenancy asks with retry.
 func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	bn := faketenancy.SampleApp(b.Env, 1)
-	bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
-	sha := b.Publish(bn)
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
+	sha := b.refusePrivileged()
 	downloads := b.TenancyCalls("/v1/agent/bundles/")
 
 	out, code := b.tick()
@@ -239,15 +235,11 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 // the rollback explicit.
 func TestRollbackNeedsExplicitFlag(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.applySample(5)
-	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Rollback, out.Code)
-	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
+	older := b.refuseRollback()
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"), "only the lease of serial 5: the refusal costs none")
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true, Retry: true})
-	out, code = b.tick()
+	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "applied", out.Result)
 	assert.Equal(t, older, b.Live())
@@ -453,25 +445,6 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 			assert.Equal(t, "", b.Live())
 		})
 	}
-}
-
-// TestSupersededGrant: a newer lease issued between the lease and the login makes the
-// login fail: UNAUTHENTICATED, exit 1, the box keeps serving what it served.
-func TestSupersededGrant(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.idleTick()
-	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
-		if req.URL.Path == "/v1/agent/lease" {
-			b.Stack.Grant(b.Env) // someone else got a newer grant
-		}
-		return resp
-	})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Unauthenticated, out.Code)
-	assert.True(t, out.Leased)
-	assert.Equal(t, "", b.Live())
 }
 
 func TestTokenRenewal(t *testing.T) {

@@ -112,11 +112,7 @@ func TestNonRegularStateAndGrant(t *testing.T) {
 // is, for a while, a file (ENOTDIR), as a volume that is not mounted.
 func TestUnreadableStateIsTemporary(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	bn := faketenancy.SampleApp(b.Env, 1)
-	bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
-	sha := b.Publish(bn)
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
+	sha := b.refusePrivileged()
 	require.Contains(t, b.State().Failed, sha)
 
 	vol := filepath.Join(b.Dir, "vol")

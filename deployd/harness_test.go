@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
@@ -172,4 +173,33 @@ func (b *box) apply(bn faketenancy.BundleSpec) string {
 func (b *box) applySample(serial int64) string {
 	b.T.Helper()
 	return b.apply(faketenancy.SampleApp(b.Env, serial))
+}
+
+// privilegedCompose is a compose file the agent refuses with PRIVILEGED.
+const privilegedCompose = "services:\n  web:\n    image: nginx\n    privileged: true\n"
+
+// refusePrivileged publishes the sample app of serial 1 with privilegedCompose and runs
+// a tick that must refuse it: exit 1, PRIVILEGED. It returns the bundle's sha.
+func (b *box) refusePrivileged() string {
+	b.T.Helper()
+	bn := faketenancy.SampleApp(b.Env, 1)
+	bn.Files["compose.yaml"] = privilegedCompose
+	sha := b.Publish(bn)
+	out, code := b.tick()
+	require.Equal(b.T, deployd.ExitFailed, code)
+	require.Equal(b.T, codes.Privileged, out.Code)
+	return sha
+}
+
+// refuseRollback applies the sample app of serial 5, then publishes that of serial 3
+// and runs a tick that must refuse it, as tenancy did not ask for a rollback: exit 1,
+// ROLLBACK. It returns the sha of serial 3.
+func (b *box) refuseRollback() string {
+	b.T.Helper()
+	b.applySample(5)
+	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
+	out, code := b.tick()
+	require.Equal(b.T, deployd.ExitFailed, code)
+	require.Equal(b.T, codes.Rollback, out.Code)
+	return older
 }

@@ -36,11 +36,12 @@ func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
 }
 
-// TestSupersededGrantIsNotRemembered: a login refused after a fresh lease (the grant
-// was superseded by a newer lease, a race) is reported failed but is not a fault of the
-// bundle: the sha is not remembered as failed, and the next tick leases again and
-// applies it without a retry from tenancy.
-func TestSupersededGrantIsNotRemembered(t *testing.T) {
+// TestSupersededGrant: a newer lease issued between the lease and the login (a race)
+// makes the login fail: UNAUTHENTICATED, exit 1, reported failed, and the box keeps
+// serving what it served. It is not a fault of the bundle: the sha is not remembered
+// as failed, and the next tick leases again and applies it without a retry from
+// tenancy.
+func TestSupersededGrant(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
@@ -53,6 +54,8 @@ func TestSupersededGrantIsNotRemembered(t *testing.T) {
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
 	require.Equal(t, codes.Unauthenticated, out.Code)
+	assert.True(t, out.Leased)
+	assert.Equal(t, "", b.Live(), "nothing served before, nothing served now")
 	assert.Equal(t, "failed", b.LastReport().Result)
 	assert.NotContains(t, b.State().Failed, sha, "a refused login is not a fault of the bundle")
 

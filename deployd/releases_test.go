@@ -21,14 +21,10 @@ import (
 // rollback"); the refusal was about the missing flag, not about the sha.
 func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	b.applySample(5)
-	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	require.Equal(t, codes.Rollback, out.Code)
+	older := b.refuseRollback()
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true})
-	out, code = b.tick()
+	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, out.Code)
 	assert.Equal(t, "applied", out.Result)
 	assert.Equal(t, older, b.Live())

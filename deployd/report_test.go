@@ -87,11 +87,7 @@ func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
 // with its code.
 func TestRefusedBundleIsTheLastFailure(t *testing.T) {
 	b := newBox(t, boxOptions{})
-	bn := faketenancy.SampleApp(b.Env, 1)
-	bn.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
-	b.Publish(bn)
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
+	b.refusePrivileged()
 	st := b.State()
 	require.NotNil(t, st.LastFailure)
 	assert.Equal(t, codes.Privileged, st.LastFailure.Code)

@@ -1,16 +1,10 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -203,14 +197,14 @@ func sizeOf(t *testing.T, dir string) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// bundleSHA computes the sha of bundle bytes with the formula, as fixtureSHA does.
+// bundleSHA recomputes the bundle sha of bundle bytes with the formula of
+// docs/BUNDLE.md, as `sha256sum` would, independently of the bundle package: with
+// faketenancy.SHA, the fake's own code.
 func bundleSHA(t *testing.T, data []byte) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "b")
-	require.NoError(t, os.WriteFile(p, data, 0o644))
-	abs, err := filepath.Abs(p)
+	sha, err := faketenancy.SHA(bytes.NewReader(data))
 	require.NoError(t, err)
-	return fixtureSHAOf(t, abs)
+	return sha
 }
 
 func TestPackRefusals(t *testing.T) {
@@ -561,38 +555,10 @@ func TestBundleDocRecipe(t *testing.T) {
 	assertNoSecret(t, mainResult{Stdout: string(out)}, secretsOf(t, filepath.Join(work, "renderer.key")))
 }
 
-// fixtureSHAOf recomputes the bundle sha of the bundle file at path with the formula of
-// docs/BUNDLE.md, as `sha256sum` would, independently of the bundle package.
+// fixtureSHAOf is bundleSHA of the bundle file at path.
 func fixtureSHAOf(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	var r io.Reader = bytes.NewReader(data)
-	if len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(r)
-		require.NoError(t, err)
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	var listing []string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		body, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		listing = append(listing, sha256hex(body)+"  "+strings.TrimPrefix(h.Name, "./")+"\n")
-	}
-	slices.SortFunc(listing, func(a, b string) int { return strings.Compare(a[66:], b[66:]) })
-	return sha256hex([]byte(strings.Join(listing, "")))
-}
-
-func sha256hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return bundleSHA(t, data)
 }

@@ -298,12 +298,19 @@ func (b *box) dockerCLI(args ...string) string {
 // containers lists the project's containers on the engine as "service state".
 func (b *box) containers() map[string]string {
 	b.T.Helper()
-	out := b.dockerCLI("ps", "-a", "--filter", "label=com.docker.compose.project="+b.project,
-		"--format", `{{.Label "com.docker.compose.service"}} {{.State}}`)
+	return b.psByService("State")
+}
+
+// psByService maps the service of each of the project's containers on the engine to
+// the field of `docker ps` (State, ID, …) that field names, untruncated.
+func (b *box) psByService(field string) map[string]string {
+	b.T.Helper()
+	out := b.dockerCLI("ps", "-a", "--no-trunc", "--filter", "label=com.docker.compose.project="+b.project,
+		"--format", `{{.Label "com.docker.compose.service"}} {{.`+field+`}}`)
 	m := map[string]string{}
 	for _, line := range strings.Split(out, "\n") {
-		if svc, state, ok := strings.Cut(line, " "); ok {
-			m[svc] = state
+		if svc, value, ok := strings.Cut(line, " "); ok {
+			m[svc] = value
 		}
 	}
 	return m

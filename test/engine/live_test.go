@@ -115,15 +115,7 @@ func (b *box) containerIDs() map[string]string {
 	if !b.be.engine {
 		return nil
 	}
-	out := b.dockerCLI("ps", "-a", "--no-trunc", "--filter", "label=com.docker.compose.project="+b.project,
-		"--format", `{{.Label "com.docker.compose.service"}} {{.ID}}`)
-	m := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		if svc, id, ok := strings.Cut(line, " "); ok {
-			m[svc] = id
-		}
-	}
-	return m
+	return b.psByService("ID")
 }
 
 // dockerActivity is what changed the containers since: on the fake, every call of

@@ -69,13 +69,7 @@ func TestFakeSpeaksLikeTheEngine(t *testing.T) {
 		return strings.Contains(string(real("compose", "-p", project, "ps", "--all", "--format", "json")), `"Health":"unhealthy"`)
 	})
 	realPS := real("compose", "-p", project, "ps", "--all", "--format", "json")
-	var ids []string
-	for _, line := range bytes.Split(bytes.TrimSpace(realPS), []byte("\n")) {
-		var o map[string]any
-		require.NoError(t, json.Unmarshal(line, &o))
-		ids = append(ids, o["ID"].(string))
-	}
-	realInspect := real(append([]string{"inspect", "--type", "container"}, ids...)...)
+	realInspect := real(append([]string{"inspect", "--type", "container"}, psIDs(t, realPS)...)...)
 
 	d := fakedockertest.Install(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
@@ -91,13 +85,7 @@ func TestFakeSpeaksLikeTheEngine(t *testing.T) {
 	}
 	fakeRun("compose", "-p", project, "--project-directory", dir, "up", "-d")
 	fakePS := fakeRun("compose", "-p", project, "--project-directory", dir, "ps", "--all", "--format", "json")
-	var fakeIDs []string
-	for _, line := range bytes.Split(bytes.TrimSpace(fakePS), []byte("\n")) {
-		var o map[string]any
-		require.NoError(t, json.Unmarshal(line, &o))
-		fakeIDs = append(fakeIDs, o["ID"].(string))
-	}
-	fakeInspect := fakeRun(append([]string{"inspect", "--type", "container"}, fakeIDs...)...)
+	fakeInspect := fakeRun(append([]string{"inspect", "--type", "container"}, psIDs(t, fakePS)...)...)
 
 	t.Run("ps", func(t *testing.T) {
 		want := lineShapes(t, realPS)
@@ -113,12 +101,34 @@ func TestFakeSpeaksLikeTheEngine(t *testing.T) {
 	})
 }
 
-// lineShapes is the set of "key:kind" of every object of ps's one-object-per-line output.
-func lineShapes(t *testing.T, out []byte) []string {
-	set := map[string]bool{}
+// psObjects decodes ps's one-object-per-line output.
+func psObjects(t *testing.T, out []byte) []map[string]any {
+	t.Helper()
+	var objs []map[string]any
 	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
 		var o map[string]any
 		require.NoError(t, json.Unmarshal(line, &o))
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+// psIDs is the container ID of every object of ps's output, for docker inspect.
+func psIDs(t *testing.T, out []byte) []string {
+	t.Helper()
+	var ids []string
+	for _, o := range psObjects(t, out) {
+		id, ok := o["ID"].(string)
+		require.True(t, ok, "ps gave an object without a string ID: %v", o)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// lineShapes is the set of "key:kind" of every object of ps's one-object-per-line output.
+func lineShapes(t *testing.T, out []byte) []string {
+	set := map[string]bool{}
+	for _, o := range psObjects(t, out) {
 		for k, v := range o {
 			set[k+":"+kind(v)] = true
 		}

@@ -134,19 +134,28 @@ func fakeController(t *testing.T, ca *transporttest.CA) (url string, hits func()
 	return "https://" + srv + "/edge/client/v1", func() int { return int(n.Load()) }
 }
 
+// checkinThroughSDK makes a client of the sdk transport whose identity, issued by ca,
+// names the controller at ctrl, and GETs tenancy's check-in through it. It returns
+// the client, for the test to Close, the identity's key, for a test to look for in
+// the error, and the error of the GET.
+func checkinThroughSDK(t *testing.T, ca *transporttest.CA, ctrl string) (c *transport.Client, keyPEM []byte, err error) {
+	t.Helper()
+	_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
+	p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.PEM)
+	c, err = New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + transporttest.TenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
+	return c, keyPEM, err
+}
+
 func TestZitiDialerWithTheSDK(t *testing.T) {
 	t.Run("controller unreachable", func(t *testing.T) {
-		ca := transporttest.NewCA(t)
-		_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		closedAddr := ln.Addr().String()
 		require.NoError(t, ln.Close())
-		p := writeIdentity(t, "https://"+closedAddr+"/edge/client/v1", certPEM, keyPEM, ca.PEM)
 
-		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + transporttest.TenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
+		c, _, err := checkinThroughSDK(t, transporttest.NewCA(t), "https://"+closedAddr+"/edge/client/v1")
 		require.ErrorIs(t, err, transport.ErrController)
 		require.ErrorIs(t, err, transport.ErrUnreachable)
 		var op *net.OpError
@@ -159,13 +168,9 @@ func TestZitiDialerWithTheSDK(t *testing.T) {
 
 	t.Run("controller refuses the identity; Close leaves no goroutine behind", func(t *testing.T) {
 		ca := transporttest.NewCA(t)
-		_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 		ctrl, hits := fakeController(t, ca)
-		p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.PEM)
 
-		c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + transporttest.TenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
-		require.NoError(t, err)
-		_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
+		c, keyPEM, err := checkinThroughSDK(t, ca, ctrl)
 		require.ErrorIs(t, err, transport.ErrController)
 		t.Logf("error: %v", err)
 		assert.NotContains(t, err.Error(), "PRIVATE KEY")
@@ -247,13 +252,9 @@ func authenticatingController(t *testing.T, ca *transporttest.CA) (url string, p
 
 func TestZitiDialerServiceNotFound(t *testing.T) {
 	ca := transporttest.NewCA(t)
-	_, certPEM, keyPEM := ca.Issue(t, true, nil, nil)
 	ctrl, paths := authenticatingController(t, ca)
-	p := writeIdentity(t, ctrl, certPEM, keyPEM, ca.PEM)
 
-	c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://" + transporttest.TenancyName, Service: "monky-tenancy", Identity: p, Timeout: 10 * time.Second})
-	require.NoError(t, err)
-	_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
+	c, _, err := checkinThroughSDK(t, ca, ctrl)
 	t.Logf("controller saw %v; error: %v", paths(), err)
 	require.ErrorIs(t, err, transport.ErrServiceNotFound, "%v", err)
 	require.ErrorIs(t, err, transport.ErrUnreachable)

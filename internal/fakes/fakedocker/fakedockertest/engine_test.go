@@ -31,14 +31,23 @@ func get(t *testing.T, d *Docker, target string) []byte {
 	return body
 }
 
-// healthFromStatus is the health docker's status text shows.
+// healthFromStatus is the health docker's status text shows: moby's State.String
+// writes a running container with a healthcheck as "Up <duration> (<health>)", where
+// Health.String gives "health: starting", "healthy" or "unhealthy".
+//
+// internal/engine's healthFromStatus, which the agent reads the engine's list with,
+// says the same; this copy is kept on purpose, not shared. The test checks the fake
+// against docker's format, and with the agent's reading a fake and an agent that had
+// drifted from docker together would still agree here: a fake is checked with its own
+// code, not with the code under test. internal/engine's FuzzStatus pins the agent's
+// reading on its own.
 func healthFromStatus(status string) string {
 	switch {
-	case strings.Contains(status, "(healthy)"):
+	case strings.HasSuffix(status, " (healthy)"):
 		return "healthy"
-	case strings.Contains(status, "(unhealthy)"):
+	case strings.HasSuffix(status, " (unhealthy)"):
 		return "unhealthy"
-	case strings.Contains(status, "(health: starting)"):
+	case strings.HasSuffix(status, " (health: starting)"):
 		return "starting"
 	}
 	return ""
