@@ -2,7 +2,6 @@ package deployd_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,9 +18,8 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
-
-var updateConfigGoldens = flag.Bool("update-config", false, "rewrite testdata/config/*.golden.yaml")
 
 // configGolden renders the effective config for a golden file.
 func configGolden(t testing.TB, c deployd.Config) string {
@@ -38,16 +36,11 @@ func TestParseConfigGoldens(t *testing.T) {
 			c, err := deployd.LoadConfig(src)
 			require.NoError(t, err)
 			got := configGolden(t, c)
-			golden := filepath.Join("testdata", "config", name+".golden.yaml")
-			if *updateConfigGoldens {
-				require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err)
-			assert.Equal(t, string(want), got)
+			goldenName := "config/" + name + ".golden.yaml"
+			golden.Assert(t, goldenName, []byte(got))
 
 			// The effective config parses back to itself.
-			again, err := deployd.ParseConfig(golden, []byte(got))
+			again, err := deployd.ParseConfig(golden.Path(goldenName), []byte(got))
 			require.NoError(t, err)
 			assert.Equal(t, c, again)
 		})

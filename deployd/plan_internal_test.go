@@ -3,7 +3,6 @@ package deployd
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +15,8 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/composecheck"
 	"github.com/monky/monky-deployd/internal/plan"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
-
-var updatePlanGoldens = flag.Bool("update-plan", false, "rewrite testdata/plan/*")
 
 const (
 	planSHAA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -77,29 +75,18 @@ func goldenPlan(t *testing.T) Plan {
 	return p
 }
 
-func planGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", "plan", name)
-	if *updatePlanGoldens {
-		require.NoError(t, os.WriteFile(p, got, 0o644))
-	}
-	want, err := os.ReadFile(p)
-	require.NoError(t, err, "run go test ./deployd/ -run TestPlanGolden -update-plan")
-	assert.Equal(t, string(want), string(got))
-}
-
 func TestPlanGolden(t *testing.T) {
 	p := goldenPlan(t)
-	planGolden(t, "plan.txt", []byte(p.Text()))
+	golden.Assert(t, "plan/plan.txt", []byte(p.Text()))
 	data, err := json.MarshalIndent(p, "", "  ")
 	require.NoError(t, err)
-	planGolden(t, "plan.json", append(data, '\n'))
+	golden.Assert(t, "plan/plan.json", append(data, '\n'))
 
 	refused := Plan{EnvID: "env-dev-01", Action: "apply", Live: &PlanRelease{SHA: planSHAA, Serial: 17}, Target: &PlanRelease{SHA: planSHAB, Serial: 18},
 		Refusals: []bundle.Refusal{{Code: codes.Privileged, Detail: "service evil: privileged: true"}},
 		Next:     "an apply refuses this bundle before the lease and reports it failed: fix it in the renderer and publish again"}
 	refused.finish()
-	planGolden(t, "refused.txt", []byte(refused.Text()))
+	golden.Assert(t, "plan/refused.txt", []byte(refused.Text()))
 }
 
 // TestPlanNoValues: neither the text nor the JSON of a plan carries the value of a

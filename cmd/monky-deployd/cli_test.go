@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,9 +22,8 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the fixture bundles and golden files under testdata/")
 
 // mainResult is one in-process run of Main.
 type mainResult = testbox.Result
@@ -65,26 +63,13 @@ var fixtures = map[string]func(testing.TB) []byte{
 func fixture(t *testing.T, name string) string {
 	t.Helper()
 	p := filepath.Join("testdata", "bundles", name)
-	if *update {
+	if golden.Update() {
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
 		require.NoError(t, os.WriteFile(p, fixtures[name](t), 0o644))
 	}
 	abs, err := filepath.Abs(p) // the binary runs in the box's directory
 	require.NoError(t, err)
 	return abs
-}
-
-// golden compares got with testdata/golden/name, rewritten with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", "golden", name)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(p)
-	require.NoError(t, err, "run go test -update to create %s", p)
-	assert.Equal(t, string(want), got, "golden file %s", p)
 }
 
 func TestVersion(t *testing.T) {
@@ -191,7 +176,7 @@ func TestVerify(t *testing.T) {
 				assert.Empty(t, r.Stderr)
 			}
 			if tc.golden != "" {
-				golden(t, tc.golden, r.Stdout)
+				golden.Assert(t, "golden/"+tc.golden, []byte(r.Stdout))
 			}
 			if tc.lines != nil {
 				assert.Equal(t, strings.Join(tc.lines, "\n")+"\n", r.Stdout)

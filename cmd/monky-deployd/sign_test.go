@@ -21,6 +21,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
 // testSigningKey writes a fixed private key (seed n, n, …) as keygen would, so that
@@ -144,7 +145,7 @@ func TestPack(t *testing.T) {
 	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], ".tar.gz: gzip")
 	sha := bundleSHA(t, data)
 	assert.Equal(t, "packed "+sha+" (env-dev-01 serial 7, 3 files, "+sizeOf(t, dir)+" bytes) to "+a+"\n", r.Stdout)
-	golden(t, "pack.txt", strings.ReplaceAll(r.Stdout, out, "$OUT"))
+	golden.Assert(t, "golden/pack.txt", []byte(strings.ReplaceAll(r.Stdout, out, "$OUT")))
 
 	// Reproducible: the same directory, touched and re-moded, packs to the same bytes.
 	require.NoError(t, os.Chmod(filepath.Join(dir, "compose.yaml"), 0o600))
@@ -256,7 +257,7 @@ func TestSign(t *testing.T) {
 	assert.Equal(t, "signed "+sha+" (env-dev-01 serial 7) with key "+string(pub.ID)+", expires never, to "+bundlePath+".sig\n", r.Stdout)
 	sig, err := os.ReadFile(bundlePath + ".sig")
 	require.NoError(t, err)
-	golden(t, "good.tar.gz.sig", string(sig))
+	golden.Assert(t, "golden/good.tar.gz.sig", sig)
 	st, err := os.Stat(bundlePath + ".sig")
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm())
@@ -425,7 +426,7 @@ func TestVerifySignature(t *testing.T) {
 			assert.Equal(t, tc.code, r.Code, "stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
 			assert.Empty(t, r.Stderr)
 			if tc.golden != "" {
-				golden(t, tc.golden, r.Stdout)
+				golden.Assert(t, "golden/"+tc.golden, []byte(r.Stdout))
 			}
 			if tc.lines != nil {
 				assert.Equal(t, strings.Join(tc.lines, "\n")+"\n", r.Stdout)
@@ -474,7 +475,7 @@ func TestVerifySignature(t *testing.T) {
 	t.Run("without --key, the output is what it was", func(t *testing.T) {
 		r := runMain(t, nil, "verify", "--env", "env-dev-01", "--json", good)
 		require.Equal(t, 0, r.Code)
-		golden(t, "verify-good.json", r.Stdout)
+		golden.Assert(t, "golden/verify-good.json", []byte(r.Stdout))
 	})
 	t.Run("not a bundle: not checked", func(t *testing.T) {
 		r := runMain(t, nil, "verify", "--env", "env-dev-01", "--key", pub1.String(), "--sig", sigNever, fixture(t, "not-a-bundle.txt"))

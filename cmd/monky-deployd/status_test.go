@@ -18,6 +18,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
 // TestStatusListsFailedSHAsNewestFirst: status prints the failed shas newest first
@@ -95,10 +96,10 @@ func statusGolden(t *testing.T, b *box, name string, code int) statusJSON {
 	t.Helper()
 	r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
 	require.Equal(t, code, r.Code, r.Stderr)
-	golden(t, name+".txt", strings.ReplaceAll(r.Stdout, b.Dir, "/BOX"))
+	golden.Assert(t, "golden/"+name+".txt", []byte(strings.ReplaceAll(r.Stdout, b.Dir, "/BOX")))
 	r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
 	require.Equal(t, code, r.Code, r.Stderr)
-	golden(t, name+".json", strings.ReplaceAll(r.Stdout, b.Dir, "/BOX"))
+	golden.Assert(t, "golden/"+name+".json", []byte(strings.ReplaceAll(r.Stdout, b.Dir, "/BOX")))
 	var v statusJSON
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
 	assert.Equal(t, 1, v.Schema)

@@ -6,11 +6,11 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
-
-var update = flag.Bool("update", false, "regenerate the fixtures and golden files in testdata/")
 
 // fixtureExpect is the Expect every fixture is verified with.
 func fixtureExpect() Expect {
@@ -141,45 +140,40 @@ func writeEnt(tb testing.TB, tw *tar.Writer, e ent) {
 	require.NoError(tb, err)
 }
 
-// golden is the recorded outcome of verifying a fixture.
-type golden struct {
+// outcome is the recorded outcome of verifying a fixture (its golden file).
+type outcome struct {
 	SHA      string    `json:"sha"`
 	Refusals []Refusal `json:"refusals"`
 }
 
-func verifyFixture(data []byte) (golden, error) {
+func verifyFixture(data []byte) (outcome, error) {
 	res, err := Verify(context.Background(), bytes.NewReader(data), fixtureExpect())
 	if res == nil {
-		return golden{}, err
+		return outcome{}, err
 	}
-	return golden{SHA: res.SHA, Refusals: res.Refusals}, nil
+	return outcome{SHA: res.SHA, Refusals: res.Refusals}, nil
 }
 
 func TestFixtures(t *testing.T) {
-	if *update {
+	names := fixtureNames(t)
+	if golden.Update() {
 		for name, gen := range fixtures(t) {
-			data := gen()
-			require.NoError(t, os.WriteFile(filepath.Join("testdata", name), data, 0o644))
-			g, err := verifyFixture(data)
-			require.NoError(t, err)
-			b, err := json.MarshalIndent(g, "", "  ")
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(filepath.Join("testdata", name+".golden.json"), append(b, '\n'), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join("testdata", name), gen(), 0o644))
+			if !slices.Contains(names, name) {
+				names = append(names, name) // a new fixture: its golden is written below
+			}
 		}
 	}
-	names := fixtureNames(t)
 	require.GreaterOrEqual(t, len(names), 20)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join("testdata", name))
 			require.NoError(t, err)
-			want, err := os.ReadFile(filepath.Join("testdata", name+".golden.json"))
-			require.NoError(t, err, "run go test -run TestFixtures -update")
 			got, err := verifyFixture(data)
 			require.NoError(t, err)
 			b, err := json.MarshalIndent(got, "", "  ")
 			require.NoError(t, err)
-			assert.JSONEq(t, string(want), string(b))
+			golden.AssertJSON(t, name+".golden.json", append(b, '\n'))
 		})
 	}
 }

@@ -2,7 +2,6 @@ package compose
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/monky/monky-deployd/internal/testbox/golden"
+)
 
 // TestParsePSGolden parses the captured shapes of record and compares with goldens.
 func TestParsePSGolden(t *testing.T) {
@@ -34,13 +33,7 @@ func TestParsePSGolden(t *testing.T) {
 			require.Len(t, cs, tc.count)
 			got, err := json.MarshalIndent(cs, "", "  ")
 			require.NoError(t, err)
-			golden := filepath.Join("testdata", strings.TrimSuffix(tc.file, filepath.Ext(tc.file))+".golden")
-			if *update {
-				require.NoError(t, os.WriteFile(golden, append(got, '\n'), 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err)
-			assert.JSONEq(t, string(want), string(got))
+			golden.AssertJSON(t, strings.TrimSuffix(tc.file, filepath.Ext(tc.file))+".golden", append(got, '\n'))
 		})
 	}
 }

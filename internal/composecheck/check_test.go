@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,9 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // Values planted in Vars: no finding may ever carry one.
 const (
@@ -129,14 +127,7 @@ func TestCheckGolden(t *testing.T) {
 			gotJSON, err := json.MarshalIndent(got, "", "  ")
 			require.NoError(t, err)
 			gotJSON = append(gotJSON, '\n')
-			golden := filepath.Join("testdata", "golden", tc.name+".json")
-			if *update {
-				require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
-				require.NoError(t, os.WriteFile(golden, gotJSON, 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err)
-			assert.Equal(t, string(want), string(gotJSON))
+			golden.Assert(t, "golden/"+tc.name+".json", gotJSON)
 		})
 	}
 }

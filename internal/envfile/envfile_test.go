@@ -3,10 +3,8 @@ package envfile
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -14,9 +12,9 @@ import (
 	"github.com/compose-spec/compose-go/v2/dotenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/monky/monky-deployd/internal/testbox/golden"
+)
 
 // hostile is the table of values that a naive NAME=value writer gets wrong.
 var hostile = []struct {
@@ -178,13 +176,9 @@ func TestGolden(t *testing.T) {
 	}
 	out, err := Render(in)
 	require.NoError(t, err)
-	path := filepath.Join("testdata", "golden.env")
-	if *update {
-		require.NoError(t, os.WriteFile(path, out, 0o644))
-	}
-	want, err := os.ReadFile(path)
+	golden.Assert(t, "golden.env", out)
+	want, err := os.ReadFile(golden.Path("golden.env"))
 	require.NoError(t, err)
-	assert.Equal(t, string(want), string(out))
 	assertRoundTrip(t, in, want)
 }
 

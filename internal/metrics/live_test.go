@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/internal/metrics"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
 func liveSample() metrics.Snapshot {
@@ -81,7 +82,7 @@ func TestFormatLive(t *testing.T) {
 func TestFormatLiveGolden(t *testing.T) {
 	data, err := metrics.Format(liveSample())
 	require.NoError(t, err)
-	assertGolden(t, "live.prom", data)
+	golden.Assert(t, "live.prom", data)
 }
 
 // TestFormatLiveSkipsUnshowableServices: a service name from docker that cannot be a

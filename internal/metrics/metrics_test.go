@@ -3,7 +3,6 @@ package metrics_test
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,21 +16,8 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/metrics"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// assertGolden compares data with testdata/name, which -update rewrites.
-func assertGolden(t *testing.T, name string, data []byte) {
-	t.Helper()
-	golden := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(golden, data, 0o644))
-	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(data))
-}
 
 const liveSHA = "3f1c9a0b2d4e6f8071a3b5c7d9e1f20314253647586970a1b2c3d4e5f6a7b8c9"
 
@@ -206,7 +192,7 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 func TestFormatGolden(t *testing.T) {
 	data, err := metrics.Format(sample())
 	require.NoError(t, err)
-	assertGolden(t, "sample.prom", data)
+	golden.Assert(t, "sample.prom", data)
 }
 
 func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {

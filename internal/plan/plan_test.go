@@ -5,9 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,9 +13,8 @@ import (
 
 	"github.com/monky/monky-deployd/internal/composecheck"
 	"github.com/monky/monky-deployd/internal/plan"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // release is one side of a case: its compose file, vars, secret names and other files.
 type release struct {
@@ -251,7 +247,7 @@ func TestLabelsFileMergesIntoTheProject(t *testing.T) {
 	sources := plan.Sources(p, shaA)
 	require.Len(t, sources, 1)
 	labels := plan.LabelsFile(sources)
-	golden(t, "labels.yaml", labels)
+	golden.Assert(t, "labels.yaml", labels)
 
 	in.Files[".deployd-labels.yaml"] = labels
 	in.ComposeFiles = append(in.ComposeFiles, ".deployd-labels.yaml")
@@ -320,17 +316,6 @@ func TestDiffNotes(t *testing.T) {
 	assert.Contains(t, notes[0], "network back")
 	assert.Contains(t, notes[0], "(api)")
 	assert.Contains(t, notes[1], "volume data")
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(p, got, 0o644))
-	}
-	want, err := os.ReadFile(p)
-	require.NoError(t, err, "run go test ./internal/plan/ -update")
-	assert.Equal(t, string(want), string(got))
 }
 
 // FuzzDiff loads two compose files (seeded from the table) and checks that Diff

@@ -9,9 +9,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/monky/monky-deployd/internal/transport/transporttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox/golden"
+	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
 
 func TestCAFileErrors(t *testing.T) {
@@ -27,7 +29,7 @@ func TestCAFileErrors(t *testing.T) {
 			assert.Contains(t, msg, "tenancy.ca_file")
 			assert.Contains(t, msg, p)
 			assert.NotContains(t, msg, "S0VZTUFURVJJQUx") // the private key block's content
-			transporttest.Golden(t, filepath.Join("ca", name), strings.ReplaceAll(msg, p, "<path>"))
+			golden.Assert(t, "ca/"+name+".golden", []byte(strings.ReplaceAll(msg, p, "<path>")+"\n"))
 		})
 	}
 

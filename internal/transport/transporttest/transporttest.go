@@ -1,6 +1,7 @@
 // Package transporttest holds the test helpers of internal/transport, its
 // zititransport and test/ziti: a throw-away certificate authority, files in temporary
-// directories, a TLS server on loopback, golden files, fuzz seeds and a GET. Only tests import it.
+// directories, a TLS server on loopback, fuzz seeds and a GET (their golden files are
+// internal/testbox/golden's). Only tests import it.
 package transporttest
 
 import (
@@ -12,7 +13,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"flag"
 	"io"
 	"log"
 	"math/big"
@@ -21,15 +21,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 // SeedFiles adds every file matching glob under the test package's testdata to f's
 // corpus.
@@ -46,19 +42,6 @@ func SeedFiles(f *testing.F, glob string) {
 		}
 		f.Add(data)
 	}
-}
-
-// Golden compares got with testdata/<name>.golden of the test's package (rewritten
-// with go test -update).
-func Golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.WriteFile(p, []byte(got+"\n"), 0o644))
-	}
-	want, err := os.ReadFile(p)
-	require.NoError(t, err, "missing golden file; run go test -update")
-	assert.Equal(t, strings.TrimSuffix(string(want), "\n"), got)
 }
 
 // TenancyName is the name the test tenancy servers' certificates are issued for.

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 	"github.com/monky/monky-deployd/internal/transport"
 	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
@@ -41,7 +42,7 @@ func TestIdentityFileErrors(t *testing.T) {
 			assert.Contains(t, msg, "tenancy.identity")
 			assert.Contains(t, msg, p)
 			assert.NotContains(t, msg, secretMarker)
-			transporttest.Golden(t, filepath.Join("identity", name), strings.ReplaceAll(msg, p, "<path>"))
+			golden.Assert(t, "identity/"+name+".golden", []byte(strings.ReplaceAll(msg, p, "<path>")+"\n"))
 		})
 	}
 
