@@ -5,14 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +24,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
 const env = "env-dev-01"
@@ -294,9 +292,6 @@ func TestReportAgainstFake(t *testing.T) {
 	require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
 }
 
-// update rewrites the golden request bodies under testdata/ instead of comparing.
-var update = flag.Bool("update", false, "rewrite the golden request bodies under testdata/")
-
 // TestWireGolden pins the exact request bodies.
 func TestWireGolden(t *testing.T) {
 	var mu sync.Mutex
@@ -333,14 +328,7 @@ func TestWireGolden(t *testing.T) {
 			}}})
 	require.NoError(t, err)
 	for i, name := range []string{"checkin", "lease", "report", "checkin_live"} {
-		path := filepath.Join("testdata", "request_"+name+".golden.json")
-		if *update {
-			require.NoError(t, os.WriteFile(path, []byte(bodies[i]+"\n"), 0o644))
-			continue
-		}
-		want, err := os.ReadFile(path)
-		require.NoError(t, err)
-		assert.JSONEq(t, string(want), bodies[i], name)
+		golden.AssertJSON(t, "request_"+name+".golden.json", []byte(bodies[i]+"\n"))
 	}
 }
 
