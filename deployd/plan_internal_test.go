@@ -23,22 +23,9 @@ const (
 	planSHAB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
-// planCompose is the golden plan's live compose file: web mounts a file of the
-// release, worker reads the whole .env.
-const planCompose = `services:
-  web:
-    image: nginx:1.27
-    environment:
-      LOG_LEVEL: ${LOG_LEVEL}
-      DB_PASSWORD: ${DB_PASSWORD}
-    volumes:
-      - ./config/app.toml:/etc/app/app.toml:ro
-    ports: ["8080:80"]
-  worker:
-    image: busybox:1.36
-    command: ["sleep", "infinity"]
-    env_file: [.env]
-`
+// planComposeFile is the golden plan's live compose file, the one internal/plan's
+// tests diff against: web mounts a file of the release, worker reads the whole .env.
+const planComposeFile = "../internal/plan/testdata/release/compose.yaml"
 
 // planSide loads a release made of files (compose.yaml among them), vars and the
 // secret DB_PASSWORD as the agent runs it: in /srv/monky/releases/<sha> (plan.Load).
@@ -62,10 +49,10 @@ func planSide(t *testing.T, sha string, files, vars map[string]string) *plan.Sid
 // goldenPlan is the plan of a release that changes a var's value and a mounted
 // file, renames worker to jobs and adds cache, as the CLI prints it.
 func goldenPlan(t *testing.T) Plan {
-	live := planSide(t, planSHAA, map[string]string{"compose.yaml": planCompose, "config/app.toml": "listen = 1\n"},
+	live := planSide(t, planSHAA, map[string]string{"compose.yaml": planCompose(t), "config/app.toml": "listen = 1\n"},
 		map[string]string{"LOG_LEVEL": "info"})
 	next := planSide(t, planSHAB, map[string]string{
-		"compose.yaml":    strings.Replace(planCompose, "  worker:", "  jobs:", 1) + "  cache:\n    image: redis:7\n",
+		"compose.yaml":    strings.Replace(planCompose(t), "  worker:", "  jobs:", 1) + "  cache:\n    image: redis:7\n",
 		"config/app.toml": "listen = 2\n",
 	}, map[string]string{"LOG_LEVEL": "debug"})
 	p := Plan{EnvID: "env-dev-01", Action: "apply", Live: &PlanRelease{SHA: planSHAA, Serial: 17}, Target: &PlanRelease{SHA: planSHAB, Serial: 18},
@@ -99,4 +86,12 @@ func TestPlanNoValues(t *testing.T) {
 		assert.NotContains(t, p.Text(), v)
 		assert.NotContains(t, string(data), v)
 	}
+}
+
+// planCompose reads planComposeFile.
+func planCompose(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(planComposeFile)
+	require.NoError(t, err)
+	return string(data)
 }

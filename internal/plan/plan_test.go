@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -54,20 +55,17 @@ func digest(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-const base = `services:
-  web:
-    image: nginx:1.27
-    environment:
-      LOG_LEVEL: ${LOG_LEVEL}
-      DB_PASSWORD: ${DB_PASSWORD}
-    volumes:
-      - ./config/app.toml:/etc/app/app.toml:ro
-    ports: ["8080:80"]
-  worker:
-    image: busybox:1.36
-    command: ["sleep", "infinity"]
-    env_file: [.env]
-`
+// base is the compose file of baseRelease: web mounts a file of the release, worker
+// reads the whole .env. deployd's plan golden test loads the same file.
+var base = readFile("testdata/release/compose.yaml")
+
+func readFile(p string) string {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}
 
 var baseRelease = release{compose: base, vars: map[string]string{"LOG_LEVEL": "info"}, secrets: []string{"DB_PASSWORD"},
 	files: map[string]string{"config/app.toml": "listen = 1\n"}}
