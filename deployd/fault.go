@@ -67,7 +67,8 @@ var faults = map[codes.Code]fault{
 	// (the lease's grant refused at login, most often superseded by a newer lease)
 	// is the box's credentials, not the bundle.
 	codes.AgentEnvMismatch: faultTenancy, codes.Unauthenticated: faultBox,
-	codes.RateLimited: faultTemporary, codes.Unavailable: faultTemporary,
+	codes.RateLimited: faultTemporary, codes.Unavailable: faultTemporary, codes.TenancyProtocol: faultTemporary,
+	codes.DockerTimeout: faultTemporary, codes.Unclassified: faultBox, codes.PullFailed: faultBox,
 	codes.Locked: faultTemporary, codes.Interrupted: faultTemporary,
 	codes.StateUnavailable: faultBox, codes.ComposeMissing: faultBox,
 	codes.DockerUnavailable: faultBox, codes.DiskFull: faultBox,

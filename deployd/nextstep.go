@@ -41,6 +41,7 @@ var nextSteps = map[codes.Code]string{
 	codes.RateLimited:      "wait: the lease budget refills within the hour; look for a flapping deploy burning leases",
 	codes.Unauthenticated:  "re-bootstrap: place a fresh bootstrap grant (mode 0600) at the config's bootstrap_grant and run `monky-deployd bootstrap`",
 	codes.Unavailable:      "nothing unless it lasts: then check the mesh or tunneler, tenancy and OpenBao",
+	codes.TenancyProtocol:  "nothing unless it lasts: then look for a proxy answering in tenancy's place, or a tenancy of another version (the log line names the call and the field)",
 
 	// Codes of the box itself.
 	codes.Locked:              "nothing: another run holds the lock; if it lasts, look for a hung `docker compose up`",
@@ -50,6 +51,9 @@ var nextSteps = map[codes.Code]string{
 	codes.DiskFull:            "free space on the file systems of deploy_dir and state_dir; the next tick goes on",
 	codes.ImageMissing:        "push the image the failure names, fix its reference in the renderer, or `docker login` to its registry as root on this box; the next tick pulls again without a lease",
 	codes.RegistryUnavailable: "check that this box reaches the image's registry (`docker pull <image>` as root); the next tick pulls again without a lease",
+	codes.PullFailed:          "read what docker said (the detail) and `journalctl -u docker`: the box's docker could not store the image; the next tick pulls again without a lease",
+	codes.DockerTimeout:       "nothing unless it lasts: then the box is overloaded or dockerd hangs (`systemctl status docker`, `journalctl -u docker`); the next tick tries again",
+	codes.Unclassified:        "read the tick's log line (`journalctl -u monky-deployd -p warning`): its err says what failed; the next tick tries again",
 }
 
 // NextStepUnknown is the next step of a code the table does not know, or of a failure

@@ -83,8 +83,8 @@ const (
 	SecretMissing Code = "SECRET_MISSING"
 	// SecretDenied is a KV read that OpenBao refused (403).
 	SecretDenied Code = "SECRET_DENIED"
-	// ApplyFailed is staging, promote or `docker compose up` failing; it is also the
-	// code of an error that carries none.
+	// ApplyFailed is `docker compose up` (or down) exiting non-zero: compose refused
+	// or could not start the release.
 	ApplyFailed Code = "APPLY_FAILED"
 	// Unhealthy is a service that went unhealthy, exited non-zero or restart-looped.
 	Unhealthy Code = "UNHEALTHY"
@@ -110,6 +110,11 @@ const (
 	// Unavailable is tenancy or OpenBao answering 5xx, sealed, timed out or
 	// unreachable. Temporary.
 	Unavailable Code = "UNAVAILABLE"
+	// TenancyProtocol is an answer of tenancy that breaks the contract: a status it
+	// does not document, a body that is not the JSON of the call, a field out of
+	// range (a proxy's error page in the path, a tenancy of another version).
+	// Temporary: nothing was done on its word.
+	TenancyProtocol Code = "TENANCY_PROTOCOL"
 )
 
 // The codes of the box itself: the journal's tick line and `status` carry them. A
@@ -135,6 +140,16 @@ const (
 	// under deploy_dir or state_dir, or a state dir without room for the token and
 	// the state before the lease.
 	DiskFull Code = "DISK_FULL"
+	// DockerTimeout is a docker command that did not finish by itself: it outlived
+	// the bound the agent sets for it (a pull, a read of the containers' state), or
+	// a signal the agent did not send killed it. The box is slow or docker hangs; the
+	// release is not at fault. Temporary. (The health wait's bound is the release's:
+	// HEALTH_TIMEOUT.)
+	DockerTimeout Code = "DOCKER_TIMEOUT"
+	// Unclassified is a failure the agent has no code for. It claims nothing about
+	// whose fault it is: it is reported, never remembered against the sha, and the
+	// log line's err says what failed.
+	Unclassified Code = "UNCLASSIFIED"
 )
 
 // The codes of a release's images, pulled before the lease (docs/ARCHITECTURE.md,
@@ -150,6 +165,11 @@ const (
 	// network (unreachable, timed out, 5xx, rate limited). Temporary: no lease, exit
 	// 75, the next tick pulls again.
 	RegistryUnavailable Code = "REGISTRY_UNAVAILABLE"
+	// PullFailed is an image pull that docker ended non-zero for a reason that is
+	// neither the image's (IMAGE_MISSING) nor the network's (REGISTRY_UNAVAILABLE)
+	// nor the disk's (DISK_FULL): the box's docker could not store or unpack it.
+	// Reported failed before the lease, not remembered against the sha.
+	PullFailed Code = "PULL_FAILED"
 )
 
 var (
@@ -159,9 +179,9 @@ var (
 	}
 	signatures = []Code{SignatureMissing, SignatureInvalid, SignatureUnknownKey, SignatureExpired, SignatureReplay}
 	later      = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config}
-	tenancy    = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable}
-	box        = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable, DockerUnavailable, DiskFull}
-	images     = []Code{ImageMissing, RegistryUnavailable}
+	tenancy    = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable, TenancyProtocol}
+	box        = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable, DockerUnavailable, DiskFull, DockerTimeout, Unclassified}
+	images     = []Code{ImageMissing, RegistryUnavailable, PullFailed}
 )
 
 // Refusals returns the refusal codes of a bundle, in the order of the table of

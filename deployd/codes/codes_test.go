@@ -30,6 +30,8 @@ func TestWireStrings(t *testing.T) {
 		codes.ComposeMissing: "COMPOSE_MISSING", codes.StateUnavailable: "STATE_UNAVAILABLE",
 		codes.DockerUnavailable: "DOCKER_UNAVAILABLE", codes.DiskFull: "DISK_FULL",
 		codes.ImageMissing: "IMAGE_MISSING", codes.RegistryUnavailable: "REGISTRY_UNAVAILABLE",
+		codes.TenancyProtocol: "TENANCY_PROTOCOL", codes.DockerTimeout: "DOCKER_TIMEOUT",
+		codes.Unclassified: "UNCLASSIFIED", codes.PullFailed: "PULL_FAILED",
 	}
 	all := codes.All()
 	assert.Len(t, all, len(want), "All lists every code once")
