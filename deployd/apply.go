@@ -31,6 +31,11 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	if done, err := t.shortcut(ctx, inst); done {
 		return err
 	}
+	if c := t.st.Condition; c.Waiting(t.a.now()) {
+		t.log.Warn("tenancy asked the box to wait; checked in, but neither downloading the bundle nor asking for a lease before then; exiting 75",
+			"code", c.Code, "until", c.NextAttempt)
+		return &waitError{code: c.Code, until: c.NextAttempt}
+	}
 	signedBy, err := t.checkSignature(ctx, inst)
 	if err != nil {
 		return err
@@ -48,6 +53,9 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 		return err
 	}
 	if err := t.baoReady(ctx); err != nil {
+		return err
+	}
+	if err := t.secretsReady(ctx, res.Manifest); err != nil {
 		return err
 	}
 	if err := t.boxReady(ctx); err != nil {
@@ -138,15 +146,20 @@ func (t *tick) checkSignedSerial(ctx context.Context, inst tenancy.Instruction, 
 // (tenancy's answer to a live release that turned unhealthy: run it again).
 func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, error) {
 	st := t.st
-	kind, f := shortcutOf(st, inst)
+	kind, f := shortcutOf(st, inst, t.a.now())
 	switch kind {
 	case shortcutLive:
 		t.log.Debug("apply of the live release: nothing to do, reporting applied again")
 		t.result = tenancy.ResultApplied
 		return true, nil
 	case shortcutFailed:
-		t.log.Warn("this sha already failed on this box; re-reporting the failure without a new lease. Publish a fixed bundle or check in with retry to try again",
-			"code", f.Code)
+		if !f.Until.IsZero() {
+			t.log.Warn("this sha failed on this box and is held until its next attempt; re-reporting the failure without a new lease. The box tries again by itself then",
+				"code", f.Code, "next_attempt", f.Until)
+		} else {
+			t.log.Warn("this sha already failed on this box; re-reporting the failure without a new lease. Publish a fixed bundle or check in with retry to try again",
+				"code", f.Code)
+		}
 		return true, &repeatedError{sha: inst.SHA, f: f}
 	}
 	if inst.Retry || inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback {
@@ -163,7 +176,7 @@ func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, er
 	}
 	rel, err := t.a.store.Read(ctx, inst.SHA, t.a.expect())
 	if err != nil {
-		return true, &Error{Op: "resume", Code: codes.ApplyFailed, Err: err}
+		return true, &Error{Op: "resume: read the live release", Err: err}
 	}
 	t.a.learnReleaseSecrets(inst.SHA, rel.Manifest)
 	t.promoted = true
@@ -191,14 +204,14 @@ const (
 // shortcutOf is the one place that decides whether an apply of inst needs a lease
 // at all, for the tick and for plan; with shortcutFailed it returns the remembered
 // failure. It changes nothing.
-func shortcutOf(st *State, inst tenancy.Instruction) (shortcutKind, Failure) {
+func shortcutOf(st *State, inst tenancy.Instruction, now time.Time) (shortcutKind, Failure) {
 	if inst.SHA == st.LiveSHA && st.Confirmed && !inst.Retry {
 		return shortcutLive, Failure{}
 	}
 	// A ROLLBACK refusal was about a missing rollback flag, not about the sha: an
 	// explicit rollback verifies it again (a refusal costs no lease).
 	explicitRollback := inst.Rollback && st.Failed[inst.SHA].Code == codes.Rollback
-	if f, ok := st.Failed[inst.SHA]; ok && !inst.Retry && !explicitRollback {
+	if f, ok := st.Failed[inst.SHA]; ok && f.Holds(now) && !inst.Retry && !explicitRollback {
 		return shortcutFailed, f
 	}
 	if inst.SHA == st.LiveSHA {
@@ -222,7 +235,7 @@ func (d download) close() {
 func (t *tick) download(ctx context.Context, sha string) (download, error) {
 	f, remove, err := t.a.store.Download(sha)
 	if err != nil {
-		return download{}, &Error{Op: "download", Code: codes.StateUnavailable, Err: err}
+		return download{}, &Error{Op: "download: create the bundle file", Err: err}
 	}
 	d := download{File: f, remove: remove}
 	n, err := t.a.tenancy.Bundle(ctx, sha, f)
@@ -243,10 +256,10 @@ func (t *tick) download(ctx context.Context, sha string) (download, error) {
 func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction) (*bundle.Result, error) {
 	space, err := fsutil.SpaceOf(t.a.cfg.DeployDir)
 	if err != nil {
-		return nil, &Error{Op: "free space", Code: codes.StateUnavailable, Err: err}
+		return nil, &Error{Op: "verify: free space under deploy_dir", Err: err}
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		return nil, &Error{Op: "verify", Code: codes.StateUnavailable, Err: err}
+		return nil, &Error{Op: "verify: rewind the bundle file", Err: err}
 	}
 	exp := t.a.expect()
 	exp.EnvID, exp.SHA, exp.LiveSerial, exp.Rollback = t.a.cfg.EnvID, inst.SHA, t.st.LiveSerial, inst.Rollback
@@ -258,7 +271,7 @@ func (t *tick) verify(ctx context.Context, f *os.File, inst tenancy.Instruction)
 	case errors.As(err, &refused):
 		return nil, t.refused(ctx, refused)
 	case err != nil:
-		return nil, &Error{Op: "verify", Code: codes.StateUnavailable, Err: err}
+		return nil, &Error{Op: "verify", Err: err}
 	}
 	t.log.Info("bundle verified", "files", res.Files, "bytes", res.Size, "services", strings.Join(res.Services, ","))
 	return res, nil
@@ -277,7 +290,7 @@ func (t *tick) refused(ctx context.Context, r *bundle.RefusedError) error {
 			"code", r.Code(), "refusals", strings.Join(details, "; "))
 		return err
 	}
-	if faultOf(r) == faultBox {
+	if classify(r).rule.fault == faultBox {
 		if note := t.freeableNote(ctx); note != "" {
 			r.Refusals[0].Detail += "; " + note
 			details[0] += "; " + note
@@ -301,9 +314,9 @@ func (t *tick) baoReady(ctx context.Context) error {
 	if tok.IsZero() {
 		return nil // no token to ask with: the login after the lease says what is wrong
 	}
-	if _, err := t.a.bao.LookupSelf(ctx, tok); err != nil && bao.IsTemporary(err) {
-		t.log.Warn("OpenBao still unreachable or sealed; not asking for a lease, exiting 75, the next tick retries", "err", err)
-		return &Error{Op: "OpenBao before the lease", Code: codes.Unavailable, Err: err}
+	if _, err := t.a.bao.LookupSelf(ctx, tok); err != nil && IsTemporary(err) {
+		t.log.Warn("OpenBao still unreachable or sealed; not asking for a lease, exiting 75, the next tick retries", "code", CodeOf(err), "err", err)
+		return &Error{Op: "OpenBao before the lease", Err: err}
 	}
 	t.baoDown = false
 	return nil
@@ -328,10 +341,10 @@ func (t *tick) boxReady(ctx context.Context) error {
 		return &Error{Op: "docker before the lease", Code: codes.DockerUnavailable, Err: err}
 	}
 	if err := fsutil.ProbeWrite(t.a.cfg.StateDir, stateRoom); err != nil {
-		code := CodeOf(&Error{Code: codes.StateUnavailable, Err: err})
+		err = &Error{Op: "state dir before the lease", Err: err}
 		t.log.Error("the state dir cannot take the token and the state; not asking for a lease. Free space there or fix its file system; the next tick tries again",
-			"code", code, "state_dir", t.a.cfg.StateDir, "err", err)
-		return &Error{Op: "state dir before the lease", Code: code, Err: err}
+			"code", CodeOf(err), "state_dir", t.a.cfg.StateDir, "err", err)
+		return err
 	}
 	return nil
 }
@@ -342,7 +355,7 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	lease, err := t.a.tenancy.Lease(ctx, t.a.cfg.EnvID, sha)
 	if errors.Is(err, tenancy.ErrLeaseShape) {
 		t.log.Error("tenancy answered a lease of AppRole or wrapped shape; there is no such path in this agent (MONKY-ADR-0028). Fix tenancy's lease issuer", "err", err)
-		return secret.Value{}, &Error{Op: "lease", Code: codes.LeaseShape, Err: err}
+		return secret.Value{}, &Error{Op: "lease", Err: err}
 	}
 	if err != nil {
 		return secret.Value{}, t.tenancyFailure("lease", err)
@@ -351,11 +364,7 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	t.log.Info("deploy lease granted; logging into OpenBao with it", "expires", lease.ExpiresAt)
 	info, err := t.a.bao.Login(ctx, lease.Grant)
 	if err != nil {
-		if bao.IsTemporary(err) {
-			t.log.Warn("OpenBao unreachable or sealed at login; exiting 75, the next tick retries", "err", err)
-			return secret.Value{}, &Error{Op: "login", Code: codes.Unavailable, Err: err}
-		}
-		return secret.Value{}, &Error{Op: "login", Code: CodeOf(err), Err: err}
+		return secret.Value{}, &Error{Op: "login with the lease's grant", Err: err}
 	}
 	if err := t.a.replaceToken(ctx, info); err != nil {
 		return secret.Value{}, err
@@ -364,19 +373,50 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	return info.Token, nil
 }
 
-// secrets reads the environment's secrets the manifest names (paths pinned to the env).
-func (t *tick) secrets(ctx context.Context, token secret.Value, m bundle.Manifest) (map[string]secret.Value, error) {
+// secretsReady reads, before the lease, the secrets the manifest names with the
+// box's own token, so that a secret that does not exist costs no lease
+// (docs/PROTOCOL.md, "Secrets before the lease"): missing is SECRET_MISSING (its sha
+// held an hour, then tried again by itself), OpenBao unreachable is temporary. A
+// denial is not final here: the lease's token decides, after the lease. The values
+// read are registered with the redactor and dropped; the apply reads them again with
+// the lease's token.
+func (t *tick) secretsReady(ctx context.Context, m bundle.Manifest) error {
+	tok, _ := t.a.readToken() // unreadable is the zero Value: the login after the lease says what is wrong
+	if len(m.Secrets) == 0 || tok.IsZero() {
+		return nil
+	}
+	_, err := t.a.bao.Read(ctx, tok, secretRefs(m))
+	switch {
+	case err == nil:
+		t.log.Debug("the bundle's secrets exist and the box's token reads them; asking for a lease", "count", len(m.Secrets))
+		return nil
+	case errors.Is(err, bao.ErrSecretMissing):
+		t.log.Error("a secret the bundle names does not exist in OpenBao; no lease taken. Write it (the err names the variable, path and key): the box tries again by itself within the hour",
+			"code", CodeOf(err), "err", err)
+		return &Error{Op: "secrets before the lease", Err: err}
+	case IsTemporary(err):
+		t.log.Warn("OpenBao unreachable or sealed before the lease; not asking for one, exiting 75, the next tick retries", "code", CodeOf(err), "err", err)
+		return &Error{Op: "secrets before the lease", Err: err}
+	default:
+		t.log.Warn("the box's token cannot read the bundle's secrets; asking for a lease, whose token decides", "code", CodeOf(err), "err", err)
+		return nil
+	}
+}
+
+// secretRefs are the OpenBao references of the manifest's secrets, by variable.
+func secretRefs(m bundle.Manifest) map[string]bao.Ref {
 	refs := make(map[string]bao.Ref, len(m.Secrets))
 	for name, r := range m.Secrets {
 		refs[name] = bao.Ref{Path: r.Path, Key: r.Key}
 	}
-	values, err := t.a.bao.Read(ctx, token, refs)
+	return refs
+}
+
+// secrets reads the environment's secrets the manifest names (paths pinned to the env).
+func (t *tick) secrets(ctx context.Context, token secret.Value, m bundle.Manifest) (map[string]secret.Value, error) {
+	values, err := t.a.bao.Read(ctx, token, secretRefs(m))
 	if err != nil {
-		if bao.IsTemporary(err) {
-			t.log.Warn("OpenBao unreachable or sealed while reading secrets; exiting 75, the next tick retries", "err", err)
-			return nil, &Error{Op: "read secrets", Code: codes.Unavailable, Err: err}
-		}
-		return nil, &Error{Op: "read secrets", Code: CodeOf(err), Err: err}
+		return nil, &Error{Op: "read secrets", Err: err}
 	}
 	t.log.Info("read the environment's secrets", "count", len(values))
 	return values, nil
@@ -394,17 +434,16 @@ func (t *tick) stage(ctx context.Context, f *os.File, sha string, m bundle.Manif
 	env["COMPOSE_PROJECT_NAME"] = t.a.cfg.Compose.Project
 	data, err := bundle.RenderEnv(env)
 	if err != nil {
-		return &Error{Op: "render .env", Code: codes.ApplyFailed, Err: err}
+		return &Error{Op: "render .env", Err: err}
 	}
 	if _, err := f.Seek(0, 0); err != nil {
-		return &Error{Op: "stage", Code: codes.ApplyFailed, Err: err}
+		return &Error{Op: "stage: rewind the bundle file", Err: err}
 	}
 	labels := func(dir string) ([]byte, error) {
 		return plan.Labels(ctx, plan.Source{SHA: sha, Files: dir, Dir: t.a.store.Dir(sha), Manifest: m, Project: t.a.cfg.Compose.Project})
 	}
 	if err := t.a.store.Stage(ctx, f, sha, data, labels); err != nil {
-		code := CodeOf(err) // a refusal of Extract keeps its code
-		return &Error{Op: "stage", Code: code, Err: err}
+		return &Error{Op: "stage", Err: err}
 	}
 	return nil
 }
@@ -413,7 +452,7 @@ func (t *tick) stage(ctx context.Context, f *os.File, sha string, m bundle.Manif
 func (t *tick) promote(sha string, serial int64) error {
 	live, err := t.a.store.Promote(serving(t.st), sha, serial, t.a.now())
 	if err != nil {
-		return &Error{Op: "promote", Code: codes.ApplyFailed, Err: err}
+		return &Error{Op: "promote", Err: err}
 	}
 	setServing(t.st, live)
 	t.promoted = true
@@ -429,13 +468,13 @@ func (t *tick) promote(sha string, serial int64) error {
 func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services []string) error {
 	cc, err := t.a.composeFor(sha, m.ComposeFiles)
 	if err != nil {
-		return &Error{Op: "compose", Code: codes.ApplyFailed, Err: err}
+		return &Error{Op: "compose", Err: err}
 	}
 	t.st.LiveServices = slices.Clone(services)
 	upOut, err := cc.Up(ctx)
 	t.tail = upOut.String()
 	if err != nil {
-		return &Error{Op: "apply", Code: codes.ApplyFailed, Err: err}
+		return &Error{Op: "compose up", Err: err}
 	}
 	// Recorded before the health wait, so that the images of a release that fails
 	// are removed too once it is pruned.
@@ -444,10 +483,15 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 	if err != nil {
 		var he *compose.Error
 		if errors.As(err, &he) && len(he.Services) > 0 && ctx.Err() == nil {
-			// Per failing service: its last healthchecks and exit code, then its logs.
-			t.tail += "\n" + cc.HealthEvidence(ctx, he.Services)
+			// Per failing service: its last healthchecks and exit code, then its logs,
+			// read before a restore recreates the containers.
+			evidence := cc.HealthEvidence(ctx, he.Services)
+			t.tail += "\n" + evidence
+			t.evidence = keepEnd(t.a.red.Redact(evidence), maxEvidence)
+			t.log.Error("the release failed its health check; the failing services' last healthchecks and log lines are kept with the failure (`monky-deployd status` shows them)",
+				"code", CodeOf(err), "services", strings.Join(he.Services, ","), "evidence", t.evidence)
 		}
-		return &Error{Op: "health", Code: CodeOf(err), Err: err}
+		return &Error{Op: "health", Err: err}
 	}
 	confirmLive(t.st, states)
 	t.st.LastRestore = nil

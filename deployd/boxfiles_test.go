@@ -105,12 +105,12 @@ func TestNonRegularStateAndGrant(t *testing.T) {
 	})
 }
 
-// TestUnreadableStateIsTemporary: a state.json that exists but cannot be read (EIO,
-// EACCES, a mount gone) is a temporary condition: exit 75, STATE_UNAVAILABLE, nothing
-// moved aside, so that the failed-sha memory and the env-mismatch latch survive. Root
+// TestUnreadableStateIsTheBoxs: a state.json that exists but cannot be read (EIO,
+// EACCES, a mount gone) is the box's STATE_UNAVAILABLE: exit 1 (a person must look;
+// one code, one meaning), nothing moved aside, so that the failed-sha memory and the env-mismatch latch survive. Root
 // ignores file modes, so the read error is made with a symlink into a directory that
 // is, for a while, a file (ENOTDIR), as a volume that is not mounted.
-func TestUnreadableStateIsTemporary(t *testing.T) {
+func TestUnreadableStateIsTheBoxs(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	sha := b.refusePrivileged()
 	require.Contains(t, b.State().Failed, sha)
@@ -135,9 +135,9 @@ func TestUnreadableStateIsTemporary(t *testing.T) {
 			defer cancel()
 			_, err := run.run(ctx)
 			require.Error(t, err)
-			assert.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err), "err: %v", err)
+			assert.Equal(t, deployd.ExitFailed, deployd.ExitCode(err), "err: %v", err)
 			assert.Equal(t, codes.StateUnavailable, deployd.CodeOf(err))
-			assert.True(t, deployd.IsTemporary(err))
+			assert.False(t, deployd.IsTemporary(err))
 			matches, _ := filepath.Glob(b.Cfg.StatePath() + ".corrupt-*")
 			assert.Empty(t, matches, "an unreadable state is not moved aside")
 			fi, lerr := os.Lstat(b.Cfg.StatePath())

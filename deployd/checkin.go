@@ -32,6 +32,7 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		LastCode:      st.LastCode,
 		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
 		Live:          liveForTenancy(st.Live),
+		Condition:     checkinCondition(st.Condition),
 	}
 	inst, err := a.tenancy.Checkin(ctx, req)
 	if errors.Is(err, tenancy.ErrInvalidArgument) && req.Live != nil {
@@ -51,29 +52,23 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 	return inst, nil
 }
 
-// tenancyFailure classifies an error of a tenancy call, latching an env mismatch.
+// tenancyFailure is an error of a tenancy call with what it means for the operator
+// logged; an env mismatch is latched: later runs exit 78 without the network.
 func (a *Agent) tenancyFailure(st *State, op string, err error) error {
+	err = &Error{Op: op, Err: err}
+	v := classify(err)
 	switch {
-	case errors.Is(err, tenancy.ErrEnvMismatch):
+	case v.code == codes.AgentEnvMismatch:
 		st.EnvMismatch = &Latch{EnvID: a.cfg.EnvID, At: a.now(), Message: a.red.Redact(err.Error())}
-		st.LastCode = codes.AgentEnvMismatch
 		a.log.Error("tenancy answered AGENT_ENV_MISMATCH: this box's token belongs to another environment. Latched: later runs exit 78 without the network until env_id changes or you bootstrap with a grant for "+a.cfg.EnvID,
 			"op", op, "err", err)
-		return &Error{Op: op, Code: codes.AgentEnvMismatch, Err: err}
-	case errors.Is(err, tenancy.ErrUnauthenticated):
+	case v.code == codes.Unauthenticated:
 		a.log.Error("tenancy rejected the OpenBao token; place a fresh bootstrap grant and run `monky-deployd bootstrap`",
 			"op", op, "grant", a.cfg.BootstrapGrant, "err", err)
-		return &Error{Op: op, Code: codes.Unauthenticated, Err: err}
+	case v.rule.fault == faultTemporary:
+		a.log.Warn("tenancy unavailable or answering what this agent cannot read; exiting 75, the next tick retries", "op", op, "code", v.code, "err", err)
 	default:
-		if tenancy.IsTemporary(err) {
-			code := codes.Unavailable
-			if errors.Is(err, tenancy.ErrRateLimited) {
-				code = codes.RateLimited
-			}
-			a.log.Warn("tenancy unavailable; exiting 75, the next tick retries", "op", op, "code", code, "err", err)
-			return &Error{Op: op, Code: code, Err: err}
-		}
-		a.log.Error("tenancy call failed", "op", op, "err", err)
-		return &Error{Op: op, Code: CodeOf(err), Err: err}
+		a.log.Error("tenancy call failed", "op", op, "code", v.code, "err", err)
 	}
+	return err
 }

@@ -3,7 +3,6 @@ package deployd
 import (
 	"context"
 
-	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/release"
@@ -23,7 +22,7 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 	if cur.SHA != "" {
 		m, err := t.a.store.Manifest(cur.SHA)
 		if err != nil {
-			return &Error{Op: "down", Code: codes.ApplyFailed, Err: err}
+			return &Error{Op: "down: read the live release", Err: err}
 		}
 		t.a.learnReleaseSecrets(cur.SHA, m)
 		cc, err := t.a.composeFor(cur.SHA, m.ComposeFiles)
@@ -33,13 +32,13 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 			t.tail = dout.String()
 		}
 		if err != nil {
-			return &Error{Op: "compose down", Code: codes.ApplyFailed, Err: err}
+			return &Error{Op: "compose down", Err: err}
 		}
 		t.log.Info("took the environment down", "sha", release.Short(cur.SHA), "volumes_removed", purge)
 	}
 	live, err := t.a.store.Down(cur)
 	if err != nil {
-		return &Error{Op: "down", Code: codes.ApplyFailed, Err: err}
+		return &Error{Op: "down: remove current", Err: err}
 	}
 	setServing(t.st, live)
 	t.result = tenancy.ResultDown

@@ -1,15 +1,10 @@
 package deployd
 
 import (
-	"context"
-	"errors"
 	"fmt"
 
-	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
-	"github.com/monky/monky-deployd/deployd/compose"
-	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 // Exit codes: the contract with the systemd timer and with `run --loop` (docs/OPERATIONS.md, "Exit codes").
@@ -25,14 +20,15 @@ const (
 	ExitEnvMismatch = 78
 )
 
+// The agent's own conditions, each with its stable code (internal/sentinel).
 var (
-	// ErrLocked: another run holds the lock; the tick exits 75 at once.
-	ErrLocked = errors.New("another monky-deployd run holds the lock")
+	// ErrLocked: another run holds the lock (LOCKED); the tick exits 75 at once.
+	ErrLocked = sentinel.New(codes.Locked, "another monky-deployd run holds the lock")
 	// ErrEnvMismatch: tenancy answered AGENT_ENV_MISMATCH, now or at an earlier run
 	// (the latch). The tick exits 78 and is never retried.
-	ErrEnvMismatch = errors.New(string(codes.AgentEnvMismatch))
-	// ErrNoCredentials: no OpenBao token and no bootstrap grant.
-	ErrNoCredentials = errors.New("no OpenBao token and no bootstrap grant")
+	ErrEnvMismatch = sentinel.New(codes.AgentEnvMismatch, string(codes.AgentEnvMismatch))
+	// ErrNoCredentials: no OpenBao token and no bootstrap grant (UNAUTHENTICATED).
+	ErrNoCredentials = sentinel.New(codes.Unauthenticated, "no OpenBao token and no bootstrap grant")
 )
 
 // Error is a tick failure with its stable code. Op says what the agent was doing.
@@ -52,67 +48,3 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
-
-type coder interface{ Code() codes.Code }
-
-// CodeOf returns the stable code carried by err: a bundle refusal code, a code of the
-// tenancy or OpenBao client, or one of the agent's own. A cause that is the box's
-// wins over the code of the step that met it: a write that found no space is
-// DISK_FULL, a docker daemon that cannot be reached DOCKER_UNAVAILABLE, whatever
-// step failed. It is "" for nil and codes.ApplyFailed for an error with no code.
-func CodeOf(err error) codes.Code {
-	if err == nil {
-		return ""
-	}
-	if code := boxCause(err); code != "" {
-		return code
-	}
-	var ae *Error
-	if errors.As(err, &ae) && ae.Code != "" {
-		return ae.Code
-	}
-	var c coder
-	if errors.As(err, &c) {
-		if code := c.Code(); code != "" {
-			return code
-		}
-	}
-	return codes.ApplyFailed
-}
-
-// ExitCode maps the error of a tick onto the exit code contract: nil is 0, an env
-// mismatch 78, a temporary condition 75, anything else 1.
-func ExitCode(err error) int {
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.Is(err, ErrEnvMismatch), errors.Is(err, tenancy.ErrEnvMismatch):
-		return ExitEnvMismatch
-	case IsTemporary(err):
-		return ExitTemporary
-	default:
-		return ExitFailed
-	}
-}
-
-// IsTemporary reports whether err is worth retrying at the next tick: the lock is
-// held, state.json cannot be read, tenancy or OpenBao is unreachable, answers 5xx or
-// 429, or OpenBao is sealed.
-func IsTemporary(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrLocked) || errors.Is(err, fsutil.ErrLocked) || errors.Is(err, ErrStateUnreadable) {
-		return true
-	}
-	// A tick stopped by a signal or a caller's deadline is resumed by the next one.
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	// A registry that cannot be reached for the pull before the lease: no lease was
-	// spent, the next tick pulls again.
-	if errors.Is(err, compose.ErrRegistryUnavailable) {
-		return true
-	}
-	return tenancy.IsTemporary(err) || bao.IsTemporary(err)
-}

@@ -78,8 +78,8 @@ func (a *Agent) Loop(ctx context.Context, opts LoopOptions) int {
 			failures = 0
 		}
 		wait = jitter(wait, opts.Rand)
-		if code == ExitTemporary && st.RetryAfter > 0 {
-			wait = max(wait, retryAfter(st.RetryAfter, opts.Rand))
+		if c := st.Condition; code == ExitTemporary && c.Waiting(a.now()) {
+			wait = max(wait, retryAfter(c.NextAttempt.Sub(a.now()), opts.Rand))
 		}
 	}
 }

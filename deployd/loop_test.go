@@ -129,10 +129,14 @@ func TestLoopRunsRealTicks(t *testing.T) {
 // pause is at least that (capped at 15 minutes, spread only after it); without one the
 // back-off applies.
 func TestLoopHonoursRetryAfter(t *testing.T) {
-	b := newBox(t, boxOptions{})
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	b := newBox(t, boxOptions{now: func() time.Time { return at }})
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 	write := func(ra time.Duration) {
-		require.NoError(t, os.WriteFile(b.Cfg.StatePath(), fmt.Appendf(nil, `{"schema":1,"env_id":%q,"retry_after_ns":%d}`, b.Env, ra), 0o600))
+		stamp := func(t time.Time) string { return t.Format(time.RFC3339) }
+		require.NoError(t, os.WriteFile(b.Cfg.StatePath(), fmt.Appendf(nil,
+			`{"schema":1,"env_id":%q,"condition":{"code":"RATE_LIMITED","exit":75,"since":%q,"code_since":%q,"last":%q,"runs":1,"next_attempt":%q}}`,
+			b.Env, stamp(at), stamp(at), stamp(at), stamp(at.Add(ra))), 0o600))
 	}
 	write(5 * time.Minute)
 	r, _ := runLoop(t, b, time.Minute, low, 75)
@@ -150,8 +154,9 @@ func TestLoopHonoursRetryAfter(t *testing.T) {
 	assert.Equal(t, 54*time.Second, r.pauses[1], "only after a temporary failure")
 }
 
-// TestTickRemembersRetryAfter: a 503 with Retry-After ends the tick on 75 and the state
-// keeps the pause for the loop; the next tick that succeeds clears it.
+// TestTickRemembersRetryAfter: a 503 with Retry-After ends the tick on 75 and the
+// state's condition keeps the next attempt for the loop and the next ticks; the next
+// tick that succeeds ends it.
 func TestTickRemembersRetryAfter(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
@@ -161,11 +166,14 @@ func TestTickRemembersRetryAfter(t *testing.T) {
 		}
 		return resp
 	})
+	before := time.Now()
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitTemporary, code)
-	assert.Equal(t, 2*time.Minute, b.State().RetryAfter)
+	c := b.State().Condition
+	require.NotNil(t, c)
+	assert.WithinRange(t, c.NextAttempt, before.Add(2*time.Minute), time.Now().Add(2*time.Minute), "the next attempt is tenancy's Retry-After from the run's start")
 	b.rt.set(nil)
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
-	assert.Zero(t, b.State().RetryAfter)
+	assert.Nil(t, b.State().Condition, "a tick that ends 0 ends the condition")
 }

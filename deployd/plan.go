@@ -229,7 +229,7 @@ func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *pl
 	st := t.st
 	p.Target = &PlanRelease{SHA: inst.SHA, Serial: inst.Serial}
 	t.log = t.log.With("sha", release.Short(inst.SHA), "serial", inst.Serial)
-	switch kind, f := shortcutOf(st, inst); {
+	switch kind, f := shortcutOf(st, inst, t.a.now()); {
 	case kind == shortcutFailed:
 		p.diff(live, live)
 		p.Notes = append(p.Notes, fmt.Sprintf("this sha failed on this box before (%s): the next tick reports the failure again and changes nothing", f.Code))

@@ -51,7 +51,7 @@ func pullPolicy(im bundle.Image) pullWhat {
 func (t *tick) pullImages(ctx context.Context, images []bundle.Image) error {
 	cli, err := t.a.dockerCLI()
 	if err != nil {
-		return &Error{Op: "pull", Code: codes.ApplyFailed, Err: err}
+		return &Error{Op: "pull", Err: err}
 	}
 	pulls, err := t.toPull(ctx, cli, images)
 	if err != nil || len(pulls) == 0 {
@@ -124,16 +124,15 @@ func (t *tick) pullFailed(ctx context.Context, im bundle.Image, err error) error
 		return ctx.Err()
 	}
 	e := &Error{Op: "pull " + im.Service, Err: err}
-	e.Code = CodeOf(err)
-	switch e.Code {
+	switch code := CodeOf(e); code {
 	case codes.ImageMissing:
 		t.log.Error("an image of the release is not in its registry, or the registry denies it to this box; no lease taken, not remembered against the sha. Push the image, fix its reference in the renderer, or docker login to its registry as root; the next tick pulls again",
-			"code", e.Code, "service", im.Service, "image", im.Ref, "err", err)
+			"code", code, "service", im.Service, "image", im.Ref, "err", err)
 	case codes.RegistryUnavailable:
 		t.log.Warn("the image registry cannot be reached; no lease taken, exiting 75, the next tick pulls again",
-			"code", e.Code, "service", im.Service, "image", im.Ref, "err", err)
+			"code", code, "service", im.Service, "image", im.Ref, "err", err)
 	default:
-		t.log.Error("could not pull an image of the release; no lease taken", "code", e.Code, "service", im.Service, "image", im.Ref, "err", err)
+		t.log.Error("could not pull an image of the release; no lease taken", "code", code, "service", im.Service, "image", im.Ref, "err", err)
 	}
 	return e
 }

@@ -7,13 +7,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
-	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 )
 
 // maxTail bounds the report's tail.
 const maxTail = 8 << 10
+
+// maxEvidence bounds the health evidence kept with a failure in state.json (the
+// report's tail has up to maxTail of it).
+const maxEvidence = 4 << 10
 
 // maxDetail bounds the report's detail and the copies of it in state.json: a bundle
 // can carry up to 200 refusals, each naming a path or a variable.
@@ -57,8 +60,8 @@ func (t *tick) report(ctx context.Context, result tenancy.Result, cause error, s
 			return t.tenancyFailure("report", err)
 		}
 		t.log.Warn("could not send the report; the next check-in carries the last result", "result", result, "code", out.Code, "err", err)
-		if cause == nil && tenancy.IsTemporary(err) {
-			cause = &Error{Op: "report", Code: codes.Unavailable, Err: err}
+		if cause == nil {
+			cause = &Error{Op: "report", Err: err}
 		}
 	}
 	return cause
@@ -93,11 +96,14 @@ func boundDetail(s string) string {
 
 // boundTail keeps the end of a tail (where compose says what went wrong) within
 // maxTail bytes, cut at a rune boundary.
-func boundTail(s string) string {
-	if len(s) <= maxTail {
+func boundTail(s string) string { return keepEnd(s, maxTail) }
+
+// keepEnd keeps the end of s within n bytes, cut at a rune boundary.
+func keepEnd(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	i := len(s) - maxTail
+	i := len(s) - n
 	for i < len(s) && !utf8.RuneStart(s[i]) {
 		i++
 	}

@@ -12,20 +12,22 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
+	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 var (
 	// ErrStateUnreadable: state.json exists but cannot be read (EACCES, EIO, a mount
-	// gone). The tick ends on a temporary STATE_UNAVAILABLE (exit 75) and leaves the
-	// file as it is, so that its latch and its memory of failed shas survive.
-	ErrStateUnreadable = errors.New("state file cannot be read")
+	// gone). The run ends on STATE_UNAVAILABLE (exit 1: a person must look) and
+	// leaves the file as it is, so that its latch and its memory of failed shas
+	// survive.
+	ErrStateUnreadable = sentinel.New(codes.StateUnavailable, "state file cannot be read")
 	// ErrStateCorrupt: state.json reads but does not parse. The tick moves it aside
 	// and rebuilds the state from the live release.
-	ErrStateCorrupt = errors.New("state file is corrupt")
+	ErrStateCorrupt = sentinel.New(codes.StateUnavailable, "state file is corrupt")
 	// ErrTokenCorrupt: bao.token holds what no OpenBao token is (NULs, bytes that are
 	// not printable ASCII, nothing, too much): what a crash or a disk can leave. It is
 	// never sent; the agent treats it like an invalid token.
-	ErrTokenCorrupt = errors.New("the OpenBao token file is corrupt")
+	ErrTokenCorrupt = sentinel.New(codes.Unauthenticated, "the OpenBao token file is corrupt")
 )
 
 // maxStateFile bounds state.json; a larger file is corrupt.
@@ -87,13 +89,6 @@ type State struct {
 	LastCode   codes.Code `json:"last_code,omitempty"`
 	LastDetail string     `json:"last_detail,omitempty"`
 	LastSHA    string     `json:"last_sha,omitempty"`
-	// LastTemporary is the code of a temporary condition that ended the last tick
-	// (UNAVAILABLE, RATE_LIMITED, …), "" when the last tick ended otherwise. It is
-	// shown by status and never replaces the reported LastCode.
-	LastTemporary codes.Code `json:"last_temporary,omitempty"`
-	// RetryAfter is the Retry-After of the tenancy answer (429, 503) that ended the
-	// last tick on a temporary condition; 0 otherwise. Loop waits at least this long.
-	RetryAfter time.Duration `json:"retry_after_ns,omitempty"`
 	// LastTick is when the last run (a tick or a bootstrap) ended, and LastExit its
 	// exit code.
 	LastTick time.Time `json:"last_tick,omitzero"`
@@ -102,6 +97,9 @@ type State struct {
 	// code; nil until one did. A later success leaves it, so that status tells when
 	// the box last had trouble; it is the last run's when its At is LastTick.
 	LastFailure *RunFailure `json:"last_failure,omitempty"`
+	// Condition is the streak of runs that did not end 0, up to the last run; nil
+	// once a run ended 0. status, the metrics file and the check-in render it.
+	Condition *Condition `json:"condition,omitempty"`
 	// NextCheckin is the interval tenancy asked for at the last check-in.
 	NextCheckin time.Duration `json:"next_checkin_ns,omitempty"`
 	// DockerVersion is the docker server version sent in the check-in, read at
@@ -111,7 +109,7 @@ type State struct {
 	// TokenExpires is when the OpenBao token expires, as last looked up.
 	TokenExpires time.Time `json:"token_expires,omitzero"`
 	// Failed remembers shas that failed on this box, so that they cost no new lease
-	// until tenancy asks with retry.
+	// until tenancy asks with retry, or until their hold ends (Failure.Until).
 	Failed map[string]Failure `json:"failed,omitempty"`
 	// LastRestore says what became of the box after the last apply that failed after
 	// promote; nil once a later apply succeeded.
@@ -141,7 +139,17 @@ type Failure struct {
 	Code   codes.Code `json:"code"`
 	Detail string     `json:"detail,omitempty"`
 	At     time.Time  `json:"at"`
+	// Until is when the hold on the sha ends and the box tries it again by itself
+	// (a missing secret: an hour); zero: held until tenancy asks with retry.
+	Until time.Time `json:"until,omitzero"`
+	// Evidence is what the failing services said: their last healthchecks and log
+	// lines (compose.Client.HealthEvidence), redacted and bounded; "" when the
+	// failure was not a health check's.
+	Evidence string `json:"evidence,omitempty"`
 }
+
+// Holds reports whether f still holds its sha against a new lease at now.
+func (f Failure) Holds(now time.Time) bool { return f.Until.IsZero() || now.Before(f.Until) }
 
 // Latch records an AGENT_ENV_MISMATCH answer from tenancy.
 type Latch struct {
@@ -241,17 +249,6 @@ func setServing(s *State, l release.Live) {
 		s.LiveServices, s.LiveOneShots, s.Live = nil, nil, nil
 	}
 	s.LiveSHA, s.LiveSerial, s.PreviousSHA, s.Confirmed = l.SHA, l.Serial, l.Previous, l.Confirmed
-}
-
-// endRun records in s how a run ended at: its exit code, the code of its outcome or
-// error (kept as the last failure when the exit is not 0), and, for a temporary end,
-// the temporary code and tenancy's Retry-After.
-func endRun(s *State, at time.Time, exit int, code, temporary codes.Code, retryAfter time.Duration) {
-	s.LastTemporary, s.RetryAfter = temporary, retryAfter
-	s.LastTick, s.LastExit = at, exit
-	if exit != ExitOK {
-		s.LastFailure = &RunFailure{At: at, Exit: exit, Code: code}
-	}
 }
 
 // dockerVersionTTL is how long the docker version sent in the check-in is reused, so

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
 )
@@ -29,7 +30,7 @@ func TestSaveRead(t *testing.T) {
 
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	setServing(&st, release.Live{SHA: strings.Repeat("a", 64), Serial: 3, Confirmed: true})
-	endRun(&st, at, 75, codes.Unavailable, codes.Unavailable, 7*time.Second)
+	endRun(&st, at.Add(-time.Second), at, "", &tenancy.APIError{Op: "checkin", Kind: tenancy.ErrUnavailable, RetryAfter: 7 * time.Second}, redactNothing)
 	st.LastDetail = "the secret hunter2 leaked"
 	require.NoError(t, saveStateFile(p, "env-dev-01", &st, func(b []byte) []byte {
 		return []byte(strings.ReplaceAll(string(b), "hunter2", "[REDACTED]"))
@@ -43,8 +44,9 @@ func TestSaveRead(t *testing.T) {
 	assert.Equal(t, st.LiveSHA, back.LiveSHA)
 	assert.Equal(t, int64(3), back.LiveSerial)
 	assert.True(t, back.Confirmed)
-	assert.Equal(t, codes.Unavailable, back.LastTemporary)
-	assert.Equal(t, 7*time.Second, back.RetryAfter)
+	require.NotNil(t, back.Condition)
+	assert.Equal(t, codes.Unavailable, back.Condition.Code)
+	assert.True(t, at.Add(6*time.Second).Equal(back.Condition.NextAttempt), "Retry-After counts from the run's start")
 	assert.Equal(t, 75, back.LastExit)
 	assert.True(t, at.Equal(back.LastTick))
 	assert.Equal(t, "the secret [REDACTED] leaked", back.LastDetail)
@@ -95,23 +97,20 @@ func TestDockerVersionFresh(t *testing.T) {
 func TestEndRunRecordsTheLastFailure(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	var st State
-	endRun(&st, t0, ExitOK, "", "", 0)
+	endRun(&st, t0, t0, "", nil, redactNothing)
 	assert.Nil(t, st.LastFailure, "no failure yet")
 
-	endRun(&st, t0.Add(time.Minute), ExitTemporary, codes.Unavailable, codes.Unavailable, 3*time.Second)
+	endRun(&st, t0, t0.Add(time.Minute), "", &Error{Op: "checkin", Code: codes.Unavailable}, redactNothing)
 	assert.Equal(t, &RunFailure{At: t0.Add(time.Minute), Exit: ExitTemporary, Code: codes.Unavailable}, st.LastFailure)
-	assert.Equal(t, codes.Unavailable, st.LastTemporary)
-	assert.Equal(t, 3*time.Second, st.RetryAfter)
 
-	endRun(&st, t0.Add(2*time.Minute), ExitEnvMismatch, codes.AgentEnvMismatch, "", 0)
+	endRun(&st, t0, t0.Add(2*time.Minute), "", &Error{Op: "checkin", Code: codes.AgentEnvMismatch}, redactNothing)
 	assert.Equal(t, &RunFailure{At: t0.Add(2 * time.Minute), Exit: ExitEnvMismatch, Code: codes.AgentEnvMismatch}, st.LastFailure)
-	assert.Empty(t, st.LastTemporary)
 
-	endRun(&st, t0.Add(4*time.Minute), ExitOK, "", "", 0)
+	endRun(&st, t0, t0.Add(4*time.Minute), "", nil, redactNothing)
 	assert.Equal(t, t0.Add(2*time.Minute), st.LastFailure.At, "a success keeps the last failure")
 	assert.Equal(t, ExitOK, st.LastExit)
 
-	endRun(&st, t0.Add(7*time.Minute), ExitFailed, codes.LeaseShape, "", 0)
+	endRun(&st, t0, t0.Add(7*time.Minute), "", &Error{Op: "lease", Code: codes.LeaseShape}, redactNothing)
 	assert.Equal(t, &RunFailure{At: t0.Add(7 * time.Minute), Exit: ExitFailed, Code: codes.LeaseShape}, st.LastFailure)
 
 	data, err := json.Marshal(st)
@@ -121,6 +120,48 @@ func TestEndRunRecordsTheLastFailure(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &back))
 	assert.Equal(t, st.LastFailure, back.LastFailure)
 }
+
+// TestEndRunKeepsTheCondition: consecutive runs that do not end 0 are one condition,
+// with the time its streak and its code began, the latest run and a count; a run that
+// ends 0 ends it.
+func TestEndRunKeepsTheCondition(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	sha := strings.Repeat("b", 64)
+	var st State
+	unavailable := &Error{Op: "checkin", Err: &tenancy.APIError{Op: "checkin", Kind: tenancy.ErrUnavailable}}
+	for i := range 3 {
+		endRun(&st, t0.Add(time.Duration(i)*time.Minute), t0.Add(time.Duration(i)*time.Minute+time.Second), "", unavailable, redactNothing)
+	}
+	c := st.Condition
+	require.NotNil(t, c)
+	assert.Equal(t, codes.Unavailable, c.Code)
+	assert.Equal(t, ExitTemporary, c.Exit)
+	assert.Equal(t, 3, c.Runs)
+	assert.True(t, c.Since.Equal(t0.Add(time.Second)))
+	assert.True(t, c.CodeSince.Equal(c.Since))
+	assert.True(t, c.Last.Equal(t0.Add(2*time.Minute+time.Second)))
+	assert.True(t, c.Temporary())
+	assert.Zero(t, c.NextAttempt, "no Retry-After: the next tick")
+
+	// Another code: the streak goes on, its code's time starts again.
+	rememberFailure(&st, sha, Failure{Code: codes.SecretMissing, At: t0, Until: t0.Add(time.Hour)})
+	endRun(&st, t0.Add(5*time.Minute), t0.Add(5*time.Minute), sha, &Error{Op: "read secrets", Code: codes.SecretMissing, Err: errors.New("db: missing")}, redactNothing)
+	assert.Equal(t, codes.SecretMissing, c.Code)
+	assert.Equal(t, ExitFailed, c.Exit)
+	assert.Equal(t, 4, c.Runs)
+	assert.True(t, c.Since.Equal(t0.Add(time.Second)), "the streak began with the first run")
+	assert.True(t, c.CodeSince.Equal(t0.Add(5*time.Minute)))
+	assert.Equal(t, sha, c.SHA)
+	assert.True(t, c.NextAttempt.Equal(t0.Add(time.Hour)), "a held sha is tried again when its hold ends")
+	assert.False(t, c.Waiting(t0.Add(6*time.Minute)), "only a temporary condition waits before the download")
+	assert.Contains(t, c.Detail, "db: missing")
+
+	endRun(&st, t0.Add(6*time.Minute), t0.Add(6*time.Minute), "", nil, redactNothing)
+	assert.Nil(t, st.Condition, "a run that ended 0 ends the condition")
+}
+
+// redactNothing is a redactor for tests that plant no secret.
+func redactNothing(s string) string { return s }
 
 // TestReadTokenFileCorrupt: what a crash or a disk can leave in bao.token is known as
 // corrupt when read (never sent as a bearer), with why and the path, and never with

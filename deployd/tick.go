@@ -56,6 +56,10 @@ type tick struct {
 	promoted bool
 	// tail is what compose printed (and the health evidence), for a failure's report.
 	tail string
+	// evidence is what the failing services said when the health wait failed (their
+	// last healthchecks and log lines), redacted and bounded: kept with the failure
+	// in the state, for status.
+	evidence string
 	// note is the detail of a report that needs no cause (what the image hygiene of
 	// an applied release removed).
 	note string
@@ -69,27 +73,20 @@ type tick struct {
 // down, and the report. The error maps onto the exit code contract with ExitCode.
 func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	start := a.now()
-	var out Outcome
 	st, unlock, err := a.begin()
 	if err != nil {
-		return out, err
+		return Outcome{Code: CodeOf(err)}, err
 	}
 	defer unlock()
 
 	t := &tick{a: a, st: st, started: start, log: a.log}
 	err = t.run(ctx)
-	out = t.out
+	out := t.out
 	if err != nil && out.Code == "" {
 		out.Code = CodeOf(err)
 	}
-	var temporary codes.Code
-	var retryAfter time.Duration
-	if IsTemporary(err) {
-		temporary = CodeOf(err)
-		retryAfter, _ = tenancy.RetryAfter(err)
-	}
 	out.Duration = a.now().Sub(start)
-	endRun(st, a.now(), ExitCode(err), out.Code, temporary, retryAfter)
+	endRun(st, start, a.now(), out.SHA, err, a.red.Redact)
 	if serr := a.saveState(st); serr != nil {
 		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
 		if err == nil {
@@ -181,14 +178,25 @@ func (t *tick) end(ctx context.Context, err error) error {
 			return stopped
 		}
 	}
-	if d.remember {
-		detail := boundDetail(t.a.red.Redact(err.Error()))
-		rememberFailure(t.st, t.out.SHA, Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: detail, At: t.a.now()})
+	if d.hold != 0 {
+		t.hold(err, d.hold)
 	}
 	if !d.report {
 		return err
 	}
 	return t.report(ctx, tenancy.ResultFailed, err, nil)
+}
+
+// hold remembers that the tick's sha failed with err, held against a new lease for
+// hold (holdUntilRetry: until tenancy asks with retry), with the health evidence the
+// tick gathered.
+func (t *tick) hold(err error, hold time.Duration) {
+	now := t.a.now()
+	f := Failure{Serial: t.out.Serial, Code: CodeOf(err), Detail: boundDetail(t.a.red.Redact(err.Error())), At: now, Evidence: t.evidence}
+	if hold > 0 {
+		f.Until = now.Add(hold)
+	}
+	rememberFailure(t.st, t.out.SHA, f)
 }
 
 // stopped returns a temporary error when ctx was cancelled (a signal, or the caller

@@ -54,7 +54,7 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 	info, err := a.bao.LookupSelf(ctx, tok)
 	switch {
 	case err == nil:
-	case bao.IsTemporary(err):
+	case IsTemporary(err):
 		// The check-in is the heartbeat: go on with the stored token; what needs
 		// OpenBao later fails as temporary on its own.
 		a.log.Warn("OpenBao unreachable or sealed; could not look up the token, checking in with the stored one", "err", err)
@@ -68,7 +68,7 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 			"the stored OpenBao token is invalid or expired: place a fresh bootstrap grant at %s and run `monky-deployd bootstrap`: %w",
 			a.cfg.BootstrapGrant, err)}
 	default:
-		return false, &Error{Op: "token lookup", Code: CodeOf(err), Err: err}
+		return false, &Error{Op: "token lookup", Err: err}
 	}
 	a.noteToken(st, info)
 	if info.NeedsRenew(a.now()) {
@@ -149,6 +149,7 @@ func (a *Agent) Bootstrap(ctx context.Context, grantPath string) (Outcome, error
 // From the grant on, a bootstrap is a run: the state records its exit and code; one
 // that succeeds clears the AGENT_ENV_MISMATCH latch, a failed one leaves it.
 func (a *Agent) BootstrapWith(ctx context.Context, o BootstrapOptions) (BootstrapResult, error) {
+	start := a.now()
 	grantPath := o.Grant
 	if grantPath == "" {
 		grantPath = a.cfg.BootstrapGrant
@@ -186,13 +187,7 @@ func (a *Agent) BootstrapWith(ctx context.Context, o BootstrapOptions) (Bootstra
 		res.NextCheckin = inst.NextCheckin
 	}
 	res.TokenExpires = st.TokenExpires
-	var temporary codes.Code
-	var retryAfter time.Duration
-	if IsTemporary(err) {
-		temporary = CodeOf(err)
-		retryAfter, _ = tenancy.RetryAfter(err)
-	}
-	endRun(&st, a.now(), ExitCode(err), CodeOf(err), temporary, retryAfter)
+	endRun(&st, start, a.now(), "", err, a.red.Redact)
 	if serr := a.saveState(&st); serr != nil && err == nil {
 		err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
 	}
@@ -236,7 +231,7 @@ func (a *Agent) storedTokenGood(ctx context.Context, st *State) (bao.TokenInfo, 
 		a.log.Info("the stored OpenBao token is no longer valid; bootstrapping from the grant", "token_file", a.cfg.TokenPath())
 		return bao.TokenInfo{}, false, nil
 	default:
-		return bao.TokenInfo{}, false, &Error{Op: "token lookup", Code: CodeOf(err), Err: fmt.Errorf(
+		return bao.TokenInfo{}, false, &Error{Op: "token lookup", Err: fmt.Errorf(
 			"cannot tell whether the stored OpenBao token is valid; nothing was done, the grant was kept (run again, or bootstrap --force to log in anyway): %w", err)}
 	}
 	if info.EnvID != "" && info.EnvID != a.cfg.EnvID {
@@ -284,7 +279,7 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 	}
 	info, err := a.bao.Login(ctx, secret.New(raw))
 	if err != nil {
-		return &Error{Op: "bootstrap login", Code: CodeOf(err), Err: fmt.Errorf(
+		return &Error{Op: "bootstrap login", Err: fmt.Errorf(
 			"OpenBao refused the bootstrap grant at %s (the grant was kept): %w", path, err)}
 	}
 	if err := a.replaceToken(ctx, info); err != nil {

@@ -147,23 +147,36 @@ func (c *cli) config(fs *flag.FlagSet, args []string, configPath *string) (deplo
 	return cfg, 0
 }
 
-// withAgent is the prologue of the subcommands that act through the agent (run,
-// bootstrap, plan): it parses args and loads the config (config), opens the agent, runs
-// do with it and closes it. A failure to get that far exits with its code (an agent
-// that cannot be opened is logged).
+// withAgent is the prologue of the subcommands that act through the agent
+// (bootstrap, plan): it parses args and loads the config (config), opens the agent,
+// runs do with it and closes it. A failure to get that far exits with its code (an
+// agent that cannot be opened is logged).
 func (c *cli) withAgent(ctx context.Context, fs *flag.FlagSet, args []string, configPath *string, do func(*deployd.Agent, deployd.Config) int) int {
 	cfg, code := c.config(fs, args, configPath)
 	if code != 0 {
 		return code
 	}
+	return c.withAgentOf(ctx, cfg, *configPath, func(a *deployd.Agent) int { return do(a, cfg) }).exit
+}
+
+// agentExit is how a run through the agent ended: its exit code, and whether it
+// ended before the agent ran (it could not be opened).
+type agentExit struct {
+	exit  int
+	early bool
+}
+
+// withAgentOf opens the agent of cfg (read from configPath), runs do with it and
+// closes it; an agent that cannot be opened is logged and ends early.
+func (c *cli) withAgentOf(ctx context.Context, cfg deployd.Config, configPath string, do func(*deployd.Agent) int) agentExit {
 	host, _ := os.Hostname()
 	a, err := deployd.New(ctx, cfg, deployd.Options{Logger: c.log, Redactor: c.red, DockerEnv: deployd.DockerEnv(c.environ), Hostname: host})
 	if err != nil {
-		c.log.Error("could not start the agent", "config", *configPath, "code", deployd.CodeOf(err), "err", err)
-		return deployd.ExitCode(err)
+		c.log.Error("could not start the agent", "config", configPath, "code", deployd.CodeOf(err), "err", err)
+		return agentExit{exit: deployd.ExitCode(err), early: true}
 	}
 	defer c.closeAgent(a)
-	return do(a, cfg)
+	return agentExit{exit: do(a)}
 }
 
 func (c *cli) run(ctx context.Context, args []string) int {
@@ -172,18 +185,35 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	loop := fs.Bool("loop", false, "run ticks until stopped, for hosts without systemd")
 	interval := fs.Duration("interval", time.Minute, "with --loop: the pause between ticks when tenancy names none")
 	metricsFile := fs.String("metrics-file", "", "write Prometheus text-format metrics here after each tick (node_exporter textfile collector)")
-	return c.withAgent(ctx, fs, args, configPath, func(a *deployd.Agent, cfg deployd.Config) int {
+	if !parse(fs, args, 0) {
+		return exitUsage
+	}
+	// Every run that was not a usage error writes the metrics file, one that could not
+	// tick included (a bad config, no agent, no compose): no stale exit_code 0.
+	cfg, err := deployd.LoadConfig(*configPath)
+	if err != nil {
+		c.log.Error("the config is invalid; fix it and run again", "config", *configPath, "code", deployd.CodeOf(err), "err", err)
+		v, _ := deployd.StatusOf(*configPath, deployd.StatusOptions{})
+		c.writeMetrics(*metricsFile, v, 0, deployd.ExitFailed)
+		return deployd.ExitFailed
+	}
+	code := c.withAgentOf(ctx, cfg, *configPath, func(a *deployd.Agent) int {
 		if code := c.checkCompose(cfg); code != 0 {
+			c.writeMetrics(*metricsFile, a.Status(), 0, code)
 			return code
 		}
 		if !*loop {
-			return c.tick(ctx, a, cfg, *metricsFile)
+			return c.tick(ctx, a, *metricsFile)
 		}
 		return a.Loop(ctx, deployd.LoopOptions{
 			Interval: *interval,
-			Tick:     func(ctx context.Context) int { return c.tick(ctx, a, cfg, *metricsFile) },
+			Tick:     func(ctx context.Context) int { return c.tick(ctx, a, *metricsFile) },
 		})
 	})
+	if code.early {
+		c.writeMetrics(*metricsFile, deployd.ReadStatus(cfg, deployd.StatusOptions{Secrets: c.red}), 0, code.exit)
+	}
+	return code.exit
 }
 
 // closeAgent releases the agent's transport; a failure only matters to the log.
@@ -193,16 +223,10 @@ func (c *cli) closeAgent(a *deployd.Agent) {
 	}
 }
 
-func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, metricsFile string) int {
+func (c *cli) tick(ctx context.Context, a *deployd.Agent, metricsFile string) int {
 	out, err := a.Tick(ctx)
 	code := deployd.ExitCode(err)
-	// A tick that stopped before it had an outcome (a held lock, the latch, an
-	// unusable state dir) has its code on the error only.
-	outCode := out.Code
-	if outCode == "" {
-		outCode = deployd.CodeOf(err)
-	}
-	attrs := []any{"action", out.Action, "result", out.Result, "code", outCode, "sha", out.SHA, "serial", out.Serial,
+	attrs := []any{"action", out.Action, "result", out.Result, "code", out.Code, "sha", out.SHA, "serial", out.Serial,
 		"leased", out.Leased, "duration", out.Duration.Round(time.Millisecond), "exit", code}
 	switch code {
 	case deployd.ExitOK:
@@ -212,14 +236,20 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, cfg deployd.Config, me
 	default:
 		c.log.Error("tick failed", append(attrs, "err", err)...)
 	}
-	if metricsFile != "" {
-		st, _ := deployd.ReadState(cfg)
-		snap := metrics.FromState(st, cfg.EnvID, deployd.Version, time.Now(), out.Duration, code)
-		if err := metrics.Write(metricsFile, snap); err != nil {
-			c.log.Warn("could not write the metrics file", "path", metricsFile, "err", err)
-		}
-	}
+	c.writeMetrics(metricsFile, a.Status(), out.Duration, code)
 	return code
+}
+
+// writeMetrics writes the metrics file of a run that ended with exit after tick, as
+// the status v tells the box; "" writes none. A file that cannot be written is
+// logged and changes no exit code.
+func (c *cli) writeMetrics(path string, v deployd.Status, tick time.Duration, exit int) {
+	if path == "" {
+		return
+	}
+	if err := metrics.Write(path, metrics.FromStatus(v, time.Now(), tick, exit)); err != nil {
+		c.log.Warn("could not write the metrics file", "path", path, "err", err)
+	}
 }
 
 func (c *cli) bootstrap(ctx context.Context, args []string) int {

@@ -228,13 +228,13 @@ func fixtureSHA(t *testing.T, name string) string {
 func TestStatus(t *testing.T) {
 	t.Run("missing state", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
-		// A box not bootstrapped yet is not healthy: exit 1 (TestStatusView has its
-		// goldens).
+		// A box not bootstrapped yet is critical: exit 2 (deployd's TestStatusView has
+		// the goldens).
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-		require.Equal(t, 1, r.Code, r.Stderr)
+		require.Equal(t, 2, r.Code, r.Stderr)
 		assert.Regexp(t, `(?m)^token:\s+missing$`, r.Stdout)
 		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 1, r.Code, r.Stderr)
+		require.Equal(t, 2, r.Code, r.Stderr)
 		var v map[string]any
 		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
 		assert.Equal(t, "env-dev-01", v["env_id"])
@@ -288,15 +288,16 @@ func TestStatus(t *testing.T) {
 		res := b.tick()
 		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-		require.Equal(t, 1, r.Code, "a latched box is not healthy")
+		require.Equal(t, 2, r.Code, "a latched box is critical")
 		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.Stdout)
 		assert.Regexp(t, `(?m)^live:\s+none$`, r.Stdout)
-		v := statusJSONOf(t, b, 1)
+		v := statusJSONOf(t, b, 2)
 		require.NotNil(t, v.Latch)
 		assert.Equal(t, "env-dev-01", v.Latch.EnvID)
 		assert.True(t, v.Latch.Active)
-		require.NotNil(t, v.LastReport)
-		assert.Equal(t, codes.AgentEnvMismatch, v.LastReport.Code)
+		assert.Nil(t, v.LastReport, "no report was sent: the latch is not a report's code")
+		require.NotNil(t, v.Condition)
+		assert.Equal(t, codes.AgentEnvMismatch, v.Condition.Code)
 		require.NotNil(t, v.LastRun)
 		assert.Equal(t, codes.AgentEnvMismatch, v.LastRun.Code)
 	})
@@ -306,17 +307,16 @@ func TestStatus(t *testing.T) {
 		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 		require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{not json"), 0o600))
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-		assert.Equal(t, 1, r.Code)
-		assert.Contains(t, r.Stderr, "state.json is corrupt")
-		assert.Contains(t, r.Stderr, "the next run moves it aside")
-		assert.Empty(t, r.Stdout)
+		assert.Equal(t, 3, r.Code, "status cannot tell: unknown")
+		assert.Regexp(t, `^status:\s+UNKNOWN: .*state.json is corrupt`, r.Stdout)
+		assert.Contains(t, r.Stdout, "the next run moves it aside")
 	})
 
 	t.Run("bad config", func(t *testing.T) {
 		r := runMain(t, nil, "status", "--config", filepath.Join(t.TempDir(), "nope.yaml"))
-		assert.Equal(t, 1, r.Code)
+		assert.Equal(t, 3, r.Code)
 		assert.Contains(t, r.Stderr, "nope.yaml")
-		assert.Empty(t, r.Stdout)
+		assert.Regexp(t, `^status:\s+UNKNOWN: .*nope.yaml`, r.Stdout)
 	})
 }
 
@@ -363,12 +363,18 @@ compose:
 			require.NoError(t, os.WriteFile(p, []byte(tc.config), 0o600))
 			for _, cmd := range []string{"run", "bootstrap", "status"} {
 				r := runMain(t, b.procEnv(), cmd, "--config", p)
-				assert.Equal(t, deployd.ExitFailed, r.Code, cmd)
 				assert.Contains(t, r.Stderr, "the config is invalid", cmd)
 				for _, w := range tc.want {
 					// slog's text handler escapes the quotes of the error text.
 					assert.Contains(t, strings.ReplaceAll(r.Stderr, `\"`, `"`), w, cmd)
 				}
+				if cmd == "status" {
+					// status cannot tell: unknown (3), and it says why on stdout.
+					assert.Equal(t, 3, r.Code, cmd)
+					assert.Regexp(t, `^status:\s+UNKNOWN: `, r.Stdout)
+					continue
+				}
+				assert.Equal(t, deployd.ExitFailed, r.Code, cmd)
 				assert.Empty(t, r.Stdout)
 			}
 		})
@@ -564,7 +570,11 @@ func TestTickLineCarriesTheCode(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte("env_id: production\n"), 0o600))
 		for _, cmd := range []string{"run", "status", "bootstrap"} {
 			r := runMain(t, nil, cmd, "--config", p)
-			require.Equal(t, deployd.ExitFailed, r.Code, r.Stderr)
+			want := deployd.ExitFailed
+			if cmd == "status" {
+				want = deployd.VerdictUnknown.Exit()
+			}
+			require.Equal(t, want, r.Code, r.Stderr)
 			assert.Regexp(t, `msg="the config is invalid; fix it and run again" .*code=CONFIG_INVALID`, r.Stderr, cmd)
 		}
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
@@ -110,7 +111,7 @@ func TestTokenExpiry(t *testing.T) {
 	require.ErrorIs(t, err, bao.ErrUnauthenticated)
 	_, err = c.RenewSelf(ctx, info.Token)
 	require.ErrorIs(t, err, bao.ErrUnauthenticated)
-	assert.False(t, bao.IsTemporary(err))
+	assert.False(t, deployd.IsTemporary(err))
 }
 
 func TestNotRenewable(t *testing.T) {
@@ -162,7 +163,7 @@ func TestLoginRejected(t *testing.T) {
 			if len(tc.grant) > 8 {
 				assert.NotContains(t, err.Error(), tc.grant)
 			}
-			assert.False(t, bao.IsTemporary(err))
+			assert.False(t, deployd.IsTemporary(err))
 		})
 	}
 	t.Run("expired", func(t *testing.T) {
@@ -314,7 +315,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		t.Run("sealed "+name, func(t *testing.T) {
 			err := call()
 			require.ErrorIs(t, err, bao.ErrUnavailable)
-			assert.True(t, bao.IsTemporary(err))
+			assert.True(t, deployd.IsTemporary(err))
 			assert.Contains(t, err.Error(), "OpenBao is sealed")
 			var be *bao.Error
 			require.ErrorAs(t, err, &be)
@@ -333,7 +334,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		require.NoError(t, ln.Close())
 		_, err = newClient(t, addr, nil).LookupSelf(ctx, info.Token)
 		require.ErrorIs(t, err, bao.ErrUnavailable)
-		assert.True(t, bao.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 		assert.Contains(t, err.Error(), "cannot reach OpenBao")
 	})
 	t.Run("timeout", func(t *testing.T) {
@@ -351,7 +352,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		_, err = c.LookupSelf(ctx, info.Token)
 		require.ErrorIs(t, err, bao.ErrUnavailable)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.True(t, bao.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 	})
 }
 
@@ -718,8 +719,6 @@ func TestErrorShape(t *testing.T) {
 		assert.Equal(t, k.code, coded.Code())
 		assert.Equal(t, k.code, (&bao.Error{Kind: k.err}).Code())
 	}
-	assert.True(t, bao.IsTemporary(fmt.Errorf("x: %w", context.DeadlineExceeded)))
-	assert.False(t, bao.IsTemporary(errors.New("other")))
 	assert.False(t, strings.Contains((&bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}).Error(), "<nil>"))
 }
 

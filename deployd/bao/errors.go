@@ -1,8 +1,6 @@
 package bao
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -111,12 +109,6 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Is reports whether target is the error's Kind.
 func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
-
-// IsTemporary reports whether err is worth retrying at the next tick: OpenBao was
-// unavailable (sealed, standby, 5xx, refused, timed out) or a deadline passed.
-func IsTemporary(err error) bool {
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
-}
 
 // maxDetail bounds, in bytes, the server text kept in an error.
 const maxDetail = 300

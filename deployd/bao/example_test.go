@@ -101,19 +101,21 @@ func ExampleClient_Read_errors() {
 		_, err := c.Read(ctx, tok.Token, map[string]bao.Ref{"DB_PASSWORD": ref})
 		var be *bao.Error
 		if errors.As(err, &be) {
-			fmt.Println(be.Code(), "temporary:", bao.IsTemporary(err))
+			fmt.Println(be.Code())
 			fmt.Println(" ", err)
 		}
 	}
 	fake.SetSealed(true)
 	_, err := c.LookupSelf(ctx, tok.Token)
-	fmt.Println("sealed, temporary:", bao.IsTemporary(err))
+	var sealed *bao.Error
+	errors.As(err, &sealed)
+	fmt.Println("sealed:", sealed.Code(), errors.Is(err, bao.ErrUnavailable))
 	// Output:
-	// SECRET_MISSING temporary: false
+	// SECRET_MISSING
 	//   bao read secret/data/envs/env-dev-01/db (variable DB_PASSWORD): SECRET_MISSING: version 1 of the secret was deleted (HTTP 404)
-	// SECRET_PATH temporary: false
+	// SECRET_PATH
 	//   bao read (variable DB_PASSWORD): SECRET_PATH: secret path "../env-dev-02/db": has a ".." segment
-	// sealed, temporary: true
+	// sealed: UNAVAILABLE true
 }
 
 // SecretPath pins every reference to the env's root.

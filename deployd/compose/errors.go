@@ -15,8 +15,9 @@ var (
 	// ErrApplyFailed is docker compose up or down exiting non-zero or not running at all.
 	ErrApplyFailed error = sentinel.New(codes.ApplyFailed, "docker compose failed")
 	// ErrCommandFailed is ps, logs or docker version failing or printing output that
-	// cannot be read. It has no code of its own: it is reported as APPLY_FAILED.
-	ErrCommandFailed error = sentinel.New(codes.ApplyFailed, "docker command failed")
+	// cannot be read. It has no code of its own: what it says of the release or the
+	// box is its cause's (the agent's table calls a cause of no code UNCLASSIFIED).
+	ErrCommandFailed = errors.New("docker command failed")
 	// ErrUnhealthy is a service that is unhealthy, exited non-zero or restarts.
 	ErrUnhealthy error = sentinel.New(codes.Unhealthy, "services unhealthy")
 	// ErrHealthTimeout is services still not ready when the health wait times out.
@@ -78,15 +79,13 @@ func (e *Error) Is(target error) bool { return target != nil && target == e.Kind
 // a daemon that cannot be reached, whatever the Kind (the box's fault beats the
 // step's); otherwise the code of its Kind: codes.ApplyFailed, codes.Unhealthy,
 // codes.HealthTimeout, codes.DockerUnavailable, codes.ImageMissing or
-// codes.RegistryUnavailable (codes.ApplyFailed for a Kind of no code).
+// codes.RegistryUnavailable; "" for ErrCommandFailed, which has none.
 func (e *Error) Code() codes.Code {
 	if errors.Is(e.Err, ErrDockerUnavailable) {
 		return codes.DockerUnavailable
 	}
-	if code, ok := sentinel.CodeOf(e.Kind); ok {
-		return code
-	}
-	return codes.ApplyFailed
+	code, _ := sentinel.CodeOf(e.Kind)
+	return code
 }
 
 // daemonDownMarks are what the docker CLI (and compose, through its client) prints

@@ -210,6 +210,9 @@ type Checkin struct {
 	// Live is the live release's health as the agent last read it; nil when nothing
 	// is live (then the check-in carries no live object).
 	Live *Live
+	// Condition is what has kept the box from doing its job over its last runs; nil
+	// when its last run ended 0 (then the check-in carries no condition object).
+	Condition *Condition
 }
 
 // Live is the health of the box's live release, read from docker just before the
@@ -326,14 +329,15 @@ type Report struct {
 }
 
 type checkinBody struct {
-	EnvID         string     `json:"env_id"`
-	AgentVersion  string     `json:"agent_version"`
-	CurrentSHA    string     `json:"current_sha"`
-	CurrentSerial int64      `json:"current_serial"`
-	LastResult    Result     `json:"last_result"`
-	LastCode      codes.Code `json:"last_code"`
-	Host          Host       `json:"host"`
-	Live          *liveWire  `json:"live,omitempty"`
+	EnvID         string         `json:"env_id"`
+	AgentVersion  string         `json:"agent_version"`
+	CurrentSHA    string         `json:"current_sha"`
+	CurrentSerial int64          `json:"current_serial"`
+	LastResult    Result         `json:"last_result"`
+	LastCode      codes.Code     `json:"last_code"`
+	Host          Host           `json:"host"`
+	Live          *liveWire      `json:"live,omitempty"`
+	Condition     *conditionWire `json:"condition,omitempty"`
 }
 
 // liveWire is Live as it travels: healthy and services only when docker answered.
@@ -349,7 +353,7 @@ func newCheckinBody(req Checkin) checkinBody {
 	b := checkinBody{
 		EnvID: req.EnvID, AgentVersion: req.AgentVersion, CurrentSHA: req.CurrentSHA,
 		CurrentSerial: req.CurrentSerial, LastResult: req.LastResult, LastCode: req.LastCode,
-		Host: req.Host,
+		Host: req.Host, Condition: req.Condition.wire(),
 	}
 	if l := req.Live; l != nil {
 		b.Live = &liveWire{ObservedAt: l.ObservedAt.UTC().Format(time.RFC3339Nano), Reason: boundReason(l.Reason)}
@@ -444,6 +448,9 @@ func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) 
 		return Instruction{}, fmt.Errorf("tenancy: checkin: last_result %q is not applied, failed or down: %w", req.LastResult, ErrInvalidArgument)
 	}
 	if err := validLive(req.Live); err != nil {
+		return Instruction{}, err
+	}
+	if err := validCondition(req.Condition); err != nil {
 		return Instruction{}, err
 	}
 	body := newCheckinBody(req)

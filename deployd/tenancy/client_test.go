@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -204,14 +205,14 @@ func TestBundleErrors(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
 		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, tenancy.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 	})
 	t.Run("writer_fails", func(t *testing.T) {
 		f := newFixture(t, nil)
 		b := f.publish(t, 1)
 		_, err := f.c.Bundle(t.Context(), b.SHA, failingWriter{})
 		require.ErrorIs(t, err, errDiskFull)
-		assert.False(t, tenancy.IsTemporary(err))
+		assert.False(t, deployd.IsTemporary(err))
 	})
 	t.Run("bad_sha_not_sent", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -247,7 +248,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 			_, err := f.c.Lease(t.Context(), env, b.SHA)
 			require.ErrorIs(t, err, tenancy.ErrLeaseShape)
 			assert.Equal(t, codes.LeaseShape, codeOf(err))
-			assert.False(t, tenancy.IsTemporary(err))
+			assert.False(t, deployd.IsTemporary(err))
 			assert.Contains(t, f.reg.Values(), f.auth.LiveGrant(env), "the refused shape's secret is registered")
 			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
 		})
@@ -265,7 +266,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 		require.True(t, ok)
 		assert.Greater(t, d, 59*time.Minute)
 		assert.LessOrEqual(t, d, time.Hour)
-		assert.True(t, tenancy.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 		assert.Equal(t, codes.RateLimited, codeOf(err))
 	})
 }
@@ -416,7 +417,7 @@ func TestStatusMapping(t *testing.T) {
 		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
 		{"409_no_body", 409, ``, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
 		{"403_env", 403, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"x"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
-		{"403_other", 403, `{"error":{"code":"FORBIDDEN","message":"x"}}`, "", tenancy.ErrProtocol, "", false, 0},
+		{"403_other", 403, `{"error":{"code":"FORBIDDEN","message":"x"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
 		{"429_seconds", 429, `{"error":{"code":"RATE_LIMITED","message":"budget"}}`, "120", tenancy.ErrRateLimited, "RATE_LIMITED", true, 2 * time.Minute},
 		{"429_date", 429, ``, time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat), tenancy.ErrRateLimited, "RATE_LIMITED", true, 10 * time.Minute},
 		{"429_no_header", 429, ``, "", tenancy.ErrRateLimited, "RATE_LIMITED", true, 0},
@@ -424,8 +425,8 @@ func TestStatusMapping(t *testing.T) {
 		{"502", 502, `<html>bad gateway</html>`, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
 		{"503_retry", 503, ``, "30", tenancy.ErrUnavailable, "UNAVAILABLE", true, 30 * time.Second},
 		{"408", 408, ``, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
-		{"400", 400, `{"error":{"code":"BAD_REQUEST","message":"env_id"}}`, "", tenancy.ErrProtocol, "", false, 0},
-		{"404", 404, ``, "", tenancy.ErrProtocol, "", false, 0},
+		{"400", 400, `{"error":{"code":"BAD_REQUEST","message":"env_id"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
+		{"404", 404, ``, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
 		{"200_for_report_ok", 0, ``, "", nil, "", false, 0},
 	}
 	for _, tt := range tests {
@@ -455,7 +456,7 @@ func TestStatusMapping(t *testing.T) {
 			assert.Equal(t, "report", ae.Op)
 			assert.Equal(t, tt.status, ae.Status)
 			assert.Equal(t, tt.code, ae.Code())
-			assert.Equal(t, tt.temp, tenancy.IsTemporary(err))
+			assert.Equal(t, tt.temp, deployd.IsTemporary(err))
 			d, ok := tenancy.RetryAfter(err)
 			assert.Equal(t, tt.wantAfter > 0, ok)
 			assert.InDelta(t, tt.wantAfter.Seconds(), d.Seconds(), 2)
@@ -472,7 +473,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		c := client(t, "http://"+addr, "tok", nil, nil)
 		_, err = c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, tenancy.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 		var op *net.OpError
 		assert.ErrorAs(t, err, &op, "the cause stays reachable")
 	})
@@ -483,7 +484,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.True(t, tenancy.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 		assert.Less(t, time.Since(start), 3*time.Second)
 	})
 	t.Run("reset", func(t *testing.T) {
@@ -500,7 +501,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		c := client(t, srv.URL, "tok", nil, nil)
 		_, err := c.Lease(t.Context(), env, strings.Repeat("a", 64))
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, tenancy.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 	})
 	t.Run("forced_statuses_from_fake", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -518,7 +519,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		f.token = f.auth.Token("env-dev-02")
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
-		assert.False(t, tenancy.IsTemporary(err))
+		assert.False(t, deployd.IsTemporary(err))
 	})
 	t.Run("revoked_bearer", func(t *testing.T) {
 		f := newFixture(t, nil)

@@ -18,10 +18,11 @@
 //	408, 5xx, timeouts, refused, reset    ErrUnavailable      UNAVAILABLE
 //	AppRole/wrapped or malformed lease    ErrLeaseShape       LEASE_SHAPE
 //	bundle larger than MaxBundleSize      ErrBundleTooLarge   BUNDLE_MALFORMED
-//	anything else that breaks the contract ErrProtocol        "" (no code of its own)
+//	anything else that breaks the contract ErrProtocol        TENANCY_PROTOCOL
 //
-// IsTemporary says whether the agent should exit 75 and retry at the next tick
-// (ErrUnavailable and ErrRateLimited); RetryAfter returns the server's Retry-After.
+// Whether a code means "retry at the next tick" (exit 75) is the agent's decision,
+// made in one table (deployd.IsTemporary); RetryAfter returns the server's
+// Retry-After.
 //
 // Error texts never carry the bearer, the grant or anything the server echoed back
 // verbatim: from an error body only error.code (if it looks like a code) and a

@@ -3,7 +3,6 @@ package tenancy
 import (
 	"errors"
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 	"time"
@@ -31,7 +30,7 @@ var (
 	ErrUnavailable error = sentinel.New(codes.Unavailable, "tenancy: unavailable")
 	// ErrProtocol is a response that breaks the contract (unexpected status, bad JSON,
 	// a field out of range).
-	ErrProtocol error = errors.New("tenancy: protocol error")
+	ErrProtocol error = sentinel.New(codes.TenancyProtocol, "tenancy: protocol error")
 	// ErrBundleTooLarge is a bundle larger than Config.MaxBundleSize.
 	ErrBundleTooLarge error = sentinel.New(codes.BundleMalformed, "tenancy: bundle too large")
 	// ErrSignatureTooLarge is a signature answer longer than MaxSignatureSize: not a
@@ -103,25 +102,10 @@ func (e *APIError) Unwrap() error { return e.Err }
 // Is reports whether target is the kind of e.
 func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.Kind }
 
-// Code returns the stable code of the kind, as the agent reports it ("" for
-// ErrProtocol, which has none).
+// Code returns the stable code of the kind, as the agent reports it.
 func (e *APIError) Code() codes.Code {
 	code, _ := sentinel.CodeOf(e.Kind)
 	return code
-}
-
-// IsTemporary reports whether err is worth a retry at the next tick: the service was
-// unavailable (5xx, 408, timeouts, refused or reset connections, a network timeout) or
-// rate limited.
-func IsTemporary(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // RetryAfter returns the Retry-After the server sent with err, if any.

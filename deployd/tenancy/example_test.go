@@ -67,7 +67,7 @@ func Example() {
 	// report: <nil> 42000
 }
 
-func ExampleIsTemporary() {
+func ExampleRetryAfter() {
 	auth := faketenancy.NewMemoryAuthority()
 	fake := faketenancy.New(faketenancy.Options{Authority: auth, LeaseBudget: 1})
 	defer fake.Close()
@@ -84,15 +84,15 @@ func ExampleIsTemporary() {
 	after, _ := tenancy.RetryAfter(err)
 	var apiErr *tenancy.APIError
 	errors.As(err, &apiErr)
-	fmt.Println("second lease:", apiErr.Code(), "temporary:", tenancy.IsTemporary(err), "retry after:", after.Round(time.Hour))
+	fmt.Println("second lease:", apiErr.Code(), "retry after:", after.Round(time.Hour))
 
 	fake.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": http.StatusConflict}})
 	_, err = client.Checkin(context.Background(), tenancy.Checkin{EnvID: "env-dev-01"})
-	fmt.Println("env mismatch:", errors.Is(err, tenancy.ErrEnvMismatch), "temporary:", tenancy.IsTemporary(err))
+	fmt.Println("env mismatch:", errors.Is(err, tenancy.ErrEnvMismatch))
 	// Output:
 	// first lease: <nil>
-	// second lease: RATE_LIMITED temporary: true retry after: 1h0m0s
-	// env mismatch: true temporary: false
+	// second lease: RATE_LIMITED retry after: 1h0m0s
+	// env mismatch: true
 }
 
 // buildExampleBundle writes a two-file bundle without the deploydtest helpers, which

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/tenancy"
@@ -58,7 +59,7 @@ func TestSignatureAgainstFake(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
 		_, err := f.c.Signature(t.Context(), b.SHA)
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, tenancy.IsTemporary(err))
+		assert.True(t, deployd.IsTemporary(err))
 		var ae *tenancy.APIError
 		require.ErrorAs(t, err, &ae)
 		assert.Equal(t, "signature", ae.Op)
@@ -101,7 +102,7 @@ func TestSignatureSize(t *testing.T) {
 			_, err := serve(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
 			require.ErrorIs(t, err, tenancy.ErrSignatureTooLarge)
 			assert.Equal(t, codes.SignatureInvalid, codeOf(err))
-			assert.False(t, tenancy.IsTemporary(err))
+			assert.False(t, deployd.IsTemporary(err))
 			assert.Contains(t, err.Error(), "longer than 4096 bytes")
 		})
 	}

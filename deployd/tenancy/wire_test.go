@@ -172,15 +172,14 @@ func TestAPIErrorCode(t *testing.T) {
 	tests := []struct {
 		kind error
 		code codes.Code
-		temp bool
 	}{
-		{ErrUnauthenticated, codes.Unauthenticated, false},
-		{ErrEnvMismatch, codes.AgentEnvMismatch, false},
-		{ErrRateLimited, codes.RateLimited, true},
-		{ErrLeaseShape, codes.LeaseShape, false},
-		{ErrUnavailable, codes.Unavailable, true},
-		{ErrBundleTooLarge, codes.BundleMalformed, false},
-		{ErrProtocol, "", false},
+		{ErrUnauthenticated, codes.Unauthenticated},
+		{ErrEnvMismatch, codes.AgentEnvMismatch},
+		{ErrRateLimited, codes.RateLimited},
+		{ErrLeaseShape, codes.LeaseShape},
+		{ErrUnavailable, codes.Unavailable},
+		{ErrBundleTooLarge, codes.BundleMalformed},
+		{ErrProtocol, codes.TenancyProtocol},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.Error(), func(t *testing.T) {
@@ -190,11 +189,8 @@ func TestAPIErrorCode(t *testing.T) {
 			var ae *APIError
 			require.ErrorAs(t, err, &ae)
 			assert.Equal(t, tt.code, ae.Code())
-			assert.Equal(t, tt.temp, IsTemporary(err))
 		})
 	}
-	assert.False(t, IsTemporary(nil))
-	assert.False(t, IsTemporary(errors.New("plain")))
 }
 
 func TestParseRetryAfter(t *testing.T) {

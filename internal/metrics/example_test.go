@@ -19,6 +19,7 @@ func ExampleFormat() {
 		TickDuration: 4 * time.Second,
 		LiveSerial:   17,
 		TokenTTL:     time.Hour,
+		Verdict:      "ok",
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -43,6 +44,11 @@ func ExampleFormat() {
 	// monky_deployd_last_restore{result=""} 0
 	// monky_deployd_images_removed 0
 	// monky_deployd_images_reclaimed_bytes 0
+	// monky_deployd_status{verdict="ok"} 0
+	// monky_deployd_condition{code="",exit=""} 0
+	// monky_deployd_condition_since_timestamp_seconds 0
+	// monky_deployd_condition_runs 0
+	// monky_deployd_next_attempt_timestamp_seconds 0
 }
 
 func ExampleWrite() {

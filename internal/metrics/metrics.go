@@ -86,6 +86,28 @@ type Snapshot struct {
 	// apply that removed images removed, and an upper bound of the space it freed.
 	ImagesRemoved        int
 	ImagesReclaimedBytes int64
+	// Verdict is the status verdict after the tick (deployd.Status): "ok",
+	// "warning", "critical" or "unknown"; its metric's value is status's exit code.
+	Verdict string
+	// VerdictExit is that exit code: 0, 1, 2 or 3.
+	VerdictExit int
+	// Condition is the streak of runs that did not end 0 (deployd.Condition); nil
+	// when the last run ended 0.
+	Condition *Condition
+}
+
+// Condition is the box's condition in a Snapshot.
+type Condition struct {
+	// Code is the code the latest run ended on.
+	Code codes.Code
+	// Exit is that run's exit code.
+	Exit int
+	// Since is when the first run of the streak ended.
+	Since time.Time
+	// Runs counts the runs of the streak.
+	Runs int
+	// NextAttempt is when the box tries again by itself; zero: at the next tick.
+	NextAttempt time.Time
 }
 
 // Live is the live release's health in a Snapshot.
@@ -162,6 +184,14 @@ func (s Snapshot) validate() error {
 		return &FieldError{Field: "ExitCode", Reason: "must be in 0..255"}
 	case s.ImagesRemoved < 0 || s.ImagesReclaimedBytes < 0:
 		return &FieldError{Field: "ImagesRemoved", Reason: "must not be negative"}
+	case s.Verdict != "" && !isRestore(s.Verdict):
+		return &FieldError{Field: "Verdict", Reason: "must be lowercase letters, or empty"}
+	case s.VerdictExit < 0 || s.VerdictExit > 3:
+		return &FieldError{Field: "VerdictExit", Reason: "must be in 0..3"}
+	case s.Condition != nil && !isCode(string(s.Condition.Code)):
+		return &FieldError{Field: "Condition.Code", Reason: "must be a stable code of [A-Z0-9_]"}
+	case s.Condition != nil && (s.Condition.Exit < 0 || s.Condition.Exit > 255 || s.Condition.Runs < 0):
+		return &FieldError{Field: "Condition.Exit", Reason: "must be in 0..255, with Runs not negative"}
 	}
 	return nil
 }
@@ -207,10 +237,35 @@ func Format(s Snapshot) ([]byte, error) {
 		"", strconv.Itoa(s.ImagesRemoved))
 	gauge("images_reclaimed_bytes", "Sum of the sizes of those images: an upper bound of the space freed (shared layers stay).",
 		"", strconv.FormatInt(s.ImagesReclaimedBytes, 10))
+	gauge("status", "The status verdict after the last tick (ok, warning, critical, unknown); the value is `monky-deployd status`'s exit code: 0, 1, 2, 3.",
+		labelSet("verdict", s.Verdict), strconv.Itoa(s.VerdictExit))
+	formatCondition(gauge, s.Condition)
 	if l := s.Live; l != nil {
 		formatLive(&b, l)
 	}
 	return b.Bytes(), nil
+}
+
+// formatCondition writes the box's condition: always present, so that an alert on a
+// lasting condition has a series to read (code "" and zeros when none).
+func formatCondition(gauge func(name, help, labels, value string), c *Condition) {
+	var cc Condition
+	held := "0"
+	if c != nil {
+		cc, held = *c, "1"
+	}
+	exit := ""
+	if c != nil {
+		exit = strconv.Itoa(cc.Exit)
+	}
+	gauge("condition", "1 while runs keep ending non-zero, with the latest run's code and exit code; 0 with empty labels once a run ended 0.",
+		labelSet("code", string(cc.Code), "exit", exit), held)
+	gauge("condition_since_timestamp_seconds", "Unix time when the first run of the condition ended; 0 without a condition.",
+		"", unixSeconds(cc.Since))
+	gauge("condition_runs", "How many runs in a row have ended non-zero; 0 without a condition.",
+		"", strconv.Itoa(cc.Runs))
+	gauge("next_attempt_timestamp_seconds", "Unix time when the box tries again by itself where it waits (tenancy's Retry-After, a sha held for an hour); 0: at the next tick.",
+		"", unixSeconds(cc.NextAttempt))
 }
 
 // formatLive writes the live release's health: nothing more than the observation
@@ -320,27 +375,41 @@ func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
-// FromState is the snapshot of a tick that ended at now with exit after tick, as st
-// (read back after the tick) tells it, for the box serving envID.
-func FromState(st deployd.State, envID, version string, now time.Time, tick time.Duration, exit int) Snapshot {
+// FromStatus is the snapshot of a tick that ended at now with exit after tick, as
+// the box's status (read back after the tick) tells it.
+func FromStatus(v deployd.Status, now time.Time, tick time.Duration, exit int) Snapshot {
 	snap := Snapshot{
-		EnvID: envID, Version: version, LastRun: now, LastCheckin: st.LastCheckin,
-		LastResult: st.LastResult, LastCode: st.LastCode, TickDuration: tick,
-		LiveSHA: st.LiveSHA, LiveSerial: st.LiveSerial, EnvMismatchLatched: st.EnvMismatch != nil, ExitCode: exit,
+		EnvID: v.EnvID, Version: v.Version, LastRun: now, TickDuration: tick, ExitCode: exit,
+		EnvMismatchLatched: v.Latch != nil && v.Latch.Active, Verdict: string(v.Verdict), VerdictExit: v.Verdict.Exit(),
 	}
-	if !st.TokenExpires.IsZero() {
-		snap.TokenTTL = max(st.TokenExpires.Sub(now), 0)
+	if v.LastCheckin != nil {
+		snap.LastCheckin = *v.LastCheckin
 	}
-	if r := st.LastRestore; r != nil {
-		snap.LastRestore, snap.Degraded = r.Result, r.Degraded()
+	if r := v.LastReport; r != nil {
+		snap.LastResult, snap.LastCode = r.Result, r.Code
 	}
-	if r := st.LastReclaim; r != nil {
+	if e := v.Token.Expires; e != nil {
+		snap.TokenTTL = max(e.Sub(now), 0)
+	}
+	if r := v.LastRestore; r != nil {
+		snap.LastRestore, snap.Degraded = r.Result, r.Degraded
+	}
+	if r := v.LastReclaim; r != nil {
 		snap.ImagesRemoved, snap.ImagesReclaimedBytes = r.Images, r.Bytes
 	}
-	if h := st.Live; h != nil && st.LiveSHA != "" {
-		snap.Live = &Live{Known: h.Reason == "", Healthy: h.Healthy, ObservedAt: h.ObservedAt}
-		for _, sv := range h.Services {
-			snap.Live.Services = append(snap.Live.Services, Service{Name: sv.Name, Healthy: sv.Ready, Restarts: sv.Restarts})
+	if c := v.Condition; c != nil {
+		snap.Condition = &Condition{Code: c.Code, Exit: c.Exit, Since: c.Since, Runs: c.Runs}
+		if c.NextAttempt != nil {
+			snap.Condition.NextAttempt = *c.NextAttempt
+		}
+	}
+	if l := v.Live; l != nil {
+		snap.LiveSHA, snap.LiveSerial = l.SHA, l.Serial
+		if h := l.Health; h != nil {
+			snap.Live = &Live{Known: h.Reason == "", Healthy: h.Healthy, ObservedAt: h.ObservedAt}
+			for _, sv := range h.Services {
+				snap.Live.Services = append(snap.Live.Services, Service{Name: sv.Name, Healthy: sv.Ready, Restarts: sv.Restarts})
+			}
 		}
 	}
 	return snap

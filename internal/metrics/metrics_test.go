@@ -34,6 +34,10 @@ func sample() metrics.Snapshot {
 		LiveSerial:   17,
 		TokenTTL:     36 * time.Hour,
 		ExitCode:     1,
+		Verdict:      "critical",
+		VerdictExit:  2,
+		Condition: &metrics.Condition{Code: "UNHEALTHY", Exit: 1, Since: time.Date(2026, 11, 30, 9, 30, 5, 250e6, time.UTC), Runs: 1,
+			NextAttempt: time.Time{}},
 	}
 }
 
@@ -157,6 +161,28 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 			values: map[string]float64{"monky_deployd_last_restore": 1},
 		},
 		{
+			name: "a temporary condition that lasts, waiting for tenancy's Retry-After",
+			snap: metrics.Snapshot{EnvID: "env-dev-01", ExitCode: 75, Verdict: "critical", VerdictExit: 2, Condition: &metrics.Condition{
+				Code: "RATE_LIMITED", Exit: 75, Since: time.Unix(1796027400, 0), Runs: 61, NextAttempt: time.Unix(1796031600, 0)}},
+			values: map[string]float64{
+				"monky_deployd_status": 2, "monky_deployd_condition": 1, "monky_deployd_condition_since_timestamp_seconds": 1796027400,
+				"monky_deployd_condition_runs": 61, "monky_deployd_next_attempt_timestamp_seconds": 1796031600,
+			},
+			labels: map[string]map[string]string{
+				"monky_deployd_status":    {"verdict": "critical"},
+				"monky_deployd_condition": {"code": "RATE_LIMITED", "exit": "75"},
+			},
+		},
+		{
+			name: "no condition: the series are there, at zero",
+			snap: metrics.Snapshot{EnvID: "env-dev-01", Verdict: "ok"},
+			values: map[string]float64{
+				"monky_deployd_status": 0, "monky_deployd_condition": 0, "monky_deployd_condition_since_timestamp_seconds": 0,
+				"monky_deployd_condition_runs": 0, "monky_deployd_next_attempt_timestamp_seconds": 0,
+			},
+			labels: map[string]map[string]string{"monky_deployd_condition": {"code": "", "exit": ""}},
+		},
+		{
 			name: "applied, temporary failure on a later tick",
 			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "applied", ExitCode: 75, LiveSerial: 4},
 			values: map[string]float64{
@@ -173,7 +199,7 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 			data, err := metrics.Format(tt.snap)
 			require.NoError(t, err)
 			families := parse(t, data)
-			assert.Len(t, families, 12)
+			assert.Len(t, families, 17)
 			for name := range families {
 				assert.True(t, strings.HasPrefix(name, "monky_deployd_"), name)
 			}

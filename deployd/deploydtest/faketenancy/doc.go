@@ -30,6 +30,10 @@
 //     malformed one is 400 BAD_REQUEST naming the field and the check-in is not
 //     recorded. The top level of every body stays strict, to catch an agent's typo.
 //     LastLive is the live object of the latest check-in (none: nothing is live);
+//   - a check-in's condition object is checked the same way (a stable code, a
+//     non-zero exit, runs ≥ 1, RFC 3339 times with since ≤ code_since ≤ last);
+//     LastCondition is the condition of the latest check-in (none: its last run
+//     ended 0);
 //   - PublishSignature stores a bundle's signature file, unchecked, and the signature
 //     call serves it byte for byte as text/plain; a bundle without one is 404
 //     SIGNATURE_NOT_FOUND, a sha of another environment 409 as for the bundle;

@@ -121,6 +121,9 @@ type CheckinRequest struct {
 	Host          Host   `json:"host"`
 	// Live is the check-in's live object; nil when it carried none (nothing is live).
 	Live *Live `json:"live,omitempty"`
+	// Condition is the check-in's condition object; nil when it carried none (the
+	// box's last run ended 0).
+	Condition *Condition `json:"condition,omitempty"`
 	// UserAgent is the request's User-Agent header.
 	UserAgent string `json:"user_agent"`
 	// Time is when the check-in arrived.
@@ -382,8 +385,21 @@ func (s *Server) Checkins(envID string) []CheckinRequest {
 	out := append([]CheckinRequest(nil), s.env(envID).checkins...)
 	for i := range out {
 		out[i].Live = out[i].Live.clone()
+		out[i].Condition = out[i].Condition.clone()
 	}
 	return out
+}
+
+// LastCondition returns the condition object of envID's latest check-in. It is false
+// when there was no check-in or the latest carried none: the box's last run ended 0.
+func (s *Server) LastCondition(envID string) (Condition, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.env(envID).checkins
+	if len(cs) == 0 || cs[len(cs)-1].Condition == nil {
+		return Condition{}, false
+	}
+	return *cs[len(cs)-1].Condition, true
 }
 
 // LastLive returns the live object of envID's latest check-in. It is false when there
@@ -569,7 +585,8 @@ func sameEnv(w http.ResponseWriter, rec *Request, call, envID, tokenEnv string) 
 // about what it knows and tolerant of fields it does not (parseLive).
 type checkinWire struct {
 	CheckinRequest
-	Live json.RawMessage `json:"live"`
+	Live      json.RawMessage `json:"live"`
+	Condition json.RawMessage `json:"condition"`
 }
 
 func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
@@ -593,6 +610,10 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		return
 	}
 	req.Live = live
+	if req.Condition, err = parseCondition(body.Condition); err != nil {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
 	req.UserAgent = r.Header.Get("User-Agent")
 	req.Time = s.opts.Now()
 	s.mu.Lock()

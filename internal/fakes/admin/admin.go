@@ -81,6 +81,7 @@ func New(t *faketenancy.Server, b *fakebao.Server, logger *slog.Logger) *API {
 	a.mux.HandleFunc("GET /envs/{env}/reports/{n}", a.waitReport)
 	a.mux.HandleFunc("GET /envs/{env}/checkins", a.checkins)
 	a.mux.HandleFunc("GET /envs/{env}/live", a.live)
+	a.mux.HandleFunc("GET /envs/{env}/condition", a.condition)
 	a.mux.HandleFunc("GET /envs/{env}/leases", a.leases)
 	a.mux.HandleFunc("GET /requests", a.requests)
 	a.mux.HandleFunc("GET /faults", a.getFaults)
@@ -217,6 +218,16 @@ func (a *API) live(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusOK, l)
+}
+
+func (a *API) condition(w http.ResponseWriter, r *http.Request) {
+	env := r.PathValue("env")
+	c, ok := a.tenancy.LastCondition(env)
+	if !ok {
+		fail(w, http.StatusNotFound, "the latest check-in of "+env+" carries no condition object (its last run ended 0, or no check-in yet)")
+		return
+	}
+	reply(w, http.StatusOK, c)
 }
 
 func (a *API) leases(w http.ResponseWriter, r *http.Request) {

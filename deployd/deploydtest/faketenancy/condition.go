@@ -1,0 +1,102 @@
+package faketenancy
+
+import (
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// Condition is the condition object of a check-in (docs/PROTOCOL.md, "The condition
+// object"): what has kept the box from doing its job over its last runs.
+type Condition struct {
+	// Code is the code the latest run ended on.
+	Code string `json:"code"`
+	// Exit is that run's exit code (75, 1 or 78).
+	Exit int `json:"exit"`
+	// Since, CodeSince and Last: when the first run of the streak, the first that
+	// ended on Code and the latest ended.
+	Since     time.Time `json:"since"`
+	CodeSince time.Time `json:"code_since"`
+	Last      time.Time `json:"last"`
+	// Runs counts the runs of the streak.
+	Runs int `json:"runs"`
+	// SHA is the bundle the latest run worked on; "" when none.
+	SHA string `json:"sha,omitzero"`
+	// NextAttempt is when the box tries again by itself; zero: at its next tick.
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+}
+
+// conditionWire is a condition as it arrives; the fake checks it with its own code.
+type conditionWire struct {
+	Code        *string `json:"code"`
+	Exit        *int    `json:"exit"`
+	Since       *string `json:"since"`
+	CodeSince   *string `json:"code_since"`
+	Last        *string `json:"last"`
+	Runs        *int    `json:"runs"`
+	SHA         string  `json:"sha"`
+	NextAttempt string  `json:"next_attempt"`
+}
+
+var (
+	codeRe = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+	shaRe  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// parseCondition decodes a check-in's condition object: strict about the fields it
+// knows (present, of their kind, times in order), tolerant of fields it does not.
+// Absent or null is nil.
+func parseCondition(raw json.RawMessage) (*Condition, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var w conditionWire
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, &fieldError{"condition", "must be an object of the documented fields"}
+	}
+	switch {
+	case w.Code == nil || !codeRe.MatchString(*w.Code):
+		return nil, &fieldError{"condition.code", "must be a stable code"}
+	case w.Exit == nil || *w.Exit < 1 || *w.Exit > 255:
+		return nil, &fieldError{"condition.exit", "must be a non-zero exit code"}
+	case w.Runs == nil || *w.Runs < 1:
+		return nil, &fieldError{"condition.runs", "must be at least 1"}
+	case w.SHA != "" && !shaRe.MatchString(w.SHA):
+		return nil, &fieldError{"condition.sha", "must be 64 lowercase hex"}
+	}
+	c := &Condition{Code: *w.Code, Exit: *w.Exit, Runs: *w.Runs, SHA: w.SHA}
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  *time.Time
+	}{{"since", w.Since, &c.Since}, {"code_since", w.CodeSince, &c.CodeSince}, {"last", w.Last, &c.Last}} {
+		if f.in == nil {
+			return nil, &fieldError{"condition." + f.name, "is required"}
+		}
+		t, err := time.Parse(time.RFC3339, *f.in)
+		if err != nil {
+			return nil, &fieldError{"condition." + f.name, "must be an RFC 3339 time"}
+		}
+		*f.out = t
+	}
+	if c.CodeSince.Before(c.Since) || c.Last.Before(c.CodeSince) {
+		return nil, &fieldError{"condition", "must have since ≤ code_since ≤ last"}
+	}
+	if w.NextAttempt != "" {
+		t, err := time.Parse(time.RFC3339, w.NextAttempt)
+		if err != nil {
+			return nil, &fieldError{"condition.next_attempt", "must be an RFC 3339 time"}
+		}
+		c.NextAttempt = t
+	}
+	return c, nil
+}
+
+// clone returns a copy of c, so that what the server stores is never shared.
+func (c *Condition) clone() *Condition {
+	if c == nil {
+		return nil
+	}
+	d := *c
+	return &d
+}

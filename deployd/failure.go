@@ -1,0 +1,316 @@
+package deployd
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/deployd/tenancy"
+)
+
+// This file is the one place that decides what a failure means (docs/OPERATIONS.md,
+// "What each code means"): the table rules, and classify, its only reader. Steps
+// return their cause with what they were doing (*Error); they never decide whether
+// it is temporary, reported, remembered or restored.
+
+// fault is whose fault a failure is; the rest of a failure's meaning follows from it
+// (rule).
+type fault int
+
+const (
+	// faultBundle: the bundle's (or its sha's). Reported failed and the sha is held
+	// against a new lease (rule.hold).
+	faultBundle fault = iota + 1
+	// faultBox: the box's (docker down, a full disk, a state dir that cannot be
+	// written, a refused login), or a failure of no known code. Reported failed with
+	// its code, never held against the sha: the next tick tries again by itself.
+	faultBox
+	// faultTemporary: exit 75, nothing reported or held; the next tick (or the
+	// first after tenancy's Retry-After) tries again. A tick stopped after promote
+	// leaves the release where it is: the next tick resumes it without a lease.
+	faultTemporary
+	// faultTenancy: tenancy refused the box itself (its token, its env); a report
+	// would be refused too. Nothing is reported or held.
+	faultTenancy
+)
+
+// String names the fault as docs/OPERATIONS.md does.
+func (f fault) String() string {
+	switch f {
+	case faultBundle:
+		return "bundle"
+	case faultBox:
+		return "box"
+	case faultTemporary:
+		return "temporary"
+	case faultTenancy:
+		return "tenancy"
+	}
+	return "unknown"
+}
+
+// holdUntilRetry is rule.hold of a failure that holds its sha until tenancy asks
+// with retry (or publishes another sha).
+const holdUntilRetry time.Duration = -1
+
+// secretHold is how long a missing or denied secret holds its sha: writing the
+// secret (or fixing the policy) mends the box by itself within it, and a secret that
+// stays missing costs at most one lease per secretHold.
+const secretHold = time.Hour
+
+// rule is what a failure of one code means.
+type rule struct {
+	fault fault
+	// hold is how long the sha of a failed apply is held against a new lease: 0
+	// never (the next tick tries again), holdUntilRetry until tenancy asks with
+	// retry, or a duration after which the box tries again by itself.
+	hold time.Duration
+	// next is what an operator does about it: one line, for status and the docs.
+	next string
+}
+
+// rules is the one table of what each code means. A code missing from it fails
+// TestEveryCodeHasARule; docs/OPERATIONS.md's table is rendered from it
+// (TestOperationsTableIsTheRules).
+var rules = map[codes.Code]rule{
+	// Bundle refusals: before the lease; the sha is held until tenancy asks again.
+	codes.BundleMalformed: {faultBundle, holdUntilRetry, "re-publish the bundle (a renderer bug or a corrupted upload); `monky-deployd verify --env ENV BUNDLE` reproduces the refusal offline"},
+	codes.SHAMismatch:     {faultBundle, holdUntilRetry, "re-publish the bundle: the bytes received are not the sha tenancy asked for (a corrupted store or a proxy in the path)"},
+	codes.EnvMismatch:     {faultBundle, holdUntilRetry, "publish the bundle to the right env, or fix env_id in the config if the box's is wrong"},
+	codes.ManifestPaths:   {faultBundle, holdUntilRetry, "fix the renderer's output: an unsafe path, a non-regular entry or a files list that is not the tar's"},
+	codes.ComposeInvalid:  {faultBundle, holdUntilRetry, "fix the compose file; the detail has compose-go's message"},
+	codes.UnresolvedVars:  {faultBundle, holdUntilRetry, "add the variable to the manifest's vars or secrets, or give it a default (${X:-v})"},
+	codes.SecretPath:      {faultBundle, holdUntilRetry, "fix the manifest: secret paths are relative to envs/<env_id>/"},
+	codes.Privileged:      {faultBundle, holdUntilRetry, "remove the privilege from the bundle, or list the service in the box's compose.allow_privileged"},
+	codes.Rollback:        {faultBundle, holdUntilRetry, "roll back explicitly from the console (the check-in's rollback: true)"},
+	// DISK_LOW is a refusal of the box: freeing space keeps the sha.
+	codes.DiskLow: {faultBox, 0, "free space under deploy_dir (lower compose.keep_releases, remove the images the detail names); the next tick verifies the bundle again"},
+
+	// Signature refusals: their fix (a new signature, a key added to the box) keeps
+	// the sha, and checking again costs a small GET, never a lease.
+	codes.SignatureMissing:    {faultBox, 0, "sign the bundle (`monky-deployd sign`) and publish its signature, or remove trusted_keys from the config to run unsigned bundles"},
+	codes.SignatureInvalid:    {faultBox, 0, "sign this very bundle again for this env, sha and serial: the detail names the field that differs; if nobody re-packed it, treat it as an attack"},
+	codes.SignatureUnknownKey: {faultBox, 0, "add the signing key to trusted_keys, or sign with a key the box trusts"},
+	codes.SignatureExpired:    {faultBox, 0, "sign the bundle again with a later --expires (or none); check the box's clock"},
+	codes.SignatureReplay:     {faultBox, 0, "publish a newer serial, or roll back explicitly from the console (rollback: true) to a signed older bundle"},
+
+	// Later phases.
+	codes.LeaseShape: {faultBundle, holdUntilRetry, "fix tenancy's lease issuer or the OpenBao role: the lease or login answer has the wrong shape (there is no AppRole path)"},
+	// Writing the secret (or fixing the policy) mends the box by itself: the sha is
+	// held an hour, then tried again.
+	codes.SecretMissing: {faultBundle, secretHold, "write the secret at <kv_mount>/data/envs/<env_id>/<path> (the detail names the variable, path and key); the box tries again by itself within the hour (status names when)"},
+	codes.SecretDenied:  {faultBundle, secretHold, "fix the see-env policy or role in OpenBao (docs/OPERATIONS.md, \"Server side\"); the box tries again by itself within the hour (status names when)"},
+	codes.ApplyFailed:   {faultBundle, holdUntilRetry, "read the report's tail (compose's output): compose refused or could not start the release; the previous release was restored"},
+	codes.Unhealthy:     {faultBundle, holdUntilRetry, "read the health evidence `monky-deployd status` shows (each failing service's last healthchecks and log lines); the previous release was restored"},
+	codes.HealthTimeout: {faultBundle, holdUntilRetry, "a slow start: read the health evidence `monky-deployd status` shows, or raise compose.health_timeout (and the unit's TimeoutStartSec); the previous release was restored"},
+	codes.ConfigInvalid: {faultBox, 0, "fix the config: the message names the file, the key and its line"},
+	codes.Config:        {faultBox, 0, "fix the config's bao section (addr, mounts, role, ca_file): the message names the key"},
+
+	// Tenancy phase. UNAUTHENTICATED is the box's credentials: from OpenBao (the
+	// lease's grant refused at login, most often superseded by a newer lease) it is
+	// reported; from tenancy itself it is tenancy's (classify).
+	codes.AgentEnvMismatch: {faultTenancy, 0, "fix env_id in the config, or place a fresh grant of this env and run `monky-deployd bootstrap`"},
+	codes.RateLimited:      {faultTemporary, 0, "wait: the lease budget refills within the hour (status names when the box asks again); look for a flapping deploy burning leases"},
+	codes.Unauthenticated:  {faultBox, 0, "re-bootstrap: place a fresh bootstrap grant (mode 0600) at the config's bootstrap_grant and run `monky-deployd bootstrap`"},
+	codes.Unavailable:      {faultTemporary, 0, "nothing unless it lasts: then check the mesh or tunneler, tenancy and OpenBao"},
+	codes.TenancyProtocol:  {faultTemporary, 0, "nothing unless it lasts: then look for a proxy answering in tenancy's place, or a tenancy of another version (the log line names the call and the field)"},
+
+	// The box itself.
+	codes.Locked:            {faultTemporary, 0, "nothing: another run holds the lock; if it lasts, look for a hung `docker compose up`"},
+	codes.Interrupted:       {faultTemporary, 0, "nothing: the next tick resumes where this one stopped"},
+	codes.ComposeMissing:    {faultBox, 0, "install the docker compose v2 plugin (docker-compose-plugin, docker-compose-v2 or docker-compose 2.x)"},
+	codes.StateUnavailable:  {faultBox, 0, "fix the file system of state_dir or deploy_dir (mode, space, mount, ReadWritePaths=): the log line names the file and the error"},
+	codes.DockerUnavailable: {faultBox, 0, "start docker (`systemctl start docker`) or fix the agent's access to its socket; the next tick goes on"},
+	codes.DiskFull:          {faultBox, 0, "free space on the file systems of deploy_dir and state_dir; the next tick goes on"},
+	codes.DockerTimeout:     {faultTemporary, 0, "nothing unless it lasts: then the box is overloaded or dockerd hangs (`systemctl status docker`, `journalctl -u docker`); the next tick tries again"},
+	codes.Unclassified:      {faultBox, 0, "read the tick's log line (`journalctl -u monky-deployd -p warning`): its err says what failed; the next tick tries again"},
+
+	// Images, before the lease.
+	codes.ImageMissing:        {faultBox, 0, "push the image the failure names, fix its reference in the renderer, or `docker login` to its registry as root on this box; the next tick pulls again without a lease"},
+	codes.RegistryUnavailable: {faultTemporary, 0, "check that this box reaches the image's registry (`docker pull <image>` as root); the next tick pulls again without a lease"},
+	codes.PullFailed:          {faultBox, 0, "read what docker said (the detail) and `journalctl -u docker`: the box's docker could not store the image; the next tick pulls again without a lease"},
+}
+
+// ruleOf is the rule of code; a code the table does not know is UNCLASSIFIED's.
+func ruleOf(code codes.Code) rule {
+	if r, ok := rules[code]; ok {
+		return r
+	}
+	return rules[codes.Unclassified]
+}
+
+// exit is the exit code of a failure of code under r: 75 for a temporary one, 78
+// for AGENT_ENV_MISMATCH, 1 otherwise.
+func (r rule) exit(code codes.Code) int {
+	switch {
+	case r.fault == faultTemporary:
+		return ExitTemporary
+	case code == codes.AgentEnvMismatch:
+		return ExitEnvMismatch
+	}
+	return ExitFailed
+}
+
+// verdict is what classify makes of an error: its code and what the code means.
+type verdict struct {
+	code codes.Code
+	rule rule
+}
+
+// classify is the only reader of rules: the code of err (codeOf) and its rule, with
+// two refinements the code alone cannot tell: tenancy refusing the box's credentials
+// is tenancy's (a report would be refused too), and a bundle refusal is the box's
+// only when each of its refusals is (DISK_LOW alone).
+func classify(err error) verdict {
+	code := codeOf(err)
+	v := verdict{code: code, rule: ruleOf(code)}
+	var call *tenancy.APIError
+	var refused *bundle.RefusedError
+	switch {
+	case code == codes.Unauthenticated && errors.As(err, &call):
+		v.rule.fault = faultTenancy
+	case errors.As(err, &refused) && rules[code].fault == faultBundle:
+	case errors.As(err, &refused):
+		// The first refusal that is the bundle's speaks for the rest.
+		for _, r := range refused.Refusals {
+			if ruleOf(r.Code).fault == faultBundle {
+				v.code, v.rule = r.Code, ruleOf(r.Code)
+				break
+			}
+		}
+	}
+	return v
+}
+
+type coder interface{ Code() codes.Code }
+
+// codeOf is the stable code of err. A cause that is the box's wins over the step
+// that met it: a write that found no space or inodes is DISK_FULL, a docker daemon
+// that cannot be reached DOCKER_UNAVAILABLE. Then the code the step or the cause
+// carries (Error.Code, a Code method); then what the cause is: a stopped tick
+// (INTERRUPTED), an answer of tenancy that breaks the contract (TENANCY_PROTOCOL), a
+// file of the box that could not be read or written (STATE_UNAVAILABLE). Anything
+// else is UNCLASSIFIED: no code claims what did not happen.
+func codeOf(err error) codes.Code {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return codes.DiskFull
+	case errors.Is(err, compose.ErrDockerUnavailable):
+		return codes.DockerUnavailable
+	}
+	if code := carriedCode(err); code != "" {
+		return code
+	}
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return codes.Interrupted
+	case errors.Is(err, tenancy.ErrProtocol):
+		return codes.TenancyProtocol
+	case errors.As(err, &pathErr), errors.As(err, &linkErr):
+		return codes.StateUnavailable
+	}
+	return codes.Unclassified
+}
+
+// carriedCode is the first code err's chain carries, outermost first: the code a
+// step set on its *Error, or what a cause's Code method says; "" when none does.
+func carriedCode(err error) codes.Code {
+	if ae, ok := err.(*Error); ok && ae.Code != "" { //nolint:errorlint // the walk looks at each link of the chain itself
+		return ae.Code
+	}
+	if c, ok := err.(coder); ok && c.Code() != "" { //nolint:errorlint // the walk looks at each link of the chain itself
+		return c.Code()
+	}
+	switch u := err.(type) { //nolint:errorlint // the walk looks at each link of the chain itself
+	case interface{ Unwrap() error }:
+		if next := u.Unwrap(); next != nil {
+			return carriedCode(next)
+		}
+	case interface{ Unwrap() []error }:
+		for _, next := range u.Unwrap() {
+			if code := carriedCode(next); code != "" {
+				return code
+			}
+		}
+	}
+	return ""
+}
+
+// CodeOf returns the stable code of err: a bundle refusal code, a code of the
+// tenancy, OpenBao or compose client, or one of the agent's own; "" for nil. A cause
+// that is the box's wins over the step that met it (DISK_FULL, DOCKER_UNAVAILABLE);
+// an error the agent has no code for is codes.Unclassified.
+func CodeOf(err error) codes.Code { return classify(err).code }
+
+// IsTemporary reports whether err is worth retrying at the next tick without
+// reporting it (exit 75): its code's fault is temporary in the agent's one table of
+// what failures mean (docs/OPERATIONS.md, "What each code means").
+func IsTemporary(err error) bool {
+	return err != nil && classify(err).rule.fault == faultTemporary
+}
+
+// ExitCode maps the error of a tick onto the exit code contract: nil is 0, an env
+// mismatch 78, a temporary condition 75, anything else 1.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	v := classify(err)
+	return v.rule.exit(v.code)
+}
+
+// NextStepUnknown is the next step of a code the table does not know, or of a failure
+// whose code is not known: the journal's tick line names it.
+const NextStepUnknown = "read the tick's log line: `journalctl -u monky-deployd -p warning`"
+
+// NextStep says what an operator does about code: one line, for `status`. It is ""
+// for no code, and NextStepUnknown for a code it does not know.
+func NextStep(code codes.Code) string {
+	if code == "" {
+		return ""
+	}
+	if r, ok := rules[code]; ok {
+		return r.next
+	}
+	return NextStepUnknown
+}
+
+// disposition is what a failure of an apply or a down means for the box and for
+// tenancy.
+type disposition struct {
+	// report: tenancy hears of it (report failed); otherwise the error only ends the
+	// tick.
+	report bool
+	// hold: how long the sha is held against a new lease (rule.hold); 0: not held.
+	hold time.Duration
+	// restore: the previous release is put back (the failed one was promoted).
+	restore bool
+}
+
+// dispose is what a failed step of the tick means: the rule of its code (classify),
+// with what the tick knows besides: a failure held before is told again as it was
+// (nothing new is held or restored), a down holds no sha, and only a promoted
+// release is restored.
+func (t *tick) dispose(err error) disposition {
+	var again *repeatedError
+	switch v := classify(err); {
+	case errors.As(err, &again):
+		return disposition{report: true}
+	case v.rule.fault == faultTemporary, v.rule.fault == faultTenancy:
+		return disposition{}
+	case v.rule.fault == faultBox, t.down:
+		return disposition{report: true, restore: t.promoted}
+	default:
+		return disposition{report: true, hold: v.rule.hold, restore: t.promoted}
+	}
+}
