@@ -207,8 +207,8 @@ func plural(n int, one, many string) string {
 // release with its .env (each as removeRelease does: the .env first) and every
 // leftover of an interrupted apply. It is how a down with purge leaves no secret
 // value under deploy_dir. The box serves nothing and has nothing to restore: the
-// returned Live is the zero Live, or names as previous a release whose .env could
-// not be removed (and which is therefore still staged whole). The error joins the
+// returned Live is the zero Live, or names as previous the release taken down when
+// its .env could not be removed (it is then still staged whole). The error joins the
 // failures to remove a secret; Purged says what was removed all the same.
 func (s *Store) Purge(cur Live) (Live, Purged, error) {
 	live, err := s.Down(cur)
