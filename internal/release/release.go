@@ -11,7 +11,9 @@
 // Every step is crash-safe: a release is staged in releases/.<sha>.tmp and renamed
 // into place, current is swapped atomically, and Repair puts the store back in order
 // after a crash at any point (a kill leaves the old or the new release live, never
-// half of one).
+// half of one). Every removal takes a release's .env first (remove.go), so that no
+// removal that stops half-way leaves a secret value in a directory the store no
+// longer counts as a release.
 package release
 
 import (
@@ -39,6 +41,9 @@ import (
 type Store struct {
 	Dirs
 	log *slog.Logger
+	// remove and removeAll are os.Remove and os.RemoveAll; a test makes them fail
+	// half-way, as a file a container wrote under another uid does.
+	remove, removeAll func(string) error
 }
 
 // New returns the store under deployDir; nil log discards. It touches nothing.
@@ -46,7 +51,7 @@ func New(deployDir string, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{Dirs: Dirs{DeployDir: deployDir}, log: log}
+	return &Store{Dirs: Dirs{DeployDir: deployDir}, log: log, remove: os.Remove, removeAll: os.RemoveAll}
 }
 
 // Download creates releases/.<sha>.bundle (0600) for the bundle's bytes. The caller
@@ -81,12 +86,14 @@ func (s *Store) Stage(ctx context.Context, r io.Reader, sha string, env []byte, 
 		return fmt.Errorf("release: %q is not a bundle sha", sha)
 	}
 	tmp := filepath.Join(s.Releases(), "."+sha+".tmp")
-	_ = os.RemoveAll(tmp)
+	if r := s.removeTree(tmp); r.err != nil {
+		return r.err
+	}
 	if err := fsutil.MkdirMode(tmp, 0o755); err != nil { // container users read the release
 		return err
 	}
 	if err := s.fill(ctx, r, tmp, sha, env, labels); err != nil {
-		_ = os.RemoveAll(tmp)
+		s.discardStaging(tmp)
 		return err
 	}
 	return s.replace(tmp, sha)
@@ -131,13 +138,13 @@ func (s *Store) replace(tmp, sha string) error {
 	moved := false
 	if _, err := os.Stat(final); err == nil {
 		if err := os.Rename(final, old); err != nil {
-			_ = os.RemoveAll(tmp)
+			s.discardStaging(tmp)
 			return err
 		}
 		moved = true
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		_ = os.RemoveAll(tmp)
+		s.discardStaging(tmp)
 		if moved {
 			// Put the kept release back: it may be the one a restore needs.
 			if rerr := os.Rename(old, final); rerr != nil {
@@ -147,11 +154,20 @@ func (s *Store) replace(tmp, sha string) error {
 		return err
 	}
 	if moved {
-		if err := os.RemoveAll(old); err != nil {
-			s.log.Warn("could not remove the replaced copy of a release; the next tick removes it", "path", old, "err", err)
+		// The replaced copy's .env holds the older secrets: it goes first.
+		if r := s.removeTree(old); r.err != nil || r.stuck != "" {
+			s.log.Warn("could not remove the replaced copy of a release; the next tick removes it", "path", old, "err", errors.Join(r.err, r.rest))
 		}
 	}
 	return fsutil.SyncDir(s.Releases())
+}
+
+// discardStaging removes a staging directory after a failed stage, its .env first; a
+// leftover is the next tick's repair's.
+func (s *Store) discardStaging(tmp string) {
+	if r := s.removeTree(tmp); r.err != nil || r.stuck != "" {
+		s.log.Warn("could not remove the staging directory of a failed stage; the next tick removes it", "path", tmp, "err", errors.Join(r.err, r.rest))
+	}
 }
 
 // Promote makes the staged release sha live: current is swapped atomically and the
@@ -227,11 +243,26 @@ func (s *Store) unlink() error {
 }
 
 // Repair puts the store in order after a crash and returns what is live: leftovers
-// of an interrupted apply (releases/.*) are removed, a release moved aside by an
-// interrupted restage is put back, and current is the truth about the live release
-// (cur is what the caller believed).
+// of an interrupted apply (releases/.*) are removed (their .env first), a release
+// moved aside by an interrupted restage is put back, a release whose .env an
+// interrupted prune or purge already removed is removed, current is the truth about
+// the live release (cur is what the caller believed), and a previous release that is
+// no longer staged is forgotten: there is nothing to restore.
 func (s *Store) Repair(cur Live) Live {
 	s.sweep()
+	s.finishRemovals()
+	live := s.trustCurrent(cur)
+	if live.Previous != "" && !s.Has(live.Previous) {
+		s.log.Info("the previous release is no longer staged (purged, or removed by hand): there is none to restore",
+			"previous_sha", Short(live.Previous))
+		live.Previous = ""
+	}
+	return live
+}
+
+// trustCurrent is what is live by the current symlink, cur being what the caller
+// believed.
+func (s *Store) trustCurrent(cur Live) Live {
 	sha := s.Current()
 	if sha == cur.SHA {
 		return cur
@@ -275,10 +306,13 @@ func (s *Store) sweep() {
 				}
 			}
 		}
-		if err := os.RemoveAll(p); err != nil {
-			s.log.Warn("could not remove a leftover of an interrupted apply", "path", p, "err", err)
-		} else {
-			s.log.Info("removed a leftover of an interrupted apply", "path", p)
+		switch r := s.removeTree(p); {
+		case r.err != nil:
+			s.log.Warn("could not remove the .env of a leftover of an interrupted apply; the next tick tries again", "path", p, "err", r.err)
+		case r.stuck != "":
+			s.log.Warn("removed the .env of a leftover of an interrupted apply but not all of it; it holds no secret, the next tick tries again", "path", p, "err", r.rest)
+		default:
+			s.log.Info("removed a leftover of an interrupted apply", "path", p, "env_files", r.envFiles)
 		}
 	}
 }
@@ -300,7 +334,10 @@ func (s *Store) Staged() []string {
 }
 
 // Prune keeps the newest keep releases in all, counting the live and the previous
-// one (which are always kept), and returns the shas it removed.
+// one (which are always kept), and returns the shas it removed. Each goes as
+// removeRelease takes it: its .env first, so that a prune stopped half-way leaves
+// the release whole (its .env could not be removed: pruned again after the next
+// apply) or without a secret (the rest could not: the next tick's repair removes it).
 func (s *Store) Prune(cur Live, keep int) []string {
 	entries, err := os.ReadDir(s.Releases())
 	if err != nil {
@@ -330,11 +367,17 @@ func (s *Store) Prune(cur Live, keep int) []string {
 		if i < keep {
 			continue
 		}
-		if err := os.RemoveAll(s.Dir(r.sha)); err != nil {
-			s.log.Warn("could not prune an old release", "path", s.Dir(r.sha), "err", err)
+		rm := s.removeRelease(r.sha)
+		switch {
+		case rm.err != nil:
+			s.log.Warn("could not remove the .env of an old release; it stays staged whole, the next apply prunes it again", "path", s.Dir(r.sha), "err", rm.err)
 			continue
+		case rm.stuck != "":
+			s.log.Warn("pruned an old release, its .env first, but part of it could not be removed; it holds no secret, the next tick tries again",
+				"sha", Short(r.sha), "path", rm.stuck, "err", rm.rest)
+		default:
+			s.log.Info("pruned an old release", "sha", Short(r.sha))
 		}
-		s.log.Info("pruned an old release", "sha", Short(r.sha))
 		pruned = append(pruned, r.sha)
 	}
 	return pruned

@@ -283,13 +283,14 @@ state=$(cat "$work/docker.state")
 [ "$(field up "$state")" = false ] || fail "the fake docker's project is still up: $state"
 [ "$(field down_volumes "$state")" = true ] || fail "down did not remove volumes on a dev box: $state"
 [ "$(curl -sSf --unix-socket "$socket" 'http://docker/containers/json?all=1')" = "[]" ] || fail "the engine still shows containers"
-ok "report down; current removed; compose down -v"
+[ -z "$(ls -A "$work/srv/releases")" ] || fail "the purge left under releases/: $(ls -A "$work/srv/releases")"
+ok "report down; current removed; compose down -v; every release removed with its .env"
 
 # --- the canary and the end -----------------------------------------------------------
-say "the secret is nowhere but the releases' .env"
-leaks=$(grep -rlF "$canary" "$work" | grep -v "^$work/srv/releases/[0-9a-f]*/\.env$" || true)
-[ -z "$leaks" ] || fail "the secret leaked into: $leaks"
-ok "no log, state, record, report or check-in holds it"
+say "the secret is nowhere (the purge removed the releases' .env)"
+leaks=$(grep -rlF "$canary" "$work" || true)
+[ -z "$leaks" ] || fail "the secret is still in: $leaks"
+ok "no .env, log, state, record, report or check-in holds it"
 
 say "stop the fakes: close their stdin"
 exec {fakes_in}>&- {engine_in}>&-
