@@ -472,8 +472,34 @@ func TestCorruptStateIsMovedAside(t *testing.T) {
 	assert.Equal(t, "applied", out.Result)
 	matches, _ := filepath.Glob(b.Cfg.StatePath() + ".corrupt-*")
 	assert.Len(t, matches, 1)
-	assert.Contains(t, b.Logs.String(), "moved it aside")
+	assert.Contains(t, b.Logs.String(), "state.json did not parse; rebuilt the state")
+	assert.Contains(t, b.Logs.String(), "moved to "+matches[0])
+	assert.NotContains(t, b.Logs.String(), "interrupted apply", "a corrupt state is not blamed on an interrupted apply")
 	assert.False(t, out.Leased, "the state is rebuilt from the current symlink: no new lease")
+	assert.Nil(t, b.State().Rebuilt, "the apply that confirmed the live release ends the note")
+}
+
+// TestCorruptStateKeepsWhatMustSurvive: a state.json that does not parse loses
+// neither the memory of failed shas nor the latch: they come back from the kept file
+// (Config.KeepPath), and a refused sha costs no second download.
+func TestCorruptStateKeepsWhatMustSurvive(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	sha := b.refusePrivileged()
+	require.Contains(t, b.State().Failed, sha)
+	kept, err := os.ReadFile(b.Cfg.KeepPath())
+	require.NoError(t, err)
+	assert.Contains(t, string(kept), sha, "the kept file holds the failed sha")
+
+	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte(`{"schema":1,"failed":{`), 0o600))
+	out, code := b.tick()
+	assert.Equal(t, deployd.ExitFailed, code)
+	assert.Equal(t, codes.Privileged, out.Code, "told again as it failed")
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/bundles/"+sha), "the failed sha costs no second download")
+	st := b.State()
+	assert.Contains(t, st.Failed, sha)
+	require.NotNil(t, st.Rebuilt)
+	assert.Contains(t, st.Rebuilt.Kept, "1 failed shas")
+	assert.Contains(t, st.Rebuilt.Why, "is corrupt")
 }
 
 // TestPrune keeps keep_releases releases.

@@ -169,9 +169,13 @@ func (t *tick) shortcut(ctx context.Context, inst tenancy.Instruction) (bool, er
 		return false, nil
 	}
 	// The release is staged with its .env: converge it without a new lease.
-	if st.Confirmed {
+	switch {
+	case st.Confirmed:
 		t.log.Warn("tenancy asks to apply the live release again (retry); running compose up on it again without a new lease")
-	} else {
+	case st.Rebuilt != nil:
+		t.log.Warn("the state was rebuilt (state.json did not parse), so the live release is not known to be healthy; running compose up on it again without a new lease",
+			"rebuilt_at", st.Rebuilt.At)
+	default:
 		t.log.Warn("the live release never came up healthy (interrupted apply); running compose up again without a new lease")
 	}
 	rel, err := t.a.store.Read(ctx, inst.SHA, t.a.expect())
@@ -494,7 +498,7 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 		return &Error{Op: "health", Err: err}
 	}
 	confirmLive(t.st, states)
-	t.st.LastRestore = nil
+	t.st.LastRestore, t.st.Rebuilt = nil, nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))
 	t.a.store.Prune(serving(t.st), t.a.cfg.Compose.KeepReleases)

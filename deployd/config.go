@@ -208,6 +208,10 @@ func (c Config) TokenPath() string { return filepath.Join(c.StateDir, "bao.token
 // StatePath is the agent's state file: <state_dir>/state.json.
 func (c Config) StatePath() string { return filepath.Join(c.StateDir, "state.json") }
 
+// KeepPath holds what of the state must survive a state.json that does not parse
+// (the replay ratchet, the failed shas, the latch): <state_dir>/state.keep.json.
+func (c Config) KeepPath() string { return filepath.Join(c.StateDir, "state.keep.json") }
+
 // LockPath is the run lock: <state_dir>/lock.
 func (c Config) LockPath() string { return filepath.Join(c.StateDir, "lock") }
 

@@ -1,6 +1,7 @@
 package deployd
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,6 +123,9 @@ type State struct {
 	// EnvMismatch is the latch set by AGENT_ENV_MISMATCH: while it names the
 	// configured env_id, every run exits 78 without touching the network.
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
+	// Rebuilt is set when a run found state.json corrupt and rebuilt the state; nil
+	// otherwise. The next successful apply clears it.
+	Rebuilt *Rebuilt `json:"rebuilt,omitempty"`
 }
 
 // RunFailure is a run (a tick or a bootstrap) that ended with a non-zero exit code.
@@ -221,10 +225,15 @@ func (e *corruptError) Error() string {
 func (e *corruptError) Unwrap() []error { return []error{ErrStateCorrupt, e.err} }
 
 // saveStateFile writes st to path atomically with mode 0600, for the box serving envID,
-// through redact (which replaces every secret value the caller knows).
-func saveStateFile(path, envID string, st *State, redact func([]byte) []byte) error {
+// through redact (which replaces every secret value the caller knows). What must
+// survive a state.json that does not parse (keptState) goes first to keepPath, when
+// it changed, so that one bad write of either file never loses it.
+func saveStateFile(path, keepPath, envID string, st *State, redact func([]byte) []byte) error {
 	st.Schema = stateSchema
 	st.EnvID = envID
+	if err := saveKept(keepPath, st, redact); err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
@@ -234,6 +243,64 @@ func saveStateFile(path, envID string, st *State, redact func([]byte) []byte) er
 		return fmt.Errorf("write state %s: %w", path, err)
 	}
 	return nil
+}
+
+// keptState is what of the state must survive a state.json that does not parse,
+// kept in a file of its own (Config.KeepPath): the replay ratchet, the memory of
+// failed shas and the env-mismatch latch. Without it a corrupt state.json would let
+// an older signed serial apply again, spend leases on shas that failed, and lift the
+// latch.
+type keptState struct {
+	Schema        int                `json:"schema"`
+	EnvID         string             `json:"env_id"`
+	SignedSerials bundle.Serials     `json:"signed_serials,omitempty"`
+	Failed        map[string]Failure `json:"failed,omitempty"`
+	EnvMismatch   *Latch             `json:"env_mismatch,omitempty"`
+}
+
+// saveKept writes the kept part of st to path (0600, atomically) when it differs from
+// what the file holds: the idle tick writes nothing.
+func saveKept(path string, st *State, redact func([]byte) []byte) error {
+	k := keptState{Schema: stateSchema, EnvID: st.EnvID, SignedSerials: st.SignedSerials, Failed: st.Failed, EnvMismatch: st.EnvMismatch}
+	data, err := json.MarshalIndent(k, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode the kept state: %w", err)
+	}
+	data = redact(append(data, '\n'))
+	if old, err := fsutil.ReadRegular(path, maxStateFile); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
+		return fmt.Errorf("write the kept state %s: %w", path, err)
+	}
+	return nil
+}
+
+// readKept reads what the kept file at path holds; a missing file is nothing kept.
+func readKept(path string) (keptState, error) {
+	var k keptState
+	data, err := fsutil.ReadRegular(path, maxStateFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return k, nil
+	case err != nil:
+		return k, err
+	}
+	if err := json.Unmarshal(data, &k); err != nil {
+		return keptState{}, fmt.Errorf("%s does not parse: %w", path, err)
+	}
+	return k, nil
+}
+
+// Rebuilt says that the state was rebuilt because state.json did not parse.
+type Rebuilt struct {
+	// At is when the run that rebuilt it began.
+	At time.Time `json:"at"`
+	// Why is what was wrong with state.json, and where it was moved.
+	Why string `json:"why"`
+	// Kept says what was restored from the kept file (Config.KeepPath), or why
+	// nothing could be.
+	Kept string `json:"kept"`
 }
 
 // serving is what s says the box serves.

@@ -32,7 +32,7 @@ func TestSaveRead(t *testing.T) {
 	setServing(&st, release.Live{SHA: strings.Repeat("a", 64), Serial: 3, Confirmed: true})
 	endRun(&st, at.Add(-time.Second), at, "", &tenancy.APIError{Op: "checkin", Kind: tenancy.ErrUnavailable, RetryAfter: 7 * time.Second}, redactNothing)
 	st.LastDetail = "the secret hunter2 leaked"
-	require.NoError(t, saveStateFile(p, "env-dev-01", &st, func(b []byte) []byte {
+	require.NoError(t, saveStateFile(p, p+".keep", "env-dev-01", &st, func(b []byte) []byte {
 		return []byte(strings.ReplaceAll(string(b), "hunter2", "[REDACTED]"))
 	}))
 	fi, err := os.Stat(p)

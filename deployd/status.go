@@ -106,6 +106,9 @@ type Status struct {
 	LastRestore *StatusRestore `json:"last_restore"`
 	// LastReclaim is what the image hygiene of the last apply removed; null: nothing.
 	LastReclaim *StatusReclaim `json:"last_reclaim"`
+	// Rebuilt says that a run found state.json corrupt and rebuilt the state (and
+	// what came back from the kept file); null: not since the last successful apply.
+	Rebuilt *Rebuilt `json:"rebuilt"`
 	// FailedSHAs are the shas that failed on the box, newest first (equal times by
 	// sha).
 	FailedSHAs []StatusFailed `json:"failed_shas"`
@@ -395,6 +398,9 @@ func (v *Status) fill(cfg Config, st State, tok StatusToken, now time.Time) {
 	}
 	if r := st.LastReclaim; r != nil {
 		v.LastReclaim = &StatusReclaim{At: r.At.UTC(), Images: r.Images, Bytes: r.Bytes, Failed: r.Failed}
+	}
+	if r := st.Rebuilt; r != nil {
+		v.Rebuilt = &Rebuilt{At: r.At.UTC(), Why: r.Why, Kept: r.Kept}
 	}
 	// Newest first, so that the failure an operator is looking for comes first; equal
 	// times by sha, so that two runs print the same.

@@ -75,6 +75,9 @@ func (v Status) Text() string {
 		}
 		p("last failure", fmt.Sprintf("%s at %s (exit %d)", code, f.At.Format(time.RFC3339), f.Exit))
 	}
+	if r := v.Rebuilt; r != nil {
+		p("rebuilt", fmt.Sprintf("at %s: %s; restored %s", r.At.Format(time.RFC3339), r.Why, r.Kept))
+	}
 	p("token", tokenLine(v.Token))
 	if v.Token.Expires != nil {
 		p("token expires", v.Token.Expires.Format(time.RFC3339))
