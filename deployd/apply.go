@@ -36,55 +36,76 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 			"code", c.Code, "until", c.NextAttempt)
 		return &waitError{code: c.Code, until: c.NextAttempt}
 	}
-	signedBy, err := t.checkSignature(ctx, inst)
+	b, err := t.prepare(ctx, inst)
 	if err != nil {
 		return err
 	}
-	f, err := t.download(ctx, inst.SHA)
-	if err != nil {
-		return err
-	}
-	defer f.close()
-	res, err := t.verify(ctx, f.File, inst)
-	if err != nil {
-		return err
-	}
-	if err := t.checkSignedSerial(ctx, inst, res.Manifest, signedBy); err != nil {
-		return err
-	}
+	defer b.file.close()
 	if err := t.baoReady(ctx); err != nil {
 		return err
 	}
-	if err := t.secretsReady(ctx, res.Manifest); err != nil {
+	if err := t.secretsReady(ctx, b.res.Manifest); err != nil {
 		return err
 	}
 	if err := t.boxReady(ctx); err != nil {
 		return err
 	}
-	if err := t.pullImages(ctx, res.Images); err != nil {
+	if err := t.pullImages(ctx, b.res.Images); err != nil {
 		return err
 	}
 	token, err := t.lease(ctx, inst.SHA)
 	if err != nil {
 		return err
 	}
-	values, err := t.secrets(ctx, token, res.Manifest)
+	values, err := t.secrets(ctx, token, b.res.Manifest)
 	if err != nil {
 		return err
 	}
-	if err := t.stage(ctx, f.File, inst.SHA, res.Manifest, values); err != nil {
+	if err := t.stage(ctx, b.file.File, inst.SHA, b.res.Manifest, values); err != nil {
 		return err
 	}
-	if err := t.promote(inst.SHA, res.Manifest.Serial); err != nil {
+	if err := t.promote(inst.SHA, b.res.Manifest.Serial); err != nil {
 		return err
 	}
-	if err := t.up(ctx, inst.SHA, res.Manifest, res.Services); err != nil {
+	if err := t.up(ctx, inst.SHA, b.res.Manifest, b.res.Services); err != nil {
 		return err
 	}
-	if signedBy != "" {
-		t.st.SignedSerials.Record(signedBy, inst.Serial)
+	if b.signedBy != "" {
+		t.st.SignedSerials.Record(b.signedBy, inst.Serial)
 	}
 	return nil
+}
+
+// prepared is a published bundle checked as far as the box can without a lease:
+// its signature, the download and every check of bundle.Verify. close removes the
+// download.
+type prepared struct {
+	file     download
+	res      *bundle.Result
+	signedBy bundle.KeyID
+}
+
+// prepare is every step before the lease that reads the bundle and changes nothing
+// on the box: the signature (with trusted_keys), the download, verify and the signed
+// serial. A tick and a plan both run it, so a plan cannot drift from an apply.
+func (t *tick) prepare(ctx context.Context, inst tenancy.Instruction) (*prepared, error) {
+	signedBy, err := t.checkSignature(ctx, inst)
+	if err != nil {
+		return nil, err
+	}
+	f, err := t.download(ctx, inst.SHA)
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.verify(ctx, f.File, inst)
+	if err == nil {
+		err = t.checkSignedSerial(ctx, inst, res.Manifest, signedBy)
+	}
+	if err != nil {
+		f.close()
+		return nil, err
+	}
+	return &prepared{file: f, res: res, signedBy: signedBy}, nil
 }
 
 // checkSignature is the first step of an apply on a box that trusts signing keys,
@@ -373,7 +394,7 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	if err := t.a.replaceToken(ctx, info); err != nil {
 		return secret.Value{}, err
 	}
-	t.a.noteToken(t.st, info)
+	t.st.TokenExpires = info.ExpireTime
 	return info.Token, nil
 }
 

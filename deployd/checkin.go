@@ -9,11 +9,6 @@ import (
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
-// checkin is the tick's check-in.
-func (t *tick) checkin(ctx context.Context) (tenancy.Instruction, error) {
-	return t.a.checkin(ctx, t.st)
-}
-
 // tenancyFailure classifies an error of a tenancy call of the tick.
 func (t *tick) tenancyFailure(op string, err error) error {
 	return t.a.tenancyFailure(t.st, op, err)

@@ -195,7 +195,7 @@ func (t *tick) plan(ctx context.Context, p *Plan) error {
 	if t.st.LiveSHA != "" {
 		p.Live = &PlanRelease{SHA: t.st.LiveSHA, Serial: t.st.LiveSerial}
 	}
-	inst, err := t.checkin(ctx)
+	inst, err := t.a.checkin(ctx, t.st)
 	if err != nil {
 		return err
 	}
@@ -204,32 +204,38 @@ func (t *tick) plan(ctx context.Context, p *Plan) error {
 		return err
 	}
 	p.Action = string(inst.Action)
-	switch inst.Action {
-	case tenancy.ActionNone:
-		p.diff(live, live)
-		p.Next = "nothing to do: tenancy publishes nothing new for this box, the live release stays as it is"
-		return nil
-	case tenancy.ActionDown:
-		p.diff(live, nil)
-		p.Next = "the next tick takes the environment down (docker compose down) and reports down; change what tenancy publishes to keep it"
-		if live == nil {
-			p.Next = "nothing is live: the next tick reports down and changes nothing"
-		}
-		return nil
-	case tenancy.ActionApply:
-		return t.planApply(ctx, inst, live, p)
-	default:
-		return &Error{Op: "check-in", Code: codes.Unavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
-	}
+	return answerWith(ctx, inst, planning{t: t, p: p, live: live})
 }
 
-// planApply is the plan of an apply: the tick's shortcuts, then its signature check,
-// download and verify, and the diff.
-func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *plan.Side, p *Plan) error {
-	st := t.st
+// planning is a plan's answer: what doing what tenancy asked would change.
+type planning struct {
+	t    *tick
+	p    *Plan
+	live *plan.Side
+}
+
+func (pl planning) none(context.Context) error {
+	pl.p.diff(pl.live, pl.live)
+	pl.p.Next = "nothing to do: tenancy publishes nothing new for this box, the live release stays as it is"
+	return nil
+}
+
+func (pl planning) down(context.Context, tenancy.Instruction) error {
+	pl.p.diff(pl.live, nil)
+	pl.p.Next = "the next tick takes the environment down (docker compose down) and reports down; change what tenancy publishes to keep it"
+	if pl.live == nil {
+		pl.p.Next = "nothing is live: the next tick reports down and changes nothing"
+	}
+	return nil
+}
+
+// apply is the plan of an apply: the tick's shortcuts, then its steps before the
+// lease (prepare), and the diff.
+func (pl planning) apply(ctx context.Context, inst tenancy.Instruction) error {
+	t, p, live := pl.t, pl.p, pl.live
 	p.Target = &PlanRelease{SHA: inst.SHA, Serial: inst.Serial}
 	t.log = t.log.With("sha", release.Short(inst.SHA), "serial", inst.Serial)
-	switch kind, f := shortcutOf(st, inst, t.a.now()); {
+	switch kind, f := shortcutOf(t.st, inst, t.a.now()); {
 	case kind == shortcutFailed:
 		p.diff(live, live)
 		p.Notes = append(p.Notes, fmt.Sprintf("this sha failed on this box before (%s): the next tick reports the failure again and changes nothing", f.Code))
@@ -243,38 +249,27 @@ func (t *tick) planApply(ctx context.Context, inst tenancy.Instruction, live *pl
 		}
 		return nil
 	}
-	signedBy, err := t.checkSignature(ctx, inst)
+	b, err := t.prepare(ctx, inst)
 	if err != nil {
 		return refusedPlan(p, err)
 	}
-	f, err := t.download(ctx, inst.SHA)
+	defer b.file.close()
+	p.Target.Serial = b.res.Manifest.Serial
+	if _, err := b.file.Seek(0, 0); err != nil {
+		return &Error{Op: "plan: rewind the bundle file", Err: err}
+	}
+	dir, remove, err := t.a.store.Unpack(ctx, b.file.File, inst.SHA)
 	if err != nil {
-		return refusedPlan(p, err)
-	}
-	defer f.close()
-	res, err := t.verify(ctx, f.File, inst)
-	if err != nil {
-		return refusedPlan(p, err)
-	}
-	if err := t.checkSignedSerial(ctx, inst, res.Manifest, signedBy); err != nil {
-		return refusedPlan(p, err)
-	}
-	p.Target.Serial = res.Manifest.Serial
-	if _, err := f.Seek(0, 0); err != nil {
-		return &Error{Op: "plan", Code: codes.StateUnavailable, Err: err}
-	}
-	dir, remove, err := t.a.store.Unpack(ctx, f.File, inst.SHA)
-	if err != nil {
-		return &Error{Op: "plan: unpack the bundle", Code: CodeOf(err), Err: err}
+		return &Error{Op: "plan: unpack the bundle", Err: err}
 	}
 	defer remove()
-	next, err := plan.Load(ctx, plan.Source{SHA: inst.SHA, Serial: res.Manifest.Serial, Files: dir,
-		Dir: t.a.store.Dir(inst.SHA), Manifest: res.Manifest, Project: t.a.cfg.Compose.Project})
+	next, err := plan.Load(ctx, plan.Source{SHA: inst.SHA, Serial: b.res.Manifest.Serial, Files: dir,
+		Dir: t.a.store.Dir(inst.SHA), Manifest: b.res.Manifest, Project: t.a.cfg.Compose.Project})
 	if err != nil {
 		return &Error{Op: "plan: load the bundle", Code: codes.ComposeInvalid, Err: err}
 	}
 	p.diff(live, next)
-	if note := t.planPulls(ctx, res.Images); note != "" {
+	if note := t.planPulls(ctx, b.res.Images); note != "" {
 		p.Notes = append(p.Notes, note)
 	}
 	p.Next = "the next tick applies this (lease, OpenBao, compose up, health); run `monky-deployd run` to apply it now, or wait for the timer"

@@ -142,27 +142,54 @@ func (a *Agent) begin() (st *State, unlock func(), err error) {
 
 // run is the tick after the lock: token upkeep, the check-in, and what tenancy asked.
 func (t *tick) run(ctx context.Context) error {
-	if err := t.ensureToken(ctx); err != nil {
+	down, err := t.a.ensureToken(ctx, t.st)
+	t.baoDown = down
+	if err != nil {
 		return err
 	}
-	inst, err := t.checkin(ctx)
+	inst, err := t.a.checkin(ctx, t.st)
 	if err != nil {
 		return err
 	}
 	t.out.Action = string(inst.Action)
 	t.out.NextCheckin = inst.NextCheckin
+	return answerWith(ctx, inst, doing{t})
+}
+
+// answer is what a run does with tenancy's instruction: a tick does it (doing), a plan
+// says what doing it would change (planning).
+type answer interface {
+	none(ctx context.Context) error
+	down(ctx context.Context, inst tenancy.Instruction) error
+	apply(ctx context.Context, inst tenancy.Instruction) error
+}
+
+// answerWith is the one switch on the check-in's action, for a tick and a plan alike.
+func answerWith(ctx context.Context, inst tenancy.Instruction, ans answer) error {
 	switch inst.Action {
-	case tenancy.ActionNone:
-		t.log.Debug("check-in: nothing to do", "live_sha", t.st.LiveSHA)
-		return nil
 	case tenancy.ActionDown:
-		t.down = true
-		return t.end(ctx, t.takeDown(ctx, inst))
+		return ans.down(ctx, inst)
 	case tenancy.ActionApply:
-		return t.end(ctx, t.apply(ctx, inst))
-	default:
-		return &Error{Op: "check-in", Code: codes.Unavailable, Err: fmt.Errorf("unknown action %q", inst.Action)}
+		return ans.apply(ctx, inst)
 	}
+	return ans.none(ctx) // ActionNone: the client accepts no other action
+}
+
+// doing is a tick's answer: it does what tenancy asked and ends with the report.
+type doing struct{ t *tick }
+
+func (d doing) none(context.Context) error {
+	d.t.log.Debug("check-in: nothing to do", "live_sha", d.t.st.LiveSHA)
+	return nil
+}
+
+func (d doing) down(ctx context.Context, inst tenancy.Instruction) error {
+	d.t.down = true
+	return d.t.end(ctx, d.t.takeDown(ctx, inst))
+}
+
+func (d doing) apply(ctx context.Context, inst tenancy.Instruction) error {
+	return d.t.end(ctx, d.t.apply(ctx, inst))
 }
 
 // end finishes an apply or a down, and is the one place that reports: success as

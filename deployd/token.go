@@ -23,13 +23,6 @@ import (
 // maxGrantFile bounds the bootstrap grant file: a JWT of a few hundred bytes.
 const maxGrantFile = 64 << 10
 
-// ensureToken is the tick's token upkeep; it notes when OpenBao was down.
-func (t *tick) ensureToken(ctx context.Context) error {
-	down, err := t.a.ensureToken(ctx, t.st)
-	t.baoDown = down
-	return err
-}
-
 // ensureToken makes sure a usable OpenBao token is stored: bootstrap from the grant
 // file when there is none (or it is invalid), renew it when a third of its TTL is left.
 // baoDown is true when OpenBao was unreachable or sealed: the stored token is used.
@@ -70,7 +63,7 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 	default:
 		return false, &Error{Op: "token lookup", Err: err}
 	}
-	a.noteToken(st, info)
+	st.TokenExpires = info.ExpireTime
 	if info.NeedsRenew(a.now()) {
 		renewed, rerr := a.bao.RenewSelf(ctx, tok)
 		if rerr != nil {
@@ -88,11 +81,6 @@ func (a *Agent) ensureToken(ctx context.Context, st *State) (baoDown bool, err e
 func (a *Agent) grantPresent() bool {
 	_, err := os.Stat(a.cfg.BootstrapGrant)
 	return !errors.Is(err, fs.ErrNotExist)
-}
-
-// noteToken records what a lookup or a login said of the token: when it expires.
-func (a *Agent) noteToken(st *State, info bao.TokenInfo) {
-	st.TokenExpires = info.ExpireTime
 }
 
 var (
@@ -197,7 +185,7 @@ func (a *Agent) BootstrapWith(ctx context.Context, o BootstrapOptions) (Bootstra
 // alreadyBootstrapped ends a bootstrap of a box whose stored token is good (info):
 // nothing is done but noting the token's expiry.
 func (a *Agent) alreadyBootstrapped(st *State, info bao.TokenInfo, grantPath string) (BootstrapResult, error) {
-	a.noteToken(st, info)
+	st.TokenExpires = info.ExpireTime
 	if err := a.saveState(st); err != nil {
 		return BootstrapResult{}, &Error{Op: "save state", Code: codes.StateUnavailable, Err: err}
 	}
@@ -285,7 +273,7 @@ func (a *Agent) bootstrapFromGrant(ctx context.Context, st *State, path string) 
 	if err := a.replaceToken(ctx, info); err != nil {
 		return err
 	}
-	a.noteToken(st, info)
+	st.TokenExpires = info.ExpireTime
 	st.EnvMismatch = nil
 	// The grant is consumed: truncate it first so that a failed unlink leaves nothing usable.
 	if err := os.Truncate(path, 0); err != nil {
