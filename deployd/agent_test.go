@@ -19,10 +19,9 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -277,11 +276,11 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 
 	bad := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	// Only the new release is unhealthy: the restored one comes back healthy.
-	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
 		"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy",
 			HealthOutput: "db check: connection refused (password s3cr3t-db-password)"}},
 			Logs: "boot\nconnecting with password s3cr3t-db-password\nfatal: database refused\n"},
-	}}})
+	}}}))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, codes.Unhealthy, out.Code)
@@ -315,9 +314,9 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	good := b.applySample(1)
 
 	// Every release is unhealthy now (say, the database they share went away).
-	b.Docker.SetScript(&fakedockertest.Script{Services: map[string]fakedocker.Service{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
-	}})
+	}}))
 	b.Publish(faketenancy.SampleApp(b.Env, 2))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
@@ -335,7 +334,7 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 // TestFirstApplyFailureTakesItDown: with nothing to restore, the failed release is
 // taken down and current removed.
 func TestFirstApplyFailureTakesItDown(t *testing.T) {
-	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "Error response from daemon: pull access denied for nginx\n", Exit: 1},
 	}}})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -511,14 +510,14 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	before := len(b.Docker.Calls())
+	before := len(b.DockerCalls(""))
 	for range 3 {
 		b.newAgent() // as a new process would
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
 	}
 	var execs, versions, lists int
-	for _, c := range b.Docker.Calls()[before:] {
+	for _, c := range b.DockerCalls("")[before:] {
 		switch {
 		case c.Argv[0] != "engine":
 			execs++

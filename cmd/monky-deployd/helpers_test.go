@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -101,7 +101,7 @@ func recordingProxy(t *testing.T, target string, rec *recorder) string {
 // boxOpts configure newBox.
 type boxOpts struct {
 	env    string
-	script *fakedockertest.Script
+	script *fakedocker.Script
 	// nextCheckin is next_checkin_s of tenancy's answers; default 60s.
 	nextCheckin time.Duration
 	// record puts recording proxies in front of both fakes.

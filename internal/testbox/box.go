@@ -17,10 +17,9 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
@@ -45,7 +44,7 @@ type Options struct {
 	NoStack bool
 	// Script is the fake docker's script; nil is an empty one (every command
 	// succeeds), so that SetScript always reaches the docker of an agent.
-	Script *fakedockertest.Script
+	Script *fakedocker.Script
 	// RealDocker installs no fake docker: compose.docker is "docker" from PATH.
 	RealDocker bool
 	// NoGrant places no bootstrap grant.
@@ -77,7 +76,7 @@ type Box struct {
 	// Options.NoStack.
 	Stack *deploydtest.Stack
 	// Docker is the fake docker; nil with Options.RealDocker.
-	Docker *fakedockertest.Docker
+	Docker *fakedocker.Docker
 	// Cfg is the box's config, as CfgPath holds it.
 	Cfg deployd.Config
 	// CfgPath is the config file the binary reads.
@@ -112,9 +111,9 @@ func New(tb testing.TB, o Options) *Box {
 	docker := "docker"
 	if !o.RealDocker {
 		if o.Script == nil {
-			o.Script = &fakedockertest.Script{}
+			o.Script = &fakedocker.Script{}
 		}
-		b.Docker = fakedockertest.Install(tb, o.Script)
+		b.Docker = deploydtest.NewDocker(tb, &fakedocker.Options{Script: o.Script})
 		docker = b.Docker.Path
 	}
 	c := deployd.DefaultConfig()
@@ -271,12 +270,21 @@ func count[T any](s []T, match func(T) bool) int {
 
 // DockerCalls returns the fake docker's calls whose argv holds word, and the fake
 // engine's requests that read what the docker command word reads
-// (fakedocker.ReadCommand: "version", "ps", "inspect").
-func (b *Box) DockerCalls(word string) []fakedockertest.Call {
-	var out []fakedockertest.Call
-	for _, c := range b.Docker.Calls() {
+// (fakedocker.Call.EngineCommand: "version", "ps", "inspect"); with word "", every
+// call, oldest first. It fails the test when the record cannot be read.
+func (b *Box) DockerCalls(word string) []fakedocker.Call {
+	b.T.Helper()
+	calls, err := b.Docker.Calls()
+	if err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
+	if word == "" {
+		return calls
+	}
+	var out []fakedocker.Call
+	for _, c := range calls {
 		if c.Argv[0] == fakedocker.EngineArgv0 {
-			if len(c.Argv) == 3 && fakedocker.ReadCommand(c.Argv[2]) == word {
+			if c.EngineCommand() == word {
 				out = append(out, c)
 			}
 			continue
@@ -286,6 +294,18 @@ func (b *Box) DockerCalls(word string) []fakedockertest.Call {
 		}
 	}
 	return out
+}
+
+// DockerStatus is what the fake docker remembers (is the project up, how often was
+// each command called, the images it holds); it fails the test when its state cannot
+// be read.
+func (b *Box) DockerStatus() fakedocker.Status {
+	b.T.Helper()
+	st, err := b.Docker.Status()
+	if err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
+	return st
 }
 
 // Live is the sha `current` points to, "" when there is none.
@@ -358,16 +378,17 @@ func (b *Box) Tick(a *deployd.Agent) (deployd.Outcome, int) {
 // ProcEnv is the process environment of the agent binary, then extra ("K=V"). With
 // the fake docker: PATH (the fake's directory first), DOCKER_HOST (the fake engine's
 // socket, which the agent passes on to docker through deployd.DockerEnv) and the
-// fake's FAKE_DOCKER_* variables; with the real one: the system's PATH and HOME (the
-// box's directory).
+// fake's FAKE_DOCKER_* variables (the fake finds its files without them; they are
+// there for the agent to keep from docker); with the real one: the system's PATH and
+// HOME (the box's directory).
 func (b *Box) ProcEnv(extra ...string) []string {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + b.Dir}
 	if b.Docker != nil {
 		env = []string{"PATH=" + b.Docker.Dir + ":/usr/bin:/bin",
 			"DOCKER_HOST=" + b.Docker.DockerHost(),
-			fakedocker.EnvLog + "=" + b.Docker.Log,
-			fakedocker.EnvState + "=" + b.Docker.State,
-			fakedocker.EnvScript + "=" + b.Docker.Script}
+			"FAKE_DOCKER_LOG=" + b.Docker.Log,
+			"FAKE_DOCKER_STATE=" + b.Docker.State,
+			"FAKE_DOCKER_SCRIPT=" + b.Docker.Script}
 	}
 	return append(env, extra...)
 }

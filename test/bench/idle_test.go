@@ -111,7 +111,7 @@ func idleProcess(b *testing.B, x *box, run func() time.Duration, live bool) {
 	floor := floorRun(b, x)
 	run()
 	floor()
-	calls := len(x.Docker.Calls())
+	calls := len(x.DockerCalls(""))
 	before := x.checkins()
 	ratio(b, nil, run, floor)
 	expectCheckins(b, x, before, 2*b.N)
@@ -147,7 +147,7 @@ func idleInProcess(b *testing.B, x *box, live bool) {
 // reportExecs reports the docker processes (not Engine API reads) per op since calls.
 func reportExecs(b *testing.B, x *box, calls int) {
 	execs := 0
-	for _, c := range x.Docker.Calls()[calls:] {
+	for _, c := range x.DockerCalls("")[calls:] {
 		if c.Argv[0] != "engine" {
 			execs++
 		}
@@ -251,11 +251,11 @@ func BenchmarkIdleTickCold(b *testing.B) {
 	p := newPoster(b, x)
 	tick()
 	p.post()
-	calls := len(x.Docker.Calls())
+	calls := len(x.DockerCalls(""))
 	before := x.checkins()
 	ratio(b, nil, inProcess(tick), inProcess(p.post))
 	expectCheckins(b, x, before, 2*b.N)
-	b.ReportMetric(float64(len(x.Docker.Calls())-calls)/float64(b.N), "docker-execs/op")
+	b.ReportMetric(float64(len(x.DockerCalls(""))-calls)/float64(b.N), "docker-execs/op")
 }
 
 // BenchmarkIdleTickInProcessFloor is the in-process floor alone.

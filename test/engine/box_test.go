@@ -20,9 +20,9 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -246,9 +246,9 @@ func (b *box) publish(r release) string {
 }
 
 // script sets the fake docker's script; the engine needs none (it is the truth).
-func (b *box) script(s fakedockertest.Script) {
+func (b *box) script(s fakedocker.Script) {
 	if b.Docker != nil {
-		b.Docker.SetScript(&s)
+		require.NoError(b.T, b.Docker.SetScript(&s))
 	}
 }
 

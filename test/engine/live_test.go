@@ -9,9 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
 // sigkilled is the exit code of a container whose process died of SIGKILL (128+9):
@@ -94,7 +93,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 func (b *box) killService(sha, service string) {
 	b.T.Helper()
 	if !b.be.engine {
-		b.script(fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{sha: {
+		b.script(fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{sha: {
 			service: {States: []fakedocker.State{{State: "exited", ExitCode: sigkilled}}},
 		}}})
 		return
@@ -126,7 +125,7 @@ func (b *box) dockerActivity(since time.Time) []string {
 	b.T.Helper()
 	var out []string
 	if !b.be.engine {
-		for _, c := range b.Docker.Calls() {
+		for _, c := range b.DockerCalls("") {
 			if !c.Time.Before(since) && (len(c.Argv) == 0 || c.Argv[0] != fakedocker.EngineArgv0) {
 				out = append(out, strings.Join(c.Argv, " "))
 			}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -59,17 +58,6 @@ func newBox(t *testing.T, s *deploydtest.Stack, env string) *box {
 // box's fake engine, where the agent reads container state as the fake docker program
 // it runs changes it), with HOME the box's directory.
 func (b *box) procEnv() []string { return b.ProcEnv("HOME=" + b.Dir) }
-
-// setScript replaces the fake docker's script atomically (a temporary file renamed
-// over it), so that a docker call running at that moment reads the old script or the
-// new one, never half of one.
-func (b *box) setScript(s *fakedocker.Script) error {
-	tmp := b.Docker.Script + ".tmp"
-	if err := s.WriteFile(tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, b.Docker.Script)
-}
 
 // status runs `monky-deployd status` and `status --json` on the box, for the canary
 // scan; their exit codes are part of the CLI contract too: 0 healthy, 1 not.
