@@ -74,11 +74,11 @@ func TestApplyNoneDown(t *testing.T) {
 
 	// none: nothing reported.
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	reports := len(b.Stack.Reports(b.Env))
+	reports := len(b.Stack.Tenancy.Reports(b.Env))
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "none", out.Action)
-	assert.Len(t, b.Stack.Reports(b.Env), reports)
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports)
 
 	// down with purge on dev: -v, current removed, report down.
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
@@ -175,7 +175,8 @@ func TestRefusalsCostNoLease(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(b)
 			}
-			sha, _ := b.Stack.PublishBundle(b.Env, tc.bundle(b))
+			sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, tc.bundle(b))
+			require.NoError(t, err)
 
 			out, code := b.tick()
 			assert.Equal(t, deployd.ExitFailed, code)
@@ -352,11 +353,11 @@ func TestExitCodes(t *testing.T) {
 		b.HoldLock()
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Empty(t, b.Stack.Requests(), "a held lock touches no network")
+		assert.Empty(t, b.Stack.Tenancy.Requests(), "a held lock touches no network")
 	})
 	t.Run("tenancy 503 is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.Stack.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
+		b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 	})
@@ -397,7 +398,7 @@ func TestExitCodes(t *testing.T) {
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitFailed, code)
 		assert.Contains(t, b.Logs.String(), "bootstrap")
-		assert.Empty(t, b.Stack.Requests())
+		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 	t.Run("invalid token is 1 and says how to bootstrap", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
@@ -434,7 +435,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 	for _, shape := range []string{"approle", "wrapped"} {
 		t.Run(shape, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
-			b.Stack.SetFaults(faketenancy.Faults{LeaseShape: shape})
+			b.Stack.Tenancy.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			b.Publish(faketenancy.SampleApp(b.Env, 1))
 			out, code := b.tick()
 			assert.Equal(t, deployd.ExitFailed, code)
@@ -530,7 +531,7 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	assert.Zero(t, execs, "no docker process")
 	assert.Zero(t, versions, "the docker version of the apply's check-in is reused")
 	assert.Equal(t, 3, lists, "one list of the containers per check-in")
-	for _, c := range b.Stack.Checkins(b.Env) {
+	for _, c := range b.Stack.Tenancy.Checkins(b.Env) {
 		assert.NotEmpty(t, c.Host.DockerVersion)
 	}
 }
@@ -561,14 +562,14 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 func TestEnvMismatchAtReportLatches(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	b.Stack.SetFaults(faketenancy.Faults{Status: map[string]int{"report": 409}})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"report": 409}})
 	_, code := b.tick()
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
 	require.NotNil(t, b.State().EnvMismatch)
-	before := len(b.Stack.Requests())
+	before := len(b.Stack.Tenancy.Requests())
 	_, code = b.tick()
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	assert.Len(t, b.Stack.Requests(), before)
+	assert.Len(t, b.Stack.Tenancy.Requests(), before)
 }
 
 // idleCounter is a transport that counts CloseIdleConnections.

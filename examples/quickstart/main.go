@@ -86,32 +86,26 @@ func run(ctx context.Context, stdout io.Writer, keep, verbose bool) error {
 	} else {
 		defer func() { _ = os.RemoveAll(dir) }()
 	}
-	// The fake docker: this program as "docker" (a hard link, in dir/bin), its record,
-	// state and script in dir, and the fake docker Engine API on a unix socket over
-	// the same state: the agent finds both through the environment it gives docker
-	// (PATH and DOCKER_HOST).
+	// The fakes: tenancy and OpenBao on loopback, and the fake docker — this program as
+	// "docker" (a hard link in dir/bin), its record, state and script in dir, and the
+	// fake docker Engine API on a unix socket over the same state, which the agent finds
+	// through the environment it gives docker (PATH and DOCKER_HOST).
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	docker, err := fakedocker.Install(ctx, fakedocker.Options{Dir: dir, Program: self})
+	fakes, err := fakestack.Start(ctx, fakestack.Options{Docker: &fakedocker.Options{Dir: dir, Program: self}})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = docker.Close() }()
+	defer func() { _ = fakes.Close() }()
+	ten, bao, docker := fakes.Tenancy, fakes.Bao, fakes.Docker
 
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
-
-	fakes, err := fakestack.Start(fakestack.Options{})
-	if err != nil {
-		return err
-	}
-	defer fakes.Close()
-	ten, bao := fakes.Tenancy, fakes.Bao
 	fmt.Fprintf(stdout, "fake tenancy on %s, fake OpenBao on %s, fake docker at %s, fake docker engine on %s\n", ten.URL(), bao.URL(), docker.Path, docker.DockerHost())
 
 	configPath := filepath.Join(dir, "config.yaml")

@@ -34,12 +34,14 @@ const DefaultSecret = "s3cr3t-db-password"
 type Options struct {
 	// Env is the box's environment; default DefaultEnv.
 	Env string
-	// Stack are the fakes' options; nil means their defaults.
+	// Stack are the fakes' options; nil means their defaults. Their Docker is the
+	// box's to set (Script, RealDocker).
 	Stack *fakestack.Options
 	// SharedStack, when set, are the fakes the box uses instead of starting its own:
 	// several boxes (of several environments) on one tenancy and one OpenBao, as a
-	// fleet's or the soak's. Stack is then ignored, and the box does not close them.
-	SharedStack *deploydtest.Stack
+	// fleet's or the soak's, each with a fake docker of its own. Stack is then
+	// ignored, and the box does not close them.
+	SharedStack *fakestack.Stack
 	// NoStack starts no fakes: Config must point the box at tenancy and OpenBao.
 	NoStack bool
 	// Script is the fake docker's script; nil is an empty one (every command
@@ -74,8 +76,9 @@ type Box struct {
 	Dir string
 	// Stack are the fakes (Options.SharedStack, or the box's own); nil with
 	// Options.NoStack.
-	Stack *deploydtest.Stack
-	// Docker is the fake docker; nil with Options.RealDocker.
+	Stack *fakestack.Stack
+	// Docker is the box's fake docker (Stack.Docker when the box started its own
+	// stack); nil with Options.RealDocker.
 	Docker *fakedocker.Docker
 	// Cfg is the box's config, as CfgPath holds it.
 	Cfg deployd.Config
@@ -101,19 +104,31 @@ func New(tb testing.TB, o Options) *Box {
 	}
 	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary, flags: o.BuildFlags}
 	b.CfgPath = filepath.Join(b.Dir, "config.yaml")
+	var dockerOpts *fakedocker.Options
+	if !o.RealDocker {
+		dockerOpts = &fakedocker.Options{Script: o.Script}
+		if o.Script == nil {
+			dockerOpts.Script = &fakedocker.Script{}
+		}
+	}
 	switch {
 	case o.NoStack:
 	case o.SharedStack != nil:
 		b.Stack = o.SharedStack
 	default:
-		b.Stack = deploydtest.NewStack(tb, o.Stack)
+		var so fakestack.Options
+		if o.Stack != nil {
+			so = *o.Stack
+		}
+		so.Docker = dockerOpts
+		b.Stack = deploydtest.NewStack(tb, &so)
+		b.Docker = b.Stack.Docker
 	}
 	docker := "docker"
-	if !o.RealDocker {
-		if o.Script == nil {
-			o.Script = &fakedocker.Script{}
+	if dockerOpts != nil {
+		if b.Docker == nil {
+			b.Docker = deploydtest.NewDocker(tb, dockerOpts)
 		}
-		b.Docker = deploydtest.NewDocker(tb, &fakedocker.Options{Script: o.Script})
 		docker = b.Docker.Path
 	}
 	c := deployd.DefaultConfig()
@@ -125,8 +140,8 @@ func New(tb testing.TB, o Options) *Box {
 	c.Tenancy.Transport = "system"
 	c.Tenancy.Timeout = deployd.Duration(5 * time.Second)
 	if b.Stack != nil {
-		c.Tenancy.URL = b.Stack.TenancyURL()
-		c.Bao.Addr = b.Stack.BaoAddr()
+		c.Tenancy.URL = b.Stack.Tenancy.URL()
+		c.Bao.Addr = b.Stack.Bao.URL()
 	}
 	c.Compose.Project = "monky"
 	c.Compose.Docker = docker
@@ -138,7 +153,7 @@ func New(tb testing.TB, o Options) *Box {
 		if !o.NoGrant {
 			b.PlaceGrant()
 		}
-		b.Stack.PutSecret(o.Env, "db", map[string]string{"password": o.Secret})
+		b.Stack.Bao.PutSecret(o.Env, "db", map[string]string{"password": o.Secret})
 	}
 	return b
 }
@@ -207,7 +222,7 @@ func (b *Box) HoldLock() {
 // earlier ones), writes it to the grant file and returns it.
 func (b *Box) PlaceGrant() string {
 	b.T.Helper()
-	g := b.Stack.Grant(b.Env)
+	g := b.Stack.Bao.MintGrant(b.Env)
 	b.Grants = append(b.Grants, g)
 	if err := os.WriteFile(b.Cfg.BootstrapGrant, []byte(g+"\n"), 0o600); err != nil {
 		b.T.Fatalf("testbox: %v", err)
@@ -226,18 +241,21 @@ func Tarball(tb testing.TB, spec faketenancy.BundleSpec, gz bool) []byte {
 // makes it desired and returns its sha.
 func (b *Box) Publish(spec faketenancy.BundleSpec) string {
 	b.T.Helper()
-	sha, _ := b.Stack.PublishBundle(b.Env, Tarball(b.T, spec, true))
+	sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, Tarball(b.T, spec, true))
+	if err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
 	return sha
 }
 
 // SetDesired sets what the box's check-ins answer.
-func (b *Box) SetDesired(d faketenancy.Desired) { b.Stack.SetDesired(b.Env, d) }
+func (b *Box) SetDesired(d faketenancy.Desired) { b.Stack.Tenancy.SetDesired(b.Env, d) }
 
 // LastReport is the newest report the fake tenancy received; it fails the test when
 // none did.
 func (b *Box) LastReport() faketenancy.Report {
 	b.T.Helper()
-	reps := b.Stack.Reports(b.Env)
+	reps := b.Stack.Tenancy.Reports(b.Env)
 	if len(reps) == 0 {
 		b.T.Fatalf("no report arrived")
 	}
@@ -245,16 +263,16 @@ func (b *Box) LastReport() faketenancy.Report {
 }
 
 // Leases counts the leases tenancy granted to the box.
-func (b *Box) Leases() int { return len(b.Stack.Leases(b.Env)) }
+func (b *Box) Leases() int { return len(b.Stack.Tenancy.Leases(b.Env)) }
 
 // TenancyCalls counts the requests to the fake tenancy whose path starts with prefix.
 func (b *Box) TenancyCalls(prefix string) int {
-	return count(b.Stack.Requests(), func(r faketenancy.Request) bool { return strings.HasPrefix(r.Path, prefix) })
+	return count(b.Stack.Tenancy.Requests(), func(r faketenancy.Request) bool { return strings.HasPrefix(r.Path, prefix) })
 }
 
 // BaoCalls counts the requests to the fake OpenBao whose path contains part.
 func (b *Box) BaoCalls(part string) int {
-	return count(b.Stack.BaoRequests(), func(r fakebao.Request) bool { return strings.Contains(r.Path, part) })
+	return count(b.Stack.Bao.Requests(), func(r fakebao.Request) bool { return strings.Contains(r.Path, part) })
 }
 
 // count counts the elements of s that match.

@@ -54,7 +54,10 @@ func (p *applier) publish() {
 	spec := faketenancy.SampleServices(envID, p.serial, p.n)
 	spec.Gzip = true
 	p.data = deploydtest.MakeBundle(p.tb, spec).Data
-	p.sha, _ = p.x.Stack.PublishBundle(envID, p.data)
+	var err error
+	if p.sha, _, err = p.x.Stack.Tenancy.PublishBundle(envID, p.data); err != nil {
+		p.tb.Fatal(err)
+	}
 	p.rec.take()
 }
 

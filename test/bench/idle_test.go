@@ -24,7 +24,7 @@ import (
 func idleBox(b *testing.B) *box {
 	b.Helper()
 	x := newBox(b)
-	x.Stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	x.Stack.Tenancy.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	return x
 }
 
@@ -38,7 +38,7 @@ func liveBox(b *testing.B) *box {
 	if out, err := a.Tick(context.Background()); err != nil || out.Result != "applied" {
 		b.Fatalf("apply: result %q: %v", out.Result, err)
 	}
-	x.Stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	x.Stack.Tenancy.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	return x
 }
 
@@ -46,7 +46,7 @@ func liveBox(b *testing.B) *box {
 // carried a healthy live object.
 func expectLive(b *testing.B, x *box) {
 	b.Helper()
-	cs := x.Stack.Checkins(envID)
+	cs := x.Stack.Tenancy.Checkins(envID)
 	for i := len(cs) - 1; i >= 0; i-- {
 		if cs[i].Host.Hostname == "floor" {
 			continue

@@ -241,7 +241,8 @@ func (b *box) publish(r release) string {
 		spec.Secrets = map[string]faketenancy.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}
 	}
 	bn := deploydtest.MakeBundle(b.T, spec)
-	sha, _ := b.Stack.PublishBundle(b.Env, bn.Data)
+	sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, bn.Data)
+	require.NoError(b.T, err)
 	return sha
 }
 
@@ -368,12 +369,12 @@ func (b *box) checkCanary() {
 			t.Errorf("the canary secret is in the output of agent run %d", i+1)
 		}
 	}
-	for _, r := range b.Stack.Reports(b.Env) {
+	for _, r := range b.Stack.Tenancy.Reports(b.Env) {
 		if strings.Contains(fmt.Sprintf("%+v", r), canary) {
 			t.Errorf("the canary secret is in a report")
 		}
 	}
-	for _, c := range b.Stack.Checkins(b.Env) {
+	for _, c := range b.Stack.Tenancy.Checkins(b.Env) {
 		if strings.Contains(fmt.Sprintf("%+v", c), canary) {
 			t.Errorf("the canary secret is in a check-in")
 		}

@@ -34,7 +34,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 	require.Equal(t, "applied", b.LastReport().Result)
 	require.NotEmpty(t, b.dockerActivity(applyAt), "the probe of docker activity sees an apply")
 
-	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
+	b.Stack.Tenancy.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
 	require.Equal(t, 0, b.tick())
 	live, ok := b.Stack.Tenancy.LastLive(b.Env)
 	require.True(t, ok, "the check-in carries a live object")
@@ -53,7 +53,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 	if be.engine {
 		require.Contains(t, b.dockerActivity(killAt), "die worker", "the probe of docker activity sees the kill")
 	}
-	before, leases, reports := b.runID(), b.Leases(), len(b.Stack.Reports(b.Env))
+	before, leases, reports := b.runID(), b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	mark := time.Now()
 	require.Equal(t, 0, b.tick(), "an unhealthy live release is told, not a failure of the tick")
 
@@ -68,7 +68,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 	}, live.Services)
 
 	assert.Equal(t, leases, b.Leases(), "no new lease")
-	assert.Len(t, b.Stack.Reports(b.Env), reports, "no new report")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "no new report")
 	assert.Empty(t, b.dockerActivity(mark), "no compose command, no container started, stopped or removed")
 	assert.Equal(t, sha, b.Live(), "current still points to the release")
 	assert.Equal(t, before, b.runID(), "the containers keep their IDs")

@@ -123,13 +123,13 @@ func registryDown(t *testing.T, be backend) {
 		Stderr: `Error response from daemon: Get "http://` + closed + `/v2/": dial tcp ` + closed + ": connect: connection refused\n", Exit: 1}}})
 	b.publish(release{compose: "services:\n" + strings.Replace(webService, "{{image}}", ref, 1),
 		vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
-	reports := len(b.Stack.Reports(b.Env))
+	reports := len(b.Stack.Tenancy.Reports(b.Env))
 	assert.Equal(t, 75, b.tick())
 	out := b.outputs[len(b.outputs)-1]
 	assert.Contains(t, out, "code=REGISTRY_UNAVAILABLE")
 	assert.Contains(t, out, "connection refused")
 	assert.Equal(t, 1, b.Leases(), "no lease while the registry is down")
-	assert.Len(t, b.Stack.Reports(b.Env), reports, "a temporary failure reports nothing")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "a temporary failure reports nothing")
 	assert.Equal(t, good, b.Live())
 	assert.Equal(t, before, b.runID())
 }

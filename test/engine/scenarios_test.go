@@ -110,12 +110,12 @@ func applyThenIdle(t *testing.T, be backend) {
 
 	// Idle: tenancy answers none; nothing runs, nothing is leased, nothing changes.
 	before := b.runID()
-	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
+	b.Stack.Tenancy.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
 	start := time.Now()
 	require.Equal(t, 0, b.tick())
 	t.Logf("idle tick as a process: %s", time.Since(start).Round(time.Millisecond))
 	assert.Equal(t, 1, b.Leases())
-	assert.Len(t, b.Stack.Reports(b.Env), 1, "an idle tick reports nothing")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), 1, "an idle tick reports nothing")
 	assert.Equal(t, before, b.runID(), "the containers were not touched")
 	assert.Contains(t, b.status(), "healthy confirmed: true")
 }
@@ -301,7 +301,7 @@ volumes:
 	if be.engine {
 		require.Len(t, b.volumes(), 1)
 	}
-	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "down", Purge: true})
+	b.Stack.Tenancy.SetDesired(b.Env, faketenancy.Desired{Action: "down", Purge: true})
 	require.Equal(t, 0, b.tick())
 	assert.Equal(t, "down", b.LastReport().Result)
 	assert.Empty(t, b.Live())
@@ -332,11 +332,11 @@ func killDuringUp(t *testing.T, be backend) {
 	require.NoError(t, syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL))
 	<-p.Done()
 	b.outputs = append(b.outputs, p.Output())
-	assert.Empty(t, b.Stack.Reports(b.Env), "killed before it could report")
+	assert.Empty(t, b.Stack.Tenancy.Reports(b.Env), "killed before it could report")
 	require.Equal(t, 1, b.Leases())
 
 	b.script(fakedocker.Script{})
-	require.Equal(t, 0, b.tick(), "report: %+v", b.Stack.Reports(b.Env))
+	require.Equal(t, 0, b.tick(), "report: %+v", b.Stack.Tenancy.Reports(b.Env))
 	assert.Equal(t, "applied", b.LastReport().Result)
 	assert.Equal(t, 1, b.Leases(), "the promoted release converged without a second lease")
 	assert.Equal(t, map[string]string{"db": "running/healthy", "api": "running/"}, serviceStates(b.LastReport()))

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -42,7 +42,7 @@ type box struct {
 // newBox builds the box of env on the fakes s. tenancy.timeout 2s: a held call (the
 // delay faults) times out within the soak's pace; health_timeout 10s: a slow ps cannot
 // hold a tick for minutes.
-func newBox(t *testing.T, s *deploydtest.Stack, env string) *box {
+func newBox(t *testing.T, s *fakestack.Stack, env string) *box {
 	t.Helper()
 	b := &box{Box: testbox.New(t, testbox.Options{Env: env, SharedStack: s, Config: func(c *deployd.Config) {
 		c.Tenancy.Timeout = deployd.Duration(2 * time.Second)

@@ -123,7 +123,7 @@ func (w *world) rotate() {
 	w.canaries = append(w.canaries, c)
 	w.mu.Unlock()
 	for _, b := range w.boxes {
-		w.stack.PutSecret(b.Env, "db", map[string]string{"password": c})
+		w.stack.Bao.PutSecret(b.Env, "db", map[string]string{"password": c})
 	}
 }
 
@@ -174,7 +174,7 @@ func (w *world) publish(good bool) error {
 
 // apply tells the fakes and every box's docker what set says.
 func (w *world) apply(set *faultSet) error {
-	w.stack.SetFaults(set.tenancy)
+	w.stack.Tenancy.SetFaults(set.tenancy)
 	w.stack.Bao.SetSealed(set.sealed)
 	for _, b := range w.boxes {
 		// atomic: a docker call running meanwhile reads the old script or the new one
