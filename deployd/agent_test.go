@@ -19,10 +19,9 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -75,11 +74,11 @@ func TestApplyNoneDown(t *testing.T) {
 
 	// none: nothing reported.
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	reports := len(b.Stack.Reports(b.Env))
+	reports := len(b.Stack.Tenancy.Reports(b.Env))
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, "none", out.Action)
-	assert.Len(t, b.Stack.Reports(b.Env), reports)
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports)
 
 	// down with purge on dev: -v, current removed, report down.
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
@@ -176,7 +175,8 @@ func TestRefusalsCostNoLease(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(b)
 			}
-			sha, _ := b.Stack.PublishBundle(b.Env, tc.bundle(b))
+			sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, tc.bundle(b))
+			require.NoError(t, err)
 
 			out, code := b.tick()
 			assert.Equal(t, deployd.ExitFailed, code)
@@ -277,11 +277,11 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 
 	bad := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	// Only the new release is unhealthy: the restored one comes back healthy.
-	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
 		"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy",
 			HealthOutput: "db check: connection refused (password s3cr3t-db-password)"}},
 			Logs: "boot\nconnecting with password s3cr3t-db-password\nfatal: database refused\n"},
-	}}})
+	}}}))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, codes.Unhealthy, out.Code)
@@ -315,9 +315,9 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	good := b.applySample(1)
 
 	// Every release is unhealthy now (say, the database they share went away).
-	b.Docker.SetScript(&fakedockertest.Script{Services: map[string]fakedocker.Service{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
-	}})
+	}}))
 	b.Publish(faketenancy.SampleApp(b.Env, 2))
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
@@ -335,7 +335,7 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 // TestFirstApplyFailureTakesItDown: with nothing to restore, the failed release is
 // taken down and current removed.
 func TestFirstApplyFailureTakesItDown(t *testing.T) {
-	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "Error response from daemon: pull access denied for nginx\n", Exit: 1},
 	}}})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -353,11 +353,11 @@ func TestExitCodes(t *testing.T) {
 		b.HoldLock()
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Empty(t, b.Stack.Requests(), "a held lock touches no network")
+		assert.Empty(t, b.Stack.Tenancy.Requests(), "a held lock touches no network")
 	})
 	t.Run("tenancy 503 is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
-		b.Stack.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
+		b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitTemporary, code)
 	})
@@ -399,7 +399,7 @@ func TestExitCodes(t *testing.T) {
 		_, code := b.tick()
 		assert.Equal(t, deployd.ExitFailed, code)
 		assert.Contains(t, b.Logs.String(), "bootstrap")
-		assert.Empty(t, b.Stack.Requests())
+		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 	t.Run("invalid token is 1 and says how to bootstrap", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
@@ -436,7 +436,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 	for _, shape := range []string{"approle", "wrapped"} {
 		t.Run(shape, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
-			b.Stack.SetFaults(faketenancy.Faults{LeaseShape: shape})
+			b.Stack.Tenancy.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			b.Publish(faketenancy.SampleApp(b.Env, 1))
 			out, code := b.tick()
 			assert.Equal(t, deployd.ExitFailed, code)
@@ -538,14 +538,14 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	before := len(b.Docker.Calls())
+	before := len(b.DockerCalls(""))
 	for range 3 {
 		b.newAgent() // as a new process would
 		_, code := b.tick()
 		require.Equal(t, deployd.ExitOK, code)
 	}
 	var execs, versions, lists int
-	for _, c := range b.Docker.Calls()[before:] {
+	for _, c := range b.DockerCalls("")[before:] {
 		switch {
 		case c.Argv[0] != "engine":
 			execs++
@@ -558,7 +558,7 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	assert.Zero(t, execs, "no docker process")
 	assert.Zero(t, versions, "the docker version of the apply's check-in is reused")
 	assert.Equal(t, 3, lists, "one list of the containers per check-in")
-	for _, c := range b.Stack.Checkins(b.Env) {
+	for _, c := range b.Stack.Tenancy.Checkins(b.Env) {
 		assert.NotEmpty(t, c.Host.DockerVersion)
 	}
 }
@@ -589,14 +589,14 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 func TestEnvMismatchAtReportLatches(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	b.Stack.SetFaults(faketenancy.Faults{Status: map[string]int{"report": 409}})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"report": 409}})
 	_, code := b.tick()
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
 	require.NotNil(t, b.State().EnvMismatch)
-	before := len(b.Stack.Requests())
+	before := len(b.Stack.Tenancy.Requests())
 	_, code = b.tick()
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
-	assert.Len(t, b.Stack.Requests(), before)
+	assert.Len(t, b.Stack.Tenancy.Requests(), before)
 }
 
 // idleCounter is a transport that counts CloseIdleConnections.

@@ -112,7 +112,7 @@ func TestBootstrapChecksTheGrant(t *testing.T) {
 			assert.Equal(t, tc.login, b.BaoCalls("/login"))
 			assertGrantKept(t, b, want)
 			assert.Nil(t, b.State().EnvMismatch, "nothing is latched")
-			assert.Empty(t, b.Stack.Requests(), "no check-in")
+			assert.Empty(t, b.Stack.Tenancy.Requests(), "no check-in")
 			_, err = os.Stat(b.Cfg.TokenPath())
 			assert.ErrorIs(t, err, os.ErrNotExist, "no token stored")
 			// The grant is not in the error, the log or the state.
@@ -135,7 +135,7 @@ func TestRunChecksTheGrant(t *testing.T) {
 	}
 	assertGrantKept(t, b, want)
 	assert.Zero(t, b.BaoCalls("/login"))
-	assert.Empty(t, b.Stack.Requests())
+	assert.Empty(t, b.Stack.Tenancy.Requests())
 	assert.Nil(t, b.State().EnvMismatch)
 }
 
@@ -205,7 +205,9 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 		"revoked": func(b *box) { b.Stack.Bao.InvalidateTokens(b.Env) },
 		"corrupt": func(b *box) { require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 32), 0o600)) },
 		"another env": func(b *box) {
-			require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.Stack.Token("env-dev-02")+"\n"), 0o600))
+			tok, err := b.Stack.Login(t.Context(), "env-dev-02")
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(tok+"\n"), 0o600))
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -254,7 +256,7 @@ func TestBootstrapCorruptTokenNoGrant(t *testing.T) {
 	assert.Equal(t, codes.Unauthenticated, deployd.CodeOf(err))
 	assert.Contains(t, err.Error(), "no bootstrap grant at "+b.Cfg.BootstrapGrant)
 	assert.Contains(t, err.Error(), "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt")
-	assert.Empty(t, b.Stack.BaoRequests())
+	assert.Empty(t, b.Stack.Bao.Requests())
 }
 
 // latchedBox is a box that holds a token of another env and no grant: its first tick
@@ -263,7 +265,9 @@ func latchedBox(t *testing.T) *box {
 	t.Helper()
 	b := newBox(t, boxOptions{})
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.Stack.Token("env-dev-02")), 0o600))
+	tok, err := b.Stack.Login(t.Context(), "env-dev-02")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(tok), 0o600))
 	require.NoError(t, os.Remove(b.Cfg.BootstrapGrant))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitEnvMismatch, code)
@@ -274,11 +278,11 @@ func latchedBox(t *testing.T) *box {
 // latchedTick runs a tick of a latched box: it exits 78 without the network.
 func (b *box) latchedTick() {
 	b.T.Helper()
-	before, beforeBao := len(b.Stack.Requests()), len(b.Stack.BaoRequests())
+	before, beforeBao := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests())
 	_, code := b.tick()
 	assert.Equal(b.T, deployd.ExitEnvMismatch, code)
-	assert.Len(b.T, b.Stack.Requests(), before, "a latched run touches no network")
-	assert.Len(b.T, b.Stack.BaoRequests(), beforeBao)
+	assert.Len(b.T, b.Stack.Tenancy.Requests(), before, "a latched run touches no network")
+	assert.Len(b.T, b.Stack.Bao.Requests(), beforeBao)
 }
 
 // TestFailedBootstrapKeepsTheLatch: only a bootstrap that succeeds clears the

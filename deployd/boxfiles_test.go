@@ -68,8 +68,8 @@ func TestCorruptTokenFile(t *testing.T) {
 		assert.Equal(t, deployd.ExitFailed, deployd.ExitCode(err))
 		assert.Contains(t, err.Error(), "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt (not printable ASCII)")
 		assert.Contains(t, err.Error(), "place a fresh bootstrap grant at "+b.Cfg.BootstrapGrant+" and run `monky-deployd bootstrap`")
-		assert.Empty(t, b.Stack.BaoRequests(), "the corrupt token is never sent")
-		assert.Empty(t, b.Stack.Requests())
+		assert.Empty(t, b.Stack.Bao.Requests(), "the corrupt token is never sent")
+		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 }
 
@@ -91,7 +91,7 @@ func TestNonRegularStateAndGrant(t *testing.T) {
 		fi, err := os.Lstat(b.Cfg.StatePath())
 		require.NoError(t, err)
 		assert.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "left as it is")
-		assert.Empty(t, b.Stack.Requests())
+		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 	t.Run("grant", func(t *testing.T) {
 		b := newBox(t, boxOptions{noGrant: true})
@@ -101,7 +101,7 @@ func TestNonRegularStateAndGrant(t *testing.T) {
 		assert.ErrorIs(t, err, fsutil.ErrNotRegular)
 		assert.Equal(t, codes.Unauthenticated, deployd.CodeOf(err))
 		assert.Contains(t, err.Error(), b.Cfg.BootstrapGrant+" is a fifo, not a regular file")
-		assert.Empty(t, b.Stack.BaoRequests())
+		assert.Empty(t, b.Stack.Bao.Requests())
 	})
 }
 
@@ -130,7 +130,7 @@ func TestUnreadableStateIsTheBoxs(t *testing.T) {
 		{"bootstrap", func(ctx context.Context) (deployd.Outcome, error) { return b.agent.Bootstrap(ctx, "") }},
 	} {
 		t.Run(run.name, func(t *testing.T) {
-			reports, leases := len(b.Stack.Reports(b.Env)), b.TenancyCalls("/v1/agent")
+			reports, leases := len(b.Stack.Tenancy.Reports(b.Env)), b.TenancyCalls("/v1/agent")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := run.run(ctx)
@@ -143,7 +143,7 @@ func TestUnreadableStateIsTheBoxs(t *testing.T) {
 			fi, lerr := os.Lstat(b.Cfg.StatePath())
 			require.NoError(t, lerr)
 			assert.Equal(t, os.ModeSymlink, fi.Mode().Type(), "state.json is left as it is")
-			assert.Len(t, b.Stack.Reports(b.Env), reports, "no report")
+			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "no report")
 			assert.Equal(t, leases, b.TenancyCalls("/v1/agent"), "no network")
 		})
 	}

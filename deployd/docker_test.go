@@ -14,9 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
 func TestDockerEnv(t *testing.T) {
@@ -99,7 +98,7 @@ func TestReadsTheDockerContext(t *testing.T) {
 	require.NotNil(t, live.Healthy, "live %+v", live)
 	assert.True(t, *live.Healthy)
 	engine := 0
-	for _, c := range b.Docker.Calls() {
+	for _, c := range b.DockerCalls("") {
 		if c.Argv[0] == fakedocker.EngineArgv0 {
 			engine++
 		}
@@ -152,7 +151,7 @@ func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
 // compose up spends the lease it took, but the failure is the box's: reported as
 // DOCKER_UNAVAILABLE, not remembered, and the next tick applies with one more lease.
 func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
-	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: daemonDown, Exit: 1, FailTimes: 1},
 	}}})
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -176,9 +175,9 @@ func TestDockerDownAfterPromoteRestores(t *testing.T) {
 
 	// The fake counts every call: the first up succeeded, the second fails, the
 	// restore's succeeds.
-	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: daemonDown, Exit: 1, FailTimes: 2},
-	}})
+	}}))
 	spec := faketenancy.SampleApp(b.Env, 2)
 	spec.Vars = map[string]string{"LOG_LEVEL": "debug"}
 	second := b.Publish(spec)

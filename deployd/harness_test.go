@@ -15,9 +15,9 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -35,7 +35,7 @@ type box struct {
 
 type boxOptions struct {
 	env     string
-	script  *fakedockertest.Script
+	script  *fakedocker.Script
 	stack   *fakestack.Options
 	noGrant bool
 	// config, when set, changes the box's config before the agent is built.

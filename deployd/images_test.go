@@ -2,8 +2,8 @@ package deployd_test
 
 import (
 	"fmt"
-	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -13,9 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
 // imageApp is a release whose app image changes with the serial, next to a sidecar
@@ -28,10 +27,7 @@ func imageApp(env string, serial int64) faketenancy.BundleSpec {
 
 // images are the references of the fake engine's images, sorted.
 func (b *box) images() []string {
-	var refs []string
-	for _, im := range b.Docker.Status().Images {
-		refs = append(refs, im.Ref)
-	}
+	refs := b.DockerStatus().Images
 	slices.Sort(refs)
 	return refs
 }
@@ -61,14 +57,14 @@ func TestImageHygiene(t *testing.T) {
 	assert.Contains(t, rep.Detail, "removed 1 images only pruned releases used (up to 10.0 MiB)")
 
 	var removals []string
-	for _, c := range b.Docker.Calls() {
+	for _, c := range b.DockerCalls("") {
 		if c.Argv[0] == "engine" && c.Argv[1] == "DELETE" {
 			removals = append(removals, c.Argv[2])
 		}
 	}
 	require.Len(t, removals, 1)
 	assert.Regexp(t, `^/images/sha256:[0-9a-f]{64}$`, removals[0], "removed by ID, never by name")
-	for _, c := range b.Docker.Calls() {
+	for _, c := range b.DockerCalls("") {
 		assert.NotContains(t, strings.Join(c.Argv, " "), "prune", "never docker image prune")
 	}
 }
@@ -99,9 +95,9 @@ func TestImageHygieneRemovesTheImagesOfAFailedRelease(t *testing.T) {
 	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
 	b.apply(imageApp(b.Env, 1))
 	bad := b.Publish(imageApp(b.Env, 2))
-	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		bad: {"app": {States: []fakedocker.State{{State: "exited", ExitCode: 1}}}},
-	}})
+	}}))
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitFailed, code)
 	require.Equal(t, "UNHEALTHY", string(out.Code))
@@ -162,9 +158,10 @@ func withImage(env string, serial int64, image string) faketenancy.BundleSpec {
 // hold makes the fake engine hold ref, as a docker load or an earlier pull would.
 func hold(t *testing.T, b *box, ref string) {
 	t.Helper()
-	var stderr strings.Builder
-	code := fakedocker.MainConfig(fakedocker.Config{Log: b.Docker.Log, State: b.Docker.State}, []string{"pull", ref}, nil, nil, io.Discard, &stderr)
-	require.Zero(t, code, stderr.String())
+	pull := exec.CommandContext(t.Context(), b.Docker.Path, "pull", ref)
+	pull.Env = b.Docker.Env()
+	out, err := pull.CombinedOutput()
+	require.NoError(t, err, "%s", out)
 }
 
 // TestImagesArePulledBeforeTheLease: an apply pulls the images the box does not hold,
@@ -175,11 +172,11 @@ func TestImagesArePulledBeforeTheLease(t *testing.T) {
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, "%+v\n%s", out, b.Logs)
 	assert.Equal(t, []string{"busybox:1.36", "nginx:1.27"}, sortedCopy(pulled(b)), "each image once, before compose up")
-	calls := b.Docker.Calls()
-	lastPull := slices.IndexFunc(calls, func(c fakedockertest.Call) bool {
+	calls := b.DockerCalls("")
+	lastPull := slices.IndexFunc(calls, func(c fakedocker.Call) bool {
 		return len(c.Argv) > 0 && c.Argv[0] == "pull" && c.Argv[len(c.Argv)-1] == "nginx:1.27"
 	})
-	firstUp := slices.IndexFunc(calls, func(c fakedockertest.Call) bool { return slices.Contains(c.Argv, "up") })
+	firstUp := slices.IndexFunc(calls, func(c fakedocker.Call) bool { return slices.Contains(c.Argv, "up") })
 	assert.Less(t, lastPull, firstUp, "the pulls come before compose up")
 	assert.Contains(t, b.Logs.String(), "pulled the release's images; asking for a lease")
 
@@ -196,7 +193,7 @@ func sortedCopy(s []string) []string { c := slices.Clone(s); slices.Sort(c); ret
 // release untouched, not remembered; once the image is pushed the next tick applies
 // with one lease and no retry from tenancy.
 func TestMissingImageCostsNoLease(t *testing.T) {
-	b := newBox(t, boxOptions{script: &fakedockertest.Script{MissingImages: []string{"nginx:9.99"}}})
+	b := newBox(t, boxOptions{script: &fakedocker.Script{MissingImages: []string{"nginx:9.99"}}})
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -218,7 +215,7 @@ func TestMissingImageCostsNoLease(t *testing.T) {
 	assert.Empty(t, b.State().Failed, "not remembered: pushing the image keeps the sha")
 	assert.Contains(t, b.Logs.String(), "Push the image")
 
-	b.Docker.SetScript(&fakedockertest.Script{}) // the image is pushed
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{})) // the image is pushed
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, "%+v", out)
 	assert.Equal(t, leases+1, b.Leases())
@@ -228,7 +225,7 @@ func TestMissingImageCostsNoLease(t *testing.T) {
 // TestRegistryDownIsTemporary: a registry that cannot be reached exits 75 before the
 // lease, reports nothing and remembers nothing.
 func TestRegistryDownIsTemporary(t *testing.T) {
-	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"pull": {Stderr: "Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io: no such host\n", Exit: 1, FailTimes: 1},
 	}}})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -295,7 +292,7 @@ func TestDataRootTooFullCostsNoLease(t *testing.T) {
 	require.NoError(t, syscall.Mount("tmpfs", root, "tmpfs", 0, "size=4194304,mode=0700"))
 	t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
 	b := newBox(t, boxOptions{
-		script: &fakedockertest.Script{DockerRootDir: root},
+		script: &fakedocker.Script{DockerRootDir: root},
 		config: func(c *deployd.Config) { c.MinFreeMB = 16 },
 	})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -308,7 +305,7 @@ func TestDataRootTooFullCostsNoLease(t *testing.T) {
 	assert.Empty(t, b.State().Failed)
 	assert.Contains(t, b.Logs.String(), "docker image prune")
 
-	b.Docker.SetScript(&fakedockertest.Script{}) // room again: the data root is the state file's dir
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{})) // room again: the data root is the state file's dir
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, "%+v", out)
 	assert.Equal(t, 1, b.Leases())

@@ -46,7 +46,7 @@ func TestSupersededGrant(t *testing.T) {
 	b.idleTick()
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" {
-			b.Stack.Grant(b.Env) // someone else got a newer grant
+			b.Stack.Bao.MintGrant(b.Env) // someone else got a newer grant
 		}
 		return resp
 	})

@@ -10,9 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
 // TestLiveHealthInEveryCheckin: after an apply every check-in carries the live
@@ -38,9 +37,9 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 
 	// The web container dies an hour later.
 	web := live.Services[len(live.Services)-1].Name
-	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		sha: {web: {States: []fakedocker.State{{State: "exited", ExitCode: 137, RestartCount: 2}}}},
-	}})
+	}}))
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	ups, downs := len(b.DockerCalls("up")), len(b.DockerCalls("down"))
 	out, code := b.tick()
@@ -100,7 +99,7 @@ func TestLiveHealthThroughTheCLI(t *testing.T) {
 	require.NotNil(t, live.Healthy)
 	assert.True(t, *live.Healthy)
 	assert.Len(t, live.Services, 2)
-	for _, c := range b.Docker.Calls() {
+	for _, c := range b.DockerCalls("") {
 		assert.NotEqual(t, "engine", c.Argv[0], "no Engine API request: %v", c.Argv)
 	}
 	assert.NotEmpty(t, b.DockerCalls("ps"), "read through docker compose ps")
@@ -113,9 +112,9 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	done := fakedocker.State{State: "exited", ExitCode: 0}
-	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		sha: {"migrate": {States: []fakedocker.State{done}}},
-	}})
+	}}))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	st := b.State()
@@ -123,9 +122,9 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	assert.Equal(t, []string{"migrate"}, st.LiveOneShots)
 
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		sha: {"migrate": {States: []fakedocker.State{done}}, "web": {States: []fakedocker.State{done}}},
-	}})
+	}}))
 	_, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	live := b.lastLive()
@@ -199,7 +198,7 @@ func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 // TestEngineVersionIsChecked: a server version the engine answers goes through the
 // same check as the CLI's: one that is not a version is not sent.
 func TestEngineVersionIsChecked(t *testing.T) {
-	b := newBox(t, boxOptions{script: &fakedockertest.Script{ServerVersion: "27.3.1\x1b[2J"}})
+	b := newBox(t, boxOptions{script: &fakedocker.Script{ServerVersion: "27.3.1\x1b[2J"}})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	cs := b.Stack.Tenancy.Checkins(b.Env)
@@ -215,9 +214,9 @@ func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
 	sha := b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	restarts := func(n int) {
-		b.Docker.SetScript(&fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{
+		require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 			sha: {"migrate": {States: []fakedocker.State{{RestartCount: n}}}},
-		}})
+		}}))
 	}
 	healthy := func() bool {
 		live := b.lastLive()

@@ -80,7 +80,7 @@ func (b *box) applied(spec faketenancy.BundleSpec) string {
 func TestPlan(t *testing.T) {
 	t.Run("nothing live: every service is added, no lease, no report", func(t *testing.T) {
 		b := planBox(t)
-		reports := len(b.Stack.Reports(b.Env))
+		reports := len(b.Stack.Tenancy.Reports(b.Env))
 		sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 		p, err := b.plan()
 		require.NoError(t, err)
@@ -94,7 +94,7 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, "added", service(t, p, "web").Change)
 		assert.Equal(t, "added", service(t, p, "migrate").Change)
 		assert.Equal(t, 0, b.Leases(), "plan takes no lease")
-		assert.Len(t, b.Stack.Reports(b.Env), reports, "plan reports nothing")
+		assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "plan reports nothing")
 		assert.Empty(t, b.DockerCalls("compose"), "plan runs no compose")
 		assert.Empty(t, pulled(b), "plan pulls nothing")
 		assert.Contains(t, p.Notes, "the apply pulls the images of migrate, web before its lease (this box does not hold them, or their pull_policy is always)")
@@ -194,7 +194,7 @@ func TestPlan(t *testing.T) {
 	})
 	t.Run("refused bundle: exit 1, no lease, no report, not remembered", func(t *testing.T) {
 		b := planBox(t)
-		reports := len(b.Stack.Reports(b.Env))
+		reports := len(b.Stack.Tenancy.Reports(b.Env))
 		spec := faketenancy.SampleApp(b.Env, 1)
 		spec.Files["compose.yaml"] += "  evil:\n    image: busybox:1.36\n    privileged: true\n"
 		sha := b.Publish(spec)
@@ -207,7 +207,7 @@ func TestPlan(t *testing.T) {
 		assert.False(t, p.Changes)
 		assert.Empty(t, p.Services)
 		assert.Equal(t, 0, b.Leases(), "a refused bundle costs no lease")
-		assert.Len(t, b.Stack.Reports(b.Env), reports, "plan reports nothing")
+		assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "plan reports nothing")
 		assert.NotContains(t, b.State().Failed, sha, "plan remembers no failure")
 		assert.Contains(t, p.Text(), "REFUSED")
 	})

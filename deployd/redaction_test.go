@@ -9,9 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
 // TestResumeRedactsTheReleaseSecrets: a tick that resumes a release promoted by an
@@ -29,9 +28,9 @@ func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data, 0o600))
 	b.newAgent() // a new process: its redactor knows nothing yet
-	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
-	}})
+	}}))
 	leases := b.TenancyCalls("/v1/agent/lease")
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
@@ -52,9 +51,9 @@ func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	b.newAgent()
-	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"down": {Stderr: "Error: invalid value " + value + " for DB_PASSWORD\n", Exit: 1},
-	}})
+	}}))
 	b.SetDesired(faketenancy.Desired{Action: "down"})
 	out, code := b.tick()
 	assert.Equal(t, deployd.ExitFailed, code)
@@ -69,7 +68,7 @@ func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 // line as it comes, also when up succeeds, with every secret value masked.
 func TestComposeOutputIsLoggedRedacted(t *testing.T) {
 	const value = "s3cr3t-db-password"
-	b := newBox(t, boxOptions{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stdout: "web Pulling\nweb Pulled\n", Stderr: "warning: DB_PASSWORD=" + value + "\n"},
 	}}})
 	b.applySample(1)

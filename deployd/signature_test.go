@@ -67,7 +67,7 @@ func (b *box) publishAt(serial int64) string {
 func (b *box) publishSigned(r renderer, serial int64) string {
 	b.T.Helper()
 	sha := b.publishAt(serial)
-	b.Stack.PublishSignature(b.Env, sha, r.sign(b.T.(*testing.T), bundle.Statement{SHA: sha, EnvID: b.Env, Serial: serial}, bundle.SignOptions{}))
+	require.NoError(b.T, b.Stack.Tenancy.PublishSignature(b.Env, sha, r.sign(b.T.(*testing.T), bundle.Statement{SHA: sha, EnvID: b.Env, Serial: serial}, bundle.SignOptions{})))
 	return sha
 }
 
@@ -84,7 +84,7 @@ func (b *box) applySigned(r renderer, serial int64) string {
 // downloads counts the downloads of the bundle sha (not its signature).
 func (b *box) downloads(sha string) int {
 	n := 0
-	for _, r := range b.Stack.Requests() {
+	for _, r := range b.Stack.Tenancy.Requests() {
 		if r.Path == "/v1/agent/bundles/"+sha {
 			n++
 		}
@@ -132,7 +132,7 @@ func TestSignedBundleApplies(t *testing.T) {
 
 	// The order the box promises: signature, bundle, lease.
 	var calls []string
-	for _, req := range b.Stack.Requests() {
+	for _, req := range b.Stack.Tenancy.Requests() {
 		switch req.Path {
 		case "/v1/agent/bundles/" + sha + "/signature":
 			calls = append(calls, "signature")
@@ -193,7 +193,7 @@ func TestSignatureRefusals(t *testing.T) {
 			b := signedBox(t, r)
 			sha := b.publishAt(1)
 			if tt.sig != nil {
-				b.Stack.PublishSignature(b.Env, sha, tt.sig(t, sha))
+				require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, tt.sig(t, sha)))
 			}
 			out, exit := b.tick()
 			b.requireSignatureRefusal(out, exit, sha, tt.code, false)
@@ -214,7 +214,7 @@ func TestSignatureAddedLaterApplies(t *testing.T) {
 	out, exit := b.tick()
 	b.requireSignatureRefusal(out, exit, sha, codes.SignatureMissing, false)
 
-	b.Stack.PublishSignature(b.Env, sha, r.sign(t, bundle.Statement{SHA: sha, EnvID: b.Env, Serial: 1}, bundle.SignOptions{}))
+	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, r.sign(t, bundle.Statement{SHA: sha, EnvID: b.Env, Serial: 1}, bundle.SignOptions{})))
 	out, exit = b.tick()
 	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
 	assert.Equal(t, "applied", out.Result)
@@ -232,7 +232,7 @@ func TestSignatureCallUnavailableIsTemporary(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, out.Code)
 	assert.Zero(t, b.Leases())
 	assert.Zero(t, b.downloads(sha))
-	assert.Empty(t, b.Stack.Reports(b.Env), "a temporary failure is not reported")
+	assert.Empty(t, b.Stack.Tenancy.Reports(b.Env), "a temporary failure is not reported")
 }
 
 // A signed bundle whose manifest names another serial than the check-in and the
@@ -242,7 +242,7 @@ func TestSignedManifestSerialMustMatch(t *testing.T) {
 	b := signedBox(t, r)
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 3))
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, Serial: 4})
-	b.Stack.PublishSignature(b.Env, sha, r.sign(t, bundle.Statement{SHA: sha, EnvID: b.Env, Serial: 4}, bundle.SignOptions{}))
+	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, r.sign(t, bundle.Statement{SHA: sha, EnvID: b.Env, Serial: 4}, bundle.SignOptions{})))
 	out, exit := b.tick()
 	b.requireSignatureRefusal(out, exit, sha, codes.SignatureInvalid, true)
 	assert.Equal(t, 1, b.downloads(sha))
@@ -296,8 +296,8 @@ func TestRollbackNeedsAValidSignature(t *testing.T) {
 	sha1 := b.applySigned(r, 1)
 	b.applySigned(r, 2)
 
-	b.Stack.PublishSignature(b.Env, sha1, r.sign(t, bundle.Statement{SHA: sha1, EnvID: b.Env, Serial: 1},
-		bundle.SignOptions{Expires: time.Now().Add(-time.Hour - bundle.ClockTolerance)}))
+	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha1, r.sign(t, bundle.Statement{SHA: sha1, EnvID: b.Env, Serial: 1},
+		bundle.SignOptions{Expires: time.Now().Add(-time.Hour - bundle.ClockTolerance)})))
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1, Rollback: true})
 	out, exit := b.tick()
 	require.Equal(t, deployd.ExitFailed, exit)
@@ -337,7 +337,7 @@ func TestSignatureKeyRotation(t *testing.T) {
 
 	// The removed key's serials no longer count: the new key's serial 2 is the floor,
 	// so serial 4 signed by the new key applies.
-	b.Stack.PublishSignature(b.Env, sha4, newKey.sign(t, bundle.Statement{SHA: sha4, EnvID: b.Env, Serial: 4}, bundle.SignOptions{}))
+	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha4, newKey.sign(t, bundle.Statement{SHA: sha4, EnvID: b.Env, Serial: 4}, bundle.SignOptions{})))
 	out, exit = b.tick()
 	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
 	assert.Equal(t, sha4, b.Live())
@@ -347,7 +347,7 @@ func TestSignatureKeyRotation(t *testing.T) {
 func TestWithoutKeysNoSignatureAsked(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	sha := b.publishAt(1)
-	b.Stack.PublishSignature(b.Env, sha, []byte("not a signature"))
+	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, []byte("not a signature")))
 	out, exit := b.tick()
 	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
 	assert.Equal(t, "applied", out.Result)

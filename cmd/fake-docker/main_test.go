@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestServeEngineStopsOnSIGTERM: the program built as docker dispatches serve-engine,
@@ -25,8 +26,8 @@ func TestServeEngineStopsOnSIGTERM(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", prog, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cfg := fakedocker.Config{Log: filepath.Join(dir, "docker.log")}
-	if err := cfg.WriteFile(filepath.Join(dir, fakedocker.ConfigFile)); err != nil {
+	log := filepath.Join(dir, "docker.log")
+	if err := os.WriteFile(filepath.Join(dir, "fake-docker.json"), []byte(`{"log":"`+log+`"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(t.Context(), prog, "serve-engine", "-watch-stdin=false")
@@ -42,12 +43,16 @@ func TestServeEngineStopsOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no line: %v", err)
 	}
-	var served fakedocker.Served
+	var served struct {
+		DockerHost string `json:"docker_host"`
+		Socket     string `json:"socket"`
+		Log        string `json:"log"`
+	}
 	if err := json.Unmarshal([]byte(line), &served); err != nil {
 		t.Fatalf("%v: %s", err, line)
 	}
-	if served.Log != cfg.Log || served.DockerHost != "unix://"+served.Socket {
-		t.Fatalf("served %+v, want the log of %s", served, fakedocker.ConfigFile)
+	if served.Log != log || served.DockerHost != "unix://"+served.Socket {
+		t.Fatalf("served %+v, want the log of fake-docker.json", served)
 	}
 	if out, err := exec.CommandContext(t.Context(), prog, "version", "--format", "{{.Server.Version}}").Output(); err != nil || string(out) != fakedocker.DefaultServerVersion+"\n" {
 		t.Fatalf("docker version beside serve-engine: %v %q", err, out)
@@ -67,5 +72,14 @@ func TestServeEngineStopsOnSIGTERM(t *testing.T) {
 	}
 	if _, err := os.Stat(served.Socket); !os.IsNotExist(err) {
 		t.Fatalf("the socket %s is still there: %v", served.Socket, err)
+	}
+}
+
+// TestBinaryLinksNoTesting: the fake docker program never links the testing package.
+func TestBinaryLinksNoTesting(t *testing.T) {
+	for _, dep := range testprog.Deps(t, "github.com/monky/monky-deployd/cmd/fake-docker") {
+		if dep == "testing" || dep == "net/http/httptest" {
+			t.Errorf("the fake docker program links %s", dep)
+		}
 	}
 }

@@ -15,9 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -105,21 +104,21 @@ func TestSecretCanary(t *testing.T) {
 	}
 
 	// 1. apply, with compose up echoing a secret on stderr.
-	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "warning: variable ECHOED=" + echo + " looks like a password\n"},
-	}})
+	}}))
 	good := b.Publish(canaryBundle(b.Env, 1))
 	tick(0)
 	require.Equal(t, good, b.Live())
 
 	// 2. an unhealthy apply that restores: the failing service's logs echo secrets.
-	b.Docker.SetScript(&fakedockertest.Script{
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{
 		Commands: map[string]fakedocker.Command{"up": {Stderr: "up: using " + echo + "\n"}},
 		Services: map[string]fakedocker.Service{"web": {
 			States: []fakedocker.State{{Health: "unhealthy"}},
 			Logs:   "boot\nconnecting with " + canaries["DB_PASSWORD"].value + "\nkey " + multi + "\nfatal: " + echo + " refused\n",
 		}},
-	})
+	}))
 	b.Publish(canaryBundle(b.Env, 2))
 	tick(deployd.ExitFailed)
 	require.Equal(t, good, b.Live(), "restored")
@@ -129,9 +128,9 @@ func TestSecretCanary(t *testing.T) {
 
 	// 3. compose up fails once, printing a secret: restore again.
 	// fail_times counts every up call the fake has seen: fail the next one only.
-	b.Docker.SetScript(&fakedockertest.Script{Commands: map[string]fakedocker.Command{
-		"up": {Stderr: "Error: invalid value " + echo + " for ECHOED\n", Exit: 1, FailTimes: b.Docker.Status().Calls["up"] + 1},
-	}})
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{
+		"up": {Stderr: "Error: invalid value " + echo + " for ECHOED\n", Exit: 1, FailTimes: b.DockerStatus().Calls["up"] + 1},
+	}}))
 	b.Publish(canaryBundle(b.Env, 3))
 	tick(deployd.ExitFailed)
 	require.Equal(t, "APPLY_FAILED", b.LastReport().Code)

@@ -86,7 +86,7 @@ func TestRunWithoutComposeV2(t *testing.T) {
 	}
 	assert.Empty(t, b.Stack.Tenancy.Requests(), "no check-in without compose v2")
 	assert.Empty(t, b.Stack.Bao.Requests())
-	assert.Empty(t, b.Docker.Calls(), "the check execs nothing")
+	assert.Empty(t, b.DockerCalls(""), "the check execs nothing")
 
 	plugin(t, filepath.Join(dockerConfig, "cli-plugins"), 0o755)
 	r := runMain(t, env, "run", "--config", b.CfgPath)

@@ -22,28 +22,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // fastScript makes the one-shot migrate service exit 0 at once, so that the health
 // wait ends at its first poll (the binary polls every 2s).
-func fastScript(commands map[string]fakedocker.Command) *fakedockertest.Script {
-	return &fakedockertest.Script{
+func fastScript(commands map[string]fakedocker.Command) *fakedocker.Script {
+	return &fakedocker.Script{
 		Commands: commands,
 		Services: map[string]fakedocker.Service{"migrate": {States: []fakedocker.State{{State: "exited", ExitCode: 0}}}},
 	}
 }
 
-// setScript replaces the fake docker's script atomically: a docker call that starts
-// meanwhile reads the old script or the new one, never half of one.
-func (b *box) setScript(s *fakedockertest.Script) {
+// setScript replaces the fake docker's script (atomically: a docker call that starts
+// meanwhile reads the old script or the new one, never half of one).
+func (b *box) setScript(s *fakedocker.Script) {
 	b.T.Helper()
-	tmp := b.Docker.Script + ".new"
-	require.NoError(b.T, s.WriteFile(tmp))
-	require.NoError(b.T, os.Rename(tmp, b.Docker.Script))
+	require.NoError(b.T, b.Docker.SetScript(s))
 }
 
 // crashBox is a box that serves an old release and has been asked for a new one.
@@ -150,7 +147,7 @@ func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
 // repair): no leftover of the killed run may be visible in releases/ then.
 func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	t.Helper()
-	c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: fakedocker.Duration(time.Second)}}))
+	c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: time.Second}}))
 	c.expireDockerVersion(t)
 	versions, checkins := len(c.DockerCalls("version")), len(c.Stack.Tenancy.Checkins(c.Env))
 	p := c.start([]string{"run", "--config", c.CfgPath})
@@ -234,7 +231,7 @@ type crashPoint struct {
 // crashPoints are the kill points: every docker call of an apply, the download, the
 // lease and the report.
 func crashPoints() []crashPoint {
-	delay := fakedocker.Duration(30 * time.Second)
+	delay := 30 * time.Second
 	return []crashPoint{
 		{
 			name: "docker version at check-in",
@@ -443,7 +440,7 @@ func TestCrashDuringDown(t *testing.T) {
 	testbox.SkipIfShort(t)
 	c := newCrashBox(t)
 	c.SetDesired(faketenancy.Desired{Action: "down"})
-	c.setScript(fastScript(map[string]fakedocker.Command{"down": {Delay: fakedocker.Duration(30 * time.Second)}}))
+	c.setScript(fastScript(map[string]fakedocker.Command{"down": {Delay: 30 * time.Second}}))
 	p := c.start([]string{"run", "--config", c.CfgPath})
 	testbox.WaitFor(t, 30*time.Second, "compose down", func() bool { return len(c.DockerCalls("down")) > 0 })
 	p.Kill()
@@ -454,12 +451,12 @@ func TestCrashDuringDown(t *testing.T) {
 	assert.Equal(t, "", c.Live())
 	assert.Equal(t, "down", c.LastReport().Result)
 	assert.Len(t, c.DockerCalls("down"), 2)
-	assert.False(t, c.Docker.Status().Up)
+	assert.False(t, c.DockerStatus().Up)
 	assert.Empty(t, c.State().LiveSHA)
 }
 
 // unhealthyScript makes web unhealthy at every health wait.
-func unhealthyScript(commands map[string]fakedocker.Command) *fakedockertest.Script {
+func unhealthyScript(commands map[string]fakedocker.Command) *fakedocker.Script {
 	s := fastScript(commands)
 	s.Services["web"] = fakedocker.Service{States: []fakedocker.State{{Health: "unhealthy"}}, Logs: "fatal: cannot start\n"}
 	return s
@@ -474,11 +471,11 @@ func TestCrashDuringRestore(t *testing.T) {
 	c := newCrashBox(t)
 	// The new release is unhealthy; its logs call takes 2s, time enough to make the
 	// restore's compose up hang.
-	c.setScript(unhealthyScript(map[string]fakedocker.Command{"logs": {Delay: fakedocker.Duration(2 * time.Second)}}))
+	c.setScript(unhealthyScript(map[string]fakedocker.Command{"logs": {Delay: 2 * time.Second}}))
 	p := c.start([]string{"run", "--config", c.CfgPath})
 	testbox.WaitFor(t, 30*time.Second, "the failing service's logs", func() bool { return len(c.DockerCalls("logs")) > 0 })
 	ups := len(c.DockerCalls("up"))
-	c.setScript(unhealthyScript(map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(30 * time.Second)}}))
+	c.setScript(unhealthyScript(map[string]fakedocker.Command{"up": {Delay: 30 * time.Second}}))
 	testbox.WaitFor(t, 30*time.Second, "the restore's compose up", func() bool { return len(c.DockerCalls("up")) > ups })
 	p.Kill()
 	require.Equal(t, c.oldSHA, c.checkInvariant(t, "after a kill during the restore"), "current was already back on the old release")
@@ -519,7 +516,7 @@ func TestFailedApplyAfterDown(t *testing.T) {
 	for _, call := range c.DockerCalls("up")[upsBefore:] {
 		assert.NotEqual(t, c.oldSHA, filepath.Base(projectDirOf(call.Argv)), "the downed release must not come back up")
 	}
-	assert.False(t, c.Docker.Status().Up, "the failed release is taken down")
+	assert.False(t, c.DockerStatus().Up, "the failed release is taken down")
 }
 
 // projectDirOf returns the --project-directory of a docker compose argv.

@@ -19,9 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -70,7 +69,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// docker compose saw only the variables the agent passes on, never the agent's own
 	// environment (VAULT_TOKEN, SOME_UNRELATED).
-	calls := b.Docker.Calls()
+	calls := b.DockerCalls("")
 	require.NotEmpty(t, calls)
 	for _, c := range calls {
 		for _, name := range c.Env {
@@ -130,13 +129,13 @@ func TestBinaryLifecycle(t *testing.T) {
 	res = b.tick("--metrics-file", metricsPath)
 	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 	assert.Contains(t, res.Stderr, "AGENT_ENV_MISMATCH")
-	tenancyBefore, baoBefore, dockerBefore := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests()), len(b.Docker.Calls())
+	tenancyBefore, baoBefore, dockerBefore := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests()), len(b.DockerCalls(""))
 	res = b.tick("--metrics-file", metricsPath)
 	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 	assert.Contains(t, res.Stderr, "not contacting the network")
 	assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore, "a latched run touches no network")
 	assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
-	assert.Len(t, b.Docker.Calls(), dockerBefore)
+	assert.Len(t, b.DockerCalls(""), dockerBefore)
 	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_env_mismatch_latched"])
 	assert.Equal(t, 78.0, parseMetrics(t, metricsPath)["monky_deployd_exit_code"])
 	assert.Equal(t, sha, b.Live())
@@ -174,7 +173,7 @@ func TestBinaryNoCredentials(t *testing.T) {
 // TestBinaryLockHeld: a second run while one holds the lock exits 75 at once.
 func TestBinaryLockHeld(t *testing.T) {
 	testbox.SkipIfShort(t)
-	b := newBox(t, boxOpts{script: &fakedockertest.Script{Commands: map[string]fakedocker.Command{"version": {Delay: fakedocker.Duration(5 * time.Second)}}}})
+	b := newBox(t, boxOpts{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {Delay: 5 * time.Second}}}})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	first := b.start([]string{"run", "--config", b.CfgPath})
 	testbox.WaitFor(t, 30*time.Second, "the first run's docker version call", func() bool { return len(b.DockerCalls("version")) > 0 })
@@ -330,7 +329,7 @@ func TestBinaryBootstrapGrantFlag(t *testing.T) {
 // loop with 0.
 func TestBinaryLoopSignalDuringTick(t *testing.T) {
 	testbox.SkipIfShort(t)
-	b := newBox(t, boxOpts{script: fastScript(map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(30 * time.Second)}})})
+	b := newBox(t, boxOpts{script: fastScript(map[string]fakedocker.Command{"up": {Delay: 30 * time.Second}})})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	p := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", "100ms"})
 	testbox.WaitFor(t, 30*time.Second, "compose up", func() bool { return len(b.DockerCalls("up")) > 0 })

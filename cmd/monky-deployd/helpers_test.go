@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -101,7 +101,7 @@ func recordingProxy(t *testing.T, target string, rec *recorder) string {
 // boxOpts configure newBox.
 type boxOpts struct {
 	env    string
-	script *fakedockertest.Script
+	script *fakedocker.Script
 	// nextCheckin is next_checkin_s of tenancy's answers; default 60s.
 	nextCheckin time.Duration
 	// record puts recording proxies in front of both fakes.
@@ -138,15 +138,20 @@ func newBox(t *testing.T, o boxOpts) *box {
 	})}
 	if o.record {
 		b.rec = &recorder{}
-		tenURL := recordingProxy(t, b.Stack.TenancyURL(), b.rec)
-		baoURL := recordingProxy(t, b.Stack.BaoAddr(), b.rec)
+		tenURL := recordingProxy(t, b.Stack.Tenancy.URL(), b.rec)
+		baoURL := recordingProxy(t, b.Stack.Bao.URL(), b.rec)
 		b.Configure(func(c *deployd.Config) { c.Tenancy.URL, c.Bao.Addr = tenURL, baoURL })
 	}
 	return b
 }
 
 // foreignToken is a live token of another environment.
-func (b *box) foreignToken(envID string) string { return b.Stack.Token(envID) }
+func (b *box) foreignToken(envID string) string {
+	b.T.Helper()
+	tok, err := b.Stack.Login(b.T.Context(), envID)
+	require.NoError(b.T, err)
+	return tok
+}
 
 // procEnv is the process environment of the binary: a PATH that finds the fake
 // docker, the FAKE_DOCKER_* variables, and extra.

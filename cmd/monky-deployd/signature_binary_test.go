@@ -59,7 +59,8 @@ func (s *sigBox) publish(name string, spec faketenancy.BundleSpec) (string, stri
 	data := testbox.Tarball(s.T, spec, true)
 	file := filepath.Join(s.dir, name)
 	require.NoError(s.T, os.WriteFile(file, data, 0o644))
-	sha, serial := s.Stack.PublishBundle(s.Env, data)
+	sha, serial, err := s.Stack.Tenancy.PublishBundle(s.Env, data)
+	require.NoError(s.T, err)
 	require.Equal(s.T, spec.Serial, serial)
 	return file, sha
 }
@@ -78,7 +79,7 @@ func (s *sigBox) sign(file, sha, key string, id bundle.KeyID) {
 	assert.Equal(s.T, id, got.KeyID)
 	sig, err := os.ReadFile(out)
 	require.NoError(s.T, err)
-	s.Stack.PublishSignature(s.Env, sha, sig)
+	require.NoError(s.T, s.Stack.Tenancy.PublishSignature(s.Env, sha, sig))
 }
 
 // downloads counts the downloads of the bundle sha (not of its signature).

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 const testCompose = `services:
@@ -32,17 +32,18 @@ const testCompose = `services:
 `
 
 type fixture struct {
+	t      *testing.T
 	client *Client
-	docker *fakedockertest.Docker
+	docker *fakedocker.Docker
 	dir    string
 	logs   *bytes.Buffer
 }
 
 // newFixture installs the fake docker with script and a project directory holding
 // compose.yaml and override.yaml, and returns a Client on it.
-func newFixture(t *testing.T, script *fakedockertest.Script, edit ...func(*Config)) fixture {
+func newFixture(t *testing.T, script *fakedocker.Script, edit ...func(*Config)) fixture {
 	t.Helper()
-	d := fakedockertest.Install(t, script)
+	d := deploydtest.NewDocker(t, &fakedocker.Options{Script: script})
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(testCompose), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "override.yaml"), []byte("services:\n  worker:\n    environment:\n      A: b\n"), 0o644))
@@ -59,7 +60,23 @@ func newFixture(t *testing.T, script *fakedockertest.Script, edit ...func(*Confi
 	}
 	c, err := New(cfg)
 	require.NoError(t, err)
-	return fixture{client: c, docker: d, dir: dir, logs: logs}
+	return fixture{t: t, client: c, docker: d, dir: dir, logs: logs}
+}
+
+// calls is the fake docker's record; it fails the test when it cannot be read.
+func (f fixture) calls() []fakedocker.Call {
+	f.t.Helper()
+	calls, err := f.docker.Calls()
+	require.NoError(f.t, err)
+	return calls
+}
+
+// status is the fake docker's state; it fails the test when it cannot be read.
+func (f fixture) status() fakedocker.Status {
+	f.t.Helper()
+	st, err := f.docker.Status()
+	require.NoError(f.t, err)
+	return st
 }
 
 func TestNewValidates(t *testing.T) {
@@ -134,7 +151,7 @@ func TestArgv(t *testing.T) {
 			t.Setenv("MONKY_PROCESS_ONLY", "must-not-reach-docker")
 			f := newFixture(t, nil)
 			require.NoError(t, tc.call(t.Context(), f.client))
-			calls := f.docker.Calls()
+			calls := f.calls()
 			require.Len(t, calls, 1)
 			want := slices.Clone(tc.want)
 			for i, a := range want {
@@ -144,7 +161,7 @@ func TestArgv(t *testing.T) {
 			}
 			assert.Equal(t, want, calls[0].Argv)
 			assert.Equal(t, f.dir, calls[0].Dir)
-			assert.Equal(t, []string{"COMPOSE_PROJECT_NAME", "DOCKER_HOST", "FAKE_DOCKER_LOG", "FAKE_DOCKER_STATE", "PATH"}, calls[0].Env,
+			assert.Equal(t, []string{"COMPOSE_PROJECT_NAME", "DOCKER_HOST", "PATH"}, calls[0].Env,
 				"docker gets exactly Config.Env, nothing of the process environment")
 		})
 	}
@@ -152,24 +169,26 @@ func TestArgv(t *testing.T) {
 
 func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
 	t.Run("process PATH is not used", func(t *testing.T) {
-		d := fakedockertest.Install(t, nil)
+		d := deploydtest.NewDocker(t, nil)
 		t.Setenv("PATH", d.Dir) // the process could find it; Config.Env has no PATH
 		c, err := New(Config{Project: "monky", Dir: t.TempDir(), Env: []string{"FAKE_DOCKER_LOG=" + d.Log}})
 		require.NoError(t, err)
 		_, err = c.Up(t.Context())
 		require.ErrorIs(t, err, exec.ErrNotFound)
 		require.ErrorIs(t, err, ErrApplyFailed)
-		assert.Empty(t, d.Calls())
+		calls, err := d.Calls()
+		require.NoError(t, err)
+		assert.Empty(t, calls)
 	})
 	t.Run("relative PATH entries are skipped", func(t *testing.T) {
-		d := fakedockertest.Install(t, nil)
+		d := deploydtest.NewDocker(t, nil)
 		rel, err := filepath.Rel(t.TempDir(), d.Dir)
 		require.NoError(t, err)
 		_, err = lookPath("docker", []string{"PATH=" + rel})
 		require.ErrorIs(t, err, exec.ErrNotFound)
 	})
 	t.Run("explicit path", func(t *testing.T) {
-		d := fakedockertest.Install(t, nil)
+		d := deploydtest.NewDocker(t, nil)
 		c, err := New(Config{Docker: d.Path, Project: "monky", Dir: t.TempDir(), Env: []string{"FAKE_DOCKER_LOG=" + d.Log}})
 		require.NoError(t, err)
 		v, err := c.DockerVersion(t.Context())
@@ -177,7 +196,7 @@ func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
 		assert.Equal(t, fakedocker.DefaultServerVersion, v)
 	})
 	t.Run("last PATH wins", func(t *testing.T) {
-		d := fakedockertest.Install(t, nil)
+		d := deploydtest.NewDocker(t, nil)
 		p, err := lookPath("docker", []string{"PATH=/nonexistent", "PATH=/nonexistent:" + d.Dir})
 		require.NoError(t, err)
 		assert.Equal(t, d.Path, p)
@@ -191,13 +210,13 @@ func TestUp(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 0, out.ExitCode)
 		assert.Contains(t, out.String(), "Container monky-web-1  Started")
-		st := f.docker.Status()
+		st := f.status()
 		assert.True(t, st.Up)
 		assert.Equal(t, []string{"web", "worker"}, st.Services)
 	})
 	t.Run("failure keeps the output tail", func(t *testing.T) {
 		noise := strings.Repeat("pulling layer 0123456789abcdef\n", 10000) // ~300 KiB
-		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{
 			"up": {Stdout: noise, Stderr: "Error response from daemon: pull access denied for registry.monky.internal/web\n", Exit: 18},
 		}}, func(c *Config) { c.OutputLimit = 4096 })
 		out, err := f.client.Up(t.Context())
@@ -212,18 +231,18 @@ func TestUp(t *testing.T) {
 		assert.Equal(t, int64(len(noise)+len("Error response from daemon: pull access denied for registry.monky.internal/web\n")-4096), out.Dropped)
 		assert.True(t, strings.HasSuffix(out.String(), "pull access denied for registry.monky.internal/web\n"))
 		assert.NotContains(t, err.Error(), "pull access denied", "the error names the operation; the output is in Output")
-		assert.False(t, f.docker.Status().Up)
+		assert.False(t, f.status().Up)
 		assert.Contains(t, f.logs.String(), "docker compose up failed")
 	})
 	t.Run("fails once then succeeds", func(t *testing.T) {
-		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{
+		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{
 			"up": {Stderr: "network monky_default: conflict\n", FailTimes: 1},
 		}})
 		_, err := f.client.Up(t.Context())
 		require.ErrorIs(t, err, ErrApplyFailed)
 		_, err = f.client.Up(t.Context())
 		require.NoError(t, err)
-		assert.Equal(t, 2, f.docker.Status().Calls["up"])
+		assert.Equal(t, 2, f.status().Calls["up"])
 	})
 	t.Run("a missing compose file fails up", func(t *testing.T) {
 		f := newFixture(t, nil, func(c *Config) { c.Files = []string{"compose.yaml", "missing.yaml"} })
@@ -232,8 +251,8 @@ func TestUp(t *testing.T) {
 		assert.Contains(t, out.String(), "missing.yaml")
 	})
 	t.Run("cancel kills docker", func(t *testing.T) {
-		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{
-			"up": {Delay: fakedocker.Duration(time.Minute)},
+		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{
+			"up": {Delay: time.Minute},
 		}})
 		// Cancelled once docker has recorded the call and sleeps in it, not after a
 		// fixed 300 ms: on a loaded machine docker had not started by then.
@@ -241,7 +260,7 @@ func TestUp(t *testing.T) {
 		defer cancel()
 		cancelled := make(chan time.Time, 1)
 		go func() {
-			for len(f.docker.Calls()) == 0 && ctx.Err() == nil {
+			for calls, _ := f.docker.Calls(); len(calls) == 0 && ctx.Err() == nil; calls, _ = f.docker.Calls() {
 				time.Sleep(5 * time.Millisecond)
 			}
 			cancelled <- time.Now()
@@ -252,8 +271,8 @@ func TestUp(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		require.ErrorIs(t, err, ErrApplyFailed)
 		assert.Equal(t, -1, out.ExitCode, "killed, not exited")
-		assert.Len(t, f.docker.Calls(), 1, "the call was made once")
-		assert.False(t, f.docker.Status().Up, "killed before it took effect")
+		assert.Len(t, f.calls(), 1, "the call was made once")
+		assert.False(t, f.status().Up, "killed before it took effect")
 	})
 	t.Run("cancelled before the call", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -261,7 +280,7 @@ func TestUp(t *testing.T) {
 		cancel()
 		_, err := f.client.Up(ctx)
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Empty(t, f.docker.Calls())
+		assert.Empty(t, f.calls())
 	})
 }
 
@@ -273,7 +292,7 @@ func TestDown(t *testing.T) {
 			require.NoError(t, err)
 			_, err = f.client.Down(t.Context(), volumes)
 			require.NoError(t, err)
-			st := f.docker.Status()
+			st := f.status()
 			assert.False(t, st.Up)
 			assert.Equal(t, volumes, st.DownVolumes)
 			cs, err := f.client.PS(t.Context())
@@ -282,7 +301,7 @@ func TestDown(t *testing.T) {
 		})
 	}
 	t.Run("failure", func(t *testing.T) {
-		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"down": {Stderr: "boom\n", Exit: 1}}})
+		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{"down": {Stderr: "boom\n", Exit: 1}}})
 		out, err := f.client.Down(t.Context(), false)
 		require.ErrorIs(t, err, ErrApplyFailed)
 		assert.Equal(t, "boom\n", out.String())
@@ -292,7 +311,7 @@ func TestDown(t *testing.T) {
 func TestPS(t *testing.T) {
 	for _, format := range []string{fakedocker.PSLines, fakedocker.PSArray} {
 		t.Run(format, func(t *testing.T) {
-			f := newFixture(t, &fakedockertest.Script{PSFormat: format, Services: map[string]fakedocker.Service{
+			f := newFixture(t, &fakedocker.Script{PSFormat: format, Services: map[string]fakedocker.Service{
 				"migrate": {States: []fakedocker.State{{State: "exited"}}},
 			}})
 			cs, err := f.client.PS(t.Context())
@@ -315,12 +334,12 @@ func TestPS(t *testing.T) {
 		})
 	}
 	t.Run("failure", func(t *testing.T) {
-		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"ps": {Stderr: "Cannot connect to the Docker daemon\n", Exit: 1}}})
+		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{"ps": {Stderr: "Cannot connect to the Docker daemon\n", Exit: 1}}})
 		_, err := f.client.PS(t.Context())
 		require.ErrorIs(t, err, ErrCommandFailed)
 	})
 	t.Run("unreadable output", func(t *testing.T) {
-		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"ps": {Stdout: "WARNING: something\n"}}})
+		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{"ps": {Stdout: "WARNING: something\n"}}})
 		_, err := f.client.PS(t.Context())
 		require.ErrorIs(t, err, ErrCommandFailed)
 		assert.Contains(t, err.Error(), "ps output")
@@ -333,7 +352,7 @@ func TestLogs(t *testing.T) {
 		lines.WriteString(strings.Repeat("x", 40) + " line " + string(rune('a'+i%26)) + "\n")
 	}
 	lines.WriteString("panic: last words\n")
-	f := newFixture(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{
+	f := newFixture(t, &fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web":    {Logs: lines.String()},
 		"worker": {Logs: "worker ok\n"},
 	}}, func(c *Config) { c.OutputLimit = 1024 })
@@ -360,13 +379,13 @@ func TestLogs(t *testing.T) {
 
 func TestDockerVersion(t *testing.T) {
 	t.Run("server version", func(t *testing.T) {
-		f := newFixture(t, &fakedockertest.Script{ServerVersion: "28.0.1"})
+		f := newFixture(t, &fakedocker.Script{ServerVersion: "28.0.1"})
 		v, err := f.client.DockerVersion(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, "28.0.1", v)
 	})
 	t.Run("no daemon", func(t *testing.T) {
-		f := newFixture(t, &fakedockertest.Script{Commands: map[string]fakedocker.Command{"version": {
+		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {
 			Stdout: "Client:\n Version: 27.3.1\n", Stderr: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n", Exit: 1,
 		}}})
 		v, err := f.client.DockerVersion(t.Context())
@@ -486,9 +505,9 @@ func FuzzPullProgress(f *testing.F) {
 // are held. A missing tag is
 // ErrImageMissing naming the image and what the daemon said.
 func TestPullThroughTheFake(t *testing.T) {
-	fx := newFixture(t, &fakedockertest.Script{
+	fx := newFixture(t, &fakedocker.Script{
 		MissingImages: []string{"registry.monky.internal/web:9"},
-		Commands:      map[string]fakedocker.Command{"pull": {Delay: fakedocker.Duration(150 * time.Millisecond)}},
+		Commands:      map[string]fakedocker.Command{"pull": {Delay: 150 * time.Millisecond}},
 	})
 	ctx := context.Background()
 	missing, err := fx.client.MissingImages(ctx, []string{"registry.monky.internal/web:1.4.2"})
@@ -496,16 +515,16 @@ func TestPullThroughTheFake(t *testing.T) {
 	assert.Equal(t, []string{"registry.monky.internal/web:1.4.2"}, missing)
 
 	require.NoError(t, fx.client.Pull(ctx, "registry.monky.internal/web:1.4.2", PullOptions{Progress: 40 * time.Millisecond}))
-	calls := len(fx.docker.Calls())
+	calls := len(fx.calls())
 	missing, err = fx.client.MissingImages(ctx, []string{"registry.monky.internal/web:1.4.2", "registry.monky.internal/worker:1.4.2"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"registry.monky.internal/worker:1.4.2"}, missing, "the one not pulled")
-	assert.Len(t, fx.docker.Calls(), calls+3, "one call for both, then one each")
-	calls = len(fx.docker.Calls())
+	assert.Len(t, fx.calls(), calls+3, "one call for both, then one each")
+	calls = len(fx.calls())
 	missing, err = fx.client.MissingImages(ctx, []string{"registry.monky.internal/web:1.4.2"})
 	require.NoError(t, err)
 	assert.Empty(t, missing)
-	assert.Len(t, fx.docker.Calls(), calls+1, "every image held: one docker call")
+	assert.Len(t, fx.calls(), calls+1, "every image held: one docker call")
 	logs := fx.logs.String()
 	assert.Contains(t, logs, "still pulling the image")
 	assert.Contains(t, logs, `output="Status: Downloaded newer image for registry.monky.internal/web:1.4.2"`)

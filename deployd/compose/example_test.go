@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 func ExampleParsePS() {
@@ -58,20 +59,23 @@ func ExampleParseInspect() {
 }
 
 // ExampleClient_WaitHealthy runs compose up and waits for health. The docker here is
-// the fake docker (this test binary, linked as "docker"); on a box it is the real one.
+// the fake docker (this test binary, run as "docker": see TestMain); on a box it is
+// the real one.
 func ExampleClient_WaitHealthy() {
-	tmp, err := os.MkdirTemp("", "compose-example-")
+	ctx := context.Background()
+	self, _ := os.Executable()
+	docker, err := fakedocker.Install(ctx, fakedocker.Options{Program: self})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer os.RemoveAll(tmp)
-	project := filepath.Join(tmp, "current")
-	bin := filepath.Join(tmp, "bin")
-	self, _ := os.Executable()
-	_ = os.Mkdir(project, 0o755)
-	_ = os.Mkdir(bin, 0o755)
-	_ = os.Symlink(self, filepath.Join(bin, "docker"))
+	defer docker.Close()
+	project, err := os.MkdirTemp("", "compose-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(project)
 	_ = os.WriteFile(filepath.Join(project, "compose.yaml"), []byte(`services:
   web:
     image: nginx:1.27
@@ -86,13 +90,12 @@ func ExampleClient_WaitHealthy() {
 		Dir:     project,
 		Files:   []string{"compose.yaml"},
 		// the complete environment of docker: nothing else reaches compose
-		Env: []string{"PATH=" + bin, "FAKE_DOCKER_LOG=" + filepath.Join(tmp, "docker.log")},
+		Env: docker.Env(),
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	ctx := context.Background()
 	if _, err := c.Up(ctx); err != nil {
 		fmt.Println(err)
 		return

@@ -15,8 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/codes"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 type states = []fakedocker.State
@@ -200,10 +199,10 @@ func TestWaitHealthy(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, &fakedockertest.Script{PSFormat: tc.format, Services: tc.services})
+			f := newFixture(t, &fakedocker.Script{PSFormat: tc.format, Services: tc.services})
 			_, err := f.client.Up(t.Context())
 			require.NoError(t, err)
-			f.docker.SetScript(&fakedockertest.Script{PSFormat: tc.format, Services: tc.services, Commands: tc.commands})
+			require.NoError(t, f.docker.SetScript(&fakedocker.Script{PSFormat: tc.format, Services: tc.services, Commands: tc.commands}))
 			timeout := tc.timeout
 			if timeout == 0 {
 				timeout = 30 * time.Second
@@ -236,7 +235,7 @@ func TestWaitHealthy(t *testing.T) {
 				assert.Equal(t, tc.wantStates, got)
 			}
 			if tc.wantPS > 0 {
-				assert.Equal(t, tc.wantPS, f.docker.Status().Calls["ps"])
+				assert.Equal(t, tc.wantPS, f.status().Calls["ps"])
 			}
 			if tc.wantLog != "" {
 				assert.Contains(t, f.logs.String(), tc.wantLog)
@@ -253,7 +252,7 @@ func TestWaitHealthyCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	polls := 0
-	f := newFixture(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}}}}},
+	f := newFixture(t, &fakedocker.Script{Services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}}}}},
 		func(c *Config) {
 			c.Logger = slog.New(onMessage{Handler: c.Logger.Handler(), msg: "services not ready yet", fn: func() { polls++; cancel() }})
 		})

@@ -10,8 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 // TestParseInspectEngine reads what a real engine (dockerd 20.10, compose v2.40)
@@ -89,7 +88,7 @@ func FuzzParseInspect(f *testing.F) {
 // TestHealthEvidence: per failing service, its state, its last healthchecks with exit
 // codes and output, then the logs; a one-shot's exit code.
 func TestHealthEvidence(t *testing.T) {
-	f := newFixture(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{
+	f := newFixture(t, &fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy", HealthOutput: "GET /healthz: 503 database unavailable"}},
 			Logs: "web booting\nweb: cannot reach the database\n"},
 		"worker": {States: []fakedocker.State{{State: "exited", ExitCode: 2, RestartCount: 4}}, Logs: "worker: bad flag\n"},
@@ -121,7 +120,7 @@ func TestHealthEvidence(t *testing.T) {
 // TestHealthEvidenceSaysWhatItCannotRead: a failing inspect is said in the text, and
 // the logs still follow.
 func TestHealthEvidenceSaysWhatItCannotRead(t *testing.T) {
-	f := newFixture(t, &fakedockertest.Script{
+	f := newFixture(t, &fakedocker.Script{
 		Commands: map[string]fakedocker.Command{"inspect": {Stderr: "Cannot connect to the Docker daemon\n", Exit: 1}},
 		Services: map[string]fakedocker.Service{"web": {Logs: "web log line\n"}},
 	})
@@ -138,7 +137,7 @@ func TestInspectRefusesAFlagAsAContainer(t *testing.T) {
 	f := newFixture(t, nil)
 	_, err := f.client.Inspect(t.Context(), []string{"--format={{.}}"})
 	require.ErrorIs(t, err, ErrCommandFailed)
-	assert.Empty(t, f.docker.Calls(), "docker never ran")
+	assert.Empty(t, f.calls(), "docker never ran")
 	got, err := f.client.Inspect(t.Context(), nil)
 	require.NoError(t, err)
 	assert.Nil(t, got)

@@ -5,14 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 // TestMain lets the examples use this test binary as the fake docker: run through a
 // link named "docker", it is the fake docker program.
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == "docker" {
-		os.Exit(fakedocker.Main(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
+		fakedocker.Main()
 	}
 	os.Exit(m.Run())
 }

@@ -5,27 +5,29 @@
 //   - deployd/deploydtest/faketenancy: the fake monky-tenancy agent API, and the
 //     bundle builder (BuildBundle, SampleApp) with the fake's own bundle sha (SHA);
 //   - deployd/deploydtest/fakebao: the fake OpenBao;
-//   - deployd/deploydtest/fakestack: both fakes wired together (Start, Close);
 //   - deployd/deploydtest/fakedocker: the fake docker, program and Engine API
-//     (Install, Close, Env), for a whole apply with no docker daemon.
+//     (Install, Close, Env), for a whole apply with no docker daemon;
+//   - deployd/deploydtest/fakestack: the fakes together (Start, Close): tenancy and
+//     OpenBao wired together, and the fake docker with Options.Docker.
 //
-// NewStack starts a fakestack.Stack and closes it in tb.Cleanup; its helpers fail the
-// test instead of returning errors. MakeBundle is faketenancy.BuildBundle for a test:
+// NewStack starts a fakestack.Stack and NewDocker installs a fake docker alone, both
+// closed in tb.Cleanup; MakeBundle is faketenancy.BuildBundle for a test. Each fails
+// the test where the fake would return an error:
 //
-//	s := deploydtest.NewStack(t, nil)
+//	s := deploydtest.NewStack(t, &fakestack.Options{Docker: &fakedocker.Options{}})
 //	b := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01"})
-//	sha, _ := s.PublishBundle("env-dev-01", b.Data)  // check-ins now answer apply
-//	s.PutSecret("env-dev-01", "db", map[string]string{"password": "…"})
-//	grant := s.Grant("env-dev-01")                    // the box's bootstrap grant
-//	// … run the agent against s.TenancyURL() and s.BaoAddr() …
-//	r := s.WaitReport(ctx, "env-dev-01", 1)
+//	sha, _, err := s.Tenancy.PublishBundle("env-dev-01", b.Data) // check-ins now answer apply
+//	s.Bao.PutSecret("env-dev-01", "db", map[string]string{"password": "…"})
+//	grant := s.Bao.MintGrant("env-dev-01")                       // the box's bootstrap grant
+//	// … run the agent against s.Tenancy.URL(), s.Bao.URL() and s.Docker.Env() …
+//	r, err := s.Tenancy.WaitReport(ctx, "env-dev-01", 1)
 //
 // Clock is a clock the test moves by hand (Advance), for the fakes' Now options.
 //
-// Conformance checks any server — the fake here, the real monky-tenancy in its own
-// integration tests — against the contract of the four agent calls
+// Conformance checks any server — the fake here (StackTarget), the real monky-tenancy
+// in its own integration tests — against the contract of the four agent calls
 // (docs/PROTOCOL.md) through hooks the target implements (ConformanceTarget).
 //
 // This package and the fakes must never be linked into the agent binary. Suites in
-// other languages use cmd/monky-fakes (docs/FAKES.md).
+// other languages use cmd/monky-fakes and cmd/fake-docker (docs/FAKES.md).
 package deploydtest

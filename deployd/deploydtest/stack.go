@@ -1,88 +1,62 @@
 package deploydtest
 
 import (
-	"context"
 	"testing"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
-// Stack is a fakestack.Stack for a test: NewStack closes it in tb.Cleanup, and
-// PublishBundle, Token and WaitReport fail the test instead of returning an error.
-// Every other method, and the Tenancy and Bao fields, are fakestack.Stack's.
-type Stack struct {
-	*fakestack.Stack
-	tb testing.TB
-}
-
-// NewStack starts both fakes on loopback (fakestack.Start) and closes them in
-// tb.Cleanup. A nil opts means the defaults.
-func NewStack(tb testing.TB, opts *fakestack.Options) *Stack {
+// NewStack starts the fakes (fakestack.Start: tenancy and OpenBao, and the fake docker
+// with Options.Docker) for tb and closes them in tb.Cleanup; a nil opts means the
+// defaults. It fails the test when they do not start.
+func NewStack(tb testing.TB, opts *fakestack.Options) *fakestack.Stack {
 	tb.Helper()
 	if opts == nil {
 		opts = &fakestack.Options{}
 	}
-	s, err := fakestack.Start(*opts)
+	s, err := fakestack.Start(tb.Context(), *opts)
 	if err != nil {
 		tb.Fatalf("deploydtest: %v", err)
 	}
-	tb.Cleanup(s.Close)
-	return &Stack{Stack: s, tb: tb}
+	tb.Cleanup(func() { closeOrFail(tb, s.Close) })
+	return s
 }
 
-// PublishBundle publishes a bundle (tar or tar.gz) for envID and makes it desired;
-// it fails the test if the bundle is not a complete tar.
-func (s *Stack) PublishBundle(envID string, data []byte) (sha string, serial int64) {
-	s.tb.Helper()
-	sha, serial, err := s.Tenancy.PublishBundle(envID, data)
+// NewDocker installs a fake docker alone (fakedocker.Install) for tb and closes it in
+// tb.Cleanup; a nil opts means the defaults (the shared build of the program, every
+// command succeeds). It fails the test when the install does.
+func NewDocker(tb testing.TB, opts *fakedocker.Options) *fakedocker.Docker {
+	tb.Helper()
+	if opts == nil {
+		opts = &fakedocker.Options{}
+	}
+	d, err := fakedocker.Install(tb.Context(), *opts)
 	if err != nil {
-		s.tb.Fatalf("deploydtest: %v", err)
+		tb.Fatalf("deploydtest: %v", err)
 	}
-	return sha, serial
+	tb.Cleanup(func() { closeOrFail(tb, d.Close) })
+	return d
 }
 
-// Token logs into the fake OpenBao with a fresh grant and returns a live token of
-// envID, as the agent's bootstrap does; it fails the test if the login fails.
-func (s *Stack) Token(envID string) string {
-	s.tb.Helper()
-	tok, err := s.Login(context.Background(), envID)
-	if err != nil {
-		s.tb.Fatalf("deploydtest: %v", err)
-	}
-	return tok
-}
-
-// WaitReport waits for the n-th report of envID; it fails the test when ctx ends
-// first. Call it from the test's goroutine.
-func (s *Stack) WaitReport(ctx context.Context, envID string, n int) faketenancy.Report {
-	s.tb.Helper()
-	r, err := s.Tenancy.WaitReport(ctx, envID, n)
-	if err != nil {
-		s.tb.Fatalf("deploydtest: %v", err)
-	}
-	return r
-}
-
-// PublishSignature publishes sig as the signature of the bundle sha of envID; it
-// fails the test if that bundle is not published for envID.
-func (s *Stack) PublishSignature(envID, sha string, sig []byte) {
-	s.tb.Helper()
-	if err := s.Tenancy.PublishSignature(envID, sha, sig); err != nil {
-		s.tb.Fatalf("deploydtest: %v", err)
+// closeOrFail closes a fake at the end of a test, failing the test when it cannot.
+func closeOrFail(tb testing.TB, closeFn func() error) {
+	if err := closeFn(); err != nil {
+		tb.Errorf("deploydtest: %v", err)
 	}
 }
 
-// ConformanceTarget returns the stack's tenancy as a target for Conformance, with
-// tokens from real logins to the fake OpenBao.
-func (s *Stack) ConformanceTarget(envA, envB string) ConformanceTarget {
+// StackTarget is the tenancy of s as a target for Conformance, with tokens from real
+// logins to the fake OpenBao.
+func StackTarget(s *fakestack.Stack, envA, envB string) ConformanceTarget {
 	return ConformanceTarget{
-		BaseURL: s.TenancyURL(),
+		BaseURL: s.Tenancy.URL(),
 		EnvA:    envA,
 		EnvB:    envB,
 		Token: func(t testing.TB, envID string) string {
 			t.Helper()
-			tok, err := s.Login(context.Background(), envID)
+			tok, err := s.Login(t.Context(), envID)
 			if err != nil {
 				t.Fatalf("deploydtest: %v", err)
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
@@ -23,7 +25,7 @@ import (
 
 func TestStackConformance(t *testing.T) {
 	s := deploydtest.NewStack(t, nil)
-	deploydtest.Conformance(t, s.ConformanceTarget("env-dev-01", "env-dev-02"))
+	deploydtest.Conformance(t, deploydtest.StackTarget(s, "env-dev-01", "env-dev-02"))
 }
 
 // TestStackTick plays the tenancy and OpenBao half of a tick through the stack with
@@ -32,14 +34,16 @@ func TestStackConformance(t *testing.T) {
 func TestStackTick(t *testing.T) {
 	const env = "env-dev-01"
 	s := deploydtest.NewStack(t, nil)
-	token := s.Token(env)
+	token, err := s.Login(t.Context(), env)
+	require.NoError(t, err)
 	b := deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: env, Serial: 1,
 		Secrets: map[string]faketenancy.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}})
-	sha, serial := s.PublishBundle(env, b.Data)
+	sha, serial, err := s.Tenancy.PublishBundle(env, b.Data)
+	require.NoError(t, err)
 	require.Equal(t, b.SHA, sha)
-	s.PutSecret(env, "db", map[string]string{"password": "s3cret-planted-value"})
+	s.Bao.PutSecret(env, "db", map[string]string{"password": "s3cret-planted-value"})
 
-	c, err := tenancy.New(tenancy.Config{BaseURL: s.TenancyURL(), HTTPClient: &http.Client{},
+	c, err := tenancy.New(tenancy.Config{BaseURL: s.Tenancy.URL(), HTTPClient: &http.Client{},
 		Token: func(context.Context) (secret.Value, error) { return secret.New(token), nil }})
 	require.NoError(t, err)
 	ctx := t.Context()
@@ -53,25 +57,26 @@ func TestStackTick(t *testing.T) {
 
 	lease, err := c.Lease(ctx, env, sha)
 	require.NoError(t, err)
-	newToken := login(t, s.BaoAddr(), lease.Grant.Reveal())
-	assert.Equal(t, "s3cret-planted-value", readKV(t, s.BaoAddr(), newToken, "secret/data/envs/"+env+"/db")["password"])
-	assert.Equal(t, http.StatusForbidden, kvStatus(t, s.BaoAddr(), newToken, "secret/data/envs/env-dev-02/db"), "env pinning")
+	newToken := login(t, s.Bao.URL(), lease.Grant.Reveal())
+	assert.Equal(t, "s3cret-planted-value", readKV(t, s.Bao.URL(), newToken, "secret/data/envs/"+env+"/db")["password"])
+	assert.Equal(t, http.StatusForbidden, kvStatus(t, s.Bao.URL(), newToken, "secret/data/envs/env-dev-02/db"), "env pinning")
 
 	token = newToken // the new token is the bearer from now on
 	require.NoError(t, c.Report(ctx, tenancy.Report{EnvID: env, SHA: sha, Serial: serial, Result: tenancy.ResultApplied}))
-	r := s.WaitReport(ctx, env, 1)
+	r, err := s.Tenancy.WaitReport(ctx, env, 1)
+	require.NoError(t, err)
 	assert.Equal(t, "applied", r.Result)
-	assert.Len(t, s.Leases(env), 1)
-	assert.Len(t, s.Checkins(env), 1)
-	assert.NotEmpty(t, s.BaoRequests())
-	for _, q := range s.Requests() {
+	assert.Len(t, s.Tenancy.Leases(env), 1)
+	assert.Len(t, s.Tenancy.Checkins(env), 1)
+	assert.NotEmpty(t, s.Bao.Requests())
+	for _, q := range s.Tenancy.Requests() {
 		assert.Equal(t, env, q.EnvID)
 	}
 
 	t.Run("superseded_grant", func(t *testing.T) {
-		old := s.Grant(env)
-		_ = s.Grant(env)
-		assert.Equal(t, http.StatusBadRequest, loginStatus(t, s.BaoAddr(), old))
+		old := s.Bao.MintGrant(env)
+		_ = s.Bao.MintGrant(env)
+		assert.Equal(t, http.StatusBadRequest, loginStatus(t, s.Bao.URL(), old))
 	})
 }
 
@@ -86,14 +91,31 @@ func TestStackAdminHandler(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 
-	tok := s.Token("env-dev-01")
-	c, err := tenancy.New(tenancy.Config{BaseURL: s.TenancyURL(), HTTPClient: &http.Client{},
+	tok, err := s.Login(t.Context(), "env-dev-01")
+	require.NoError(t, err)
+	c, err := tenancy.New(tenancy.Config{BaseURL: s.Tenancy.URL(), HTTPClient: &http.Client{},
 		Token: func(context.Context) (secret.Value, error) { return secret.New(tok), nil }})
 	require.NoError(t, err)
 	ins, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: "env-dev-01"})
 	require.NoError(t, err)
 	assert.Equal(t, tenancy.ActionDown, ins.Action)
 	assert.True(t, ins.Purge)
+}
+
+// TestStackDocker: with Options.Docker the stack installs the fake docker too, and
+// Start refuses a bad docker option without leaving the other fakes running.
+func TestStackDocker(t *testing.T) {
+	assert.Nil(t, deploydtest.NewStack(t, nil).Docker, "no docker unless asked for")
+	s := deploydtest.NewStack(t, &fakestack.Options{Docker: &fakedocker.Options{Script: &fakedocker.Script{ServerVersion: "20.10.24"}}})
+	require.NotNil(t, s.Docker)
+	version := exec.CommandContext(t.Context(), s.Docker.Path, "version", "--format", "{{.Server.Version}}")
+	version.Env = s.Docker.Env()
+	out, err := version.Output()
+	require.NoError(t, err)
+	assert.Equal(t, "20.10.24\n", string(out))
+
+	_, err = fakestack.Start(t.Context(), fakestack.Options{Docker: &fakedocker.Options{Script: &fakedocker.Script{PSFormat: "table"}}})
+	assert.ErrorContains(t, err, `PSFormat "table"`)
 }
 
 func TestMakeBundle(t *testing.T) {

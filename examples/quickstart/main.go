@@ -1,7 +1,7 @@
 // Command quickstart runs monky-deployd's whole job on one machine with nothing
 // installed but Go: it starts the shipped fake tenancy and fake OpenBao on loopback,
-// uses the fake docker (this very program, re-executed as "docker", and the fake
-// docker Engine API on a unix socket, named by DOCKER_HOST), writes a box
+// installs the fake docker (this very program, which the agent runs as "docker", and
+// the fake docker Engine API on a unix socket, named by DOCKER_HOST), writes a box
 // config into a temporary directory, and then walks through a box's life:
 //
 //  1. bootstrap with a one-time grant;
@@ -12,7 +12,8 @@
 //     before any lease is taken;
 //  6. down.
 //
-// Run it with `go run ./examples/quickstart` (add -keep to keep the directory).
+// Run it with `go run ./examples/quickstart` (add -keep to keep the directory). It
+// imports only the public packages of monky-deployd: another module can do the same.
 package main
 
 import (
@@ -30,18 +31,18 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/logging"
 )
 
 const envID = "env-dev-01"
 
 func main() {
-	// Re-executed as the fake docker: be docker.
+	// Run by the agent as docker (fakedocker.Install put this program in place under
+	// that name): be the fake docker.
 	if filepath.Base(os.Args[0]) == "docker" {
-		os.Exit(fakedocker.Main(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
+		fakedocker.Main()
 	}
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	verbose := flag.Bool("v", false, "show the agent's debug log")
@@ -85,48 +86,27 @@ func run(ctx context.Context, stdout io.Writer, keep, verbose bool) error {
 	} else {
 		defer func() { _ = os.RemoveAll(dir) }()
 	}
-	// The fake docker: a "docker" symlink to this program, first on compose's PATH.
+	// The fakes: tenancy and OpenBao on loopback, and the fake docker — this program as
+	// "docker" (a hard link in dir/bin), its record, state and script in dir, and the
+	// fake docker Engine API on a unix socket over the same state, which the agent finds
+	// through the environment it gives docker (PATH and DOCKER_HOST).
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return err
-	}
-	docker := filepath.Join(bin, "docker")
-	if err := os.Symlink(self, docker); err != nil {
-		return err
-	}
-
-	// The fake docker Engine API over the same record and state, on a unix socket in a
-	// short directory of its own (a socket path is at most 107 bytes): the agent finds
-	// it through DOCKER_HOST in the environment it gives docker.
-	sockDir, err := os.MkdirTemp("", "fd")
+	fakes, err := fakestack.Start(ctx, fakestack.Options{Docker: &fakedocker.Options{Dir: dir, Program: self}})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(sockDir) }()
-	dockerLog := filepath.Join(dir, "docker.log")
-	engine, err := fakedocker.ServeEngine(filepath.Join(sockDir, "docker.sock"), fakedocker.Config{Log: dockerLog})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = engine.Close() }()
+	defer func() { _ = fakes.Close() }()
+	ten, bao, docker := fakes.Tenancy, fakes.Bao, fakes.Docker
 
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(logging.NewHandler(stdout, logging.Options{Level: level}))
-
-	fakes, err := fakestack.Start(fakestack.Options{})
-	if err != nil {
-		return err
-	}
-	defer fakes.Close()
-	ten, bao := fakes.Tenancy, fakes.Bao
-	fmt.Fprintf(stdout, "fake tenancy on %s, fake OpenBao on %s, fake docker at %s, fake docker engine on %s\n", ten.URL(), bao.URL(), docker, engine.DockerHost())
+	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
+	fmt.Fprintf(stdout, "fake tenancy on %s, fake OpenBao on %s, fake docker at %s, fake docker engine on %s\n", ten.URL(), bao.URL(), docker.Path, docker.DockerHost())
 
 	configPath := filepath.Join(dir, "config.yaml")
 	config := fmt.Sprintf(`env_id: %s
@@ -145,7 +125,7 @@ compose:
   docker: %s
   health_timeout: 30s
   keep_releases: 2
-`, envID, filepath.Join(dir, "srv"), filepath.Join(dir, "state"), filepath.Join(dir, "bootstrap.jwt"), ten.URL(), bao.URL(), docker)
+`, envID, filepath.Join(dir, "srv"), filepath.Join(dir, "state"), filepath.Join(dir, "bootstrap.jwt"), ten.URL(), bao.URL(), docker.Path)
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return err
 	}
@@ -157,7 +137,7 @@ compose:
 		Logger:     logger,
 		Hostname:   "quickstart",
 		HealthPoll: 200 * time.Millisecond,
-		DockerEnv:  []string{"PATH=" + bin + ":/usr/bin:/bin", "DOCKER_HOST=" + engine.DockerHost(), "FAKE_DOCKER_LOG=" + dockerLog},
+		DockerEnv:  docker.Env(),
 	})
 	if err != nil {
 		return err
@@ -250,7 +230,10 @@ compose:
 		data, _ := json.Marshal(map[string]any{"result": r.Result, "code": r.Code, "sha": short(r.SHA), "serial": r.Serial})
 		fmt.Fprintf(stdout, "   report %s\n", data)
 	}
-	calls, _ := fakedocker.ReadCalls(dockerLog)
+	calls, err := docker.Calls()
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "   docker was called %d times:\n", len(calls))
 	for _, c := range calls {
 		fmt.Fprintf(stdout, "     docker %s\n", strings.Join(shortArgs(c.Argv), " "))

@@ -17,10 +17,9 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
@@ -35,17 +34,19 @@ const DefaultSecret = "s3cr3t-db-password"
 type Options struct {
 	// Env is the box's environment; default DefaultEnv.
 	Env string
-	// Stack are the fakes' options; nil means their defaults.
+	// Stack are the fakes' options; nil means their defaults. Their Docker is the
+	// box's to set (Script, RealDocker).
 	Stack *fakestack.Options
 	// SharedStack, when set, are the fakes the box uses instead of starting its own:
 	// several boxes (of several environments) on one tenancy and one OpenBao, as a
-	// fleet's or the soak's. Stack is then ignored, and the box does not close them.
-	SharedStack *deploydtest.Stack
+	// fleet's or the soak's, each with a fake docker of its own. Stack is then
+	// ignored, and the box does not close them.
+	SharedStack *fakestack.Stack
 	// NoStack starts no fakes: Config must point the box at tenancy and OpenBao.
 	NoStack bool
 	// Script is the fake docker's script; nil is an empty one (every command
 	// succeeds), so that SetScript always reaches the docker of an agent.
-	Script *fakedockertest.Script
+	Script *fakedocker.Script
 	// RealDocker installs no fake docker: compose.docker is "docker" from PATH.
 	RealDocker bool
 	// NoGrant places no bootstrap grant.
@@ -75,9 +76,10 @@ type Box struct {
 	Dir string
 	// Stack are the fakes (Options.SharedStack, or the box's own); nil with
 	// Options.NoStack.
-	Stack *deploydtest.Stack
-	// Docker is the fake docker; nil with Options.RealDocker.
-	Docker *fakedockertest.Docker
+	Stack *fakestack.Stack
+	// Docker is the box's fake docker (Stack.Docker when the box started its own
+	// stack); nil with Options.RealDocker.
+	Docker *fakedocker.Docker
 	// Cfg is the box's config, as CfgPath holds it.
 	Cfg deployd.Config
 	// CfgPath is the config file the binary reads.
@@ -102,19 +104,31 @@ func New(tb testing.TB, o Options) *Box {
 	}
 	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary, flags: o.BuildFlags}
 	b.CfgPath = filepath.Join(b.Dir, "config.yaml")
+	var dockerOpts *fakedocker.Options
+	if !o.RealDocker {
+		dockerOpts = &fakedocker.Options{Script: o.Script}
+		if o.Script == nil {
+			dockerOpts.Script = &fakedocker.Script{}
+		}
+	}
 	switch {
 	case o.NoStack:
 	case o.SharedStack != nil:
 		b.Stack = o.SharedStack
 	default:
-		b.Stack = deploydtest.NewStack(tb, o.Stack)
+		var so fakestack.Options
+		if o.Stack != nil {
+			so = *o.Stack
+		}
+		so.Docker = dockerOpts
+		b.Stack = deploydtest.NewStack(tb, &so)
+		b.Docker = b.Stack.Docker
 	}
 	docker := "docker"
-	if !o.RealDocker {
-		if o.Script == nil {
-			o.Script = &fakedockertest.Script{}
+	if dockerOpts != nil {
+		if b.Docker == nil {
+			b.Docker = deploydtest.NewDocker(tb, dockerOpts)
 		}
-		b.Docker = fakedockertest.Install(tb, o.Script)
 		docker = b.Docker.Path
 	}
 	c := deployd.DefaultConfig()
@@ -126,8 +140,8 @@ func New(tb testing.TB, o Options) *Box {
 	c.Tenancy.Transport = "system"
 	c.Tenancy.Timeout = deployd.Duration(5 * time.Second)
 	if b.Stack != nil {
-		c.Tenancy.URL = b.Stack.TenancyURL()
-		c.Bao.Addr = b.Stack.BaoAddr()
+		c.Tenancy.URL = b.Stack.Tenancy.URL()
+		c.Bao.Addr = b.Stack.Bao.URL()
 	}
 	c.Compose.Project = "monky"
 	c.Compose.Docker = docker
@@ -139,7 +153,7 @@ func New(tb testing.TB, o Options) *Box {
 		if !o.NoGrant {
 			b.PlaceGrant()
 		}
-		b.Stack.PutSecret(o.Env, "db", map[string]string{"password": o.Secret})
+		b.Stack.Bao.PutSecret(o.Env, "db", map[string]string{"password": o.Secret})
 	}
 	return b
 }
@@ -208,7 +222,7 @@ func (b *Box) HoldLock() {
 // earlier ones), writes it to the grant file and returns it.
 func (b *Box) PlaceGrant() string {
 	b.T.Helper()
-	g := b.Stack.Grant(b.Env)
+	g := b.Stack.Bao.MintGrant(b.Env)
 	b.Grants = append(b.Grants, g)
 	if err := os.WriteFile(b.Cfg.BootstrapGrant, []byte(g+"\n"), 0o600); err != nil {
 		b.T.Fatalf("testbox: %v", err)
@@ -227,18 +241,21 @@ func Tarball(tb testing.TB, spec faketenancy.BundleSpec, gz bool) []byte {
 // makes it desired and returns its sha.
 func (b *Box) Publish(spec faketenancy.BundleSpec) string {
 	b.T.Helper()
-	sha, _ := b.Stack.PublishBundle(b.Env, Tarball(b.T, spec, true))
+	sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, Tarball(b.T, spec, true))
+	if err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
 	return sha
 }
 
 // SetDesired sets what the box's check-ins answer.
-func (b *Box) SetDesired(d faketenancy.Desired) { b.Stack.SetDesired(b.Env, d) }
+func (b *Box) SetDesired(d faketenancy.Desired) { b.Stack.Tenancy.SetDesired(b.Env, d) }
 
 // LastReport is the newest report the fake tenancy received; it fails the test when
 // none did.
 func (b *Box) LastReport() faketenancy.Report {
 	b.T.Helper()
-	reps := b.Stack.Reports(b.Env)
+	reps := b.Stack.Tenancy.Reports(b.Env)
 	if len(reps) == 0 {
 		b.T.Fatalf("no report arrived")
 	}
@@ -246,16 +263,16 @@ func (b *Box) LastReport() faketenancy.Report {
 }
 
 // Leases counts the leases tenancy granted to the box.
-func (b *Box) Leases() int { return len(b.Stack.Leases(b.Env)) }
+func (b *Box) Leases() int { return len(b.Stack.Tenancy.Leases(b.Env)) }
 
 // TenancyCalls counts the requests to the fake tenancy whose path starts with prefix.
 func (b *Box) TenancyCalls(prefix string) int {
-	return count(b.Stack.Requests(), func(r faketenancy.Request) bool { return strings.HasPrefix(r.Path, prefix) })
+	return count(b.Stack.Tenancy.Requests(), func(r faketenancy.Request) bool { return strings.HasPrefix(r.Path, prefix) })
 }
 
 // BaoCalls counts the requests to the fake OpenBao whose path contains part.
 func (b *Box) BaoCalls(part string) int {
-	return count(b.Stack.BaoRequests(), func(r fakebao.Request) bool { return strings.Contains(r.Path, part) })
+	return count(b.Stack.Bao.Requests(), func(r fakebao.Request) bool { return strings.Contains(r.Path, part) })
 }
 
 // count counts the elements of s that match.
@@ -271,12 +288,21 @@ func count[T any](s []T, match func(T) bool) int {
 
 // DockerCalls returns the fake docker's calls whose argv holds word, and the fake
 // engine's requests that read what the docker command word reads
-// (fakedocker.ReadCommand: "version", "ps", "inspect").
-func (b *Box) DockerCalls(word string) []fakedockertest.Call {
-	var out []fakedockertest.Call
-	for _, c := range b.Docker.Calls() {
+// (fakedocker.Call.EngineCommand: "version", "ps", "inspect"); with word "", every
+// call, oldest first. It fails the test when the record cannot be read.
+func (b *Box) DockerCalls(word string) []fakedocker.Call {
+	b.T.Helper()
+	calls, err := b.Docker.Calls()
+	if err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
+	if word == "" {
+		return calls
+	}
+	var out []fakedocker.Call
+	for _, c := range calls {
 		if c.Argv[0] == fakedocker.EngineArgv0 {
-			if len(c.Argv) == 3 && fakedocker.ReadCommand(c.Argv[2]) == word {
+			if c.EngineCommand() == word {
 				out = append(out, c)
 			}
 			continue
@@ -286,6 +312,18 @@ func (b *Box) DockerCalls(word string) []fakedockertest.Call {
 		}
 	}
 	return out
+}
+
+// DockerStatus is what the fake docker remembers (is the project up, how often was
+// each command called, the images it holds); it fails the test when its state cannot
+// be read.
+func (b *Box) DockerStatus() fakedocker.Status {
+	b.T.Helper()
+	st, err := b.Docker.Status()
+	if err != nil {
+		b.T.Fatalf("testbox: %v", err)
+	}
+	return st
 }
 
 // Live is the sha `current` points to, "" when there is none.
@@ -358,16 +396,17 @@ func (b *Box) Tick(a *deployd.Agent) (deployd.Outcome, int) {
 // ProcEnv is the process environment of the agent binary, then extra ("K=V"). With
 // the fake docker: PATH (the fake's directory first), DOCKER_HOST (the fake engine's
 // socket, which the agent passes on to docker through deployd.DockerEnv) and the
-// fake's FAKE_DOCKER_* variables; with the real one: the system's PATH and HOME (the
-// box's directory).
+// fake's FAKE_DOCKER_* variables (the fake finds its files without them; they are
+// there for the agent to keep from docker); with the real one: the system's PATH and
+// HOME (the box's directory).
 func (b *Box) ProcEnv(extra ...string) []string {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + b.Dir}
 	if b.Docker != nil {
 		env = []string{"PATH=" + b.Docker.Dir + ":/usr/bin:/bin",
 			"DOCKER_HOST=" + b.Docker.DockerHost(),
-			fakedocker.EnvLog + "=" + b.Docker.Log,
-			fakedocker.EnvState + "=" + b.Docker.State,
-			fakedocker.EnvScript + "=" + b.Docker.Script}
+			"FAKE_DOCKER_LOG=" + b.Docker.Log,
+			"FAKE_DOCKER_STATE=" + b.Docker.State,
+			"FAKE_DOCKER_SCRIPT=" + b.Docker.Script}
 	}
 	return append(env, extra...)
 }

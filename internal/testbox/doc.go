@@ -1,6 +1,6 @@
 // Package testbox is the one box harness of this module's tests: a box's directories
 // and config (built from deployd.DefaultConfig and written as YAML for the binary), the
-// fakes (fakestack through deploydtest), the fake docker (fakedockertest), the
+// fakes and the fake docker (one fakestack.Stack, through deploydtest.NewStack), the
 // bootstrap grant, published bundles, in-process agents and ticks, runs of the real
 // binary (started in their own process group, waited for, killed), and what a test
 // reads back: reports, leases, the live sha, the state.

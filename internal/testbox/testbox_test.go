@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -87,13 +87,13 @@ func TestDockerHostNamesTheFakeEngine(t *testing.T) {
 	out, code := b.Tick(b.NewAgent(deployd.Options{HealthPoll: 10 * time.Millisecond}))
 	require.Equal(t, deployd.ExitOK, code, out.Code)
 	require.Equal(t, sha, b.Live())
-	inProcess := len(b.Docker.Calls())
+	inProcess := len(b.DockerCalls(""))
 	require.Positive(t, inProcess)
 
 	b.Publish(faketenancy.SampleApp(b.Env, 2))
 	res := b.Run(60*time.Second, []string{"run", "--config", b.CfgPath})
 	require.Equal(t, deployd.ExitOK, res.Code, res.Output())
-	calls := b.Docker.Calls()
+	calls := b.DockerCalls("")
 	require.Greater(t, len(calls), inProcess, "the binary ran docker")
 	engine := 0
 	for i, c := range calls {

@@ -13,8 +13,8 @@ import (
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/logging"
 )
 
@@ -54,7 +54,10 @@ func (p *applier) publish() {
 	spec := faketenancy.SampleServices(envID, p.serial, p.n)
 	spec.Gzip = true
 	p.data = deploydtest.MakeBundle(p.tb, spec).Data
-	p.sha, _ = p.x.Stack.PublishBundle(envID, p.data)
+	var err error
+	if p.sha, _, err = p.x.Stack.Tenancy.PublishBundle(envID, p.data); err != nil {
+		p.tb.Fatal(err)
+	}
 	p.rec.take()
 }
 
@@ -89,7 +92,7 @@ func (p *applier) report(b *testing.B, runs int) {
 // agent's), then the directory removed as prune would.
 type applyFloor struct {
 	tb     testing.TB
-	docker *fakedockertest.Docker
+	docker *fakedocker.Docker
 	root   string
 	n      int
 	// inVerify and inDocker sum the two halves of the floor.
@@ -98,7 +101,7 @@ type applyFloor struct {
 
 func newApplyFloor(tb testing.TB, n int) *applyFloor {
 	tb.Helper()
-	return &applyFloor{tb: tb, docker: fakedockertest.Install(tb, nil), root: tb.TempDir(), n: n}
+	return &applyFloor{tb: tb, docker: deploydtest.NewDocker(tb, nil), root: tb.TempDir(), n: n}
 }
 
 func (f *applyFloor) run(data []byte, sha string) {

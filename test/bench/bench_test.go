@@ -71,7 +71,7 @@ func TestSplit(t *testing.T) {
 // BenchmarkIdleTickInProcess repeats.
 func TestIdleTickInProcess(t *testing.T) {
 	x := newBox(t)
-	x.Stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	x.Stack.Tenancy.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	a := x.agent(t, nil, 0)
 	before := x.checkins()
 	out, err := a.Tick(context.Background())
@@ -101,7 +101,7 @@ func TestApplyPhases(t *testing.T) {
 	// A second serial applies too (a new lease each time).
 	p.publish()
 	p.apply()
-	assert.Len(t, p.x.Stack.Leases(envID), 2)
+	assert.Len(t, p.x.Stack.Tenancy.Leases(envID), 2)
 }
 
 func TestMedian(t *testing.T) {

@@ -61,11 +61,11 @@ func (x *box) agent(tb testing.TB, next slog.Handler, healthPoll time.Duration) 
 }
 
 // checkins is the number of check-ins the fake tenancy answered for the box.
-func (x *box) checkins() int { return len(x.Stack.Checkins(envID)) }
+func (x *box) checkins() int { return len(x.Stack.Tenancy.Checkins(envID)) }
 
 // checkinURL is the fake tenancy's check-in endpoint.
 func (x *box) checkinURL() string {
-	return strings.TrimRight(x.Stack.TenancyURL(), "/") + "/v1/agent/checkin"
+	return strings.TrimRight(x.Stack.Tenancy.URL(), "/") + "/v1/agent/checkin"
 }
 
 // procEnv is the complete environment of a child process: the fake docker's.

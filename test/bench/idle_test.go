@@ -24,7 +24,7 @@ import (
 func idleBox(b *testing.B) *box {
 	b.Helper()
 	x := newBox(b)
-	x.Stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	x.Stack.Tenancy.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	return x
 }
 
@@ -38,7 +38,7 @@ func liveBox(b *testing.B) *box {
 	if out, err := a.Tick(context.Background()); err != nil || out.Result != "applied" {
 		b.Fatalf("apply: result %q: %v", out.Result, err)
 	}
-	x.Stack.SetDesired(envID, faketenancy.Desired{Action: "none"})
+	x.Stack.Tenancy.SetDesired(envID, faketenancy.Desired{Action: "none"})
 	return x
 }
 
@@ -46,7 +46,7 @@ func liveBox(b *testing.B) *box {
 // carried a healthy live object.
 func expectLive(b *testing.B, x *box) {
 	b.Helper()
-	cs := x.Stack.Checkins(envID)
+	cs := x.Stack.Tenancy.Checkins(envID)
 	for i := len(cs) - 1; i >= 0; i-- {
 		if cs[i].Host.Hostname == "floor" {
 			continue
@@ -111,7 +111,7 @@ func idleProcess(b *testing.B, x *box, run func() time.Duration, live bool) {
 	floor := floorRun(b, x)
 	run()
 	floor()
-	calls := len(x.Docker.Calls())
+	calls := len(x.DockerCalls(""))
 	before := x.checkins()
 	ratio(b, nil, run, floor)
 	expectCheckins(b, x, before, 2*b.N)
@@ -147,7 +147,7 @@ func idleInProcess(b *testing.B, x *box, live bool) {
 // reportExecs reports the docker processes (not Engine API reads) per op since calls.
 func reportExecs(b *testing.B, x *box, calls int) {
 	execs := 0
-	for _, c := range x.Docker.Calls()[calls:] {
+	for _, c := range x.DockerCalls("")[calls:] {
 		if c.Argv[0] != "engine" {
 			execs++
 		}
@@ -251,11 +251,11 @@ func BenchmarkIdleTickCold(b *testing.B) {
 	p := newPoster(b, x)
 	tick()
 	p.post()
-	calls := len(x.Docker.Calls())
+	calls := len(x.DockerCalls(""))
 	before := x.checkins()
 	ratio(b, nil, inProcess(tick), inProcess(p.post))
 	expectCheckins(b, x, before, 2*b.N)
-	b.ReportMetric(float64(len(x.Docker.Calls())-calls)/float64(b.N), "docker-execs/op")
+	b.ReportMetric(float64(len(x.DockerCalls(""))-calls)/float64(b.N), "docker-execs/op")
 }
 
 // BenchmarkIdleTickInProcessFloor is the in-process floor alone.

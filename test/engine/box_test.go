@@ -20,9 +20,9 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -241,14 +241,15 @@ func (b *box) publish(r release) string {
 		spec.Secrets = map[string]faketenancy.SecretRef{"DB_PASSWORD": {Path: "db", Key: "password"}}
 	}
 	bn := deploydtest.MakeBundle(b.T, spec)
-	sha, _ := b.Stack.PublishBundle(b.Env, bn.Data)
+	sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, bn.Data)
+	require.NoError(b.T, err)
 	return sha
 }
 
 // script sets the fake docker's script; the engine needs none (it is the truth).
-func (b *box) script(s fakedockertest.Script) {
+func (b *box) script(s fakedocker.Script) {
 	if b.Docker != nil {
-		b.Docker.SetScript(&s)
+		require.NoError(b.T, b.Docker.SetScript(&s))
 	}
 }
 
@@ -368,12 +369,12 @@ func (b *box) checkCanary() {
 			t.Errorf("the canary secret is in the output of agent run %d", i+1)
 		}
 	}
-	for _, r := range b.Stack.Reports(b.Env) {
+	for _, r := range b.Stack.Tenancy.Reports(b.Env) {
 		if strings.Contains(fmt.Sprintf("%+v", r), canary) {
 			t.Errorf("the canary secret is in a report")
 		}
 	}
-	for _, c := range b.Stack.Checkins(b.Env) {
+	for _, c := range b.Stack.Tenancy.Checkins(b.Env) {
 		if strings.Contains(fmt.Sprintf("%+v", c), canary) {
 			t.Errorf("the canary secret is in a check-in")
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 // prunedImages: keep_releases 2 and three releases, each with an image of its own
@@ -136,12 +136,7 @@ func (b *box) hasImage(ref string) bool {
 		out := b.dockerCLI("images", "--format", "{{.Repository}}:{{.Tag}}", repo)
 		return slices.Contains(strings.Split(out, "\n"), repo+":"+tag)
 	}
-	for _, im := range b.Docker.Status().Images {
-		if im.Ref == fakedocker.NormalizeRef(ref) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(b.DockerStatus().Images, ref) // the refs here carry a tag, as the fake lists them
 }
 
 // runOutside starts, on the engine, a container of image ref that belongs to no

@@ -9,9 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 )
 
 // sigkilled is the exit code of a container whose process died of SIGKILL (128+9):
@@ -35,7 +34,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 	require.Equal(t, "applied", b.LastReport().Result)
 	require.NotEmpty(t, b.dockerActivity(applyAt), "the probe of docker activity sees an apply")
 
-	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
+	b.Stack.Tenancy.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
 	require.Equal(t, 0, b.tick())
 	live, ok := b.Stack.Tenancy.LastLive(b.Env)
 	require.True(t, ok, "the check-in carries a live object")
@@ -54,7 +53,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 	if be.engine {
 		require.Contains(t, b.dockerActivity(killAt), "die worker", "the probe of docker activity sees the kill")
 	}
-	before, leases, reports := b.runID(), b.Leases(), len(b.Stack.Reports(b.Env))
+	before, leases, reports := b.runID(), b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	mark := time.Now()
 	require.Equal(t, 0, b.tick(), "an unhealthy live release is told, not a failure of the tick")
 
@@ -69,7 +68,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 	}, live.Services)
 
 	assert.Equal(t, leases, b.Leases(), "no new lease")
-	assert.Len(t, b.Stack.Reports(b.Env), reports, "no new report")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "no new report")
 	assert.Empty(t, b.dockerActivity(mark), "no compose command, no container started, stopped or removed")
 	assert.Equal(t, sha, b.Live(), "current still points to the release")
 	assert.Equal(t, before, b.runID(), "the containers keep their IDs")
@@ -94,7 +93,7 @@ func liveTurnsUnhealthy(t *testing.T, be backend) {
 func (b *box) killService(sha, service string) {
 	b.T.Helper()
 	if !b.be.engine {
-		b.script(fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{sha: {
+		b.script(fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{sha: {
 			service: {States: []fakedocker.State{{State: "exited", ExitCode: sigkilled}}},
 		}}})
 		return
@@ -126,7 +125,7 @@ func (b *box) dockerActivity(since time.Time) []string {
 	b.T.Helper()
 	var out []string
 	if !b.be.engine {
-		for _, c := range b.Docker.Calls() {
+		for _, c := range b.DockerCalls("") {
 			if !c.Time.Before(since) && (len(c.Argv) == 0 || c.Argv[0] != fakedocker.EngineArgv0) {
 				out = append(out, strings.Join(c.Argv, " "))
 			}

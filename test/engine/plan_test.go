@@ -43,7 +43,7 @@ func TestPlan(t *testing.T) {
 			require.Equal(t, 0, b.tick())
 			require.Equal(t, "applied", b.LastReport().Result)
 			before := b.containerIDs()
-			leases, reports := b.Leases(), len(b.Stack.Reports(b.Env))
+			leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 
 			sha := b.publishPlan("debug")
 			res := b.start("plan", "--json").Wait(t, 2*time.Minute)
@@ -62,7 +62,7 @@ func TestPlan(t *testing.T) {
 				assert.NotContains(t, res.Stdout, v)
 			}
 			assert.Equal(t, leases, b.Leases(), "plan takes no lease")
-			assert.Len(t, b.Stack.Reports(b.Env), reports, "plan reports nothing")
+			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "plan reports nothing")
 			assert.Equal(t, before, b.containerIDs(), "plan changes no container")
 
 			require.Equal(t, 0, b.tick())

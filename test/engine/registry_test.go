@@ -13,8 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 // registryHint is how to get the registry the pull scenarios run on the engine.
@@ -73,7 +72,7 @@ func (b *box) registryImage(t *testing.T, present bool) string {
 		if present {
 			return "registry.monky.test/monky-e2e/app:1"
 		}
-		b.script(fakedockertest.Script{MissingImages: []string{"registry.monky.test/monky-e2e/app:never-pushed"}})
+		b.script(fakedocker.Script{MissingImages: []string{"registry.monky.test/monky-e2e/app:never-pushed"}})
 		return "registry.monky.test/monky-e2e/app:never-pushed"
 	}
 	reg := startRegistry(t)
@@ -120,17 +119,17 @@ func registryDown(t *testing.T, be backend) {
 	closed := l.Addr().String()
 	require.NoError(t, l.Close())
 	ref := closed + "/monky-e2e/app:1"
-	b.script(fakedockertest.Script{Commands: map[string]fakedocker.Command{"pull": {
+	b.script(fakedocker.Script{Commands: map[string]fakedocker.Command{"pull": {
 		Stderr: `Error response from daemon: Get "http://` + closed + `/v2/": dial tcp ` + closed + ": connect: connection refused\n", Exit: 1}}})
 	b.publish(release{compose: "services:\n" + strings.Replace(webService, "{{image}}", ref, 1),
 		vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
-	reports := len(b.Stack.Reports(b.Env))
+	reports := len(b.Stack.Tenancy.Reports(b.Env))
 	assert.Equal(t, 75, b.tick())
 	out := b.outputs[len(b.outputs)-1]
 	assert.Contains(t, out, "code=REGISTRY_UNAVAILABLE")
 	assert.Contains(t, out, "connection refused")
 	assert.Equal(t, 1, b.Leases(), "no lease while the registry is down")
-	assert.Len(t, b.Stack.Reports(b.Env), reports, "a temporary failure reports nothing")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "a temporary failure reports nothing")
 	assert.Equal(t, good, b.Live())
 	assert.Equal(t, before, b.runID())
 }

@@ -14,9 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -111,12 +110,12 @@ func applyThenIdle(t *testing.T, be backend) {
 
 	// Idle: tenancy answers none; nothing runs, nothing is leased, nothing changes.
 	before := b.runID()
-	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
+	b.Stack.Tenancy.SetDesired(b.Env, faketenancy.Desired{Action: "none"})
 	start := time.Now()
 	require.Equal(t, 0, b.tick())
 	t.Logf("idle tick as a process: %s", time.Since(start).Round(time.Millisecond))
 	assert.Equal(t, 1, b.Leases())
-	assert.Len(t, b.Stack.Reports(b.Env), 1, "an idle tick reports nothing")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), 1, "an idle tick reports nothing")
 	assert.Equal(t, before, b.runID(), "the containers were not touched")
 	assert.Contains(t, b.status(), "healthy confirmed: true")
 }
@@ -131,7 +130,7 @@ func (b *box) runID() string {
 	if b.be.engine {
 		return b.dockerCLI("ps", "-aq", "--no-trunc", "--filter", "label=com.docker.compose.project="+b.project)
 	}
-	return strings.Repeat("up ", b.Docker.Status().Calls["up"])
+	return strings.Repeat("up ", b.DockerStatus().Calls["up"])
 }
 
 func unhealthyRestores(t *testing.T, be backend) {
@@ -140,7 +139,7 @@ func unhealthyRestores(t *testing.T, be backend) {
 	require.Equal(t, 0, b.tick())
 	bad := b.publish(release{compose: "services:\n" + strings.Replace(webService, "SERVICE: web", "SERVICE: web\n      HEALTHY: \"0\"", 1) + workerService,
 		vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
-	b.script(fakedockertest.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
+	b.script(fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{bad: {
 		"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy",
 			HealthOutput: "health of web: dependency check failed: connection refused (HEALTHY=0)"}},
 			Logs: "web starting, ready after 0s\nweb ready\n"},
@@ -190,14 +189,14 @@ func oneShots(t *testing.T, be backend) {
       SERVICE: migrate
 `
 	}
-	b.script(fakedockertest.Script{Services: map[string]fakedocker.Service{
+	b.script(fakedocker.Script{Services: map[string]fakedocker.Service{
 		"migrate": {States: []fakedocker.State{{State: "exited", ExitCode: 0}}}}})
 	good := b.publish(release{compose: oneShot("0"), vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
 	require.Equal(t, 0, b.tick())
 	assert.Equal(t, map[string]string{"web": "running/healthy", "migrate": "exited/"}, serviceStates(b.LastReport()))
 
 	bad := b.publish(release{compose: oneShot("3"), vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
-	b.script(fakedockertest.Script{
+	b.script(fakedocker.Script{
 		Services: map[string]fakedocker.Service{"migrate": {States: []fakedocker.State{{State: "exited", ExitCode: 0}}}},
 		Releases: map[string]map[string]fakedocker.Service{bad: {
 			"migrate": {States: []fakedocker.State{{State: "exited", ExitCode: 3}}, Logs: "one-shot migrate exits with code 3\n"},
@@ -267,7 +266,7 @@ func crashLoop(t *testing.T, be backend) {
     environment:
       SERVICE: crasher
 `, vars: map[string]string{"LOG_LEVEL": "info"}, secret: true})
-	b.script(fakedockertest.Script{Services: map[string]fakedocker.Service{"crasher": {States: []fakedocker.State{
+	b.script(fakedocker.Script{Services: map[string]fakedocker.Service{"crasher": {States: []fakedocker.State{
 		{Status: "Up Less than a second"}, {State: "restarting", ExitCode: 4, RestartCount: 2}}}}})
 	start := time.Now()
 	assert.Equal(t, 1, b.tick())
@@ -302,7 +301,7 @@ volumes:
 	if be.engine {
 		require.Len(t, b.volumes(), 1)
 	}
-	b.Stack.SetDesired(b.Env, faketenancy.Desired{Action: "down", Purge: true})
+	b.Stack.Tenancy.SetDesired(b.Env, faketenancy.Desired{Action: "down", Purge: true})
 	require.Equal(t, 0, b.tick())
 	assert.Equal(t, "down", b.LastReport().Result)
 	assert.Empty(t, b.Live())
@@ -314,7 +313,7 @@ volumes:
 			assert.Len(t, b.volumes(), 1, "prod never purges")
 		}
 	} else {
-		assert.Equal(t, volumesGone, b.Docker.Status().DownVolumes)
+		assert.Equal(t, volumesGone, b.DockerStatus().DownVolumes)
 	}
 }
 
@@ -322,22 +321,22 @@ func killDuringUp(t *testing.T, be backend) {
 	b := newBox(t, be, boxOpts{})
 	// compose up itself waits for db to be healthy before it starts api: a wide window.
 	b.publish(release{compose: dbAndAPI("3s")})
-	b.script(fakedockertest.Script{Commands: map[string]fakedocker.Command{"up": {Delay: fakedocker.Duration(3 * time.Second)}}})
+	b.script(fakedocker.Script{Commands: map[string]fakedocker.Command{"up": {Delay: 3 * time.Second}}})
 	p := b.start("run")
 	testbox.WaitFor(t, 60*time.Second, "compose up to be running", func() bool {
 		if be.engine {
 			return len(b.containers()) > 0
 		}
-		return b.Docker.Status().Calls["up"] > 0
+		return b.DockerStatus().Calls["up"] > 0
 	})
 	require.NoError(t, syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL))
 	<-p.Done()
 	b.outputs = append(b.outputs, p.Output())
-	assert.Empty(t, b.Stack.Reports(b.Env), "killed before it could report")
+	assert.Empty(t, b.Stack.Tenancy.Reports(b.Env), "killed before it could report")
 	require.Equal(t, 1, b.Leases())
 
-	b.script(fakedockertest.Script{})
-	require.Equal(t, 0, b.tick(), "report: %+v", b.Stack.Reports(b.Env))
+	b.script(fakedocker.Script{})
+	require.Equal(t, 0, b.tick(), "report: %+v", b.Stack.Tenancy.Reports(b.Env))
 	assert.Equal(t, "applied", b.LastReport().Result)
 	assert.Equal(t, 1, b.Leases(), "the promoted release converged without a second lease")
 	assert.Equal(t, map[string]string{"db": "running/healthy", "api": "running/"}, serviceStates(b.LastReport()))

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker/fakedockertest"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -71,10 +71,10 @@ func TestFakeSpeaksLikeTheEngine(t *testing.T) {
 	realPS := real("compose", "-p", project, "ps", "--all", "--format", "json")
 	realInspect := real(append([]string{"inspect", "--type", "container"}, psIDs(t, realPS)...)...)
 
-	d := fakedockertest.Install(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{
+	d := deploydtest.NewDocker(t, &fakedocker.Options{Script: &fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
 		"job": {States: []fakedocker.State{{State: "exited"}}},
-	}})
+	}}})
 	fakeRun := func(args ...string) []byte {
 		cmd := exec.Command(d.Path, args...)
 		cmd.Dir = dir
@@ -324,7 +324,7 @@ func engineSocket() string {
 
 // TestFakeEngineSpeaksLikeTheEngine runs the same project on the engine and on the fake
 // docker and compares, through the Engine API of each (the real one on its socket, the
-// fake one on fakedockertest's), the keys and JSON kinds of the items of GET
+// fake one on deploydtest.NewDocker's), the keys and JSON kinds of the items of GET
 // /containers/json, of GET /containers/{id}/json and of the test image's item of GET
 // /images/json. A field the real engine sends must be in the fake with the same kind,
 // or listed in notModelled with the reason the agent can do without it.
@@ -364,15 +364,15 @@ func TestFakeEngineSpeaksLikeTheEngine(t *testing.T) {
 	})
 	realList, realInspect, realImages := read(realClient, built.image)
 
-	d := fakedockertest.Install(t, &fakedockertest.Script{Services: map[string]fakedocker.Service{
+	d := deploydtest.NewDocker(t, &fakedocker.Options{Script: &fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
 		"job": {States: []fakedocker.State{{State: "exited"}}},
-	}})
+	}}})
 	fakeUp := exec.Command(d.Path, "compose", "-p", project, "--project-directory", dir, "up", "-d")
 	fakeUp.Env = d.Env()
 	out, err = fakeUp.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	fakeList, fakeInspect, fakeImages := read(d.HTTPClient(), fakedocker.NormalizeRef(built.image))
+	fakeList, fakeInspect, fakeImages := read(d.HTTPClient(), built.image)
 
 	for _, tc := range []struct {
 		name       string

@@ -124,8 +124,7 @@ func envID(i int) string { return fmt.Sprintf("env-fleet%d-%02d", i/100, i%100) 
 
 func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 	n, interval, outage := *flagAgents, *flagInterval, *flagOutage
-	fakes := deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: time.Hour, NextCheckin: interval})
-	stack := fakes.Stack
+	stack := deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: time.Hour, NextCheckin: interval})
 
 	// The boxes and their bundles, made before anything is timed: testbox boxes on the
 	// shared fakes, with DefaultConfig's project and releases, their agents' log
@@ -135,7 +134,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 	defaults := deployd.DefaultConfig().Compose
 	for i := range n {
 		env := envID(i)
-		box := testbox.New(t, testbox.Options{Env: env, SharedStack: fakes, Config: func(c *deployd.Config) {
+		box := testbox.New(t, testbox.Options{Env: env, SharedStack: stack, Config: func(c *deployd.Config) {
 			c.Tenancy.Timeout = deployd.Duration(10 * time.Second)
 			c.Compose.Project = defaults.Project
 			c.Compose.KeepReleases = defaults.KeepReleases
@@ -178,7 +177,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 	f := fleetFigures{Mode: mode, Agents: n, Interval: interval.String(), Outage: outage.String(), Ticks: map[int]int{}}
 	firstOK := func(from time.Time) []time.Duration {
 		seen := map[string]time.Duration{}
-		for _, r := range stack.Requests() {
+		for _, r := range stack.Tenancy.Requests() {
 			if r.Path != "/v1/agent/checkin" || r.Status != 200 || r.Time.Before(from) {
 				continue
 			}
@@ -218,7 +217,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 	applied := func() []time.Duration {
 		var out []time.Duration
 		for _, m := range members {
-			for _, r := range stack.Reports(m.env) {
+			for _, r := range stack.Tenancy.Reports(m.env) {
 				if r.Result == "applied" {
 					out = append(out, r.Time.Sub(published[m.env]))
 					break
@@ -233,9 +232,9 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 
 	// 3. The outage.
 	outFrom := time.Now()
-	stack.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
+	stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 	time.Sleep(outage)
-	stack.SetFaults(faketenancy.Faults{})
+	stack.Tenancy.SetFaults(faketenancy.Faults{})
 	recovered := time.Now()
 	during := checkinTimes(stack, outFrom, recovered, 503)
 	f.OutageCheckins = len(during)
@@ -268,7 +267,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 
 	// 4. Leases: one per environment (one publish), never past the budget.
 	for _, m := range members {
-		ls := stack.Leases(m.env)
+		ls := stack.Tenancy.Leases(m.env)
 		f.MaxLeases = max(f.MaxLeases, len(ls))
 		if len(ls) > leaseBudget {
 			t.Errorf("%s: %d leases, budget %d per hour", m.env, len(ls), leaseBudget)
@@ -293,7 +292,7 @@ func mapsValues(m map[string]time.Duration) func(func(time.Duration) bool) {
 // checkinTimes returns the times of check-ins answered with status in [from, to).
 func checkinTimes(s *fakestack.Stack, from, to time.Time, status int) []time.Time {
 	var out []time.Time
-	for _, r := range s.Requests() {
+	for _, r := range s.Tenancy.Requests() {
 		if r.Path == "/v1/agent/checkin" && r.Status == status && !r.Time.Before(from) && r.Time.Before(to) {
 			out = append(out, r.Time)
 		}

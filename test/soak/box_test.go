@@ -19,8 +19,7 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/deploydtest"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -43,7 +42,7 @@ type box struct {
 // newBox builds the box of env on the fakes s. tenancy.timeout 2s: a held call (the
 // delay faults) times out within the soak's pace; health_timeout 10s: a slow ps cannot
 // hold a tick for minutes.
-func newBox(t *testing.T, s *deploydtest.Stack, env string) *box {
+func newBox(t *testing.T, s *fakestack.Stack, env string) *box {
 	t.Helper()
 	b := &box{Box: testbox.New(t, testbox.Options{Env: env, SharedStack: s, Config: func(c *deployd.Config) {
 		c.Tenancy.Timeout = deployd.Duration(2 * time.Second)
@@ -59,17 +58,6 @@ func newBox(t *testing.T, s *deploydtest.Stack, env string) *box {
 // box's fake engine, where the agent reads container state as the fake docker program
 // it runs changes it), with HOME the box's directory.
 func (b *box) procEnv() []string { return b.ProcEnv("HOME=" + b.Dir) }
-
-// setScript replaces the fake docker's script atomically (a temporary file renamed
-// over it), so that a docker call running at that moment reads the old script or the
-// new one, never half of one.
-func (b *box) setScript(s *fakedocker.Script) error {
-	tmp := b.Docker.Script + ".tmp"
-	if err := s.WriteFile(tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, b.Docker.Script)
-}
 
 // status runs `monky-deployd status` and `status --json` on the box, for the canary
 // scan; their exit codes are part of the CLI contract too: 0 healthy, 1 not.

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 )
 
 // faultSet is everything the fakes are told to do wrong at one moment.
@@ -63,11 +63,11 @@ var episodes = []struct {
 	{"docker up fails", 2, func(f *faultSet) {
 		f.command("up", fakedocker.Command{Exit: 1, Stderr: "Error response from daemon: pull access denied (injected by the soak)\n"})
 	}},
-	{"docker up slow", 1, func(f *faultSet) { f.command("up", fakedocker.Command{Delay: fakedocker.Duration(4 * time.Second)}) }},
+	{"docker up slow", 1, func(f *faultSet) { f.command("up", fakedocker.Command{Delay: 4 * time.Second}) }},
 	{"docker ps fails", 2, func(f *faultSet) {
 		f.command("ps", fakedocker.Command{Exit: 1, Stderr: "Cannot connect to the Docker daemon (injected by the soak)\n"})
 	}},
-	{"docker ps slow", 1, func(f *faultSet) { f.command("ps", fakedocker.Command{Delay: fakedocker.Duration(3 * time.Second)}) }},
+	{"docker ps slow", 1, func(f *faultSet) { f.command("ps", fakedocker.Command{Delay: 3 * time.Second}) }},
 	{"docker web unhealthy", 2, func(f *faultSet) {
 		if f.docker.Services == nil {
 			f.docker.Services = map[string]fakedocker.Service{}
@@ -123,7 +123,7 @@ func (w *world) rotate() {
 	w.canaries = append(w.canaries, c)
 	w.mu.Unlock()
 	for _, b := range w.boxes {
-		w.stack.PutSecret(b.Env, "db", map[string]string{"password": c})
+		w.stack.Bao.PutSecret(b.Env, "db", map[string]string{"password": c})
 	}
 }
 
@@ -174,10 +174,11 @@ func (w *world) publish(good bool) error {
 
 // apply tells the fakes and every box's docker what set says.
 func (w *world) apply(set *faultSet) error {
-	w.stack.SetFaults(set.tenancy)
+	w.stack.Tenancy.SetFaults(set.tenancy)
 	w.stack.Bao.SetSealed(set.sealed)
 	for _, b := range w.boxes {
-		if err := b.setScript(&set.docker); err != nil {
+		// atomic: a docker call running meanwhile reads the old script or the new one
+		if err := b.Docker.SetScript(&set.docker); err != nil {
 			return err
 		}
 	}

@@ -151,11 +151,10 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: seed %d (-soak.seed=%d replays the schedule), duration %s, warm-up %s, restarts every %s on average", seed, seed, dur, warmup, restartEvery)
 
 	bin := buildAgent(t)
-	fakes := deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: leaseWindow, TokenTTL: 10 * time.Minute, NextCheckin: nextCheckin})
-	stack := fakes.Stack
+	stack := deploydtest.NewStack(t, &fakestack.Options{LeaseBudget: leaseBudget, LeaseWindow: leaseWindow, TokenTTL: 10 * time.Minute, NextCheckin: nextCheckin})
 
-	procBox := newBox(t, fakes, "env-dev-01")
-	inBox := newBox(t, fakes, "env-dev-02")
+	procBox := newBox(t, stack, "env-dev-01")
+	inBox := newBox(t, stack, "env-dev-02")
 	w := newWorld(stack, []*box{procBox, inBox}, seed)
 	w.rotate()
 	if err := w.publish(true); err != nil {
@@ -367,7 +366,7 @@ func TestSoak(t *testing.T) {
 	leases := map[string]int{}
 	maxIn := map[string]int{}
 	for _, b := range w.boxes {
-		ls := stack.Leases(b.Env)
+		ls := stack.Tenancy.Leases(b.Env)
 		leases[b.Env] = len(ls)
 		for i := range ls {
 			n := 0
@@ -425,7 +424,7 @@ func TestSoak(t *testing.T) {
 
 	reports := map[string]int{}
 	for _, b := range w.boxes {
-		for _, r := range stack.Reports(b.Env) {
+		for _, r := range stack.Tenancy.Reports(b.Env) {
 			reports[b.Env+" "+r.Result]++
 		}
 	}
@@ -468,7 +467,7 @@ func writeSamples(path string, series map[string][]sample) error {
 
 // applied reports whether env's newest report says sha was applied.
 func applied(s *fakestack.Stack, env, sha string) bool {
-	rs := s.Reports(env)
+	rs := s.Tenancy.Reports(env)
 	for i := len(rs) - 1; i >= 0; i-- {
 		if rs[i].SHA == sha && rs[i].Result == "applied" {
 			return true
@@ -599,12 +598,12 @@ func scanCanaries(t *testing.T, canaries []string, logs, status string, s *fakes
 	check("the agents' logs", logs)
 	check("the status output", status)
 	for _, b := range boxes {
-		for what, v := range map[string]any{"reports": s.Reports(b.Env), "check-ins": s.Checkins(b.Env), "leases": s.Leases(b.Env)} {
+		for what, v := range map[string]any{"reports": s.Tenancy.Reports(b.Env), "check-ins": s.Tenancy.Checkins(b.Env), "leases": s.Tenancy.Leases(b.Env)} {
 			data, _ := json.Marshal(v)
 			check(b.Env+" "+what, string(data))
 		}
 	}
-	data, _ := json.Marshal(s.Requests())
+	data, _ := json.Marshal(s.Tenancy.Requests())
 	check("tenancy's request log", string(data))
 	inEnv := 0
 	for _, b := range boxes {

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -194,9 +194,9 @@ func assertTemporary(t *testing.T, r result, wants ...string) {
 
 // composeCommands returns the compose subcommand (up, down, ps, logs) of every call
 // the fake docker recorded.
-func composeCommands(tb testing.TB, path string) []string {
+func composeCommands(tb testing.TB, d *fakedocker.Docker) []string {
 	tb.Helper()
-	calls, err := fakedocker.ReadCalls(path)
+	calls, err := d.Calls()
 	require.NoError(tb, err)
 	var cmds []string
 	for _, c := range calls {

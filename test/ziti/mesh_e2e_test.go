@@ -72,7 +72,7 @@ func TestAgentOverMesh(t *testing.T) {
 		assert.Equal(t, 1, w.meshHits.count("/v1/agent/lease"), "the lease came through the mesh")
 		assert.Equal(t, 1, w.meshHits.count("/v1/agent/report"), "the report went through the mesh")
 		assert.Zero(t, w.tcpHits.all.Load())
-		assert.Contains(t, composeCommands(t, b.Docker.Log), "up")
+		assert.Contains(t, composeCommands(t, b.Docker), "up")
 
 		env, err := os.ReadFile(filepath.Join(b.Cfg.DeployDir, "current", ".env"))
 		require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 // it stands beside.
 func TestLinksNoTesting(t *testing.T) {
 	deps := testprog.Deps(t, ".")
-	if len(deps) < 2 || !slices.Contains(deps, "github.com/monky/monky-deployd/internal/fakes/fakedocker") {
+	if len(deps) < 2 || !slices.Contains(deps, "github.com/monky/monky-deployd/deployd/deploydtest/fakedocker") {
 		t.Fatalf("go list -deps . gave no list of this package's dependencies: %s", deps)
 	}
 	for _, d := range deps {

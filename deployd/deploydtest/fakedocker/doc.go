@@ -14,9 +14,155 @@
 // Env gives PATH (the program, named docker) and DOCKER_HOST (the Engine API); the
 // program finds its record, state and script in the fake-docker.json beside it, so the
 // code under test needs none of the fake's own variables. Install builds the program
-// once per process with the go tool (Build), or takes Options.Program.
+// once per process with the go tool (Build), or takes Options.Program: a program built
+// beforehand, or the caller's own binary, which plays docker when it is run under that
+// name (Main; examples/quickstart does so).
 //
 // What the fake plays, and what it does not model (pulls, networks, real timing,
 // several projects at once), is in docs/FAKES.md; a harness in another language runs
 // the same program, and its Engine API with `fake-docker serve-engine`.
+//
+// # What it understands
+//
+//	docker compose [--project-name P] [--project-directory D] [-f FILE]... up -d --remove-orphans
+//	docker compose ... down --remove-orphans [-v]
+//	docker compose ... ps --all --format json
+//	docker compose ... logs --no-color --tail N [SERVICE...]
+//	docker compose version [--short]
+//	docker inspect --type container ID|NAME...
+//	docker image inspect --format {{.Id}} [--] REF...
+//	docker pull [--] REF
+//	docker version [--format TEMPLATE]
+//
+// Anything else, including an unknown flag, exits 1 with a message on stderr, so that
+// a wrong argv in the code under test shows up as a failure rather than being ignored.
+//
+// # Environment
+//
+// The program (Main, cmd/fake-docker) reads:
+//
+//	FAKE_DOCKER_LOG     file that receives one JSON line per invocation (appended)
+//	FAKE_DOCKER_SCRIPT  JSON script of compose behaviour (optional)
+//	FAKE_DOCKER_STATE   state kept between invocations (default: FAKE_DOCKER_LOG + ".state")
+//
+// Every invocation appends one line to FAKE_DOCKER_LOG with a single write on a file
+// opened with O_APPEND, so concurrent calls never interleave:
+//
+//	{"argv":["compose","--project-name","monky",...],"dir":"/srv/monky/current","env":["FAKE_DOCKER_LOG","PATH"],"time":"2026-11-30T09:00:00.123Z"}
+//
+// argv holds the arguments after the program name; env holds the sorted names of the
+// environment variables the program received, never their values.
+//
+// # Without the variables
+//
+// A program that runs docker with a clean environment (the agent binary gives docker
+// only the variables the docker CLI reads, deployd.DockerEnv) passes no FAKE_DOCKER_*.
+// The program then reads fake-docker.json in the directory of its executable, and
+// takes the paths from it where the environment sets none:
+//
+//	{"log":"/tmp/t/docker.log","state":"/tmp/t/docker.state","script":"/tmp/t/script.json"}
+//
+// The script there is read only once the file exists. Put the program beside the file
+// as a copy or a hard link, never a symlink (os.Executable resolves it); Install does
+// so for every Docker.
+//
+// The state file remembers whether the project is up, its services, how many ps calls
+// were made since the last up and how often each command was called. It is updated
+// under an exclusive flock of "<state>.lock" and replaced by atomic rename. With
+// neither FAKE_DOCKER_LOG nor FAKE_DOCKER_STATE set, nothing is kept: every call sees
+// the project as freshly up.
+//
+// # Without a script
+//
+// Every command succeeds. up reads the compose files named by -f (relative to
+// --project-directory; compose.yaml and friends when no -f is given) just enough to
+// learn the service names and which declare a healthcheck; ps then shows every service
+// running, healthy where it has a healthcheck. Before the first up and after down, ps
+// shows no containers (no output at all, or "[]" in the array shape).
+//
+// # The script
+//
+// FAKE_DOCKER_SCRIPT names a JSON document that decodes into Script (an unknown field
+// is an error, and Script.Validate must pass):
+//
+//	{
+//	  "ps_format": "lines",
+//	  "server_version": "27.3.1",
+//	  "commands": {
+//	    "up":   {"stderr": "Error response from daemon: pull access denied\n", "exit": 1, "fail_times": 1},
+//	    "ps":   {"delay": "2s"}
+//	  },
+//	  "services": {
+//	    "web":     {"states": [{"health": "starting", "times": 3}, {"health": "healthy"}],
+//	                "logs": "listening on :8080\n"},
+//	    "migrate": {"states": [{"state": "exited", "exit_code": 0}]},
+//	    "worker":  {"states": [{"status": "Up 10 seconds"}, {"status": "Up 1 second"}]}
+//	  }
+//	}
+//
+// ps_format selects the shape of ps --format json: "lines" (compose 2.21 and later, one
+// object per line, nothing at all for no containers; the default) or "array" (compose
+// 2.20 and earlier, one JSON array, "[]" for no containers).
+//
+// commands scripts up, down, ps, logs, version (docker version), pull and "image
+// inspect" by name. A command
+// with a non-zero exit fails every time: it prints stdout and stderr, exits with that
+// code and has no effect. With fail_times N only the first N calls fail (with exit, or
+// 1) and later calls behave normally. A command with exit 0 prints stdout and stderr
+// before its normal output. delay (a Go duration) is slept before every call of that
+// command, after the call was recorded, so that a test can kill the caller mid-call.
+//
+// releases scripts the services of one release only, keyed by the base name of the
+// project directory of up (the agent's release directories are named by bundle sha):
+// while that release is up, its services override those of services. So a test makes
+// one release unhealthy and the restored one healthy, as a real engine would.
+//
+// services adds or overrides services. The states of a service are shown over
+// successive ps calls after the last up: the n-th ps call shows the n-th state (a state
+// with "times": k counts as k calls) and the last one repeats. A state has state
+// (running, the default; exited, restarting, created, paused, dead), health ("",
+// starting, healthy, unhealthy), exit_code, status (overrides the generated docker
+// status text, e.g. to make the uptime go backwards as a restart loop does),
+// health_output (what docker inspect shows as the healthcheck's output in
+// State.Health.Log) and restart_count (a count other than the one last shown is a
+// restart: from then the container's uptime is real time, as docker starts it over).
+// inspect shows the state of the last ps call. Health is
+// printed only for running containers with a healthcheck, as docker does; a service has
+// a healthcheck when its compose file declares one, when healthcheck is set in the
+// script, or when one of its states names a health. ps without --all hides containers
+// that are not running, as compose does. image_size sets the size of the service's
+// image (default 10 MiB).
+//
+// # The Engine API
+//
+// Install serves the fake docker Engine API on Docker.Socket, over the same record,
+// state and script as the program (those of its fake-docker.json): GET /_ping, GET
+// /version, GET /containers/json (all=1, filters by label and status), GET
+// /containers/{id}/json, GET /images/json and DELETE /images/{id}, unversioned or
+// under /v1.NN. A GET /containers/json is one ps step: it advances the same counter
+// as docker compose ps, so a script plays the same whichever way it is read, and GET
+// /containers/{id}/json is the object docker inspect prints, in the state of the last
+// step. Every request appends a Call with argv ["engine", METHOD, PATH] and the raw
+// query in Call.Query. The script's version, ps and inspect commands (delays,
+// failures) play for GET /version, /containers/json and /containers/{id}/json too
+// (Call.EngineCommand), a failure as a 500 with the command's stderr; the others are
+// the program's only.
+//
+// The program's serve-engine command (docker serve-engine [-socket PATH] [-config FILE]
+// [-watch-stdin=true]) serves the same Engine API on a unix socket for a harness that
+// is not written in Go, over the paths the program itself would use, announced by one
+// JSON line on stdout (docker_host, socket, log, state, script) and served until stdin
+// closes or a signal.
+//
+// Images: every up learns the image of each service (its image in the compose
+// files, "<project>-<service>" for one compose would build, or the script's) with ID
+// ImageID(ref), "sha256:" and the hex sha256 of the normalized reference, and keeps it
+// in the state file after down and after an up of another release, until DELETE
+// /images/{id} removes it: by ID only (a full ID or a prefix of 12 hex digits or
+// more), 409 while a running container of the project uses it (or a stopped one,
+// without force=1), 404 for an unknown ID. docker pull learns its image the same way
+// (printing the plain progress lines of a one-layer image), unless the script's
+// missing_images names it: then it fails as the daemon does for a tag that does not
+// exist ("manifest for REF not found: manifest unknown"). docker image inspect finds
+// the images held, and says "No such image" of the others.
 package fakedocker

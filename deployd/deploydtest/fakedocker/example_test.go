@@ -13,27 +13,22 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
-// Example applies a bundle end to end with no docker daemon: the fake tenancy and
-// OpenBao (fakestack), the fake docker, and an agent in-process. The first release
-// comes up healthy; a script makes the second one's web service unhealthy, and the
-// agent goes back to the first.
+// Example applies a bundle end to end with no docker daemon: the fake tenancy, OpenBao
+// and docker (fakestack with Options.Docker), and an agent in-process. The first
+// release comes up healthy; a script makes the second one's web service unhealthy,
+// and the agent goes back to the first.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const env = "env-dev-01"
 
-	d, err := fakedocker.Install(ctx, fakedocker.Options{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer d.Close()
-	s, err := fakestack.Start(fakestack.Options{})
+	s, err := fakestack.Start(ctx, fakestack.Options{Docker: &fakedocker.Options{}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer s.Close()
+	d := s.Docker
 
 	dir, err := os.MkdirTemp("", "fakedocker-example-")
 	if err != nil {
@@ -53,16 +48,16 @@ bao:
   addr: %[4]s
 compose:
   health_timeout: 20s
-`, env, dir, s.TenancyURL(), s.BaoAddr()))
+`, env, dir, s.Tenancy.URL(), s.Bao.URL()))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := os.WriteFile(filepath.Join(dir, "grant.jwt"), []byte(s.Grant(env)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "grant.jwt"), []byte(s.Bao.MintGrant(env)), 0o600); err != nil {
 		fmt.Println(err)
 		return
 	}
-	s.PutSecret(env, "db", map[string]string{"password": "example-password"})
+	s.Bao.PutSecret(env, "db", map[string]string{"password": "example-password"})
 	agent, err := deployd.New(ctx, cfg, deployd.Options{DockerEnv: d.Env(), HealthPoll: 20 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
@@ -102,7 +97,7 @@ compose:
 	}
 	tick()
 
-	for _, r := range s.Reports(env) {
+	for _, r := range s.Tenancy.Reports(env) {
 		fmt.Printf("report: serial %d %s, code %q\n", r.Serial, r.Result, r.Code)
 	}
 	st, err := deployd.ReadState(cfg)

@@ -12,26 +12,22 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 )
 
 // ProgramPackage is the import path of the fake docker program that Build builds.
 const ProgramPackage = "github.com/monky/monky-deployd/cmd/fake-docker"
-
-// EngineArgv0 is Call.Argv[0] of a request to the fake Engine API: its Argv is
-// ["engine", METHOD, PATH].
-const EngineArgv0 = "engine"
 
 // Options configure Install. The zero value is ready to use.
 type Options struct {
 	// Dir is an existing directory to install into (it gets bin/, the record, the
 	// state and the script); "": a new temporary directory, removed by Close.
 	Dir string
-	// Program is a fake docker program already built (Build, or `go build -o …
-	// github.com/monky/monky-deployd/cmd/fake-docker`); "": Install builds one, once
-	// per process, with Build into a temporary directory of its own that is left for
-	// the system's temp cleaning (no hook runs when a process ends).
+	// Program is the fake docker program: one already built (Build, or `go build -o …
+	// github.com/monky/monky-deployd/cmd/fake-docker`), or the caller's own executable
+	// when it calls Main on being run as docker (os.Executable; the helper-process
+	// pattern, which needs no go tool). "": Install builds one, once per process, with
+	// Build into a temporary directory of its own that is left for the system's temp
+	// cleaning (no hook runs when a process ends).
 	Program string
 	// Script is the scripted behaviour (Script.Validate must pass); nil: every
 	// command succeeds.
@@ -61,7 +57,7 @@ type Docker struct {
 	Socket string
 
 	mu      sync.Mutex
-	srv     *fakedocker.EngineServer
+	srv     *engineServer
 	sockDir string
 	ownDir  string // Options.Dir was "": removed by Close
 	closed  bool
@@ -160,15 +156,15 @@ func (d *Docker) install(root, prog string, script *Script) error {
 	if err := os.Mkdir(d.Dir, 0o755); err != nil {
 		return fmt.Errorf("fakedocker: %w", err)
 	}
-	if err := fakedocker.PlaceProgram(prog, d.Path); err != nil {
+	if err := placeProgram(prog, d.Path); err != nil {
 		return fmt.Errorf("fakedocker: installing the program: %w", err)
 	}
-	cfg := fakedocker.Config{Log: d.Log, State: d.State, Script: d.Script}
-	if err := cfg.WriteFile(filepath.Join(d.Dir, fakedocker.ConfigFile)); err != nil {
-		return fmt.Errorf("fakedocker: writing %s: %w", fakedocker.ConfigFile, err)
+	cfg := config{Log: d.Log, State: d.State, Script: d.Script}
+	if err := cfg.writeFile(filepath.Join(d.Dir, configFile)); err != nil {
+		return fmt.Errorf("fakedocker: writing %s: %w", configFile, err)
 	}
 	if script != nil {
-		if err := script.internal().WriteFile(d.Script); err != nil {
+		if err := script.writeFile(d.Script); err != nil {
 			return fmt.Errorf("fakedocker: writing the script: %w", err)
 		}
 	}
@@ -177,7 +173,7 @@ func (d *Docker) install(root, prog string, script *Script) error {
 		return fmt.Errorf("fakedocker: %w", err)
 	}
 	d.sockDir = sockDir
-	srv, err := fakedocker.ServeEngine(filepath.Join(sockDir, "docker.sock"), cfg)
+	srv, err := serveEngine(filepath.Join(sockDir, "docker.sock"), cfg)
 	if err != nil {
 		return fmt.Errorf("fakedocker: %w", err)
 	}
@@ -235,30 +231,33 @@ func (d *Docker) SetScript(s *Script) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("fakedocker: SetScript: %w", err)
 	}
+	if d.Script == "" {
+		return errors.New("fakedocker: SetScript on a Docker that Install did not make")
+	}
 	if s == nil {
 		s = &Script{}
 	}
-	if err := s.internal().WriteFile(d.Script); err != nil {
+	if err := s.writeFile(d.Script); err != nil {
 		return fmt.Errorf("fakedocker: writing the script: %w", err)
 	}
 	return nil
 }
 
-// Call is one recorded call of the fake docker: a run of the program, or a request to
-// the Engine API.
+// Call is one recorded call of the fake docker, one JSON line of its record (Log): a
+// run of the program, or a request to the Engine API.
 type Call struct {
 	// Argv holds the program's arguments after its name ("compose", "--project-name",
 	// …), or ["engine", METHOD, PATH] for a request to the Engine API (EngineArgv0).
-	Argv []string
+	Argv []string `json:"argv"`
 	// Query is the raw query of an Engine API request; "" for the program.
-	Query string
+	Query string `json:"query,omitempty"`
 	// Dir is the program's working directory; "" for the Engine API.
-	Dir string
+	Dir string `json:"dir"`
 	// Env holds the sorted names of the program's environment variables, never their
 	// values; none for the Engine API.
-	Env []string
+	Env []string `json:"env"`
 	// Time is when the call started.
-	Time time.Time
+	Time time.Time `json:"time"`
 }
 
 // Compose reports whether c is `docker compose … sub …`: a run of the program whose
@@ -269,8 +268,7 @@ func (c Call) Compose(sub string) bool {
 	}
 	for i := 1; i < len(c.Argv); i++ {
 		switch a := c.Argv[i]; {
-		case a == "-p" || a == "--project-name" || a == "--project-directory" || a == "-f" || a == "--file" ||
-			a == "--env-file" || a == "--profile" || a == "--ansi" || a == "--progress" || a == "--parallel":
+		case composeGlobals[a]:
 			i++ // the flag's value
 		case strings.HasPrefix(a, "-"):
 		default:
@@ -280,17 +278,24 @@ func (c Call) Compose(sub string) bool {
 	return false
 }
 
+// EngineCommand is, for a request to the Engine API, the docker command that reads
+// the same and whose script plays for it too: "version" for GET /version, "ps" for
+// /containers/json, "inspect" for /containers/{id}/json; "" for another request and
+// for a run of the program.
+func (c Call) EngineCommand() string {
+	if len(c.Argv) != 3 || c.Argv[0] != EngineArgv0 {
+		return ""
+	}
+	return readCommand(c.Argv[2])
+}
+
 // Calls returns the calls recorded so far, oldest first.
 func (d *Docker) Calls() ([]Call, error) {
-	calls, err := fakedocker.ReadCalls(d.Log)
+	calls, err := readCalls(d.Log)
 	if err != nil {
 		return nil, fmt.Errorf("fakedocker: %w", err)
 	}
-	out := make([]Call, 0, len(calls))
-	for _, c := range calls {
-		out = append(out, Call{Argv: c.Argv, Query: c.Query, Dir: c.Dir, Env: c.Env, Time: c.Time})
-	}
-	return out, nil
+	return calls, nil
 }
 
 // Status is what the fake docker remembers between calls.
@@ -315,7 +320,7 @@ type Status struct {
 
 // Status returns the fake's state.
 func (d *Docker) Status() (Status, error) {
-	st, err := fakedocker.ReadStatus(d.State)
+	st, err := readStatus(d.State)
 	if err != nil {
 		return Status{}, fmt.Errorf("fakedocker: %w", err)
 	}

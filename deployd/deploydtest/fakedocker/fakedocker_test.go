@@ -8,51 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 )
-
-// fieldNames lists the fields of a struct type.
-func fieldNames(t reflect.Type) []string {
-	var names []string
-	for f := range t.Fields() {
-		names = append(names, f.Name)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// TestScriptTypesMatchTheFakes: every field of the fake's script types has its
-// field here and the other way round, so that nothing a script of the fake can say is
-// missing from the public types, or silently dropped by the conversion.
-func TestScriptTypesMatchTheFakes(t *testing.T) {
-	pairs := []struct{ public, internal any }{
-		{Script{}, fakedocker.Script{}},
-		{Command{}, fakedocker.Command{}},
-		{Service{}, fakedocker.Service{}},
-		{State{}, fakedocker.State{}},
-	}
-	for _, p := range pairs {
-		pt, it := reflect.TypeOf(p.public), reflect.TypeOf(p.internal)
-		assert.Equal(t, fieldNames(it), fieldNames(pt), "the fields of %s and of the fake's %s", pt.Name(), it.Name())
-	}
-}
-
-// TestConstantsAreTheFakes: the constants spelled out here (so that go doc shows
-// them) are the fake's.
-func TestConstantsAreTheFakes(t *testing.T) {
-	assert.Equal(t, fakedocker.PSLines, PSLines)
-	assert.Equal(t, fakedocker.PSArray, PSArray)
-	assert.Equal(t, fakedocker.DefaultServerVersion, DefaultServerVersion)
-	assert.Equal(t, fakedocker.EngineArgv0, EngineArgv0)
-}
 
 // allSet fails unless every field of v, recursively into structs, maps, slices and
 // pointers, is set: the conversion test below then covers every field.
@@ -80,9 +42,9 @@ func allSet(t *testing.T, path string, v reflect.Value) {
 	}
 }
 
-// TestScriptConversion: a script with every field set reaches the fake's script file
-// whole.
-func TestScriptConversion(t *testing.T) {
+// TestScriptFile: a script with every field set reaches the program's script file
+// whole, in the JSON a harness in another language writes (delay as a Go duration).
+func TestScriptFile(t *testing.T) {
 	yes := true
 	st := State{State: "exited", Health: "unhealthy", ExitCode: 3, Status: "Exited (3) 1 second ago", HealthOutput: "boom", RestartCount: 2, Times: 4}
 	svc := Service{Image: "nginx:1.27", ImageSize: 42, Healthcheck: &yes, States: []State{st}, Logs: "hello\n"}
@@ -96,22 +58,28 @@ func TestScriptConversion(t *testing.T) {
 	allSet(t, "Script", reflect.ValueOf(*s))
 	require.NoError(t, s.Validate())
 
-	ist := fakedocker.State{State: "exited", Health: "unhealthy", ExitCode: 3, Status: "Exited (3) 1 second ago", HealthOutput: "boom", RestartCount: 2, Times: 4}
-	isvc := fakedocker.Service{Image: "nginx:1.27", ImageSize: 42, Healthcheck: &yes, States: []fakedocker.State{ist}, Logs: "hello\n"}
-	want := &fakedocker.Script{
-		PSFormat: PSArray, ServerVersion: "20.10.24",
-		Commands:      map[string]fakedocker.Command{"up": {Stdout: "o", Stderr: "e", Exit: 1, FailTimes: 2, Delay: fakedocker.Duration(1500 * time.Millisecond)}},
-		Services:      map[string]fakedocker.Service{"web": isvc},
-		Releases:      map[string]map[string]fakedocker.Service{"abc": {"web": isvc}},
-		MissingImages: []string{"acme/web:9"}, DockerRootDir: "/var/lib/docker",
-	}
 	path := filepath.Join(t.TempDir(), "script.json")
-	require.NoError(t, s.internal().WriteFile(path))
-	got, err := fakedocker.ReadScript(path)
-	require.NoError(t, err, "the fake reads the file (it refuses unknown fields)")
-	assert.Equal(t, want, got)
-	*s.Services["web"].Healthcheck = false
-	assert.True(t, *got.Services["web"].Healthcheck, "the conversion copies the pointer's value")
+	require.NoError(t, s.writeFile(path))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), `"delay": "1.5s"`)
+	assert.Contains(t, string(data), `"fail_times": 2`)
+	got, err := readScript(path)
+	require.NoError(t, err, "the program reads the file (it refuses unknown fields)")
+	assert.Equal(t, s, got)
+
+	require.NoError(t, os.WriteFile(path, []byte(`{"commands":{"up":{"delay":2}}}`), 0o644))
+	_, err = readScript(path)
+	assert.ErrorContains(t, err, "delay", "a delay is a string such as \"2s\"")
+	require.NoError(t, os.WriteFile(path, []byte(`{"commands":{"up":{"delay":"soon"}}}`), 0o644))
+	_, err = readScript(path)
+	assert.ErrorContains(t, err, `delay "soon"`)
+	require.NoError(t, os.WriteFile(path, []byte(`{"commands":{"up":{"dealy":"2s"}}}`), 0o644))
+	_, err = readScript(path)
+	assert.ErrorContains(t, err, "dealy", "an unknown field of a command")
+	require.NoError(t, os.WriteFile(path, []byte(`{"services":{"web":{"states":[{"state":"stopped"}]}}}`), 0o644))
+	_, err = readScript(path)
+	assert.ErrorContains(t, err, `Services["web"].States[0]: State "stopped"`, "the program validates what it reads")
 }
 
 // TestScriptValidate: each mistake is named by its path in the script.
@@ -160,6 +128,18 @@ func TestCallCompose(t *testing.T) {
 	assert.True(t, Call{Argv: []string{"compose", "ps", "--all"}}.Compose("ps"))
 }
 
+// TestCallEngineCommand: a request to the Engine API names the docker command that
+// reads the same; a run of the program names none.
+func TestCallEngineCommand(t *testing.T) {
+	engine := func(path string) Call { return Call{Argv: []string{EngineArgv0, "GET", path}} }
+	assert.Equal(t, "ps", engine("/containers/json").EngineCommand())
+	assert.Equal(t, "inspect", engine("/containers/abc/json").EngineCommand())
+	assert.Equal(t, "version", engine("/version").EngineCommand())
+	assert.Equal(t, "", engine("/_ping").EngineCommand())
+	assert.Equal(t, "", Call{Argv: []string{"compose", "ps"}}.EngineCommand())
+	assert.Equal(t, "", Call{Argv: []string{"ps", "GET", "/containers/json"}}.EngineCommand())
+}
+
 // docker runs the installed program with Env only, in dir, as the code under test would.
 func docker(t *testing.T, d *Docker, dir string, args ...string) string {
 	t.Helper()
@@ -180,6 +160,21 @@ func TestInstall(t *testing.T) {
 	env := d.Env("EXTRA=1")
 	assert.Equal(t, []string{"PATH=" + d.Dir, "DOCKER_HOST=unix://" + d.Socket, "EXTRA=1"}, env)
 	assert.LessOrEqual(t, len(d.Socket), 107)
+
+	again, err := Install(t.Context(), Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = again.Close() })
+	prog, err := program(t.Context())
+	require.NoError(t, err)
+	built, err := os.Stat(prog)
+	require.NoError(t, err)
+	for _, p := range []string{d.Path, again.Path} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.True(t, os.SameFile(built, fi), "built once per process: %s is a link to the one build", p)
+	}
+	assert.NotEqual(t, d.Dir, again.Dir, "each Install has its own program directory")
+	assert.NotEqual(t, d.Log, again.Log, "each Install has its own record")
 
 	project := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(project, "compose.yaml"), []byte("services:\n  web:\n    image: nginx:1.27\n    healthcheck:\n      test: [\"CMD\", \"true\"]\n"), 0o644))
@@ -242,9 +237,9 @@ func TestInstallIntoDir(t *testing.T) {
 	assert.Equal(t, filepath.Join(root, "bin", "docker"), d.Path)
 	out := docker(t, d, root, "version", "--format", "{{.Server.Version}}")
 	assert.Equal(t, "20.10.24\n", out)
-	cfg, err := fakedocker.ReadConfig(filepath.Join(d.Dir, fakedocker.ConfigFile))
+	cfg, err := readConfig(filepath.Join(d.Dir, configFile))
 	require.NoError(t, err)
-	assert.Equal(t, fakedocker.Config{Log: d.Log, State: d.State, Script: d.Script}, cfg)
+	assert.Equal(t, config{Log: d.Log, State: d.State, Script: d.Script}, cfg)
 	require.NoError(t, d.Close())
 	_, err = os.Stat(d.Log)
 	assert.NoError(t, err, "the caller's directory stays, with the record")
@@ -280,7 +275,8 @@ func TestInstallRefuses(t *testing.T) {
 		})
 	}
 	var d Docker
-	assert.Error(t, d.SetScript(&Script{Commands: map[string]Command{"pull": {}}}), "SetScript validates")
+	assert.ErrorContains(t, d.SetScript(&Script{Commands: map[string]Command{"pulll": {}}}), `SetScript: Commands["pulll"]`, "SetScript validates")
+	assert.ErrorContains(t, d.SetScript(nil), "a Docker that Install did not make")
 }
 
 // TestBuildNeedsGo: without a go tool, Build says what to do instead.

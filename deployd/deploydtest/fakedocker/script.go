@@ -1,14 +1,15 @@
 package fakedocker
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
 )
 
 // The shapes of `docker compose ps --format json`, for Script.PSFormat.
@@ -37,89 +38,89 @@ func Commands() []string {
 // file declares a healthcheck, healthy.
 type Script struct {
 	// PSFormat is PSLines ("", the default) or PSArray.
-	PSFormat string
+	PSFormat string `json:"ps_format,omitempty"`
 	// ServerVersion is the docker server version of docker version and GET /version;
 	// "" is DefaultServerVersion.
-	ServerVersion string
+	ServerVersion string `json:"server_version,omitempty"`
 	// Commands scripts commands by name (one of Commands()): failures, output and
 	// delays.
-	Commands map[string]Command
+	Commands map[string]Command `json:"commands,omitempty"`
 	// Services adds services or overrides what the compose files say of them.
-	Services map[string]Service
+	Services map[string]Service `json:"services,omitempty"`
 	// Releases scripts the services of one release only, keyed by the base name of
 	// the compose project directory of up: the agent's release directories are named
 	// by bundle sha, so Releases[sha] makes that release behave differently, e.g.
 	// unhealthy while the release restored after it comes back healthy. While that
 	// release is up, its services override Services.
-	Releases map[string]map[string]Service
+	Releases map[string]map[string]Service `json:"releases,omitempty"`
 	// MissingImages are image references the fake's registry does not have: docker
 	// pull of one fails as the daemon does for a tag that does not exist ("manifest
 	// for REF not found: manifest unknown"), which the agent reports as IMAGE_MISSING
 	// before its lease. Any other reference pulls.
-	MissingImages []string
+	MissingImages []string `json:"missing_images,omitempty"`
 	// DockerRootDir is the data root the fake engine's GET /info names; "" is the
 	// directory of the fake's state file.
-	DockerRootDir string
+	DockerRootDir string `json:"docker_root_dir,omitempty"`
 }
 
 // Command scripts one command.
 type Command struct {
 	// Stdout is printed by a failing call, or before the normal output of a successful
 	// one.
-	Stdout string
+	Stdout string `json:"stdout,omitempty"`
 	// Stderr is printed like Stdout, on standard error; a failing Engine API read
 	// answers 500 with it.
-	Stderr string
+	Stderr string `json:"stderr,omitempty"`
 	// Exit is the exit code of a failing call. Non-zero without FailTimes: every call
 	// fails.
-	Exit int
+	Exit int `json:"exit,omitempty"`
 	// FailTimes makes only the first FailTimes calls fail (with Exit, or 1); later
 	// calls behave normally.
-	FailTimes int
+	FailTimes int `json:"fail_times,omitempty"`
 	// Delay is slept before every call, after it was recorded, so that a test can stop
 	// the caller mid-call.
-	Delay time.Duration
+	Delay time.Duration `json:"-"`
 }
 
 // Service scripts one compose service.
 type Service struct {
 	// Image is the service's image; "": its image in the compose files, else
 	// "<project>-<service>" (what compose names an image it builds).
-	Image string
+	Image string `json:"image,omitempty"`
 	// ImageSize is the image's size in bytes in GET /images/json; 0 is 10 MiB.
-	ImageSize int64
+	ImageSize int64 `json:"image_size,omitempty"`
 	// Healthcheck, when set, says whether the service has a healthcheck, whatever its
 	// compose file says.
-	Healthcheck *bool
+	Healthcheck *bool `json:"healthcheck,omitempty"`
 	// States are shown over successive reads after up (docker compose ps, or GET
 	// /containers/json: the n-th read shows the n-th state, a state with Times k
 	// counts k reads); the last one repeats. Empty: running (and healthy with a
 	// healthcheck).
-	States []State
+	States []State `json:"states,omitempty"`
 	// Logs is what docker compose logs prints for the service.
-	Logs string
+	Logs string `json:"logs,omitempty"`
 }
 
 // State is what one or more reads show of a service's container.
 type State struct {
 	// State is the container state: "" (running), "running", "exited", "restarting",
 	// "created", "paused" or "dead".
-	State string
+	State string `json:"state,omitempty"`
 	// Health is "", "starting", "healthy" or "unhealthy"; shown only for a running
 	// container with a healthcheck, as docker does.
-	Health string
+	Health string `json:"health,omitempty"`
 	// ExitCode is the exit code of an exited or restarting container.
-	ExitCode int
+	ExitCode int `json:"exit_code,omitempty"`
 	// Status overrides docker's status text ("Up 3 seconds (healthy)").
-	Status string
+	Status string `json:"status,omitempty"`
 	// HealthOutput is the healthcheck's output in docker inspect's State.Health.Log;
 	// "": "ok" when healthy, "unhealthy" when not.
-	HealthOutput string
+	HealthOutput string `json:"health_output,omitempty"`
 	// RestartCount is docker inspect's RestartCount; a count other than the last one
 	// shown is a restart, after which the container's uptime is real time.
-	RestartCount int
+	RestartCount int `json:"restart_count,omitempty"`
 	// Times is how many reads show this state; 0 counts as 1.
-	Times int
+	Times int `json:"times,omitempty"`
 }
 
 var (
@@ -190,44 +191,88 @@ func (s *Script) Validate() error {
 	return errors.Join(errs...)
 }
 
-// internal is s in the fake's own types (what it reads from its script file).
-func (s *Script) internal() *fakedocker.Script {
-	out := &fakedocker.Script{PSFormat: s.PSFormat, ServerVersion: s.ServerVersion,
-		MissingImages: slices.Clone(s.MissingImages), DockerRootDir: s.DockerRootDir}
-	if s.Commands != nil {
-		out.Commands = map[string]fakedocker.Command{}
-		for name, c := range s.Commands {
-			out.Commands[name] = fakedocker.Command{Stdout: c.Stdout, Stderr: c.Stderr, Exit: c.Exit, FailTimes: c.FailTimes, Delay: fakedocker.Duration(c.Delay)}
-		}
-	}
-	out.Services = internalServices(s.Services)
-	if s.Releases != nil {
-		out.Releases = map[string]map[string]fakedocker.Service{}
-		for rel, svcs := range s.Releases {
-			out.Releases[rel] = internalServices(svcs)
-		}
-	}
-	return out
+// commandJSON is Command in the script file, with Delay as a Go duration ("2s").
+type commandJSON struct {
+	plainCommand
+	Delay string `json:"delay,omitempty"`
 }
 
-func internalServices(svcs map[string]Service) map[string]fakedocker.Service {
-	if svcs == nil {
-		return nil
+// plainCommand is Command without its JSON methods.
+type plainCommand Command
+
+// MarshalJSON writes c as the script file has it: delay as a Go duration string.
+func (c Command) MarshalJSON() ([]byte, error) {
+	j := commandJSON{plainCommand: plainCommand(c)}
+	if c.Delay != 0 {
+		j.Delay = c.Delay.String()
 	}
-	out := map[string]fakedocker.Service{}
-	for name, svc := range svcs {
-		is := fakedocker.Service{Image: svc.Image, ImageSize: svc.ImageSize, Logs: svc.Logs}
-		if svc.Healthcheck != nil {
-			hc := *svc.Healthcheck
-			is.Healthcheck = &hc
-		}
-		for _, st := range svc.States {
-			is.States = append(is.States, fakedocker.State{
-				State: st.State, Health: st.Health, ExitCode: st.ExitCode, Status: st.Status,
-				HealthOutput: st.HealthOutput, RestartCount: st.RestartCount, Times: st.Times,
-			})
-		}
-		out[name] = is
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads c from the script file: delay is a Go duration string ("1.5s").
+func (c *Command) UnmarshalJSON(b []byte) error {
+	var j commandJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return err
 	}
-	return out
+	*c = Command(j.plainCommand)
+	if j.Delay != "" {
+		d, err := time.ParseDuration(j.Delay)
+		if err != nil {
+			return fmt.Errorf("delay %q: want a duration such as \"2s\": %w", j.Delay, err)
+		}
+		c.Delay = d
+	}
+	return nil
+}
+
+// writeFile replaces the script file at path with s atomically (a temporary file
+// renamed over it), so that a call running meanwhile reads the old script or the new
+// one, never half of one.
+func (s *Script) writeFile(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readScript reads a script file and validates it. Unknown fields are an error, so
+// that a typo in a script does not silently script nothing.
+func readScript(path string) (*Script, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Script
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("script %s: %w", path, err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("script %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// step returns the state shown by the n-th read (0-based) after up.
+func (s Service) step(n int) State {
+	if len(s.States) == 0 {
+		return State{}
+	}
+	for _, st := range s.States {
+		t := max(st.Times, 1)
+		if n < t {
+			return st
+		}
+		n -= t
+	}
+	return s.States[len(s.States)-1]
 }

@@ -17,7 +17,7 @@ import (
 // download, lease (the grant is a fresh one from the fake OpenBao), report.
 func Example() {
 	ctx := context.Background()
-	s, err := fakestack.Start(fakestack.Options{})
+	s, err := fakestack.Start(ctx, fakestack.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -36,14 +36,14 @@ func Example() {
 		return
 	}
 	fmt.Println("published serial", serial, "with the sha BuildBundle computed:", sha == b.SHA)
-	s.PutSecret(env, "db", map[string]string{"password": "example-password"})
+	s.Bao.PutSecret(env, "db", map[string]string{"password": "example-password"})
 
 	token, err := s.Login(ctx, env) // what the box's bootstrap does with its grant
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	client, err := tenancy.New(tenancy.Config{BaseURL: s.TenancyURL(), HTTPClient: &http.Client{},
+	client, err := tenancy.New(tenancy.Config{BaseURL: s.Tenancy.URL(), HTTPClient: &http.Client{},
 		Token: func(context.Context) (secret.Value, error) { return secret.New(token), nil }})
 	if err != nil {
 		fmt.Println(err)
@@ -59,10 +59,10 @@ func Example() {
 	err = client.Report(ctx, tenancy.Report{EnvID: env, SHA: ins.SHA, Serial: ins.Serial, Result: tenancy.ResultApplied})
 	fmt.Println("report:", err)
 
-	for _, r := range s.Reports(env) {
+	for _, r := range s.Tenancy.Reports(env) {
 		fmt.Println("tenancy received:", r.Result, r.Serial)
 	}
-	fmt.Println("leases:", len(s.Leases(env)), "check-ins:", len(s.Checkins(env)))
+	fmt.Println("leases:", len(s.Tenancy.Leases(env)), "check-ins:", len(s.Tenancy.Checkins(env)))
 	// Output:
 	// published serial 1 with the sha BuildBundle computed: true
 	// check-in: apply 1 <nil>

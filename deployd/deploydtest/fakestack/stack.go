@@ -2,11 +2,13 @@ package fakestack
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fakes/admin"
 )
@@ -21,89 +23,75 @@ type Options struct {
 	TokenTTL time.Duration
 	// NextCheckin is next_checkin_s of every check-in answer; default 60s.
 	NextCheckin time.Duration
-	// Now is the clock of both fakes; default time.Now.
+	// Now is the clock of tenancy and OpenBao; default time.Now.
 	Now func() time.Time
 	// Logger receives the fakes' debug lines; nil discards.
 	Logger *slog.Logger
+	// Docker, when set, installs a fake docker too (fakedocker.Install with these
+	// options): Stack.Docker. Nil installs none, as for fakes that several boxes
+	// share, each with a docker of its own.
+	Docker *fakedocker.Options
 }
 
-// Stack is a fake OpenBao and a fake tenancy wired together: tenancy accepts the
-// OpenBao tokens of an environment as bearers and mints its lease grants there. Its
+// Stack is a fake OpenBao and a fake tenancy wired together, and a fake docker when
+// Options.Docker asks for one: tenancy accepts the OpenBao tokens of an environment as
+// bearers and mints its lease grants there. The fields are the whole fakes; their
 // methods are safe for concurrent use.
 type Stack struct {
-	// Tenancy is the fake tenancy.
+	// Tenancy is the fake tenancy: Tenancy.URL() is the agent's tenancy.url.
 	Tenancy *faketenancy.Server
-	// Bao is the fake OpenBao.
+	// Bao is the fake OpenBao: Bao.URL() is the agent's bao.addr, Bao.MintGrant(env)
+	// a bootstrap grant.
 	Bao *fakebao.Server
+	// Docker is the fake docker: Docker.Env() is the agent's docker environment. Nil
+	// without Options.Docker.
+	Docker *fakedocker.Docker
 }
 
-// Start starts both fakes on loopback. Stop them with Close.
-func Start(opts Options) (*Stack, error) {
+// Start starts tenancy and OpenBao on loopback and, with Options.Docker, installs the
+// fake docker (ctx bounds its build). Stop them with Close.
+func Start(ctx context.Context, opts Options) (*Stack, error) {
 	bao, err := fakebao.Start(fakebao.Options{TokenTTL: opts.TokenTTL, Now: opts.Now, Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}
-	ten, err := faketenancy.Start(faketenancy.Options{
+	s := &Stack{Bao: bao}
+	s.Tenancy, err = faketenancy.Start(faketenancy.Options{
 		Authority: bao, LeaseBudget: opts.LeaseBudget, LeaseWindow: opts.LeaseWindow,
 		NextCheckin: opts.NextCheckin, Now: opts.Now, Logger: opts.Logger,
 	})
+	if err == nil && opts.Docker != nil {
+		s.Docker, err = fakedocker.Install(ctx, *opts.Docker)
+	}
 	if err != nil {
-		bao.Close()
+		_ = s.Close() // the start error is the one to report
 		return nil, err
 	}
-	return &Stack{Tenancy: ten, Bao: bao}, nil
+	return s, nil
 }
 
-// Close stops both fakes and closes their connections.
-func (s *Stack) Close() {
-	s.Tenancy.Close()
+// Close stops the fakes and closes their connections; the fake docker's error, if
+// any, is returned.
+func (s *Stack) Close() error {
+	if s.Tenancy != nil {
+		s.Tenancy.Close()
+	}
 	s.Bao.Close()
+	if s.Docker != nil {
+		if err := s.Docker.Close(); err != nil {
+			return fmt.Errorf("fakestack: %w", err)
+		}
+	}
+	return nil
 }
 
-// TenancyURL is the base URL of the fake tenancy.
-func (s *Stack) TenancyURL() string { return s.Tenancy.URL() }
-
-// BaoAddr is the address of the fake OpenBao.
-func (s *Stack) BaoAddr() string { return s.Bao.URL() }
-
-// SetDesired sets what envID's check-ins answer.
-func (s *Stack) SetDesired(envID string, d faketenancy.Desired) { s.Tenancy.SetDesired(envID, d) }
-
-// SetFaults replaces the fake tenancy's faults.
-func (s *Stack) SetFaults(f faketenancy.Faults) { s.Tenancy.SetFaults(f) }
-
-// Grant mints a bootstrap grant for envID (it supersedes the env's earlier grants).
-func (s *Stack) Grant(envID string) string { return s.Bao.MintGrant(envID) }
-
-// Login logs into the fake OpenBao with a fresh grant of envID, as the agent's
-// bootstrap does, and returns the live token.
+// Login logs into the fake OpenBao with a fresh grant of envID (which supersedes the
+// environment's earlier grants), as the agent's bootstrap does, and returns the live
+// token: a bearer of envID for tenancy.
 func (s *Stack) Login(ctx context.Context, envID string) (string, error) {
-	return admin.Login(ctx, http.DefaultClient, s.Bao.URL(), s.Grant(envID))
+	return admin.Login(ctx, http.DefaultClient, s.Bao.URL(), s.Bao.MintGrant(envID))
 }
 
-// PutSecret writes data as a new version of envID's secret at path (relative to the
-// environment's root, e.g. "db") and returns the version.
-func (s *Stack) PutSecret(envID, path string, data map[string]string) int {
-	return s.Bao.PutSecret(envID, path, data)
-}
-
-// Reports returns envID's reports, oldest first.
-func (s *Stack) Reports(envID string) []faketenancy.Report { return s.Tenancy.Reports(envID) }
-
-// Checkins returns envID's check-ins, oldest first.
-func (s *Stack) Checkins(envID string) []faketenancy.CheckinRequest {
-	return s.Tenancy.Checkins(envID)
-}
-
-// Leases returns the leases granted to envID, oldest first.
-func (s *Stack) Leases(envID string) []faketenancy.Lease { return s.Tenancy.Leases(envID) }
-
-// Requests returns every request to the fake tenancy, oldest first.
-func (s *Stack) Requests() []faketenancy.Request { return s.Tenancy.Requests() }
-
-// BaoRequests returns every request to the fake OpenBao, oldest first.
-func (s *Stack) BaoRequests() []fakebao.Request { return s.Bao.Requests() }
-
-// AdminHandler returns the admin HTTP API over both fakes (docs/FAKES.md), e.g. to
-// serve it with net/http/httptest; cmd/monky-fakes serves the same API.
+// AdminHandler returns the admin HTTP API over tenancy and OpenBao (docs/FAKES.md),
+// e.g. to serve it with net/http/httptest; cmd/monky-fakes serves the same API.
 func (s *Stack) AdminHandler() http.Handler { return admin.New(s.Tenancy, s.Bao, nil) }

@@ -28,19 +28,19 @@ func newEnv(t *testing.T, script *Script) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, dir: dir, log: filepath.Join(dir, "docker.log")}
-	e.vars = []string{EnvLog + "=" + e.log, "SECRET_LOOKING_VAR=hunter2"}
+	e.vars = []string{envLog + "=" + e.log, "SECRET_LOOKING_VAR=hunter2"}
 	if script != nil {
 		e.script = filepath.Join(dir, "script.json")
-		require.NoError(t, script.WriteFile(e.script))
-		e.vars = append(e.vars, EnvScript+"="+e.script)
+		require.NoError(t, script.writeFile(e.script))
+		e.vars = append(e.vars, envScript+"="+e.script)
 	}
 	return e
 }
 
-// run calls Main like docker would be called and returns exit code, stdout, stderr.
+// run calls play like docker would be called and returns exit code, stdout, stderr.
 func (e *env) run(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := Main(args, e.vars, strings.NewReader(""), &out, &errOut)
+	code := play(config{}, args, e.vars, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -52,8 +52,8 @@ func (e *env) compose(args ...string) (int, string, string) {
 	return e.run(append(base, args...)...)
 }
 
-func (e *env) status() Status {
-	st, err := ReadStatus(e.log + ".state")
+func (e *env) status() fakeState {
+	st, err := readStatus(e.log + ".state")
 	require.NoError(e.t, err)
 	return st
 }
@@ -77,13 +77,13 @@ func TestRecord(t *testing.T) {
 	e.vars = append(e.vars, "PATH=/usr/bin", "PATH=/bin")
 	code, _, _ := e.run("version", "--format", "{{.Server.Version}}")
 	require.Equal(t, 0, code)
-	calls, err := ReadCalls(e.log)
+	calls, err := readCalls(e.log)
 	require.NoError(t, err)
 	require.Len(t, calls, 1)
 	wd, _ := os.Getwd()
 	assert.Equal(t, []string{"version", "--format", "{{.Server.Version}}"}, calls[0].Argv)
 	assert.Equal(t, wd, calls[0].Dir)
-	assert.Equal(t, []string{EnvLog, "PATH", "SECRET_LOOKING_VAR"}, calls[0].Env, "names only, sorted, once")
+	assert.Equal(t, []string{envLog, "PATH", "SECRET_LOOKING_VAR"}, calls[0].Env, "names only, sorted, once")
 	assert.WithinDuration(t, time.Now(), calls[0].Time, time.Minute)
 	raw, err := os.ReadFile(e.log)
 	require.NoError(t, err)
@@ -98,11 +98,11 @@ func TestRecordConcurrent(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			var out, errOut bytes.Buffer
-			Main([]string{"version", "--format", fmt.Sprintf("{{.Server.Version}}-%d-%s", i, strings.Repeat("x", 2000))}, e.vars, nil, &out, &errOut)
+			play(config{}, []string{"version", "--format", fmt.Sprintf("{{.Server.Version}}-%d-%s", i, strings.Repeat("x", 2000))}, e.vars, &out, &errOut)
 		})
 	}
 	wg.Wait()
-	calls, err := ReadCalls(e.log)
+	calls, err := readCalls(e.log)
 	require.NoError(t, err, "every line is whole JSON")
 	assert.Len(t, calls, n)
 	assert.Equal(t, n, e.status().Calls["version"], "the state counter lost no update")
@@ -133,7 +133,7 @@ func TestUsageErrors(t *testing.T) {
 			assert.Equal(t, 1, code)
 			assert.Empty(t, out)
 			assert.Contains(t, errOut, tc.want)
-			calls, err := ReadCalls(e.log)
+			calls, err := readCalls(e.log)
 			require.NoError(t, err)
 			assert.Len(t, calls, 1, "refused calls are recorded too")
 		})
@@ -280,7 +280,7 @@ func TestScriptedCommands(t *testing.T) {
 		assert.True(t, strings.HasPrefix(errOut, " Network p_default  Created\n Container"))
 	})
 	t.Run("delay", func(t *testing.T) {
-		e := newEnv(t, &Script{Commands: map[string]Command{"ps": {Delay: Duration(150 * time.Millisecond)}}})
+		e := newEnv(t, &Script{Commands: map[string]Command{"ps": {Delay: 150 * time.Millisecond}}})
 		start := time.Now()
 		code, _, _ := e.compose("ps")
 		require.Equal(t, 0, code)
@@ -296,7 +296,7 @@ func TestScriptedCommands(t *testing.T) {
 		assert.Contains(t, errOut, "template parsing error")
 		code, out, _ = e.run("compose", "version", "--short")
 		require.Equal(t, 0, code)
-		assert.Equal(t, ComposeVersion+"\n", out)
+		assert.Equal(t, fakeComposeVersion+"\n", out)
 	})
 	t.Run("logs", func(t *testing.T) {
 		e := newEnv(t, &Script{Services: map[string]Service{"web": {Logs: "one\ntwo\nthree\n"}}})
@@ -326,7 +326,7 @@ func TestScriptErrors(t *testing.T) {
 			p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
 			require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
 			var out, errOut bytes.Buffer
-			code := Main([]string{"compose", "ps"}, []string{EnvScript + "=" + p}, nil, &out, &errOut)
+			code := play(config{}, []string{"compose", "ps"}, []string{envScript + "=" + p}, &out, &errOut)
 			assert.Equal(t, 1, code)
 			assert.Contains(t, errOut.String(), "script")
 		})
@@ -337,7 +337,7 @@ func TestStateless(t *testing.T) {
 	dir, err := filepath.Abs("testdata")
 	require.NoError(t, err)
 	var out, errOut bytes.Buffer
-	code := Main([]string{"compose", "-p", "p", "--project-directory", dir, "-f", "compose.yaml", "ps", "--format", "json"}, nil, nil, &out, &errOut)
+	code := play(config{}, []string{"compose", "-p", "p", "--project-directory", dir, "-f", "compose.yaml", "ps", "--format", "json"}, nil, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	assert.Len(t, psServices(t, out.String()), 3, "without a state file the project is seen as up")
 }

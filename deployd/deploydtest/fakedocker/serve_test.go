@@ -22,7 +22,7 @@ import (
 
 // serving is one Serve running in a goroutine.
 type serving struct {
-	line   Served
+	line   served
 	stdin  *io.PipeWriter
 	stderr *testprog.SyncBuffer
 	done   chan int
@@ -35,7 +35,7 @@ func startServe(t *testing.T, ctx context.Context, exe string, args, env []strin
 	outR, outW := io.Pipe()
 	s := &serving{stdin: inW, stderr: &testprog.SyncBuffer{}, done: make(chan int, 1)}
 	go func() {
-		s.done <- Serve(ctx, exe, args, env, inR, outW, s.stderr)
+		s.done <- serve(ctx, exe, args, env, inR, outW, s.stderr)
 		_ = outW.Close()
 	}()
 	line, err := bufio.NewReader(outR).ReadString('\n')
@@ -72,14 +72,14 @@ func socketClient(socket string) *http.Client {
 	}}}
 }
 
-// TestServeSharesTheProgramsState: serve-engine reads its paths from the ConfigFile
+// TestServeSharesTheProgramsState: serve-engine reads its paths from the configFile
 // next to the program, prints the DOCKER_HOST of its socket, and answers from the same
 // state as the program's compose up; closing stdin stops it and removes the socket.
 func TestServeSharesTheProgramsState(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Log: filepath.Join(dir, "docker.log"), State: filepath.Join(dir, "docker.state"), Script: filepath.Join(dir, "script.json")}
-	require.NoError(t, cfg.WriteFile(filepath.Join(dir, ConfigFile)))
-	require.NoError(t, (&Script{ServerVersion: "26.1.4"}).WriteFile(cfg.Script))
+	cfg := config{Log: filepath.Join(dir, "docker.log"), State: filepath.Join(dir, "docker.state"), Script: filepath.Join(dir, "script.json")}
+	require.NoError(t, cfg.writeFile(filepath.Join(dir, configFile)))
+	require.NoError(t, (&Script{ServerVersion: "26.1.4"}).writeFile(cfg.Script))
 	s := startServe(t, t.Context(), filepath.Join(dir, "docker"), nil, []string{"PATH=/usr/bin"})
 	assert.Equal(t, "unix://"+s.line.Socket, s.line.DockerHost)
 	assert.Equal(t, cfg.Log, s.line.Log)
@@ -91,7 +91,7 @@ func TestServeSharesTheProgramsState(t *testing.T) {
 	project, err := filepath.Abs("testdata")
 	require.NoError(t, err)
 	var out, errOut bytes.Buffer
-	code := MainConfig(cfg, []string{"compose", "--project-name", "p", "--project-directory", project, "-f", "compose.yaml", "up", "-d"}, []string{"PATH=/usr/bin"}, nil, &out, &errOut)
+	code := play(cfg, []string{"compose", "--project-name", "p", "--project-directory", project, "-f", "compose.yaml", "up", "-d"}, []string{"PATH=/usr/bin"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 
 	c := socketClient(s.line.Socket)
@@ -109,7 +109,7 @@ func TestServeSharesTheProgramsState(t *testing.T) {
 	assert.Equal(t, "26.1.4", v.Version, "the engine plays the program's script")
 	c.CloseIdleConnections()
 
-	calls, err := ReadCalls(cfg.Log)
+	calls, err := readCalls(cfg.Log)
 	require.NoError(t, err)
 	require.Len(t, calls, 3, "the up and the two requests are in the one record; serve-engine itself is not")
 	assert.Equal(t, []string{EngineArgv0, "GET", "/containers/json"}, calls[1].Argv)
@@ -128,7 +128,7 @@ func TestServeSharesTheProgramsState(t *testing.T) {
 func TestServeFlagsAndEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "elsewhere.json")
-	require.NoError(t, Config{Log: filepath.Join(dir, "a.log")}.WriteFile(cfgPath))
+	require.NoError(t, config{Log: filepath.Join(dir, "a.log")}.writeFile(cfgPath))
 	sockDir, err := os.MkdirTemp("", "fd")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
@@ -136,7 +136,7 @@ func TestServeFlagsAndEnvironment(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	s := startServe(t, ctx, "/nonexistent/docker", []string{"-config", cfgPath, "-socket", sock, "-watch-stdin=false"},
-		[]string{EnvState + "=" + filepath.Join(dir, "b.state")})
+		[]string{envState + "=" + filepath.Join(dir, "b.state")})
 	assert.Equal(t, "unix://"+sock, s.line.DockerHost)
 	assert.Equal(t, filepath.Join(dir, "a.log"), s.line.Log, "from -config")
 	assert.Equal(t, filepath.Join(dir, "b.state"), s.line.State, "FAKE_DOCKER_STATE wins")
@@ -159,7 +159,7 @@ func TestServeRefuses(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte("{"), 0o644))
 	empty := filepath.Join(dir, "empty.json")
-	require.NoError(t, Config{Script: "/x.json"}.WriteFile(empty))
+	require.NoError(t, config{Script: "/x.json"}.writeFile(empty))
 	long := "/tmp/" + strings.Repeat("x", 120) + ".sock"
 	tests := []struct {
 		name string
@@ -171,14 +171,14 @@ func TestServeRefuses(t *testing.T) {
 		{name: "no config at all", args: nil, code: 2, says: "no state to serve"},
 		{name: "a config without log or state", args: []string{"-config", empty}, code: 2, says: empty + " names no log or state"},
 		{name: "a config that does not parse", args: []string{"-config", bad}, code: 2, says: bad},
-		{name: "an argument", args: []string{"-config", empty, "extra"}, env: []string{EnvLog + "=/tmp/l"}, code: 2, says: `unexpected argument "extra"`},
+		{name: "an argument", args: []string{"-config", empty, "extra"}, env: []string{envLog + "=/tmp/l"}, code: 2, says: `unexpected argument "extra"`},
 		{name: "an unknown flag", args: []string{"-port", "1"}, code: 2, says: "-port"},
-		{name: "a socket path too long", args: []string{"-socket", long}, env: []string{EnvLog + "=" + filepath.Join(dir, "l")}, code: 1, says: "more than the 107"},
+		{name: "a socket path too long", args: []string{"-socket", long}, env: []string{envLog + "=" + filepath.Join(dir, "l")}, code: 1, says: "more than the 107"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			code := Serve(t.Context(), filepath.Join(dir, "bin", "docker"), tt.args, tt.env, strings.NewReader(""), &out, &errOut)
+			code := serve(t.Context(), filepath.Join(dir, "bin", "docker"), tt.args, tt.env, strings.NewReader(""), &out, &errOut)
 			assert.Equal(t, tt.code, code)
 			assert.Empty(t, out.String(), "no line")
 			assert.Contains(t, errOut.String(), tt.says)

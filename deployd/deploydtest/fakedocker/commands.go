@@ -32,7 +32,7 @@ func (r *run) up(args []string) int {
 	if len(pos) > 0 {
 		return r.usage(usageError("up of selected services is not supported by the fake"))
 	}
-	return r.do("up", func(st *Status, out *outcome) error {
+	return r.do("up", func(st *fakeState, out *outcome) error {
 		services, healthchecks, images, err := projectFile(r.projectDir, r.files)
 		if err != nil {
 			fmt.Fprintln(&out.stderr, err)
@@ -69,7 +69,7 @@ func (r *run) down(args []string) int {
 	if len(pos) > 0 {
 		return r.usage(usageError("down of selected services is not supported by the fake"))
 	}
-	return r.do("down", func(st *Status, out *outcome) error {
+	return r.do("down", func(st *fakeState, out *outcome) error {
 		for _, c := range r.containers(st) {
 			fmt.Fprintf(&out.stderr, " Container %s  Removed\n", c.name)
 		}
@@ -100,7 +100,7 @@ func (r *run) ps(args []string) int {
 		return r.usage(usageError(fmt.Sprintf("ps --format %q: the fake knows table and json", format)))
 	}
 	all := has(vals, "-a", "--all")
-	return r.do("ps", func(st *Status, out *outcome) error {
+	return r.do("ps", func(st *fakeState, out *outcome) error {
 		n := st.PSCalls
 		st.PSCalls++
 		var shown []container
@@ -157,7 +157,7 @@ func (r *run) logs(args []string) int {
 		tail = n
 	}
 	noPrefix := has(vals, "--no-log-prefix")
-	return r.do("logs", func(st *Status, out *outcome) error {
+	return r.do("logs", func(st *fakeState, out *outcome) error {
 		known := r.serviceNames(st)
 		if fromFiles, _, err := projectServices(r.projectDir, r.files); err == nil {
 			known = append(known, fromFiles...)
@@ -196,15 +196,15 @@ func (r *run) logs(args []string) int {
 func versionOutput(out *outcome, format, server string) error {
 	type part struct {
 		Version    string
-		APIVersion string
+		apiVersion string
 		Os, Arch   string
 	}
 	data := struct{ Client, Server part }{
-		Client: part{Version: DefaultServerVersion, APIVersion: APIVersion, Os: "linux", Arch: "amd64"},
-		Server: part{Version: server, APIVersion: APIVersion, Os: "linux", Arch: "amd64"},
+		Client: part{Version: DefaultServerVersion, apiVersion: apiVersion, Os: "linux", Arch: "amd64"},
+		Server: part{Version: server, apiVersion: apiVersion, Os: "linux", Arch: "amd64"},
 	}
 	if format == "" {
-		format = "Client:\n Version:\t{{.Client.Version}}\n API version:\t{{.Client.APIVersion}}\n\nServer:\n Engine:\n  Version:\t{{.Server.Version}}\n  API version:\t{{.Server.APIVersion}}"
+		format = "Client:\n Version:\t{{.Client.Version}}\n API version:\t{{.Client.apiVersion}}\n\nServer:\n engine:\n  Version:\t{{.Server.Version}}\n  API version:\t{{.Server.apiVersion}}"
 	}
 	if format == "json" || format == "{{json .}}" {
 		b, err := json.Marshal(data)
@@ -232,7 +232,7 @@ func versionOutput(out *outcome, format, server string) error {
 // service is the script of a service in the release that is up: the release's own
 // script (Script.Releases, by the base name of the project directory) when it has one
 // for the service, else Script.Services.
-func (r *run) service(st *Status, name string) Service {
+func (r *run) service(st *fakeState, name string) Service {
 	if svc, ok := r.script.Releases[filepath.Base(st.Dir)][name]; ok && st.Dir != "" {
 		return svc
 	}
@@ -246,12 +246,12 @@ type container struct {
 	image   string
 	hasHC   bool
 	state   State
-	// restartedAt is when docker last started it again (Status.Starts), in Unix
+	// restartedAt is when docker last started it again (fakeState.Starts), in Unix
 	// nanoseconds; 0 when it has run since the up.
 	restartedAt int64
 }
 
-func (r *run) serviceNames(st *Status) []string {
+func (r *run) serviceNames(st *fakeState) []string {
 	names := slices.Clone(st.Services)
 	for name := range r.script.Services {
 		names = append(names, name)
@@ -264,7 +264,7 @@ func (r *run) serviceNames(st *Status) []string {
 }
 
 // containers lists the project's containers: none unless it is up.
-func (r *run) containers(st *Status) []container {
+func (r *run) containers(st *fakeState) []container {
 	if !st.Up {
 		return nil
 	}
@@ -326,24 +326,24 @@ func (c container) health() string {
 	return c.state.Health
 }
 
-func (c container) id(st *Status) string {
+func (c container) id(st *fakeState) string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", st.Project, c.service, st.Generation))
 	return hex.EncodeToString(sum[:])
 }
 
 // stepTo puts c in the state its script gives it at ps call n. A restart count other
-// than the one last seen (Status.Starts) means docker started the container again:
+// than the one last seen (fakeState.Starts) means docker started the container again:
 // its uptime counts from now, in real time.
-func (r *run) stepTo(st *Status, c *container, n int) {
+func (r *run) stepTo(st *fakeState, c *container, n int) {
 	c.state = r.service(st, c.service).step(n)
 	rec, seen := st.Starts[c.service]
 	if !seen || rec.RestartCount != c.state.RestartCount {
-		rec = Start{RestartCount: c.state.RestartCount}
+		rec = started{RestartCount: c.state.RestartCount}
 		if seen {
 			rec.At = time.Now().UnixNano()
 		}
 		if st.Starts == nil {
-			st.Starts = map[string]Start{}
+			st.Starts = map[string]started{}
 		}
 		st.Starts[c.service] = rec
 	}
@@ -397,7 +397,7 @@ type publisher struct {
 // prints docker's container formatter as one object per line (keys sorted, most
 // values strings, nothing for no containers); compose 2.20 printed its
 // api.ContainerSummary slice as one array.
-func (r *run) psJSON(st *Status, cs []container, n int, noTrunc bool, out *outcome) error {
+func (r *run) psJSON(st *fakeState, cs []container, n int, noTrunc bool, out *outcome) error {
 	created := time.Unix(st.UpAt, 0).UTC()
 	runningFor := max(time.Since(created).Round(time.Second), time.Second)
 	if r.script.PSFormat == PSArray {
@@ -469,7 +469,7 @@ func (r *run) psJSON(st *Status, cs []container, n int, noTrunc bool, out *outco
 
 // inspect prints docker inspect --type container for containers of the project named
 // by ID (full or a prefix of at least 12 characters) or by name, in the state of the
-// last ps call: State (Status, ExitCode, Health with its Log), RestartCount and the
+// last ps call: State (fakeState, ExitCode, Health with its Log), RestartCount and the
 // compose labels, as docker does. An unknown container is an error, as in docker.
 func (r *run) inspect(args []string) int {
 	vals, pos, err := parseFlags("docker inspect", args, flagSpec{"--type": true, "-f": true, "--format": true}, false)
@@ -485,7 +485,7 @@ func (r *run) inspect(args []string) int {
 	if len(pos) == 0 {
 		return r.usage(usageError("docker inspect requires at least 1 argument"))
 	}
-	return r.do("inspect", func(st *Status, out *outcome) error {
+	return r.do("inspect", func(st *fakeState, out *outcome) error {
 		n := max(st.PSCalls-1, 0)
 		var list []map[string]any
 		for _, want := range pos {
@@ -519,7 +519,7 @@ func (r *run) inspect(args []string) int {
 
 // inspectJSON is the part of docker inspect's container object that the agent reads,
 // with docker's key names and kinds (State.Health is absent without a healthcheck).
-func (c container) inspectJSON(st *Status) map[string]any {
+func (c container) inspectJSON(st *fakeState) map[string]any {
 	up := time.Unix(st.UpAt, 0).UTC()
 	state := map[string]any{
 		"Status":     c.stateName(),
@@ -562,13 +562,13 @@ func (c container) inspectJSON(st *Status) map[string]any {
 		"Path":         containerCommand,
 		"Args":         []string{},
 		"Name":         "/" + c.name,
-		"Image":        imageID(c.image),
+		"Image":        ImageID(c.image),
 		"RestartCount": c.state.RestartCount,
 		"Platform":     "linux",
 		"Driver":       "overlay2",
 		"Mounts":       []any{},
 		"State":        state,
-		"Config": map[string]any{
+		"config": map[string]any{
 			"Image":      c.image,
 			"Labels":     c.labels(st),
 			"Entrypoint": []string{containerCommand},
@@ -581,7 +581,7 @@ func (c container) inspectJSON(st *Status) map[string]any {
 const containerCommand = "/entrypoint.sh"
 
 // labels are the compose labels of the container.
-func (c container) labels(st *Status) map[string]string {
+func (c container) labels(st *fakeState) map[string]string {
 	return map[string]string{
 		"com.docker.compose.project": st.Project,
 		"com.docker.compose.service": c.service,

@@ -18,15 +18,15 @@ import (
 	"time"
 )
 
-// APIVersion is the Engine API version the fake engine (and the fake's docker version)
+// apiVersion is the Engine API version the fake engine (and the fake's docker version)
 // reports.
-const APIVersion = "1.47"
+const apiVersion = "1.47"
 
 // EngineArgv0 is the first element of the argv of a Call that records a request to the
 // fake engine: ["engine", METHOD, PATH], the query in Call.Query.
 const EngineArgv0 = "engine"
 
-// Engine is the fake docker Engine API: an http.Handler that answers from the same
+// engine is the fake docker Engine API: an http.Handler that answers from the same
 // state file and script as the fake docker program, so that reading the containers
 // through the API shows exactly what docker compose ps and docker inspect of the fake
 // would show. It serves, unversioned or under a /v1.NN prefix:
@@ -39,12 +39,12 @@ const EngineArgv0 = "engine"
 //	GET      /images/json
 //	DELETE   /images/{id}[?force=1]
 //
-// Each request is one Call in the record (Config.Log), argv ["engine", METHOD, PATH].
+// Each request is one Call in the record (config.Log), argv ["engine", METHOD, PATH].
 // GET /containers/json is one ps step: it advances the same counter as docker compose
 // ps. Errors are {"message": "..."} with the engine's status codes; an unknown path is
 // 404 and a known path with another method 405, so that a wrong request shows up.
-type Engine struct {
-	cfg Config
+type engine struct {
+	cfg config
 
 	mu sync.Mutex
 	// cached is the script as last read, with its file's info: a script replaced
@@ -53,20 +53,20 @@ type Engine struct {
 	cachedFI os.FileInfo
 }
 
-// NewEngine returns the fake engine over the record, state and script of cfg (the
-// paths of the fake docker program's ConfigFile; State "" means Log + ".state"). The
+// newEngine returns the fake engine over the record, state and script of cfg (the
+// paths of the fake docker program's configFile; State "" means Log + ".state"). The
 // script file is read again whenever its size or modification time changed, once it
 // exists. Without
 // Log and State nothing is kept and no project is up.
-func NewEngine(cfg Config) *Engine {
+func newEngine(cfg config) *engine {
 	if cfg.State == "" && cfg.Log != "" {
 		cfg.State = cfg.Log + ".state"
 	}
-	return &Engine{cfg: cfg}
+	return &engine{cfg: cfg}
 }
 
-// EngineServer is a fake engine served on a unix socket.
-type EngineServer struct {
+// engineServer is a fake engine served on a unix socket.
+type engineServer struct {
 	// Socket is the path of the unix socket.
 	Socket string
 
@@ -74,9 +74,9 @@ type EngineServer struct {
 	done chan error
 }
 
-// ServeEngine serves NewEngine(cfg) on a new unix socket at socketPath (at most 107
+// serveEngine serves newEngine(cfg) on a new unix socket at socketPath (at most 107
 // bytes: sun_path is 108 with its NUL). Close stops it and removes the socket.
-func ServeEngine(socketPath string, cfg Config) (*EngineServer, error) {
+func serveEngine(socketPath string, cfg config) (*engineServer, error) {
 	if len(socketPath) > 107 {
 		return nil, fmt.Errorf("fake engine: socket path %s is %d bytes, more than the 107 a unix socket allows", socketPath, len(socketPath))
 	}
@@ -84,9 +84,9 @@ func ServeEngine(socketPath string, cfg Config) (*EngineServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fake engine: %w", err)
 	}
-	s := &EngineServer{
+	s := &engineServer{
 		Socket: socketPath,
-		srv:    &http.Server{Handler: NewEngine(cfg), ReadHeaderTimeout: 10 * time.Second},
+		srv:    &http.Server{Handler: newEngine(cfg), ReadHeaderTimeout: 10 * time.Second},
 		done:   make(chan error, 1),
 	}
 	go func() { s.done <- s.srv.Serve(ln) }()
@@ -94,7 +94,7 @@ func ServeEngine(socketPath string, cfg Config) (*EngineServer, error) {
 }
 
 // Close stops the server, closing its connections, and removes the socket.
-func (s *EngineServer) Close() error {
+func (s *engineServer) Close() error {
 	err := s.srv.Close()
 	if serveErr := <-s.done; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = cmp.Or(err, serveErr)
@@ -106,7 +106,7 @@ func (s *EngineServer) Close() error {
 }
 
 // DockerHost is the DOCKER_HOST value that reaches the server.
-func (s *EngineServer) DockerHost() string { return "unix://" + s.Socket }
+func (s *engineServer) DockerHost() string { return "unix://" + s.Socket }
 
 // versionPrefix is the optional /v1.NN of a versioned path.
 var versionPrefix = regexp.MustCompile(`^/v[0-9]+\.[0-9]+(/.*)$`)
@@ -125,7 +125,7 @@ func errorf(code int, format string, args ...any) *apiError {
 }
 
 // ServeHTTP records the request and answers it.
-func (e *Engine) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (e *engine) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	path := req.URL.Path
 	if e.cfg.Log != "" {
 		c := Call{Argv: []string{EngineArgv0, req.Method, path}, Query: req.URL.RawQuery, Time: time.Now().UTC()}
@@ -142,9 +142,9 @@ func (e *Engine) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // reply writes body (a string is text/plain, anything else JSON) or the error.
-func (e *Engine) reply(w http.ResponseWriter, body any, err error) {
+func (e *engine) reply(w http.ResponseWriter, body any, err error) {
 	h := w.Header()
-	h.Set("Api-Version", APIVersion)
+	h.Set("Api-Version", apiVersion)
 	h.Set("Docker-Experimental", "false")
 	h.Set("Ostype", "linux")
 	h.Set("Server", "Docker/"+e.serverVersion()+" (linux)")
@@ -173,7 +173,7 @@ func (e *Engine) reply(w http.ResponseWriter, body any, err error) {
 
 // serverVersion is the script's server version, or the default when there is no
 // readable script.
-func (e *Engine) serverVersion() string {
+func (e *engine) serverVersion() string {
 	if s, err := e.script(); err == nil && s.ServerVersion != "" {
 		return s.ServerVersion
 	}
@@ -183,7 +183,7 @@ func (e *Engine) serverVersion() string {
 // script reads the script file, the zero Script while there is none. It is parsed
 // again only when the file changed: another file (a rename), or another size or
 // modification time.
-func (e *Engine) script() (Script, error) {
+func (e *engine) script() (Script, error) {
 	if e.cfg.Script == "" {
 		return Script{}, nil
 	}
@@ -199,7 +199,7 @@ func (e *Engine) script() (Script, error) {
 	if c := e.cachedFI; c != nil && os.SameFile(c, fi) && fi.Size() == c.Size() && fi.ModTime().Equal(c.ModTime()) {
 		return e.cached, nil
 	}
-	s, err := ReadScript(e.cfg.Script)
+	s, err := readScript(e.cfg.Script)
 	if err != nil {
 		return Script{}, err
 	}
@@ -208,7 +208,7 @@ func (e *Engine) script() (Script, error) {
 }
 
 // route answers one request; path has no version prefix.
-func (e *Engine) route(req *http.Request, path string) (any, error) {
+func (e *engine) route(req *http.Request, path string) (any, error) {
 	allow := func(methods ...string) error {
 		if slices.Contains(methods, req.Method) {
 			return nil
@@ -256,12 +256,12 @@ func (e *Engine) route(req *http.Request, path string) (any, error) {
 	return nil, errorf(http.StatusNotFound, "page not found (the fake engine serves /_ping, /version, /info, /containers/json, /containers/{id}/json, /images/json and /images/{id})")
 }
 
-// ReadCommand is the docker CLI command that reads what the Engine API path reads —
+// readCommand is the docker CLI command that reads what the Engine API path reads —
 // "version" for /version, "ps" for /containers/json, "inspect" for
 // /containers/{id}/json — and "" for any other path. The script's command of that
 // name plays for the request too (its delay, its failures), and a test that counts a
 // command's calls can count these requests with them.
-func ReadCommand(path string) string {
+func readCommand(path string) string {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
 	case path == "/version":
@@ -278,7 +278,7 @@ func ReadCommand(path string) string {
 // CLI would run for the same read — "version", "ps" or "inspect" — as the docker
 // program plays it: its delay, then its failures, as a 500 with the command's stderr.
 // A scripted slow or failing docker is slow or failing whichever way it is asked.
-func (e *Engine) allowScripted(allow func(...string) error, name string) error {
+func (e *engine) allowScripted(allow func(...string) error, name string) error {
 	if err := allow(http.MethodGet); err != nil {
 		return err
 	}
@@ -291,10 +291,10 @@ func (e *Engine) allowScripted(allow func(...string) error, name string) error {
 		return nil
 	}
 	if cmd.Delay > 0 {
-		time.Sleep(time.Duration(cmd.Delay))
+		time.Sleep(cmd.Delay)
 	}
 	fail := false
-	if err := e.withState(func(_ *run, st *Status) error { fail = countCall(st, name, cmd); return nil }); err != nil {
+	if err := e.withState(func(_ *run, st *fakeState) error { fail = countCall(st, name, cmd); return nil }); err != nil {
 		return err
 	}
 	if !fail {
@@ -309,38 +309,38 @@ func (e *Engine) allowScripted(allow func(...string) error, name string) error {
 
 // withState runs fn on the state under the lock of the fake docker program, with a run
 // that knows the script.
-func (e *Engine) withState(fn func(r *run, st *Status) error) error {
+func (e *engine) withState(fn func(r *run, st *fakeState) error) error {
 	return e.state(true, fn)
 }
 
 // viewState is withState for a read that changes nothing: the state is not written.
-func (e *Engine) viewState(fn func(r *run, st *Status) error) error {
+func (e *engine) viewState(fn func(r *run, st *fakeState) error) error {
 	return e.state(false, fn)
 }
 
 // state runs fn under the state's lock with a run that knows the script, and saves
 // the state when save is true.
-func (e *Engine) state(save bool, fn func(r *run, st *Status) error) error {
+func (e *engine) state(save bool, fn func(r *run, st *fakeState) error) error {
 	s, err := e.script()
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "fake engine: %v", err)
 	}
 	r := &run{statePath: e.cfg.State, script: s}
-	return lockedStatus(r.statePath, func() Status { return Status{} }, save, func(st *Status) error { return fn(r, st) })
+	return lockedStatus(r.statePath, func() fakeState { return fakeState{} }, save, func(st *fakeState) error { return fn(r, st) })
 }
 
-func (e *Engine) version() (any, error) {
+func (e *engine) version() (any, error) {
 	v := e.serverVersion()
 	details := map[string]string{
-		"ApiVersion": APIVersion, "Arch": "amd64", "BuildTime": "2024-09-20T11:41:10.000000000+00:00",
+		"ApiVersion": apiVersion, "Arch": "amd64", "BuildTime": "2024-09-20T11:41:10.000000000+00:00",
 		"Experimental": "false", "GitCommit": "41ca978", "GoVersion": "go1.22.7",
 		"KernelVersion": "6.1.0", "MinAPIVersion": "1.24", "Os": "linux",
 	}
 	return map[string]any{
-		"Platform":      map[string]string{"Name": "Docker Engine - Community (fake)"},
-		"Components":    []any{map[string]any{"Name": "Engine", "Version": v, "Details": details}},
+		"Platform":      map[string]string{"Name": "Docker engine - Community (fake)"},
+		"Components":    []any{map[string]any{"Name": "engine", "Version": v, "Details": details}},
 		"Version":       v,
-		"ApiVersion":    APIVersion,
+		"ApiVersion":    apiVersion,
 		"MinAPIVersion": "1.24",
 		"GitCommit":     details["GitCommit"],
 		"GoVersion":     details["GoVersion"],
@@ -417,7 +417,7 @@ type containerSummary struct {
 
 // listContainers is one ps step: the containers in the state of the next ps call,
 // filtered by label and status; without all only running ones, as the engine does.
-func (e *Engine) listContainers(req *http.Request) (any, error) {
+func (e *engine) listContainers(req *http.Request) (any, error) {
 	q := req.URL.Query()
 	filters, err := parseFilters(q.Get("filters"))
 	if err != nil {
@@ -430,7 +430,7 @@ func (e *Engine) listContainers(req *http.Request) (any, error) {
 	}
 	all := truthy(q.Get("all"))
 	list := []containerSummary{}
-	err = e.withState(func(r *run, st *Status) error {
+	err = e.withState(func(r *run, st *fakeState) error {
 		n := st.PSCalls
 		st.PSCalls++
 		for _, c := range r.containers(st) {
@@ -446,7 +446,7 @@ func (e *Engine) listContainers(req *http.Request) (any, error) {
 				continue
 			}
 			list = append(list, containerSummary{
-				ID: c.id(st), Names: []string{"/" + c.name}, Image: c.image, ImageID: imageID(c.image),
+				ID: c.id(st), Names: []string{"/" + c.name}, Image: c.image, ImageID: ImageID(c.image),
 				Command: containerCommand, Created: st.UpAt - 1, Ports: []any{}, Labels: labels,
 				State: c.stateName(), Status: c.status(n),
 				HostConfig: map[string]string{"NetworkMode": st.Project + "_default"}, Mounts: []any{},
@@ -463,7 +463,7 @@ func (e *Engine) listContainers(req *http.Request) (any, error) {
 // findContainer finds the container named by want (full ID, an ID prefix of at least
 // 12 characters, or the name with or without its leading "/"), in the state of the
 // last ps call.
-func findContainer(r *run, st *Status, want string) (container, bool) {
+func findContainer(r *run, st *fakeState, want string) (container, bool) {
 	name := strings.TrimPrefix(want, "/")
 	for _, c := range r.containers(st) {
 		id := c.id(st)
@@ -477,9 +477,9 @@ func findContainer(r *run, st *Status, want string) (container, bool) {
 
 // inspectContainer is docker inspect's object of one container: the same as the fake
 // docker program prints, in the state of the last ps step.
-func (e *Engine) inspectContainer(want string) (any, error) {
+func (e *engine) inspectContainer(want string) (any, error) {
 	var obj map[string]any
-	err := e.viewState(func(r *run, st *Status) error {
+	err := e.viewState(func(r *run, st *fakeState) error {
 		c, ok := findContainer(r, st, want)
 		if !ok {
 			return errorf(http.StatusNotFound, "No such container: %s", want)
@@ -505,7 +505,7 @@ type imageSummary struct {
 }
 
 // listImages lists the images the fake holds, newest first as the engine does.
-func (e *Engine) listImages(req *http.Request) (any, error) {
+func (e *engine) listImages(req *http.Request) (any, error) {
 	filters, err := parseFilters(req.URL.Query().Get("filters"))
 	if err != nil {
 		return nil, err
@@ -514,7 +514,7 @@ func (e *Engine) listImages(req *http.Request) (any, error) {
 		return nil, errorf(http.StatusBadRequest, "fake engine: image filters are not modelled")
 	}
 	list := []imageSummary{}
-	err = e.viewState(func(_ *run, st *Status) error {
+	err = e.viewState(func(_ *run, st *fakeState) error {
 		for _, im := range st.Images {
 			list = append(list, imageSummary{
 				Containers: -1, Created: im.Created, ID: im.ID, Labels: map[string]string{},
@@ -533,22 +533,22 @@ var imageIDPattern = regexp.MustCompile(`^(sha256:)?[0-9a-f]{12,64}$`)
 
 // removeImage removes an image by ID: 409 while a container of the project uses it (a
 // stopped one only without force, as the engine does), 404 for an unknown ID.
-func (e *Engine) removeImage(req *http.Request, want string) (any, error) {
+func (e *engine) removeImage(req *http.Request, want string) (any, error) {
 	if !imageIDPattern.MatchString(want) {
 		return nil, errorf(http.StatusBadRequest, "fake engine: images are removed by ID (sha256:<hex>), not by reference: %q", want)
 	}
 	force := truthy(req.URL.Query().Get("force"))
 	prefix := "sha256:" + strings.TrimPrefix(want, "sha256:")
 	var out []map[string]string
-	err := e.withState(func(r *run, st *Status) error {
-		i := slices.IndexFunc(st.Images, func(im Image) bool { return strings.HasPrefix(im.ID, prefix) })
+	err := e.withState(func(r *run, st *fakeState) error {
+		i := slices.IndexFunc(st.Images, func(im heldImage) bool { return strings.HasPrefix(im.ID, prefix) })
 		if i < 0 {
 			return errorf(http.StatusNotFound, "No such image: %s", want)
 		}
 		im := st.Images[i]
 		short := strings.TrimPrefix(im.ID, "sha256:")[:12]
 		for _, c := range r.containers(st) {
-			if imageID(c.image) != im.ID {
+			if ImageID(c.image) != im.ID {
 				continue
 			}
 			r.stepTo(st, &c, max(st.PSCalls-1, 0))
@@ -568,7 +568,7 @@ func (e *Engine) removeImage(req *http.Request, want string) (any, error) {
 
 // info is GET /info: the daemon's data root only (the script's docker_root_dir, else
 // the directory of the state file, else the system's temporary directory).
-func (e *Engine) info() (any, error) {
+func (e *engine) info() (any, error) {
 	s, err := e.script()
 	if err != nil {
 		return nil, err

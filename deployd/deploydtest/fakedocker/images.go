@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// DefaultImageSize is the size of an image whose service's script sets no ImageSize:
+// defaultImageSize is the size of an image whose service's script sets no ImageSize:
 // 10 MiB.
-const DefaultImageSize int64 = 10 << 20
+const defaultImageSize int64 = 10 << 20
 
 // serviceImages maps every service of the compose files to its image reference: the
 // one it names, or "<project>-<service>", the name compose gives an image it builds.
@@ -24,9 +24,9 @@ func serviceImages(project string, services []string, named map[string]string) m
 	return m
 }
 
-// NormalizeRef is the reference as docker lists it in RepoTags: a reference without a
+// normalizeRef is the reference as docker lists it in RepoTags: a reference without a
 // tag or digest gets ":latest".
-func NormalizeRef(ref string) string {
+func normalizeRef(ref string) string {
 	if strings.Contains(ref, "@") {
 		return ref
 	}
@@ -38,19 +38,16 @@ func NormalizeRef(ref string) string {
 }
 
 // ImageID is the fake's ID of the image ref: "sha256:" and the hex sha256 of the
-// normalized reference (NormalizeRef), so that a test can compute it.
+// reference as docker lists it (a reference without a tag or digest gets ":latest"),
+// so that a test can compute it.
 func ImageID(ref string) string {
-	return imageID(ref)
-}
-
-func imageID(ref string) string {
-	sum := sha256.Sum256([]byte(NormalizeRef(ref)))
+	sum := sha256.Sum256([]byte(normalizeRef(ref)))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // learnImage adds the image of c to the images the engine holds, once.
-func (r *run) learnImage(st *Status, c container) {
-	id := imageID(c.image)
+func (r *run) learnImage(st *fakeState, c container) {
+	id := ImageID(c.image)
 	for _, im := range st.Images {
 		if im.ID == id {
 			return
@@ -58,7 +55,7 @@ func (r *run) learnImage(st *Status, c container) {
 	}
 	size := r.service(st, c.service).ImageSize
 	if size <= 0 {
-		size = DefaultImageSize
+		size = defaultImageSize
 	}
-	st.Images = append(st.Images, Image{ID: id, Ref: NormalizeRef(c.image), Size: size, Created: st.UpAt})
+	st.Images = append(st.Images, heldImage{ID: id, Ref: normalizeRef(c.image), Size: size, Created: st.UpAt})
 }

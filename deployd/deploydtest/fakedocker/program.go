@@ -2,57 +2,77 @@ package fakedocker
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// Environment variables that Main reads from the environment it is given.
+// The environment variables that name the record, state and script of a run; where
+// a run's environment sets none, the paths come from configFile next to the program.
 const (
-	EnvLog    = "FAKE_DOCKER_LOG"
-	EnvScript = "FAKE_DOCKER_SCRIPT"
-	EnvState  = "FAKE_DOCKER_STATE"
+	envLog    = "FAKE_DOCKER_LOG"
+	envScript = "FAKE_DOCKER_SCRIPT"
+	envState  = "FAKE_DOCKER_STATE"
 )
 
-// ComposeVersion is the compose version the fake reports.
-const ComposeVersion = "2.29.7"
+// fakeComposeVersion is the compose version the fake reports.
+const fakeComposeVersion = "2.29.7"
 
-// Call is one recorded invocation, one JSON line of FAKE_DOCKER_LOG.
-type Call struct {
-	// Argv holds the arguments after the program name; a request to the fake engine
-	// is ["engine", METHOD, PATH] (EngineArgv0).
-	Argv []string `json:"argv"`
-	// Query is the raw query of a request to the fake engine, "" for a program call.
-	Query string `json:"query,omitempty"`
-	// Dir is the working directory of the call ("" for the fake engine).
-	Dir string `json:"dir"`
-	// Env holds the sorted names (never the values) of the environment variables
-	// (none for the fake engine).
-	Env []string `json:"env"`
-	// Time is when the call started.
-	Time time.Time `json:"time"`
+// Main is the fake docker program: the main of cmd/fake-docker, and of any program or
+// test binary that Install runs as docker (Options.Program), re-executed under the name
+// docker — the helper-process pattern of os/exec's tests:
+//
+//	func main() { // or TestMain
+//		if filepath.Base(os.Args[0]) == "docker" {
+//			fakedocker.Main()
+//		}
+//		…
+//	}
+//
+// It plays the docker command of os.Args, or serves the Engine API for `docker
+// serve-engine` until stdin closes or SIGTERM or SIGINT (docs/FAKES.md), with the
+// record, state and script that FAKE_DOCKER_LOG, FAKE_DOCKER_STATE and
+// FAKE_DOCKER_SCRIPT name, else those of the fake-docker.json next to the program, and
+// exits the process with the command's exit code: Main never returns.
+func Main() {
+	exe, exeErr := os.Executable()
+	if len(os.Args) > 1 && os.Args[1] == serveCommand {
+		if exeErr != nil {
+			fmt.Fprintf(os.Stderr, "fake docker: %v\n", exeErr)
+			os.Exit(1)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := serve(ctx, exe, os.Args[2:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	var cfg config
+	if exeErr == nil {
+		var err error
+		if cfg, err = configNextTo(exe); err != nil {
+			fmt.Fprintf(os.Stderr, "fake docker: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(play(cfg, os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
-// Main is the whole fake docker program. args are the arguments after the program
-// name and env is the complete environment ("K=V"); Main never reads the process's
-// arguments or environment and never exits the process: it returns the exit code.
-// stdin is accepted for symmetry with a real program and is not read.
-func Main(args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return MainConfig(Config{}, args, env, stdin, stdout, stderr)
-}
-
-// MainConfig is Main with the paths of cfg (read from ConfigFile next to the program)
-// where env does not set FAKE_DOCKER_LOG, FAKE_DOCKER_STATE or FAKE_DOCKER_SCRIPT. The
-// record's env still holds the names of env only: what the program received.
-func MainConfig(cfg Config, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	_ = stdin
+// play is one run of the program: args are the arguments after its name and env its
+// whole environment ("K=V"); it reads neither of the process's and returns the exit
+// code. The paths of cfg serve where env does not set FAKE_DOCKER_LOG,
+// FAKE_DOCKER_STATE or FAKE_DOCKER_SCRIPT; the record's env holds the names of env
+// only: what the program received.
+func play(cfg config, args []string, env []string, stdout, stderr io.Writer) int {
 	vars := envMap(env)
-	logPath := cmp.Or(vars[EnvLog], cfg.Log)
+	logPath := cmp.Or(vars[envLog], cfg.Log)
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = ""
@@ -63,18 +83,18 @@ func MainConfig(cfg Config, args []string, env []string, stdin io.Reader, stdout
 			return 1
 		}
 	}
-	r := &run{stdout: stdout, stderr: stderr, cwd: dir, statePath: cmp.Or(vars[EnvState], cfg.State)}
+	r := &run{stdout: stdout, stderr: stderr, cwd: dir, statePath: cmp.Or(vars[envState], cfg.State)}
 	if r.statePath == "" && logPath != "" {
 		r.statePath = logPath + ".state"
 	}
-	scriptPath := vars[EnvScript]
+	scriptPath := vars[envScript]
 	if scriptPath == "" && cfg.Script != "" {
 		if _, err := os.Stat(cfg.Script); err == nil {
 			scriptPath = cfg.Script
 		}
 	}
 	if scriptPath != "" {
-		s, err := ReadScript(scriptPath)
+		s, err := readScript(scriptPath)
 		if err != nil {
 			fmt.Fprintf(stderr, "fake docker: %v\n", err)
 			return 1
@@ -84,9 +104,9 @@ func MainConfig(cfg Config, args []string, env []string, stdin io.Reader, stdout
 	return r.main(args)
 }
 
-// ReadCalls reads the record written to a FAKE_DOCKER_LOG file. A missing file is no
+// readCalls reads the record written to a FAKE_DOCKER_LOG file. A missing file is no
 // calls.
-func ReadCalls(path string) ([]Call, error) {
+func readCalls(path string) ([]Call, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -304,13 +324,13 @@ type outcome struct {
 
 // do runs a command: its scripted delay, then, under the state lock, its scripted
 // failure or its effect, then it prints the output.
-func (r *run) do(name string, effect func(st *Status, out *outcome) error) int {
+func (r *run) do(name string, effect func(st *fakeState, out *outcome) error) int {
 	cmd := r.script.Commands[name]
 	if cmd.Delay > 0 {
-		time.Sleep(time.Duration(cmd.Delay))
+		time.Sleep(cmd.Delay)
 	}
 	var out outcome
-	err := withStatus(r.statePath, r.fresh, func(st *Status) error {
+	err := withStatus(r.statePath, r.fresh, func(st *fakeState) error {
 		out.stdout.WriteString(cmd.Stdout)
 		out.stderr.WriteString(cmd.Stderr)
 		if countCall(st, name, cmd) {
@@ -339,7 +359,7 @@ func (r *run) do(name string, effect func(st *Status, out *outcome) error) int {
 // countCall counts a call of the scripted command name and says whether it fails:
 // every call when Exit is set without FailTimes, else the first FailTimes calls. The
 // docker program and the fake engine count the same calls.
-func countCall(st *Status, name string, cmd Command) bool {
+func countCall(st *fakeState, name string, cmd Command) bool {
 	if st.Calls == nil {
 		st.Calls = map[string]int{}
 	}
@@ -349,8 +369,8 @@ func countCall(st *Status, name string, cmd Command) bool {
 }
 
 // fresh is the state of a call without a state file: the project is up.
-func (r *run) fresh() Status {
-	st := Status{Up: true, Project: r.project, Generation: 1, UpAt: time.Now().Add(-5 * time.Second).Unix()}
+func (r *run) fresh() fakeState {
+	st := fakeState{Up: true, Project: r.project, Generation: 1, UpAt: time.Now().Add(-5 * time.Second).Unix()}
 	if r.projectDir != "" {
 		st.Services, st.Healthchecks, _ = projectServices(r.projectDir, r.files)
 	}
@@ -365,7 +385,7 @@ func (r *run) dockerVersion(args []string) int {
 	if len(pos) > 0 {
 		return r.usage(usageError("docker version takes no arguments"))
 	}
-	return r.do("version", func(_ *Status, out *outcome) error {
+	return r.do("version", func(_ *fakeState, out *outcome) error {
 		return versionOutput(out, last(vals, "-f", "--format"), r.serverVersion())
 	})
 }
@@ -386,9 +406,9 @@ func (r *run) composeVersion(args []string) int {
 		return r.usage(usageError("docker compose version takes no arguments"))
 	}
 	if has(vals, "--short") {
-		fmt.Fprintln(r.stdout, ComposeVersion)
+		fmt.Fprintln(r.stdout, fakeComposeVersion)
 	} else {
-		fmt.Fprintf(r.stdout, "Docker Compose version v%s\n", ComposeVersion)
+		fmt.Fprintf(r.stdout, "Docker Compose version v%s\n", fakeComposeVersion)
 	}
 	return 0
 }

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 )
 
-// Status is what the fake remembers between invocations, in the state file.
-type Status struct {
+// fakeState is what the fake remembers between invocations, in the state file.
+type fakeState struct {
 	// Up is true after a successful up and false after down.
 	Up bool `json:"up"`
 	// Project is the project name of the last up.
@@ -36,16 +36,16 @@ type Status struct {
 	ServiceImages map[string]string `json:"service_images,omitempty"`
 	// Images are the images the fake engine holds: learned from every up, kept after
 	// down and after an up of another release, until DELETE /images/{id} removes them.
-	Images []Image `json:"images,omitempty"`
+	Images []heldImage `json:"images,omitempty"`
 	// Starts records, per service, the restart count its container was last seen with
 	// and when that count changed: docker started the container again then, so its
 	// uptime counts from that moment in real time (a container not restarted since the
 	// up keeps the fake's fast uptime clock). Cleared by up.
-	Starts map[string]Start `json:"starts,omitempty"`
+	Starts map[string]started `json:"starts,omitempty"`
 }
 
-// Start is when a container was last started, as Status.Starts records it.
-type Start struct {
+// started is when a container was last started, as fakeState.Starts records it.
+type started struct {
 	// RestartCount is the restart count it was seen with.
 	RestartCount int `json:"restart_count"`
 	// At is when the count changed, in Unix nanoseconds; 0 when it has not changed
@@ -53,21 +53,21 @@ type Start struct {
 	At int64 `json:"at,omitempty"`
 }
 
-// Image is one image the fake engine holds.
-type Image struct {
+// heldImage is one image the fake engine holds.
+type heldImage struct {
 	// ID is "sha256:" and the hex sha256 of Ref, deterministic.
 	ID string `json:"id"`
 	// Ref is the normalized reference ("nginx" becomes "nginx:latest").
 	Ref string `json:"ref"`
-	// Size is the image size in bytes (Service.ImageSize, default DefaultImageSize).
+	// Size is the image size in bytes (Service.ImageSize, default defaultImageSize).
 	Size int64 `json:"size"`
 	// Created is when the first up that used it ran, in Unix seconds.
 	Created int64 `json:"created"`
 }
 
-// ReadStatus reads a state file. A missing file is the zero Status.
-func ReadStatus(path string) (Status, error) {
-	var st Status
+// readStatus reads a state file. A missing file is the zero fakeState.
+func readStatus(path string) (fakeState, error) {
+	var st fakeState
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, nil
@@ -83,7 +83,7 @@ func ReadStatus(path string) (Status, error) {
 
 // writeStatus replaces the state file atomically (temp file in the same directory,
 // then rename).
-func writeStatus(path string, st Status) error {
+func writeStatus(path string, st fakeState) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
@@ -106,13 +106,13 @@ func writeStatus(path string, st Status) error {
 
 // withStatus runs fn on the state under an exclusive lock and saves what fn leaves.
 // With no path the state lives only for this call and starts as "up".
-func withStatus(path string, fresh func() Status, fn func(*Status) error) error {
+func withStatus(path string, fresh func() fakeState, fn func(*fakeState) error) error {
 	return lockedStatus(path, fresh, true, fn)
 }
 
 // lockedStatus runs fn on the state under the lock, and saves what fn leaves when
 // save is true.
-func lockedStatus(path string, fresh func() Status, save bool, fn func(*Status) error) error {
+func lockedStatus(path string, fresh func() fakeState, save bool, fn func(*fakeState) error) error {
 	if path == "" {
 		st := fresh()
 		return fn(&st)
@@ -122,7 +122,7 @@ func lockedStatus(path string, fresh func() Status, save bool, fn func(*Status) 
 		return fmt.Errorf("lock state: %w", err)
 	}
 	defer unlock()
-	st, err := ReadStatus(path)
+	st, err := readStatus(path)
 	if err != nil {
 		return err
 	}

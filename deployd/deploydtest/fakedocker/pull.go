@@ -23,7 +23,7 @@ func (r *run) image(args []string) int {
 	if len(pos) == 0 {
 		return r.usage(usageError("docker image inspect needs at least one image"))
 	}
-	return r.do("image inspect", func(st *Status, out *outcome) error {
+	return r.do("image inspect", func(st *fakeState, out *outcome) error {
 		for _, ref := range pos {
 			if !holds(st, ref) {
 				// docker 20.10's words; later versions say "Error response from
@@ -32,16 +32,16 @@ func (r *run) image(args []string) int {
 				out.code = 1
 				continue
 			}
-			fmt.Fprintln(&out.stdout, imageID(ref))
+			fmt.Fprintln(&out.stdout, ImageID(ref))
 		}
 		return nil
 	})
 }
 
 // holds reports whether the fake engine holds the image ref.
-func holds(st *Status, ref string) bool {
-	id := imageID(ref)
-	return slices.ContainsFunc(st.Images, func(im Image) bool { return im.ID == id })
+func holds(st *fakeState, ref string) bool {
+	id := ImageID(ref)
+	return slices.ContainsFunc(st.Images, func(im heldImage) bool { return im.ID == id })
 }
 
 // pull is the program's `docker pull REF`: the image's plain progress lines and the
@@ -57,8 +57,8 @@ func (r *run) pull(args []string) int {
 		return r.usage(usageError("docker pull takes one image"))
 	}
 	ref := pos[0]
-	return r.do("pull", func(st *Status, out *outcome) error {
-		norm := NormalizeRef(ref)
+	return r.do("pull", func(st *fakeState, out *outcome) error {
+		norm := normalizeRef(ref)
 		repo, tag := splitRef(norm)
 		if slices.Contains(r.script.MissingImages, ref) || slices.Contains(r.script.MissingImages, norm) {
 			fmt.Fprintf(&out.stderr, "Error response from daemon: manifest for %s not found: manifest unknown: manifest unknown\n", ref)
@@ -68,9 +68,9 @@ func (r *run) pull(args []string) int {
 		sum := sha256.Sum256([]byte(norm))
 		layer := hex.EncodeToString(sum[:])[:12]
 		fmt.Fprintf(&out.stdout, "%s: Pulling from %s\n%s: Pulling fs layer\n%s: Download complete\n%s: Pull complete\n", tag, repo, layer, layer, layer)
-		fmt.Fprintf(&out.stdout, "Digest: %s\nStatus: Downloaded newer image for %s\n%s\n", imageID(ref), norm, norm)
+		fmt.Fprintf(&out.stdout, "Digest: %s\nStatus: Downloaded newer image for %s\n%s\n", ImageID(ref), norm, norm)
 		if !holds(st, ref) {
-			st.Images = append(st.Images, Image{ID: imageID(ref), Ref: norm, Size: DefaultImageSize, Created: st.UpAt})
+			st.Images = append(st.Images, heldImage{ID: ImageID(ref), Ref: norm, Size: defaultImageSize, Created: st.UpAt})
 		}
 		return nil
 	})

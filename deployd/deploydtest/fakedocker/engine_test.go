@@ -30,9 +30,9 @@ var engineScript = &Script{
 // get asks the engine handler of e and returns the status and body.
 func (e *env) engine(method, target string) (int, []byte) {
 	e.t.Helper()
-	cfg := Config{Log: e.log, Script: e.script}
+	cfg := config{Log: e.log, Script: e.script}
 	rec := httptest.NewRecorder()
-	NewEngine(cfg).ServeHTTP(rec, httptest.NewRequest(method, "http://docker"+target, nil))
+	newEngine(cfg).ServeHTTP(rec, httptest.NewRequest(method, "http://docker"+target, nil))
 	return rec.Code, rec.Body.Bytes()
 }
 
@@ -98,7 +98,7 @@ func TestEngineEndpoints(t *testing.T) {
 			var v map[string]any
 			require.NoError(t, json.Unmarshal(b, &v))
 			assert.Equal(t, "26.1.4", v["Version"])
-			assert.Equal(t, APIVersion, v["ApiVersion"])
+			assert.Equal(t, apiVersion, v["ApiVersion"])
 		}},
 		{"versioned path", "GET", "/v1.41/version", 200, nil},
 		{"running only without all", "GET", "/containers/json?filters=" + projectFilter("p"), 200, func(t *testing.T, b []byte) {
@@ -264,7 +264,7 @@ func TestEngineRecord(t *testing.T) {
 	require.Equal(t, 200, code)
 	assert.Equal(t, "[]\n", string(body))
 	e.engine("POST", "/v1.41/containers/json")
-	calls, err := ReadCalls(e.log)
+	calls, err := readCalls(e.log)
 	require.NoError(t, err)
 	require.Len(t, calls, 3)
 	assert.Equal(t, []string{"engine", "GET", "/containers/json"}, calls[0].Argv)
@@ -279,10 +279,10 @@ func TestEngineRecord(t *testing.T) {
 // no project, and records nothing.
 func TestEngineWithoutState(t *testing.T) {
 	rec := httptest.NewRecorder()
-	NewEngine(Config{}).ServeHTTP(rec, httptest.NewRequest("GET", "/containers/json?all=1", nil))
+	newEngine(config{}).ServeHTTP(rec, httptest.NewRequest("GET", "/containers/json?all=1", nil))
 	assert.Equal(t, 200, rec.Code)
 	assert.Equal(t, "[]\n", rec.Body.String())
-	assert.Equal(t, APIVersion, rec.Header().Get("Api-Version"))
+	assert.Equal(t, apiVersion, rec.Header().Get("Api-Version"))
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 }
 
@@ -349,7 +349,7 @@ func TestEngineImages(t *testing.T) {
 	assert.Equal(t, ImageID("registry.example/api:1"), api1.ID)
 	assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, api1.ID)
 	assert.Equal(t, int64(42), api1.Size, "the script's size")
-	assert.Equal(t, DefaultImageSize, got["p-web:latest"].Size)
+	assert.Equal(t, defaultImageSize, got["p-web:latest"].Size)
 	assert.Equal(t, ImageID("p-web"), got["p-web:latest"].ID, "an untagged reference is :latest")
 
 	var list []map[string]any
@@ -417,7 +417,7 @@ func TestServeEngine(t *testing.T) {
 	dir, err := os.MkdirTemp("", "fd")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := ServeEngine(filepath.Join(dir, "docker.sock"), Config{Log: e.log})
+	s, err := serveEngine(filepath.Join(dir, "docker.sock"), config{Log: e.log})
 	require.NoError(t, err)
 	assert.Equal(t, "unix://"+filepath.Join(dir, "docker.sock"), s.DockerHost())
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -428,27 +428,27 @@ func TestServeEngine(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	assert.Equal(t, "OK", string(body))
-	assert.Equal(t, APIVersion, resp.Header.Get("Api-Version"))
+	assert.Equal(t, apiVersion, resp.Header.Get("Api-Version"))
 	client.CloseIdleConnections()
 	require.NoError(t, s.Close())
 	_, err = os.Stat(s.Socket)
 	assert.True(t, os.IsNotExist(err), "Close removes the socket")
-	calls, err := ReadCalls(e.log)
+	calls, err := readCalls(e.log)
 	require.NoError(t, err)
 	require.Len(t, calls, 1)
 	assert.Equal(t, []string{EngineArgv0, "GET", "/_ping"}, calls[0].Argv)
 
-	_, err = ServeEngine("/"+strings.Repeat("x", 120), Config{})
+	_, err = serveEngine("/"+strings.Repeat("x", 120), config{})
 	assert.ErrorContains(t, err, "more than the 107")
 }
 
 // TestEnginePlaysTheScriptedCommands: a scripted failure or delay of ps, inspect or
-// version applies to the Engine API reads too, and counts the same calls as the CLI.
+// version applies to the engine API reads too, and counts the same calls as the CLI.
 func TestEnginePlaysTheScriptedCommands(t *testing.T) {
 	script := &Script{Commands: map[string]Command{
 		"ps":      {Exit: 1, FailTimes: 2, Stderr: "Cannot connect to the Docker daemon"},
 		"version": {Exit: 1, Stderr: "Error response from daemon: dial unix docker.sock"},
-		"inspect": {Delay: Duration(50 * time.Millisecond)},
+		"inspect": {Delay: 50 * time.Millisecond},
 	}}
 	e := newEnv(t, script)
 	code, _, stderr := e.compose("up", "-d")
@@ -480,7 +480,7 @@ func TestReadCommand(t *testing.T) {
 		"/version": "version", "/containers/json": "ps", "/containers/abc/json": "inspect",
 		"/containers//json": "", "/images/json": "", "/_ping": "", "/containers/abc/logs": "",
 	} {
-		assert.Equal(t, want, ReadCommand(path), path)
+		assert.Equal(t, want, readCommand(path), path)
 	}
 }
 
@@ -512,7 +512,7 @@ func TestEngineRestartStartsTheUptimeOver(t *testing.T) {
 	assert.Equal(t, "Up 5 seconds", status())
 	assert.Equal(t, "Up Less than a second", status(), "restarted: RestartCount 0 → 1")
 	assert.Equal(t, "Up Less than a second", status(), "no further restart; under a second of real time")
-	require.NoError(t, (&Script{Services: map[string]Service{"web": {States: []State{{RestartCount: 3}}}}}).WriteFile(e.script))
+	require.NoError(t, (&Script{Services: map[string]Service{"web": {States: []State{{RestartCount: 3}}}}}).writeFile(e.script))
 	assert.Equal(t, "Up Less than a second", status(), "a new script with a higher count: restarted again")
 	assert.Equal(t, 3, e.status().Starts["web"].RestartCount)
 	code, _, stderr = e.compose("up", "-d")

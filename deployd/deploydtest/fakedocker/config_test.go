@@ -10,43 +10,43 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMainConfig: the paths of Config serve where the environment sets none; a
+// TestPlayConfig: the paths of fake-docker.json serve where the environment sets none; a
 // variable of the environment wins; the record names only what was received; a
-// script named by the Config is read once it exists.
-func TestMainConfig(t *testing.T) {
+// script named by the config is read once it exists.
+func TestPlayConfig(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Log: filepath.Join(dir, "docker.log"), Script: filepath.Join(dir, "script.json")}
-	require.NoError(t, cfg.WriteFile(filepath.Join(dir, ConfigFile)))
-	back, err := ConfigNextTo(filepath.Join(dir, "docker"))
+	cfg := config{Log: filepath.Join(dir, "docker.log"), Script: filepath.Join(dir, "script.json")}
+	require.NoError(t, cfg.writeFile(filepath.Join(dir, configFile)))
+	back, err := configNextTo(filepath.Join(dir, "docker"))
 	require.NoError(t, err)
 	assert.Equal(t, cfg, back)
 
 	version := func(env ...string) string {
 		var out, errOut bytes.Buffer
-		code := MainConfig(back, []string{"version", "--format", "{{.Server.Version}}"}, env, nil, &out, &errOut)
+		code := play(back, []string{"version", "--format", "{{.Server.Version}}"}, env, &out, &errOut)
 		require.Equal(t, 0, code, errOut.String())
 		return out.String()
 	}
 	assert.Equal(t, DefaultServerVersion+"\n", version("PATH=/bin"), "no script yet: the default")
-	require.NoError(t, (&Script{ServerVersion: "27.0.0"}).WriteFile(cfg.Script))
+	require.NoError(t, (&Script{ServerVersion: "27.0.0"}).writeFile(cfg.Script))
 	assert.Equal(t, "27.0.0\n", version("PATH=/bin"))
 
 	other := filepath.Join(dir, "other.log")
-	version(EnvLog + "=" + other)
-	calls, err := ReadCalls(cfg.Log)
+	version(envLog + "=" + other)
+	calls, err := readCalls(cfg.Log)
 	require.NoError(t, err)
 	require.Len(t, calls, 2)
 	assert.Equal(t, []string{"PATH"}, calls[0].Env, "only what the program received")
-	calls, err = ReadCalls(other)
+	calls, err = readCalls(other)
 	require.NoError(t, err)
 	assert.Len(t, calls, 1, "FAKE_DOCKER_LOG wins over the config")
 	_, err = os.Stat(cfg.Log + ".state")
 	assert.NoError(t, err, "the state defaults to the log's")
 
-	missing, err := ReadConfig(filepath.Join(dir, "none.json"))
+	missing, err := readConfig(filepath.Join(dir, "none.json"))
 	require.NoError(t, err)
-	assert.Equal(t, Config{}, missing)
+	assert.Equal(t, config{}, missing)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o600))
-	_, err = ReadConfig(filepath.Join(dir, "bad.json"))
+	_, err = readConfig(filepath.Join(dir, "bad.json"))
 	assert.Error(t, err)
 }

@@ -1,4 +1,4 @@
-package fakedockertest
+package fakedocker_test
 
 import (
 	"encoding/json"
@@ -15,12 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/compose"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
 // get asks d's fake engine over its socket and returns the body; it fails the test on
 // another status than 200.
-func get(t *testing.T, d *Docker, target string) []byte {
+func get(t *testing.T, d *fakedocker.Docker, target string) []byte {
 	t.Helper()
 	resp, err := d.HTTPClient().Get("http://docker" + target)
 	require.NoError(t, err)
@@ -59,7 +60,7 @@ func healthFromStatus(status string) string {
 // and GET /containers/{id}/json): at every step both show the same containers with the
 // same State, Status, Health and ExitCode.
 func TestEngineAgreesWithTheCLI(t *testing.T) {
-	script := &Script{Services: map[string]fakedocker.Service{
+	script := &fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web":     {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy"}, {Health: "healthy"}}},
 		"worker":  {States: []fakedocker.State{{State: "restarting", ExitCode: 137}, {}}},
 		"migrate": {States: []fakedocker.State{{}, {State: "exited", ExitCode: 3}}},
@@ -68,8 +69,8 @@ func TestEngineAgreesWithTheCLI(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "compose.yaml"),
 		[]byte("services:\n  web:\n    image: nginx:1.27\n    healthcheck:\n      test: [CMD, true]\n  worker:\n    build: .\n"), 0o644))
-	cli, api := Install(t, script), Install(t, script)
-	docker := func(d *Docker, args ...string) []byte {
+	cli, api := deploydtest.NewDocker(t, &fakedocker.Options{Script: script}), deploydtest.NewDocker(t, &fakedocker.Options{Script: script})
+	docker := func(d *fakedocker.Docker, args ...string) []byte {
 		cmd := exec.Command(d.Path, append([]string{"compose", "-p", "agree", "--project-directory", dir}, args...)...)
 		cmd.Env = d.Env()
 		out, err := cmd.Output()
@@ -119,9 +120,15 @@ func TestEngineAgreesWithTheCLI(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, cli.Status().PSCalls, api.Status().PSCalls)
+	cliStatus, err := cli.Status()
+	require.NoError(t, err)
+	apiStatus, err := api.Status()
+	require.NoError(t, err)
+	assert.Equal(t, cliStatus.Reads, apiStatus.Reads)
+	calls, err := api.Calls()
+	require.NoError(t, err)
 	var n int
-	for _, c := range api.Calls() {
+	for _, c := range calls {
 		if len(c.Argv) == 3 && c.Argv[0] == fakedocker.EngineArgv0 && c.Argv[2] == "/containers/json" {
 			n++
 		}
