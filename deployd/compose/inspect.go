@@ -116,14 +116,14 @@ func (c *Client) Inspect(ctx context.Context, ids []string) ([]Inspected, error)
 	}
 	stdout := &capBuffer{max: maxPSOutput}
 	stderr := newTailBuffer(c.limit)
-	code, err := c.run(ctx, append([]string{"inspect", "--type", "container"}, ids...), stdout, stderr)
+	res := c.run(ctx, append([]string{"inspect", "--type", "container"}, ids...), stdout, stderr)
 	if stdout.overflow {
-		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: code,
+		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: res.code,
 			Detail: fmt.Sprintf("inspect printed more than %d bytes", maxPSOutput)}
 	}
-	if err != nil {
+	if res.err != nil {
 		tail, _ := stderr.snapshot()
-		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: code, Err: err,
+		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: res.code, Err: res.err,
 			Detail: strings.TrimSpace(string(tail))}
 	}
 	return ParseInspect(stdout.buf)
