@@ -61,6 +61,13 @@ func TestDispose(t *testing.T) {
 		{"unhealthy after promote", &Error{Op: "health", Code: codes.Unhealthy, Err: errors.New("web")}, false, true, restore, ExitFailed},
 		{"a down that failed", &Error{Op: "compose down", Code: codes.ApplyFailed, Err: errors.New("exit 1")}, true, false, report, ExitFailed},
 		{"stopped", &Error{Op: "tick stopped", Code: codes.Interrupted, Err: context.Canceled}, false, true, disposition{}, ExitTemporary},
+		{"compose up killed by a signal the agent did not send, after promote", &Error{Op: "apply", Code: codes.ApplyFailed, Err: &compose.Error{Op: "up", Kind: compose.ErrApplyFailed, ExitCode: -1,
+			Err: fmt.Errorf("%w: docker was killed by signal 9 (killed)", compose.ErrDockerTimeout)}}, false, true, disposition{}, ExitTemporary},
+		{"a pull killed at its timeout", &Error{Op: "pull web", Code: codes.DockerTimeout, Err: &compose.Error{Op: "pull", Kind: compose.ErrDockerTimeout, ExitCode: -1,
+			Err: fmt.Errorf("%w: killed: %w", compose.ErrDockerTimeout, context.DeadlineExceeded)}}, false, false, disposition{}, ExitTemporary},
+		{"docker too slow to answer before the lease", &Error{Op: "docker before the lease", Code: codes.DockerTimeout, Err: fmt.Errorf("version: %w", context.DeadlineExceeded)}, false, false, disposition{}, ExitTemporary},
+		{"a pull the box's docker could not store", &Error{Op: "pull web", Code: codes.PullFailed, Err: &compose.Error{Op: "pull", Kind: compose.ErrPullFailed, ExitCode: 1, Err: errors.New("exit status 1")}}, false, false, report, ExitFailed},
+		{"a pull that met a full data root", &Error{Op: "pull web", Code: codes.DiskFull, Err: &compose.Error{Op: "pull", Kind: compose.ErrPullFailed, ExitCode: 1, Err: fmt.Errorf("%w: exit status 1", syscall.ENOSPC)}}, false, false, report, ExitFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,4 +106,7 @@ func TestEveryCodeHasAFault(t *testing.T) {
 	assert.Equal(t, codes.DiskFull, CodeOf(&Error{Op: "stage", Code: codes.ApplyFailed, Err: syscall.ENOSPC}), "a box cause wins over the step's code")
 	assert.Equal(t, codes.DockerUnavailable, CodeOf(&Error{Op: "apply", Code: codes.ApplyFailed, Err: compose.ErrDockerUnavailable}))
 	assert.Equal(t, codes.DockerUnavailable, CodeOf(&engine.Error{Op: "containers", Err: engine.ErrUnreachable}), "the Engine API's unreachable daemon too")
+	assert.Equal(t, codes.DockerTimeout, CodeOf(&Error{Op: "apply", Code: codes.ApplyFailed, Err: &compose.Error{Op: "up", Kind: compose.ErrApplyFailed,
+		Err: fmt.Errorf("%w: killed by a signal", compose.ErrDockerTimeout)}}), "compose up that did not exit by itself is DOCKER_TIMEOUT, never APPLY_FAILED")
+	assert.Equal(t, codes.PullFailed, CodeOf(&compose.Error{Op: "pull", Kind: compose.ErrPullFailed, Err: errors.New("exit status 1")}))
 }

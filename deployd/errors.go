@@ -110,8 +110,9 @@ func IsTemporary(err error) bool {
 		return true
 	}
 	// A registry that cannot be reached for the pull before the lease: no lease was
-	// spent, the next tick pulls again.
-	if errors.Is(err, compose.ErrRegistryUnavailable) {
+	// spent, the next tick pulls again. A docker command that did not finish by
+	// itself (a bound of the agent's, a signal it did not send): the box is slow.
+	if errors.Is(err, compose.ErrRegistryUnavailable) || errors.Is(err, compose.ErrDockerTimeout) {
 		return true
 	}
 	return tenancy.IsTemporary(err) || bao.IsTemporary(err)

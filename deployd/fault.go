@@ -109,13 +109,16 @@ func faultOf(err error) fault {
 }
 
 // boxCause is the box's code of a cause that is the box's whatever step met it: no
-// space or inodes left, or a docker daemon that cannot be reached; "" otherwise.
+// space or inodes left, a docker daemon that cannot be reached, or a docker command
+// that did not finish by itself; "" otherwise.
 func boxCause(err error) codes.Code {
 	switch {
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return codes.DiskFull
 	case errors.Is(err, compose.ErrDockerUnavailable):
 		return codes.DockerUnavailable
+	case errors.Is(err, compose.ErrDockerTimeout):
+		return codes.DockerTimeout
 	}
 	return ""
 }
