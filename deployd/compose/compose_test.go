@@ -492,13 +492,13 @@ func FuzzPullFailure(f *testing.F) {
 		if !slices.Contains([]error{ErrImageMissing, ErrRegistryUnavailable, ErrDockerUnavailable, ErrPullFailed}, kind) {
 			t.Fatalf("kind %v", kind)
 		}
-		if _, kind := pullFailure(append(slices.Clone(out), "\nCannot connect to the Docker daemon at unix:///var/run/docker.sock"...)); kind != ErrDockerUnavailable {
+		if _, kind := pullFailure(append(slices.Clone(out), "\nCannot connect to the Docker daemon at unix:///var/run/docker.sock"...)); !errors.Is(kind, ErrDockerUnavailable) {
 			t.Fatalf("a daemon out of reach is %v", kind)
 		}
 		if daemonDown(out) || bytes.Contains(out, []byte("no space left on device")) {
 			return
 		}
-		if _, kind := pullFailure(append(slices.Clone(out), "\nmanifest unknown; dial tcp: i/o timeout"...)); kind != ErrImageMissing {
+		if _, kind := pullFailure(append(slices.Clone(out), "\nmanifest unknown; dial tcp: i/o timeout"...)); !errors.Is(kind, ErrImageMissing) {
 			t.Fatalf("a missing manifest is %v", kind)
 		}
 	})
