@@ -205,7 +205,8 @@ func (c *Client) Down(ctx context.Context, volumes bool) (Output, error) {
 }
 
 // PS runs docker compose ps --all --format json and parses either shape. Failure
-// matches ErrCommandFailed.
+// matches ErrCommandFailed; so does output that stayed open after docker exited
+// (Output.Lingered), which may be cut.
 func (c *Client) PS(ctx context.Context) ([]Container, error) {
 	stdout := &capBuffer{max: maxPSOutput}
 	stderr := newTailBuffer(c.limit)
@@ -217,6 +218,9 @@ func (c *Client) PS(ctx context.Context) ([]Container, error) {
 	if res.err != nil {
 		tail, _ := stderr.snapshot()
 		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: res.code, Err: failureCause(res.err, tail)}
+	}
+	if res.lingered {
+		return nil, cutOutput("ps", res)
 	}
 	cs, err := ParsePS(stdout.buf)
 	if err != nil {
@@ -278,6 +282,15 @@ func ValidServerVersion(v string) bool {
 		}
 	}
 	return true
+}
+
+// cutOutput is the error of a read whose output is parsed whole (ps, inspect) when
+// docker exited 0 but its output stayed open past the wait delay: what was read may
+// be cut, and a cut list of containers would be a wrong answer, so it is not read.
+// The callers retry a read (the health wait's next poll, the next check-in).
+func cutOutput(op string, res result) error {
+	return &Error{Op: op, Kind: ErrCommandFailed, ExitCode: res.code,
+		Detail: "docker exited 0, but its output stayed open after it exited (held by " + heldBy(res.heldBy) + "), and was cut there: not read"}
 }
 
 // hint is the shell command an operator runs to look at the project by hand.

@@ -19,9 +19,13 @@
 // Client owns; once docker exited, its output may stay open at most 5 s (a child of
 // docker holding it: a credential helper or plugin that lingers, a box too busy to
 // let it finish), after which the Client closes its end and goes on with what it
-// read. An exit 0 is then a success, logged as a warning that names the processes
-// holding the output (from /proc, on Linux; Output.Lingered, Output.HeldBy); a
-// non-zero exit is that exit's failure, with the output read so far in Output.Tail.
+// read (when /proc shows no holder, the Client may only have been too busy to read
+// the rest, and it waits one more delay first). An exit 0 is then a success, logged
+// as a warning that names the processes holding the output (from /proc, on Linux;
+// Output.Lingered, Output.HeldBy); a non-zero exit is that exit's failure, with the
+// output read so far in Output.Tail. ps and inspect, whose output is parsed whole,
+// fail with ErrCommandFailed instead of parsing output that may be cut: the health
+// wait reads again at its next poll.
 // A docker that did not exit by itself (Output.ExitCode -1) is told apart by
 // Output.Stop: killed by the Client when the context's deadline passed (a bound the
 // caller set, such as the agent's 15 minutes for a pull or 5 s for a read) or by a

@@ -103,7 +103,8 @@ func ParseInspect(data []byte) ([]Inspected, error) {
 }
 
 // Inspect runs docker inspect --type container for the given container IDs or names.
-// Failure matches ErrCommandFailed.
+// Failure matches ErrCommandFailed; so does output that stayed open after docker
+// exited (Output.Lingered), which may be cut.
 func (c *Client) Inspect(ctx context.Context, ids []string) ([]Inspected, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -125,6 +126,9 @@ func (c *Client) Inspect(ctx context.Context, ids []string) ([]Inspected, error)
 		tail, _ := stderr.snapshot()
 		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: res.code, Err: res.err,
 			Detail: strings.TrimSpace(string(tail))}
+	}
+	if res.lingered {
+		return nil, cutOutput("inspect", res)
 	}
 	return ParseInspect(stdout.buf)
 }

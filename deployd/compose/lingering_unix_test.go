@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,6 +111,46 @@ func TestOutputOutlivesDocker(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "27.3.1", v)
 	})
+}
+
+// TestCutOutputIsNotRead: ps and inspect parse their output whole; one that stayed
+// open past the wait delay may be cut, so it is an error, never a shorter list.
+func TestCutOutputIsNotRead(t *testing.T) {
+	c, _ := lingeringClient(t, `echo '{"Name":"monky-web-1","Service":"web","State":"running"}'`+"\n$HOLD\nexit 0")
+	_, err := c.PS(t.Context())
+	require.ErrorIs(t, err, ErrCommandFailed)
+	assert.Contains(t, err.Error(), "its output stayed open after it exited (held by ")
+	_, err = c.Inspect(t.Context(), []string{"monky-web-1"})
+	require.ErrorIs(t, err, ErrCommandFailed)
+}
+
+// slowWriter takes its first write only after a pause: an agent too busy to read
+// docker's output in time.
+type slowWriter struct {
+	pause time.Duration
+	once  sync.Once
+	buf   bytes.Buffer
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { time.Sleep(w.pause) })
+	return w.buf.Write(p)
+}
+
+// TestSlowReaderIsNotALinger: docker exited and nothing holds its output, but the
+// agent has not read all of it when the wait delay passes: it waits for the rest (one
+// more delay) instead of cutting it, and calls nothing held.
+func TestSlowReaderIsNotALinger(t *testing.T) {
+	c, logs := lingeringClient(t, "echo one\necho two\nexit 0")
+	// Wide margins: the reader must be late past one delay and in time for the
+	// second, on a loaded machine too.
+	c.waitDelay = 2 * time.Second
+	w := &slowWriter{pause: 3 * time.Second}
+	res := c.run(t.Context(), []string{"version"}, w, w)
+	require.NoError(t, res.err)
+	assert.False(t, res.lingered)
+	assert.Equal(t, "one\ntwo\n", w.buf.String())
+	assert.NotContains(t, logs.String(), "stayed open")
 }
 
 // TestDockerThatDidNotExit: a docker the agent killed at its own deadline, or that a

@@ -280,6 +280,8 @@ func (p *outputPipes) started() {
 // wait waits, once docker was reaped, up to delay for its output to end. When it does
 // not, the output lingered: wait names the processes that hold it (before closing
 // it, while they still do), closes the agent's ends and returns with what was read.
+// When it sees no holder, the agent may only have been too busy to read what was
+// left (a starved box): it waits one more delay for the end before it closes.
 // copyErr is a writer's refusal.
 func (p *outputPipes) wait(delay time.Duration) (lingered bool, holders []string, copyErr error) {
 	t := time.NewTimer(delay)
@@ -287,12 +289,23 @@ func (p *outputPipes) wait(delay time.Duration) (lingered bool, holders []string
 	select {
 	case <-p.done:
 	case <-t.C:
-		lingered = true
 		holders = pipeHolders(p.reads)
-		for _, c := range p.closes {
-			c()
+		if len(holders) == 0 {
+			t.Reset(delay)
+			select {
+			case <-p.done:
+			case <-t.C:
+			}
 		}
-		<-p.done
+		select {
+		case <-p.done:
+		default:
+			lingered = true
+			for _, c := range p.closes {
+				c()
+			}
+			<-p.done
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
