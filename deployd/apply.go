@@ -353,13 +353,20 @@ const stateRoom = 256 << 10
 
 // boxReady checks before the lease what the box can know of itself, so that a fault
 // of the box costs no lease of the budget: docker answers (at the endpoint compose
-// uses), and the state dir takes the token and the state the lease will write.
+// uses: DOCKER_UNAVAILABLE when it cannot be reached, DOCKER_TIMEOUT when it does not
+// answer within liveTimeout), and the state dir takes the token and the state the
+// lease will write.
 func (t *tick) boxReady(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, liveTimeout)
 	defer cancel()
 	if _, err := t.a.readDockerVersion(dctx); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, compose.ErrDockerTimeout) {
+			t.log.Warn("docker did not answer within its bound; not asking for a lease, exiting 75. The box is slow or dockerd hangs (systemctl status docker); the next tick tries again",
+				"code", codes.DockerTimeout, "bound", liveTimeout, "err", err)
+			return &Error{Op: "docker before the lease", Err: err}
 		}
 		t.log.Error("docker cannot be reached; not asking for a lease. Start docker (systemctl status docker); the next tick applies once it answers",
 			"code", codes.DockerUnavailable, "err", err)

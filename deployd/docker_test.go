@@ -147,6 +147,34 @@ func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
 	assert.Equal(t, sha, b.Live())
 }
 
+// TestDockerTooSlowBeforeTheLeaseIsTemporary: a docker that answers, but not within
+// the 5 s bound of the check before the lease, is DOCKER_TIMEOUT, not "cannot be
+// reached": exit 75, no lease, no report, nothing remembered; the next tick applies.
+func TestDockerTooSlowBeforeTheLeaseIsTemporary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the 5 s bound of docker's answer before the lease")
+	}
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
+		"version": {Delay: 6 * time.Second},
+	}}})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.tick()
+	assert.Equal(t, deployd.ExitTemporary, code, "%+v", out)
+	assert.Equal(t, "DOCKER_TIMEOUT", string(out.Code))
+	assert.False(t, out.Leased)
+	assert.Zero(t, b.Leases())
+	assert.Zero(t, b.TenancyCalls("/v1/agent/report"), "a temporary failure reports nothing")
+	assert.Empty(t, b.State().Failed)
+	assert.Contains(t, b.Logs.String(), "docker did not answer within its bound")
+	assert.NotContains(t, b.Logs.String(), "docker cannot be reached")
+
+	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{}))
+	out, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, 1, b.Leases())
+}
+
 // TestDockerDownAtComposeUpIsTheBoxs: docker that goes away between the check and
 // compose up spends the lease it took, but the failure is the box's: reported as
 // DOCKER_UNAVAILABLE, not remembered, and the next tick applies with one more lease.

@@ -192,11 +192,11 @@ type coder interface{ Code() codes.Code }
 
 // codeOf is the stable code of err. A cause that is the box's wins over the step
 // that met it: a write that found no space or inodes is DISK_FULL, a docker daemon
-// that cannot be reached DOCKER_UNAVAILABLE. Then the code the step or the cause
-// carries (Error.Code, a Code method); then what the cause is: a stopped tick
-// (INTERRUPTED), an answer of tenancy that breaks the contract (TENANCY_PROTOCOL), a
-// file of the box that could not be read or written (STATE_UNAVAILABLE). Anything
-// else is UNCLASSIFIED: no code claims what did not happen.
+// that cannot be reached DOCKER_UNAVAILABLE, a docker command that did not finish by
+// itself DOCKER_TIMEOUT, a cancelled run INTERRUPTED. Then the first code the error's
+// chain carries (a step's Error.Code, a cause's Code method); then a file of the box
+// that could not be read or written (STATE_UNAVAILABLE). Anything else is
+// UNCLASSIFIED: no code claims what did not happen.
 func codeOf(err error) codes.Code {
 	switch {
 	case err == nil:
@@ -205,18 +205,17 @@ func codeOf(err error) codes.Code {
 		return codes.DiskFull
 	case errors.Is(err, compose.ErrDockerUnavailable):
 		return codes.DockerUnavailable
+	case errors.Is(err, compose.ErrDockerTimeout):
+		return codes.DockerTimeout
+	case errors.Is(err, context.Canceled):
+		return codes.Interrupted
 	}
 	if code := carriedCode(err); code != "" {
 		return code
 	}
 	var pathErr *fs.PathError
 	var linkErr *os.LinkError
-	switch {
-	case errors.Is(err, context.Canceled):
-		return codes.Interrupted
-	case errors.Is(err, tenancy.ErrProtocol):
-		return codes.TenancyProtocol
-	case errors.As(err, &pathErr), errors.As(err, &linkErr):
+	if errors.As(err, &pathErr) || errors.As(err, &linkErr) {
 		return codes.StateUnavailable
 	}
 	return codes.Unclassified

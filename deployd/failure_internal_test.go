@@ -79,6 +79,13 @@ func TestDispose(t *testing.T) {
 		{"a down that failed", &Error{Op: "compose down", Err: &compose.Error{Op: "down", Kind: compose.ErrApplyFailed, Err: errors.New("exit 1")}}, true, false, codes.ApplyFailed, report, ExitFailed},
 		{"stopped", &Error{Op: "tick stopped", Code: codes.Interrupted, Err: context.Canceled}, false, true, codes.Interrupted, disposition{}, ExitTemporary},
 		{"a cancelled call", &Error{Op: "login", Err: context.Canceled}, false, false, codes.Interrupted, disposition{}, ExitTemporary},
+		{"compose up killed by a signal the agent did not send, after promote", &Error{Op: "compose up", Err: &compose.Error{Op: "up", Kind: compose.ErrApplyFailed, ExitCode: -1,
+			Err: fmt.Errorf("%w: docker was killed by signal 9 (killed)", compose.ErrDockerTimeout)}}, false, true, codes.DockerTimeout, disposition{}, ExitTemporary},
+		{"a pull killed at its timeout", &Error{Op: "pull web", Err: &compose.Error{Op: "pull", Kind: compose.ErrDockerTimeout, ExitCode: -1,
+			Err: fmt.Errorf("%w: killed: %w", compose.ErrDockerTimeout, context.DeadlineExceeded)}}, false, false, codes.DockerTimeout, disposition{}, ExitTemporary},
+		{"docker too slow to answer before the lease", &Error{Op: "docker before the lease", Err: &engine.Error{Op: "version", Err: engine.ErrTimeout}}, false, false, codes.DockerTimeout, disposition{}, ExitTemporary},
+		{"a pull the box's docker could not store", &Error{Op: "pull web", Err: &compose.Error{Op: "pull", Kind: compose.ErrPullFailed, ExitCode: 1, Err: errors.New("exit status 1")}}, false, false, codes.PullFailed, report, ExitFailed},
+		{"a pull that met a full data root", &Error{Op: "pull web", Err: &compose.Error{Op: "pull", Kind: compose.ErrPullFailed, ExitCode: 1, Err: fmt.Errorf("%w: exit status 1", syscall.ENOSPC)}}, false, false, codes.DiskFull, report, ExitFailed},
 		{"waiting for tenancy's Retry-After", &waitError{code: codes.RateLimited, until: time.Now()}, false, false, codes.RateLimited, disposition{}, ExitTemporary},
 	}
 	for _, tt := range tests {

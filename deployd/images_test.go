@@ -241,6 +241,33 @@ func TestRegistryDownIsTemporary(t *testing.T) {
 	assert.Equal(t, 1, b.Leases())
 }
 
+// TestPullFailedIsTheBoxs: a pull that docker ended for no reason of the image's nor
+// the network's (a layer its disk could not store) is PULL_FAILED before the lease:
+// reported failed with what the daemon said, exit 1, not remembered, and the next
+// tick pulls again and applies with one lease.
+func TestPullFailedIsTheBoxs(t *testing.T) {
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
+		"pull": {Stderr: "failed to register layer: lstat /var/lib/docker/overlay2/5e6f: input/output error\n", Exit: 1, FailTimes: 1},
+	}}})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.tick()
+	assert.Equal(t, deployd.ExitFailed, code, "%+v", out)
+	assert.Equal(t, "PULL_FAILED", string(out.Code))
+	assert.Zero(t, b.Leases())
+	rep := b.LastReport()
+	assert.Equal(t, "failed", rep.Result)
+	assert.Equal(t, "PULL_FAILED", rep.Code)
+	assert.Contains(t, rep.Detail, "failed to register layer")
+	assert.Empty(t, b.State().Failed, "the box's fault is not remembered against the sha")
+	assert.Contains(t, b.Logs.String(), "docker could not pull an image of the release for a reason of this box")
+	assert.NotContains(t, b.Logs.String(), "registry cannot be reached")
+
+	out, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, 1, b.Leases())
+}
+
 // TestPullPolicies: build services and images from secrets are left to compose up;
 // never requires the image on the box; always pulls an image the box holds.
 func TestPullPolicies(t *testing.T) {

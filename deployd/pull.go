@@ -12,8 +12,8 @@ import (
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
-// pullTimeout bounds the pull of one image before the lease: a registry slower than
-// this is one that cannot be reached (temporary, no lease spent).
+// pullTimeout bounds the pull of one image before the lease: a pull that outlives it
+// is killed, DOCKER_TIMEOUT (temporary, no lease spent).
 const pullTimeout = 15 * time.Minute
 
 // pullWhat is what the pull before the lease does with one image, by its service's
@@ -129,10 +129,23 @@ func (t *tick) pullFailed(ctx context.Context, im bundle.Image, err error) error
 		t.log.Error("an image of the release is not in its registry, or the registry denies it to this box; no lease taken, not remembered against the sha. Push the image, fix its reference in the renderer, or docker login to its registry as root; the next tick pulls again",
 			"code", code, "service", im.Service, "image", im.Ref, "err", err)
 	case codes.RegistryUnavailable:
-		t.log.Warn("the image registry cannot be reached; no lease taken, exiting 75, the next tick pulls again",
+		t.log.Warn("the image registry cannot be reached (the network, TLS, its 5xx or its rate limit, by what docker said); no lease taken, exiting 75. Check that this box reaches it (docker pull as root); the next tick pulls again",
+			"code", code, "service", im.Service, "image", im.Ref, "err", err)
+	case codes.DockerTimeout:
+		t.log.Warn("docker did not finish by itself: it outlived the agent's bound for it, or a signal the agent did not send killed it; the box is slow or dockerd hangs, nothing is said of the registry. No lease taken, exiting 75; the next tick pulls again. If it lasts: systemctl status docker, journalctl -u docker",
+			"code", code, "service", im.Service, "image", im.Ref, "pull_timeout", pullTimeout, "err", err)
+	case codes.DockerUnavailable:
+		t.log.Error("docker cannot be reached to pull an image; no lease taken, not remembered against the sha. Start docker (systemctl status docker); the next tick pulls again",
+			"code", code, "service", im.Service, "image", im.Ref, "err", err)
+	case codes.DiskFull:
+		t.log.Error("docker's data root has no space left for an image; no lease taken, not remembered against the sha. Free space there (docker image prune, df -h); the next tick pulls again",
+			"code", code, "service", im.Service, "image", im.Ref, "err", err)
+	case codes.PullFailed:
+		t.log.Error("docker could not pull an image of the release for a reason of this box, neither the registry's nor the network's; no lease taken, reported, not remembered against the sha. Read what docker said (err) and journalctl -u docker; the next tick pulls again",
 			"code", code, "service", im.Service, "image", im.Ref, "err", err)
 	default:
-		t.log.Error("could not pull an image of the release; no lease taken", "code", code, "service", im.Service, "image", im.Ref, "err", err)
+		t.log.Error("could not pull an image of the release; no lease taken; err says what failed",
+			"code", code, "service", im.Service, "image", im.Ref, "err", err)
 	}
 	return e
 }

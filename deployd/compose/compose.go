@@ -25,8 +25,6 @@ const (
 	DefaultLogLines = 100
 	// maxPSOutput caps what ps may print: it is parsed whole.
 	maxPSOutput = 16 << 20
-	// waitDelay bounds the wait for docker's pipes after it was killed.
-	waitDelay = 5 * time.Second
 )
 
 // Config configures a Client. Zero values are documented defaults.
@@ -66,6 +64,9 @@ type Client struct {
 	log     *slog.Logger
 	limit   int
 	reader  Reader
+	// waitDelay is how long docker's output may outlive docker, and docker its kill:
+	// defaultWaitDelay (5 s); tests of this package shorten it.
+	waitDelay time.Duration
 }
 
 // Output is what a docker command printed: the bounded tail of its combined stdout
@@ -78,6 +79,17 @@ type Output struct {
 	// ExitCode is docker's exit code, or -1 when it did not exit by itself (killed,
 	// not started).
 	ExitCode int
+	// Stop says why docker did not exit by itself when it started and ExitCode is -1:
+	// StopCancelled, StopDeadline or StopSignal. "" when docker exited (or did not
+	// start).
+	Stop Stop
+	// Lingered says that docker's output was still open 5 s (the wait delay) after
+	// docker exited (a child of docker held it): the Client closed its end then, and
+	// Tail holds what was read before. The exit status decides all the same: with ExitCode 0 the command
+	// succeeded. HeldBy names the processes that held it ("pid 4242 (sleep)"), when
+	// /proc shows them to the agent.
+	Lingered bool
+	HeldBy   []string
 }
 
 // String returns the tail as text.
@@ -126,6 +138,8 @@ func New(cfg Config) (*Client, error) {
 		log:     cfg.Logger,
 		limit:   cfg.OutputLimit,
 		reader:  cfg.Reader,
+
+		waitDelay: defaultWaitDelay,
 	}
 	if c.docker == "" {
 		c.docker = DefaultDocker
@@ -158,7 +172,9 @@ func slicesContains(list []string, s string) bool {
 }
 
 // Up runs docker compose up -d --remove-orphans. On failure the error matches
-// ErrApplyFailed (code APPLY_FAILED) and Output keeps the tail of what compose printed.
+// ErrApplyFailed (code APPLY_FAILED when compose exited non-zero; Error.Code gives
+// the box's code of a cause that is the box's, such as DOCKER_TIMEOUT) and Output
+// keeps the tail of what compose printed.
 func (c *Client) Up(ctx context.Context) (Output, error) {
 	start := time.Now()
 	out, err := c.runLogged(ctx, "up", ErrApplyFailed, c.composeArgs("up", "-d", "--remove-orphans"))
@@ -189,22 +205,26 @@ func (c *Client) Down(ctx context.Context, volumes bool) (Output, error) {
 }
 
 // PS runs docker compose ps --all --format json and parses either shape. Failure
-// matches ErrCommandFailed.
+// matches ErrCommandFailed; so does output that stayed open after docker exited
+// (Output.Lingered), which may be cut.
 func (c *Client) PS(ctx context.Context) ([]Container, error) {
 	stdout := &capBuffer{max: maxPSOutput}
 	stderr := newTailBuffer(c.limit)
-	code, err := c.run(ctx, c.composeArgs("ps", "--all", "--format", "json"), stdout, stderr)
+	res := c.run(ctx, c.composeArgs("ps", "--all", "--format", "json"), stdout, stderr)
 	if stdout.overflow {
-		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code,
+		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: res.code,
 			Detail: fmt.Sprintf("ps printed more than %d bytes", maxPSOutput)}
 	}
-	if err != nil {
+	if res.err != nil {
 		tail, _ := stderr.snapshot()
-		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code, Err: failureCause(err, tail)}
+		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: res.code, Err: failureCause(res.err, tail)}
+	}
+	if res.lingered {
+		return nil, cutOutput("ps", res)
 	}
 	cs, err := ParsePS(stdout.buf)
 	if err != nil {
-		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: code, Err: err}
+		return nil, &Error{Op: "ps", Kind: ErrCommandFailed, ExitCode: res.code, Err: err}
 	}
 	return cs, nil
 }
@@ -264,6 +284,15 @@ func ValidServerVersion(v string) bool {
 	return true
 }
 
+// cutOutput is the error of a read whose output is parsed whole (ps, inspect) when
+// docker exited 0 but its output stayed open past the wait delay: what was read may
+// be cut, and a cut list of containers would be a wrong answer, so it is not read.
+// The callers retry a read (the health wait's next poll, the next check-in).
+func cutOutput(op string, res result) error {
+	return &Error{Op: op, Kind: ErrCommandFailed, ExitCode: res.code,
+		Detail: "docker exited 0, but its output stayed open after it exited (held by " + heldBy(res.heldBy) + "), and was cut there: not read"}
+}
+
 // hint is the shell command an operator runs to look at the project by hand.
 func (c *Client) hint(sub string) string {
 	return "cd " + c.dir + " && docker compose -p " + c.project + " " + sub
@@ -276,8 +305,7 @@ func (c *Client) composeArgs(args ...string) []string {
 // runTail runs docker with stdout and stderr into one tail buffer.
 func (c *Client) runTail(ctx context.Context, op string, kind error, args []string) (Output, error) {
 	buf := newTailBuffer(c.limit)
-	code, err := c.run(ctx, args, buf, buf)
-	return tailResult(buf, op, kind, code, err)
+	return tailResult(buf, op, kind, c.run(ctx, args, buf, buf))
 }
 
 // runLogged is runTail with every line of the output logged as it comes (up, down:
@@ -286,52 +314,19 @@ func (c *Client) runLogged(ctx context.Context, op string, kind error, args []st
 	buf := newTailBuffer(c.limit)
 	lines := newLineLog(c.log, "docker compose "+op)
 	w := io.MultiWriter(buf, lines)
-	code, err := c.run(ctx, args, w, w)
+	res := c.run(ctx, args, w, w)
 	lines.flush()
-	return tailResult(buf, op, kind, code, err)
+	return tailResult(buf, op, kind, res)
 }
 
 // tailResult is the Output of a command and, when it failed, its Error.
-func tailResult(buf *tailBuffer, op string, kind error, code int, err error) (Output, error) {
+func tailResult(buf *tailBuffer, op string, kind error, res result) (Output, error) {
 	tail, dropped := buf.snapshot()
-	out := Output{Tail: tail, Dropped: dropped, ExitCode: code}
-	if err != nil {
-		return out, &Error{Op: op, Kind: kind, ExitCode: code, Err: failureCause(err, tail)}
+	out := Output{Tail: tail, Dropped: dropped, ExitCode: res.code, Stop: res.stop, Lingered: res.lingered, HeldBy: res.heldBy}
+	if res.err != nil {
+		return out, &Error{Op: op, Kind: kind, ExitCode: res.code, Err: failureCause(res.err, tail)}
 	}
 	return out, nil
-}
-
-// run runs docker with exactly c.env in c.dir and returns its exit code (-1 when it
-// did not exit by itself). A non-zero exit is an error.
-func (c *Client) run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return -1, err
-	}
-	prog, err := lookPath(c.docker, c.env)
-	if err != nil {
-		return -1, err
-	}
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Dir = c.dir
-	cmd.Env = c.env
-	cmd.Stdin = nil
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.WaitDelay = waitDelay
-	killProcessGroup(cmd)
-	c.log.Debug("running docker", "argv", args)
-	err = cmd.Run()
-	code := -1
-	if cmd.ProcessState != nil {
-		code = cmd.ProcessState.ExitCode()
-	}
-	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return code, fmt.Errorf("%w (docker was killed)", ctxErr)
-		}
-		return code, err
-	}
-	return code, nil
 }
 
 // lookPath finds name in the PATH of env (the last PATH entry wins, as in os/exec).

@@ -15,6 +15,24 @@
 // (docker and its compose plugin) with SIGKILL; a killed up leaves the project half
 // applied, and the agent's next tick repairs it.
 //
+// A command's outcome is its exit status. docker's output goes through pipes the
+// Client owns; once docker exited, its output may stay open at most 5 s (a child of
+// docker holding it: a credential helper or plugin that lingers, a box too busy to
+// let it finish), after which the Client closes its end and goes on with what it
+// read (when /proc shows no holder, the Client may only have been too busy to read
+// the rest, and it waits one more delay first). An exit 0 is then a success, logged
+// as a warning that names the processes holding the output (from /proc, on Linux;
+// Output.Lingered, Output.HeldBy); a non-zero exit is that exit's failure, with the
+// output read so far in Output.Tail. ps and inspect, whose output is parsed whole,
+// fail with ErrCommandFailed instead of parsing output that may be cut: the health
+// wait reads again at its next poll.
+// A docker that did not exit by itself (Output.ExitCode -1) is told apart by
+// Output.Stop: killed by the Client when the context's deadline passed (a bound the
+// caller set, such as the agent's 15 minutes for a pull or 5 s for a read) or by a
+// signal the Client did not send (the OOM killer): ErrDockerTimeout, code
+// DOCKER_TIMEOUT; killed because the context was cancelled: an error matching
+// context.Canceled.
+//
 // # Health
 //
 // WaitHealthy polls ps --all until every expected service has containers that are all
@@ -51,8 +69,13 @@
 // matches one sentinel with errors.Is: ErrApplyFailed (up or down failed: code
 // APPLY_FAILED), ErrCommandFailed (ps, logs or version failed or printed something
 // unreadable: code APPLY_FAILED too, since in a tick they are part of an apply),
-// ErrUnhealthy and ErrHealthTimeout. The underlying cause (an exit status, a context
-// error, exec.ErrNotFound) is reachable with errors.Is and errors.As. Error texts name
-// services, files and the project, never output: the output is in Output.Tail, which
-// the caller redacts before it reports it.
+// ErrUnhealthy and ErrHealthTimeout; a pull's Kind is ErrImageMissing,
+// ErrRegistryUnavailable, ErrDockerUnavailable, ErrPullFailed or ErrDockerTimeout (see
+// Pull). The underlying cause (an exit status, ErrDockerTimeout, ErrDockerUnavailable,
+// a context error, exec.ErrNotFound) is reachable with errors.Is and errors.As, and a
+// cause of the box's gives Error.Code its code whatever the Kind (DOCKER_UNAVAILABLE,
+// DISK_FULL, DOCKER_TIMEOUT). The health wait's own timeout is ErrHealthTimeout, never
+// ErrDockerTimeout: a box cannot tell a slow start from a bad release. Error texts
+// name services, files and the project, never output: the output is in Output.Tail,
+// which the caller redacts before it reports it.
 package compose

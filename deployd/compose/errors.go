@@ -2,9 +2,11 @@ package compose
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/sentinel"
@@ -30,9 +32,22 @@ var (
 	// image or tag, denies it to this box, or has none for its platform: a fault of
 	// the release's image reference, or of the box's registry login.
 	ErrImageMissing error = sentinel.New(codes.ImageMissing, "the image is not in its registry, or the registry denies it to this box")
-	// ErrRegistryUnavailable is an image pull that failed for any other reason: the
-	// registry or the network (unreachable, timed out, 5xx, rate limited). Temporary.
+	// ErrRegistryUnavailable is an image pull that failed for the registry or the
+	// network, by what the daemon said (registryDownMarks: refused, DNS, TLS, timed
+	// out, 5xx, rate limited). Temporary.
 	ErrRegistryUnavailable error = sentinel.New(codes.RegistryUnavailable, "the image registry cannot be reached")
+	// ErrPullFailed is an image pull that docker ended non-zero for a reason that is
+	// neither the image's (ErrImageMissing), the registry's or the network's
+	// (ErrRegistryUnavailable), a daemon that cannot be reached nor a full disk: the
+	// box's docker could not store or unpack the image, or could not run. The box's
+	// fault, not the release's.
+	ErrPullFailed error = sentinel.New(codes.PullFailed, "docker could not pull the image")
+	// ErrDockerTimeout is a docker command that did not exit by itself: the agent
+	// killed it when a bound of its own passed (a pull's, a read's), or a signal the
+	// agent did not send killed it (the OOM killer). The box is slow or docker hangs;
+	// the release is not at fault. It is the Kind of a pull's Error and the cause
+	// (Err) of the other commands' (Output.Stop says which way it ended).
+	ErrDockerTimeout error = sentinel.New(codes.DockerTimeout, "docker did not finish by itself")
 )
 
 // Error is the error type of this package.
@@ -41,8 +56,8 @@ type Error struct {
 	// "image inspect".
 	Op string
 	// Kind is the sentinel the error matches: ErrApplyFailed, ErrCommandFailed,
-	// ErrUnhealthy, ErrHealthTimeout, ErrDockerUnavailable, ErrImageMissing or
-	// ErrRegistryUnavailable.
+	// ErrUnhealthy, ErrHealthTimeout, ErrDockerUnavailable, ErrImageMissing,
+	// ErrRegistryUnavailable, ErrPullFailed or ErrDockerTimeout.
 	Kind error
 	// Services names the services at fault, sorted (health errors).
 	Services []string
@@ -75,14 +90,22 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is reports whether target is the sentinel of this error.
 func (e *Error) Is(target error) bool { return target != nil && target == e.Kind }
 
-// Code returns the stable code of the error: codes.DockerUnavailable when its cause is
-// a daemon that cannot be reached, whatever the Kind (the box's fault beats the
-// step's); otherwise the code of its Kind: codes.ApplyFailed, codes.Unhealthy,
-// codes.HealthTimeout, codes.DockerUnavailable, codes.ImageMissing or
-// codes.RegistryUnavailable; "" for ErrCommandFailed, which has none.
+// Code returns the stable code of the error. A cause of the box's beats the step's
+// code, whatever the Kind: codes.DockerUnavailable for a daemon that cannot be
+// reached, codes.DiskFull for no space or inodes left (ENOSPC, EDQUOT),
+// codes.DockerTimeout for docker that did not finish by itself (ErrDockerTimeout),
+// codes.Interrupted for docker the agent killed because its caller cancelled the
+// context. Otherwise the code of its Kind ("" for ErrCommandFailed, which has none).
 func (e *Error) Code() codes.Code {
-	if errors.Is(e.Err, ErrDockerUnavailable) {
+	switch {
+	case errors.Is(e.Err, ErrDockerUnavailable):
 		return codes.DockerUnavailable
+	case errors.Is(e.Err, syscall.ENOSPC), errors.Is(e.Err, syscall.EDQUOT):
+		return codes.DiskFull
+	case errors.Is(e.Err, ErrDockerTimeout):
+		return codes.DockerTimeout
+	case errors.Is(e.Err, context.Canceled):
+		return codes.Interrupted
 	}
 	code, _ := sentinel.CodeOf(e.Kind)
 	return code
@@ -94,6 +117,8 @@ var daemonDownMarks = []string{
 	"Cannot connect to the Docker daemon",
 	"Is the docker daemon running?",
 	"error during connect",
+	// docker's socket refuses this user (EACCES on the socket).
+	"while trying to connect to the Docker daemon socket",
 }
 
 // daemonDown reports whether docker's output says it could not reach the daemon.

@@ -103,7 +103,8 @@ func ParseInspect(data []byte) ([]Inspected, error) {
 }
 
 // Inspect runs docker inspect --type container for the given container IDs or names.
-// Failure matches ErrCommandFailed.
+// Failure matches ErrCommandFailed; so does output that stayed open after docker
+// exited (Output.Lingered), which may be cut.
 func (c *Client) Inspect(ctx context.Context, ids []string) ([]Inspected, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -116,15 +117,18 @@ func (c *Client) Inspect(ctx context.Context, ids []string) ([]Inspected, error)
 	}
 	stdout := &capBuffer{max: maxPSOutput}
 	stderr := newTailBuffer(c.limit)
-	code, err := c.run(ctx, append([]string{"inspect", "--type", "container"}, ids...), stdout, stderr)
+	res := c.run(ctx, append([]string{"inspect", "--type", "container"}, ids...), stdout, stderr)
 	if stdout.overflow {
-		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: code,
+		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: res.code,
 			Detail: fmt.Sprintf("inspect printed more than %d bytes", maxPSOutput)}
 	}
-	if err != nil {
+	if res.err != nil {
 		tail, _ := stderr.snapshot()
-		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: code, Err: err,
+		return nil, &Error{Op: "inspect", Kind: ErrCommandFailed, ExitCode: res.code, Err: res.err,
 			Detail: strings.TrimSpace(string(tail))}
+	}
+	if res.lingered {
+		return nil, cutOutput("inspect", res)
 	}
 	return ParseInspect(stdout.buf)
 }

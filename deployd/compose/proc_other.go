@@ -2,7 +2,15 @@
 
 package compose
 
-import "os/exec"
+import (
+	"os"
+	"os/exec"
+)
 
-// killProcessGroup leaves the default: cancellation kills docker itself.
-func killProcessGroup(*exec.Cmd) {}
+// killProcessGroup kills docker itself: there is no process group to kill.
+func killProcessGroup(cmd *exec.Cmd) func() error {
+	return func() error { return cmd.Process.Kill() }
+}
+
+// signalOf is "": no signals here.
+func signalOf(*os.ProcessState) string { return "" }

@@ -29,7 +29,8 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { _, err := c.Up(ctx); done <- err }()
+	var out Output
+	go func() { var err error; out, err = c.Up(ctx); done <- err }()
 	var child int
 	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(pidFile)
@@ -45,10 +46,13 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 	case err := <-done:
 		require.ErrorIs(t, err, context.Canceled)
 		require.ErrorIs(t, err, ErrApplyFailed)
-	case <-time.After(waitDelay + 5*time.Second):
+		assert.NotErrorIs(t, err, ErrDockerTimeout, "a cancel is not a timeout")
+		assert.Equal(t, StopCancelled, out.Stop)
+		assert.Equal(t, -1, out.ExitCode)
+	case <-time.After(defaultWaitDelay + 5*time.Second):
 		t.Fatal("Up did not return after cancel")
 	}
-	assert.Less(t, time.Since(start), waitDelay, "no wait for pipes held by a surviving child")
+	assert.Less(t, time.Since(start), defaultWaitDelay, "no wait for pipes held by a surviving child")
 	assert.Eventually(t, func() bool {
 		return syscall.Kill(child, 0) == syscall.ESRCH
 	}, 5*time.Second, 10*time.Millisecond, "the child of docker was killed with it")

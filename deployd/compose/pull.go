@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,12 +66,19 @@ func (c *Client) holds(ctx context.Context, refs []string) (bool, error) {
 
 // Pull pulls the image ref (docker pull), with the docker CLI's own registry
 // credentials, as compose up would. Its output is logged line by line, and a line
-// every opts.Progress says how many layers are done. A failure is an *Error whose
-// Kind says whose fault it is: ErrImageMissing (the registry has no such image or
-// tag, or denies it to this box), ErrDockerUnavailable, ErrRegistryUnavailable (any
-// other: the registry or the network, and a ctx that ends, such as the caller's
-// deadline for the pull); no space left on the daemon's disk matches syscall.ENOSPC.
-// Its Detail is what the daemon said.
+// every opts.Progress says how many layers are done. docker's exit status decides:
+// an exit 0 is a pull done, even when a child of docker held its output open after
+// it (logged). A failure is an *Error whose Kind says whose fault it is:
+//   - docker did not exit by itself: ErrDockerTimeout when ctx's deadline passed (the
+//     caller's bound for the pull) or a signal the agent did not send killed it;
+//     ErrPullFailed with a cause matching context.Canceled when ctx was cancelled
+//     (its Code is then codes.Interrupted);
+//   - docker exited non-zero: by what the daemon said (pullFailure), ErrImageMissing
+//     (the registry has no such image or tag, or denies it to this box),
+//     ErrDockerUnavailable, ErrRegistryUnavailable (the registry or the network), a
+//     cause matching syscall.ENOSPC (the daemon's disk is full), else ErrPullFailed.
+//
+// Its Detail is the reference and what the daemon said.
 func (c *Client) Pull(ctx context.Context, ref string, opts PullOptions) error {
 	if opts.Progress <= 0 {
 		opts.Progress = DefaultPullProgress
@@ -81,24 +89,34 @@ func (c *Client) Pull(ctx context.Context, ref string, opts PullOptions) error {
 	lines := newLineLog(c.log, "docker pull")
 	w := io.MultiWriter(buf, lines, prog)
 	stop := prog.every(opts.Progress, start)
-	code, err := c.run(ctx, []string{"pull", "--", ref}, w, w)
+	res := c.run(ctx, []string{"pull", "--", ref}, w, w)
 	stop()
 	lines.flush()
-	if err == nil {
+	if res.err == nil {
 		c.log.Info("pulled the image", "image", ref, "layers", prog.total(), "duration", time.Since(start).Round(time.Millisecond))
 		return nil
 	}
 	tail, _ := buf.snapshot()
-	if ctx.Err() != nil {
-		return &Error{Op: "pull", Kind: ErrRegistryUnavailable, ExitCode: code, Detail: ref, Err: err}
+	return pullError(ref, res, tail)
+}
+
+// pullError is the Error of a failed pull of ref that ended as res, having printed out.
+func pullError(ref string, res result, out []byte) error {
+	switch {
+	case errors.Is(res.err, ErrDockerTimeout):
+		return &Error{Op: "pull", Kind: ErrDockerTimeout, ExitCode: res.code, Detail: ref, Err: res.err}
+	case errors.Is(res.err, context.Canceled):
+		return &Error{Op: "pull", Kind: ErrPullFailed, ExitCode: res.code, Detail: ref, Err: res.err}
 	}
-	cause, kind := pullFailure(tail)
-	return &Error{Op: "pull", Kind: kind, ExitCode: code, Detail: ref + ": " + daemonSaid(tail), Err: cause(err)}
+	cause, kind := pullFailure(out)
+	return &Error{Op: "pull", Kind: kind, ExitCode: res.code, Detail: ref + ": " + daemonSaid(out), Err: cause(res.err)}
 }
 
 // missingMarks are what the daemon says of an image or tag its registry does not
 // have, or denies to this box (distribution/errors.go: a 404 and a denied pull look
-// alike to anonymous clients), or does not have for this box's platform.
+// alike to anonymous clients; a 401 or 403 is a login the box lacks), or does not
+// have for this box's platform. The containerd image store says "not found" of a
+// reference it cannot resolve (notFoundRe).
 var missingMarks = []string{
 	"manifest unknown",
 	"not found: manifest unknown",
@@ -107,24 +125,61 @@ var missingMarks = []string{
 	"no matching manifest for",
 	"invalid reference format",
 	"name unknown",
+	": unauthorized:",
+	": denied:",
+	"401 Unauthorized",
+	"403 Forbidden",
+	"404 Not Found",
+}
+
+// notFoundRe is the containerd image store's word for a reference its registry does
+// not have: failed to resolve reference "docker.io/library/x:1": docker.io/library/x:1: not found.
+var notFoundRe = regexp.MustCompile(`failed to resolve reference "[^"]*": [^\n]*: not found`)
+
+// registryDownMarks are what the daemon (the classic store and containerd's) says
+// when it could not talk to the registry: the network (refused, reset, DNS, no
+// route, a proxy), TLS, a timeout, an HTTP request to the registry that failed, an
+// answer of the registry that is an error of its own (5xx, 429 toomanyrequests), or
+// a download cut short. Matched after missingMarks: a registry that answered "no such
+// image" or "denied" said so over a request that worked.
+var registryDownMarks = []string{
+	"dial tcp", "dial udp", "proxyconnect", "connection refused", "connection reset",
+	"no route to host", "network is unreachable", "no such host", "server misbehaving",
+	"name resolution", "i/o timeout", "TLS handshake", "tls: ", "x509: ",
+	"server gave HTTP response to HTTPS client", "net/http: ", "request canceled",
+	"Client.Timeout exceeded", "context deadline exceeded",
+	"received unexpected HTTP status", "unexpected status code", "unexpected status from",
+	"toomanyrequests", "Too Many Requests", "unexpected EOF", "failed to do request",
+	`Get "http`, "Get http", `Head "http`, "Head http",
 }
 
 // pullFailure is whose fault a failed pull is, by what docker printed: the kind of
-// what to wrap its cause with, and the kind of its Error.
+// what to wrap its cause with, and the kind of its Error. The daemon out of reach,
+// then a full disk, then an image the registry lacks or denies, then a registry or
+// network that failed; anything else is the box's docker (ErrPullFailed).
 func pullFailure(out []byte) (wrap func(error) error, kind error) {
 	keep := func(err error) error { return err }
 	switch {
 	case daemonDown(out):
 		return func(err error) error { return fmt.Errorf("%w: %w", ErrDockerUnavailable, err) }, ErrDockerUnavailable
 	case bytes.Contains(out, []byte("no space left on device")):
-		return func(err error) error { return fmt.Errorf("%w: %w", syscall.ENOSPC, err) }, ErrCommandFailed
+		return func(err error) error { return fmt.Errorf("%w: %w", syscall.ENOSPC, err) }, ErrPullFailed
+	case containsAny(out, missingMarks) || notFoundRe.Match(out):
+		return keep, ErrImageMissing
+	case containsAny(out, registryDownMarks):
+		return keep, ErrRegistryUnavailable
 	}
-	for _, m := range missingMarks {
+	return keep, ErrPullFailed
+}
+
+// containsAny reports whether out contains one of marks.
+func containsAny(out []byte, marks []string) bool {
+	for _, m := range marks {
 		if bytes.Contains(out, []byte(m)) {
-			return keep, ErrImageMissing
+			return true
 		}
 	}
-	return keep, ErrRegistryUnavailable
+	return false
 }
 
 // maxDaemonSaid bounds the daemon's message kept in an error.

@@ -144,14 +144,14 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 }
 
 // transportErr names what went wrong with a request that got no complete answer: a
-// failed dial is ErrUnreachable, an expired context says so.
+// failed dial is ErrUnreachable, an expired context ErrTimeout.
 func transportErr(ctx context.Context, err error, timeout time.Duration) error {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return fmt.Errorf("%w: %w", ErrUnreachable, op)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("no complete answer within %s or before the caller's deadline: %w", timeout, ctx.Err())
+		return fmt.Errorf("%w: no complete answer within %s or before the caller's deadline: %w", ErrTimeout, timeout, ctx.Err())
 	}
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		return ue.Err

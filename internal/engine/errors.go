@@ -19,6 +19,9 @@ var (
 	// ErrUnreachable is a failure to connect to the daemon's socket.
 	// It matches compose.ErrDockerUnavailable too.
 	ErrUnreachable = fmt.Errorf("docker engine unreachable: %w", compose.ErrDockerUnavailable)
+	// ErrTimeout is a daemon that gave no complete answer before the deadline: the box
+	// is slow or dockerd hangs. It matches compose.ErrDockerTimeout too.
+	ErrTimeout = fmt.Errorf("docker engine did not answer in time: %w", compose.ErrDockerTimeout)
 	// ErrNotFound is the daemon's 404: no such container or image.
 	ErrNotFound = errors.New("not found")
 	// ErrInUse is the daemon's 409 to an image removal: a container (running or
