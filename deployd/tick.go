@@ -88,9 +88,10 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	out.Duration = a.now().Sub(start)
 	endRun(st, start, a.now(), out.SHA, err, a.red.Redact)
 	if serr := a.saveState(st); serr != nil {
-		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
+		a.log.Error("could not save the state; state.json keeps what the run before saved (the write is atomic), and the next tick tries again. Fix the state dir (the err names the file)", "err", serr)
 		if err == nil {
 			err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
+			out.Code = CodeOf(err)
 		}
 	}
 	return out, err
