@@ -130,14 +130,7 @@ func (a *Agent) begin() (st *State, unlock func(), err error) {
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		loaded.EnvMismatch = nil
 	}
-	cur := serving(&loaded)
-	if loaded.Rebuilt != nil && loaded.LiveSHA == "" {
-		// Rebuilt from nothing this run: current is the truth, and no disagreement
-		// of an interrupted apply.
-		sha := a.store.Current()
-		cur = release.Live{SHA: sha, Serial: a.store.Serial(sha)}
-	}
-	setServing(&loaded, a.store.Repair(cur))
+	setServing(&loaded, a.store.Repair(serving(&loaded)))
 	return &loaded, unlock, nil
 }
 
