@@ -526,7 +526,7 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 		return &Error{Op: "health", Err: err}
 	}
 	confirmLive(t.st, states)
-	t.st.LastRestore, t.st.Rebuilt = nil, nil
+	t.st.LastRestore = nil
 	delete(t.st.Failed, sha)
 	t.log.Info("applied: every service is running and healthy", "services", len(states))
 	t.a.store.Prune(serving(t.st), t.a.cfg.Compose.KeepReleases)
@@ -536,8 +536,18 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 			t.st.LastReclaim = r
 		}
 	}
+	t.endRebuilt()
 	t.result, t.services = tenancy.ResultApplied, toServiceStates(states)
 	return nil
+}
+
+// endRebuilt ends the note of a rebuilt state at a successful apply of a later run:
+// the run that rebuilt it (and converged the live release) keeps it, so that status
+// tells it.
+func (t *tick) endRebuilt() {
+	if r := t.st.Rebuilt; r != nil && r.At.Before(t.started) {
+		t.st.Rebuilt = nil
+	}
 }
 
 // expect is what Verify and ReadStaged need of the box's config.

@@ -47,7 +47,11 @@ func (t *tick) reclaimImages(ctx context.Context) *Reclaim {
 	}
 	for _, sha := range t.a.store.Staged() {
 		if _, ok := t.st.Images[sha]; !ok {
-			t.log.Info("image hygiene waits: a kept release has no record of its images (applied by an older agent, or its record was lost with a state.json that did not parse); it runs once that release is pruned",
+			why := "applied by an older agent, or its record was lost with a state.json that did not parse"
+			if t.st.Rebuilt != nil {
+				why = "its record was lost with the state.json that did not parse"
+			}
+			t.log.Info("image hygiene waits: a kept release has no record of its images ("+why+"); it runs once that release is pruned",
 				"release", release.Short(sha))
 			return nil
 		}

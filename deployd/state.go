@@ -41,13 +41,24 @@ func (a *Agent) loadState() (State, error) {
 			"path", a.cfg.StatePath(), "err", err)
 		return State{}, &Error{Op: "read state", Code: codes.StateUnavailable, Err: err}
 	}
-	return a.rebuildState(err), nil
+	st = a.rebuildState(err)
+	// Saved at once: a run that ends before its own save (the latch, a crash) must not
+	// leave state.json missing, which reads as a new box: status would not tell the
+	// latch, and the next run would lose what the kept file brought back.
+	if serr := a.saveState(&st); serr != nil {
+		a.log.Warn("could not save the rebuilt state; the run saves it again at its end", "path", a.cfg.StatePath(), "err", serr)
+	}
+	return st, nil
 }
 
 // rebuildState is the state of a box whose state.json did not parse (corrupt): it is
-// moved aside, and what must survive comes back from the kept file.
+// moved aside, the live release is the one `current` points to (not known to be
+// healthy: the next apply of it converges it without a lease), and what must survive
+// comes back from the kept file.
 func (a *Agent) rebuildState(corrupt error) State {
 	st := State{Schema: stateSchema, EnvID: a.cfg.EnvID}
+	st.LiveSHA = a.store.Current()
+	st.LiveSerial = a.store.Serial(st.LiveSHA)
 	r := &Rebuilt{At: a.now(), Why: a.red.Redact(corrupt.Error())}
 	aside := fmt.Sprintf("%s.corrupt-%d", a.cfg.StatePath(), a.now().Unix())
 	if rerr := os.Rename(a.cfg.StatePath(), aside); rerr != nil {

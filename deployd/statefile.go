@@ -124,7 +124,8 @@ type State struct {
 	// configured env_id, every run exits 78 without touching the network.
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
 	// Rebuilt is set when a run found state.json corrupt and rebuilt the state; nil
-	// otherwise. The next successful apply clears it.
+	// otherwise. A successful apply of a later run clears it (the run that rebuilt
+	// it keeps it, converge or not, so that status tells it).
 	Rebuilt *Rebuilt `json:"rebuilt,omitempty"`
 }
 

@@ -107,7 +107,8 @@ type Status struct {
 	// LastReclaim is what the image hygiene of the last apply removed; null: nothing.
 	LastReclaim *StatusReclaim `json:"last_reclaim"`
 	// Rebuilt says that a run found state.json corrupt and rebuilt the state (and
-	// what came back from the kept file); null: not since the last successful apply.
+	// what came back from the kept file); null: not since the last successful apply
+	// of a later run.
 	Rebuilt *Rebuilt `json:"rebuilt"`
 	// FailedSHAs are the shas that failed on the box, newest first (equal times by
 	// sha).

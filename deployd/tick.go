@@ -88,9 +88,10 @@ func (a *Agent) Tick(ctx context.Context) (Outcome, error) {
 	out.Duration = a.now().Sub(start)
 	endRun(st, start, a.now(), out.SHA, err, a.red.Redact)
 	if serr := a.saveState(st); serr != nil {
-		a.log.Error("could not save the state; the next tick rebuilds it from the live release", "err", serr)
+		a.log.Error("could not save the state; state.json keeps what the run before saved (the write is atomic), and the next tick tries again. Fix the state dir (the err names the file)", "err", serr)
 		if err == nil {
 			err = &Error{Op: "save state", Code: codes.StateUnavailable, Err: serr}
+			out.Code = CodeOf(err)
 		}
 	}
 	return out, err
@@ -129,14 +130,7 @@ func (a *Agent) begin() (st *State, unlock func(), err error) {
 		a.log.Info("env_id changed since the AGENT_ENV_MISMATCH latch; clearing it", "latched_env_id", l.EnvID)
 		loaded.EnvMismatch = nil
 	}
-	cur := serving(&loaded)
-	if loaded.Rebuilt != nil && loaded.LiveSHA == "" {
-		// Rebuilt from nothing this run: current is the truth, and no disagreement
-		// of an interrupted apply.
-		sha := a.store.Current()
-		cur = release.Live{SHA: sha, Serial: a.store.Serial(sha)}
-	}
-	setServing(&loaded, a.store.Repair(cur))
+	setServing(&loaded, a.store.Repair(serving(&loaded)))
 	return &loaded, unlock, nil
 }
 
