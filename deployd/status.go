@@ -145,7 +145,8 @@ type StatusCondition struct {
 type StatusStateDir struct {
 	Path     string `json:"path"`
 	Writable bool   `json:"writable"`
-	// FreeKiB is the space left for root; -1 when it could not be measured.
+	// FreeKiB is the space available in it (statfs's f_bavail); -1 when it could
+	// not be measured.
 	FreeKiB int64 `json:"free_kib"`
 	// Problem says why it cannot take the state; "" when it can.
 	Problem string `json:"problem"`
@@ -359,8 +360,8 @@ func stateDirOf(cfg Config) StatusStateDir {
 	}
 	d.Writable = true
 	if space, err := fsutil.SpaceOf(dir); err == nil {
-		d.FreeKiB = space.FreeMB << 10
-		if space.FreeMB<<20 < stateRoom {
+		d.FreeKiB = space.Free >> 10
+		if space.Free < stateRoom {
 			d.Problem = fmt.Sprintf("%s has %d KiB free, less than the %d KiB a run needs for the token and the state", dir, d.FreeKiB, stateRoom>>10)
 		}
 	}

@@ -157,8 +157,8 @@ func TestSecretCanary(t *testing.T) {
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	require.NotNil(t, b.State().EnvMismatch)
 	require.NotEmpty(t, b.State().EnvMismatch.Message)
-	run(deployd.ExitFailed, "status", "--config", b.CfgPath) // latched: not healthy
-	run(deployd.ExitFailed, "status", "--config", b.CfgPath, "--json")
+	run(deployd.VerdictCritical.Exit(), "status", "--config", b.CfgPath) // latched: critical
+	run(deployd.VerdictCritical.Exit(), "status", "--config", b.CfgPath, "--json")
 	b.PlaceGrant()
 	run(0, "bootstrap", "--config", b.CfgPath)
 

@@ -24,7 +24,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/fakes/fakedocker"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -249,7 +249,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	second := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	b.Stack.Bao.SetSealed(true)
 	leases := b.Leases()
-	first := len(b.Stack.Checkins(b.Env)) // the check-in of the first tick of the outage
+	first := len(b.Stack.Tenancy.Checkins(b.Env)) // the check-in of the first tick of the outage
 
 	var since time.Time
 	for run := 1; run <= 3; run++ {
@@ -309,7 +309,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 
 	// The check-ins: the first of the outage carries none (the run before it ended 0),
 	// each later one the condition the run before it left.
-	cs := b.Stack.Checkins(b.Env)
+	cs := b.Stack.Tenancy.Checkins(b.Env)
 	require.Len(t, cs, first+4)
 	assert.Nil(t, cs[first].Condition)
 	for i := 1; i <= 3; i++ {
@@ -334,7 +334,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	assert.Equal(t, second, b.Live())
 	assert.Equal(t, leases+1, b.Leases())
 	assert.Nil(t, b.State().Condition)
-	assertCheckinCondition(t, &lasting, b.Stack.Checkins(b.Env)[first+4].Condition, "the check-in of the tick that recovered")
+	assertCheckinCondition(t, &lasting, b.Stack.Tenancy.Checkins(b.Env)[first+4].Condition, "the check-in of the tick that recovered")
 	v, _ = b.statusJSON()
 	assert.Equal(t, deployd.VerdictOK, v.Verdict, "%+v", v.Problems)
 	assert.Nil(t, v.Condition)
@@ -344,7 +344,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	require.Equal(t, 0, res.Code, res.Stderr)
 	_, carried := b.Stack.Tenancy.LastCondition(b.Env)
 	assert.False(t, carried, "the check-in after a run that ended 0 carries no condition")
-	assertPairing(t, b.Stack.Checkins(b.Env))
+	assertPairing(t, b.Stack.Tenancy.Checkins(b.Env))
 }
 
 // TestTruthLastingRateLimit: the lease budget spent, tenancy answers 429 with a
@@ -356,7 +356,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 func TestTruthLastingRateLimit(t *testing.T) {
 	b := newTruthBox(t, boxOpts{})
 	b.apply(1)
-	b.Stack.SetFaults(faketenancy.Faults{LeaseBudget: 1}) // spent by the apply
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{LeaseBudget: 1}) // spent by the apply
 	second := b.Publish(faketenancy.SampleApp(b.Env, 2))
 
 	res := b.tickM()
@@ -372,12 +372,12 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	assert.WithinRange(t, next, time.Now().Add(55*time.Minute), time.Now().Add(61*time.Minute), "tenancy's Retry-After, about 59 minutes")
 
 	for run := 2; run <= 3; run++ {
-		checkins := len(b.Stack.Checkins(b.Env))
+		checkins := len(b.Stack.Tenancy.Checkins(b.Env))
 		res = b.tickM()
 		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
 		assert.Equal(t, string(codes.RateLimited), signedTickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "tenancy asked the box to wait; checked in, but neither downloading the bundle nor asking for a lease before then")
-		assert.Len(t, b.Stack.Checkins(b.Env), checkins+1, "run %d checks in: the heartbeat", run)
+		assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1, "run %d checks in: the heartbeat", run)
 		assert.Equal(t, 1, b.bundleGets(second), "run %d downloads nothing before the Retry-After", run)
 		assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "run %d asks for no lease before the Retry-After", run)
 		c = b.State().Condition
@@ -404,10 +404,10 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	when := next.UTC().Format(time.RFC3339)
 	assert.Regexp(t, `^status:\s+WARNING: the last 3 runs ended on RATE_LIMITED \(exit 75\) since \S+; the box tries again by itself at `+when, text)
 	assert.Regexp(t, `(?m)^condition:\s+RATE_LIMITED \(exit 75\) since \S+, 3 runs; sha `+second+`; next attempt `+when+`$`, text)
-	assertPairing(t, b.Stack.Checkins(b.Env))
+	assertPairing(t, b.Stack.Tenancy.Checkins(b.Env))
 
 	// The hour passes: the recorded next attempt is behind, and the budget refilled.
-	b.Stack.SetFaults(faketenancy.Faults{})
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	b.editState(func(st *deployd.State) { st.Condition.NextAttempt = time.Now().Add(-time.Minute) })
 	res = b.tickM()
 	require.Equal(t, 0, res.Code, res.Stderr)
@@ -461,13 +461,13 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.True(t, f.Until.Equal(st.Condition.NextAttempt), "the condition names the end of the hold")
 
 		// The next ticks of the hour re-report it: no download, no lease.
-		gets, reports := b.bundleGets(sha), len(b.Stack.Reports(b.Env))
+		gets, reports := b.bundleGets(sha), len(b.Stack.Tenancy.Reports(b.Env))
 		res = b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "this sha failed on this box and is held until its next attempt")
 		assert.Equal(t, gets, b.bundleGets(sha))
 		assert.Equal(t, leases, b.Leases())
-		require.Len(t, b.Stack.Reports(b.Env), reports+1)
+		require.Len(t, b.Stack.Tenancy.Reports(b.Env), reports+1)
 		assert.Equal(t, string(codes.SecretMissing), b.LastReport().Code)
 		c := b.State().Condition
 		require.NotNil(t, c)
@@ -492,7 +492,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.Regexp(t, `(?m)^failed sha:\s+`+sha+` serial 2 SECRET_MISSING \(tried again at `+when+`\)$`, text)
 
 		// The secret is written; within the hour the sha stays held.
-		b.Stack.PutSecret(b.Env, "api", map[string]string{"token": "api-token-written-later"})
+		b.Stack.Bao.PutSecret(b.Env, "api", map[string]string{"token": "api-token-written-later"})
 		res = b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 		assert.Equal(t, leases, b.Leases())
@@ -523,7 +523,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		// OpenBao deletes the secret right after the login with the lease's grant: the
 		// check before the lease found it, the read after the lease does not.
 		var armed atomic.Bool
-		baoURL := proxy(t, b.Stack.BaoAddr(), func(resp *http.Response) error {
+		baoURL := proxy(t, b.Stack.Bao.URL(), func(resp *http.Response) error {
 			if strings.HasSuffix(resp.Request.URL.Path, "/login") && resp.StatusCode == http.StatusOK && armed.CompareAndSwap(true, false) {
 				b.Stack.Bao.DeleteSecret(b.Env, "db")
 			}
@@ -548,7 +548,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.WithinRange(t, f.Until, time.Now().Add(59*time.Minute), time.Now().Add(61*time.Minute), "held an hour")
 
 		// The next ticks of the hour take no lease, the secret written again or not.
-		b.Stack.PutSecret(b.Env, "db", map[string]string{"password": testbox.DefaultSecret})
+		b.Stack.Bao.PutSecret(b.Env, "db", map[string]string{"password": testbox.DefaultSecret})
 		for range 2 {
 			res = b.tickM()
 			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
@@ -584,15 +584,15 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 		t.Run("a check-in answered with "+tt.name, func(t *testing.T) {
 			b := newTruthBox(t, boxOpts{})
 			live := b.apply(1)
-			reports := len(b.Stack.Reports(b.Env))
-			tenURL := checkinProxy(t, b.Stack.TenancyURL(), tt.body)
+			reports := len(b.Stack.Tenancy.Reports(b.Env))
+			tenURL := checkinProxy(t, b.Stack.Tenancy.URL(), tt.body)
 			b.Configure(func(c *deployd.Config) { c.Tenancy.URL = tenURL })
 
 			res := b.tickM()
 			require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
 			assert.Equal(t, string(codes.TenancyProtocol), signedTickCode(t, res.Stderr))
 			assert.NotContains(t, res.Stderr, string(codes.ApplyFailed))
-			assert.Len(t, b.Stack.Reports(b.Env), reports, "nothing is reported")
+			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "nothing is reported")
 			assert.Equal(t, live, b.Live())
 			state, err := os.ReadFile(b.Cfg.StatePath())
 			require.NoError(t, err)
@@ -627,7 +627,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			if tt.none {
 				b.SetDesired(faketenancy.Desired{Action: "none"})
 			}
-			leases, reports := b.Leases(), b.Stack.Reports(b.Env)
+			leases, reports := b.Leases(), b.Stack.Tenancy.Reports(b.Env)
 			corruptState(t, b.box)
 
 			res := b.tickM()
@@ -643,7 +643,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 				assert.Contains(t, res.Stderr, "the state was rebuilt (state.json did not parse), so the live release is not known to be healthy")
 				assert.Equal(t, "applied", b.LastReport().Result)
 			} else {
-				assert.Len(t, b.Stack.Reports(b.Env), len(reports))
+				assert.Len(t, b.Stack.Tenancy.Reports(b.Env), len(reports))
 			}
 			aside, err := filepath.Glob(b.Cfg.StatePath() + ".corrupt-*")
 			require.NoError(t, err)
@@ -686,7 +686,7 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 
 			script := fastScript(nil)
 			script.Releases = map[string]map[string]fakedocker.Service{sha: {"web": {States: []fakedocker.State{tt.state}}}}
-			b.Docker.SetScript(script)
+			b.setScript(script)
 			res := b.tickM()
 			require.Equal(t, 0, res.Code, "the agent changes nothing on its own: %s", res.Stderr)
 			v, _ = b.statusJSON()
@@ -777,7 +777,7 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 		States: []fakedocker.State{{Health: "unhealthy", HealthOutput: "GET /healthz: 503 database login refused for password " + testbox.DefaultSecret}},
 		Logs:   "web starting\nconnecting with DB_PASSWORD=" + testbox.DefaultSecret + "\nFATAL: the database refused the login\n",
 	}}}
-	b.Docker.SetScript(script)
+	b.setScript(script)
 
 	res := b.tickM()
 	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)

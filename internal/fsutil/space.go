@@ -13,6 +13,8 @@ import (
 type Space struct {
 	// FreeMB is the space available, in MiB (rounded down).
 	FreeMB int64
+	// Free is the space available, in bytes.
+	Free int64
 	// BlockSize is the file system's block size in bytes.
 	BlockSize int64
 	// FreeInodes and TotalInodes count inodes; TotalInodes is 0 on a file system
@@ -28,6 +30,7 @@ func SpaceOf(path string) (Space, error) {
 	}
 	return Space{
 		FreeMB:      int64(st.Bavail * uint64(st.Bsize) / (1 << 20)),
+		Free:        int64(st.Bavail * uint64(st.Bsize)),
 		BlockSize:   st.Bsize,
 		FreeInodes:  int64(st.Ffree),
 		TotalInodes: int64(st.Files),
