@@ -53,7 +53,7 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	if err := t.pullImages(ctx, b.res.Images); err != nil {
 		return err
 	}
-	token, err := t.lease(ctx, inst.SHA)
+	token, err := t.leaseFor(ctx, inst.SHA)
 	if err != nil {
 		return err
 	}
@@ -383,6 +383,27 @@ func (t *tick) boxReady(ctx context.Context) error {
 
 // lease takes the deploy lease and logs into OpenBao with its grant; the new token
 // replaces the stored one.
+// leaseFor is the one rule of how an apply spends leases: one publish, one lease. A
+// lease the box took for this sha at an earlier tick that did not end in a report (a
+// temporary failure after the login, before or after the switch) goes on until its
+// expires_at, with the token its login gave (bao.token): no new lease. Otherwise a new
+// lease is taken and recorded in the state (docs/PROTOCOL.md, "One publish, one
+// lease"). No grant is ever kept.
+func (t *tick) leaseFor(ctx context.Context, sha string) (secret.Value, error) {
+	if l := t.st.Lease; l != nil && l.SHA == sha && t.a.now().Before(l.ExpiresAt) {
+		tok, err := t.a.readToken()
+		if err == nil && !tok.IsZero() {
+			t.log.Info("going on under the lease this box took for this sha at an earlier tick; no new lease",
+				"leased_at", l.At, "expires", l.ExpiresAt)
+			return tok, nil
+		}
+	}
+	return t.lease(ctx, sha)
+}
+
+// lease takes a deploy lease for sha and logs into OpenBao with its grant; the new
+// token replaces the stored one, and the lease is recorded (and saved at once, so
+// that a crash before the switch does not cost a second lease).
 func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	lease, err := t.a.tenancy.Lease(ctx, t.a.cfg.EnvID, sha)
 	if errors.Is(err, tenancy.ErrLeaseShape) {
@@ -402,6 +423,10 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 		return secret.Value{}, err
 	}
 	t.st.TokenExpires = info.ExpireTime
+	t.st.Lease = &LeaseRecord{SHA: sha, At: t.a.now(), ExpiresAt: lease.ExpiresAt}
+	if err := t.a.saveState(t.st); err != nil {
+		t.log.Warn("could not save the state after the lease; a crash before the switch would cost a second lease", "err", err)
+	}
 	return info.Token, nil
 }
 

@@ -1,8 +1,13 @@
 package deployd_test
 
 import (
+	"io"
 	"net/http"
+	"os"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,4 +70,77 @@ func TestSupersededGrant(t *testing.T) {
 	assert.Equal(t, "applied", out.Result)
 	assert.True(t, out.Leased, "a new lease, without a retry from tenancy")
 	assert.Equal(t, sha, b.Live())
+}
+
+// flakyBao answers the first KV read after a login with 503 (OpenBao restarting),
+// and passes every other request to OpenBao.
+type flakyBao struct {
+	base      http.RoundTripper
+	mu        sync.Mutex
+	loggedIn  bool
+	failed    int
+	failReads int
+}
+
+func (f *flakyBao) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	fail := f.loggedIn && strings.Contains(req.URL.Path, "/data/envs/") && f.failed < f.failReads
+	if fail {
+		f.failed++
+	}
+	if strings.HasSuffix(req.URL.Path, "/login") {
+		f.loggedIn = true
+	}
+	f.mu.Unlock()
+	if fail {
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"errors":["Vault is sealed"]}`)), Request: req}, nil
+	}
+	return f.base.RoundTrip(req)
+}
+
+// TestOnePublishOneLease: a tick that failed temporarily after its lease (OpenBao
+// unavailable for the secret read that follows the login) leaves the lease recorded;
+// the next tick of the same sha goes on under it, with the token the login gave,
+// instead of asking again: one publish, one lease. The report ends the record. A
+// record whose expiry passed is not used.
+func TestOnePublishOneLease(t *testing.T) {
+	for _, expired := range []bool{false, true} {
+		t.Run(map[bool]string{false: "within the lease", true: "after its expiry"}[expired], func(t *testing.T) {
+			b := newBox(t, boxOptions{})
+			b.idleTick()
+			flaky := &flakyBao{base: http.DefaultTransport, failReads: 1}
+			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond})
+			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+			out, code := b.Tick(a)
+			require.Equal(t, deployd.ExitTemporary, code, "%+v", out)
+			assert.True(t, out.Leased)
+			rec := b.State().Lease
+			require.NotNil(t, rec, "the lease is recorded: sha and expiry, never the grant")
+			assert.Equal(t, sha, rec.SHA)
+			assert.True(t, rec.ExpiresAt.After(time.Now()))
+			data, err := os.ReadFile(b.Cfg.StatePath())
+			require.NoError(t, err)
+			assert.NotRegexp(t, `eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.`, string(data), "no grant (a JWT) on disk")
+			if expired {
+				b.editState(func(raw map[string]any) {
+					raw["lease"].(map[string]any)["expires_at"] = time.Now().Add(-time.Minute).Format(time.RFC3339)
+				})
+			}
+
+			out, code = b.Tick(a)
+			require.Equal(t, deployd.ExitOK, code, "%+v", out)
+			assert.Equal(t, "applied", out.Result)
+			assert.Equal(t, sha, b.Live())
+			if expired {
+				assert.True(t, out.Leased, "an expired lease is not used")
+				assert.Equal(t, 2, b.Leases())
+			} else {
+				assert.False(t, out.Leased, "the next tick goes on under the lease")
+				assert.Equal(t, 1, b.Leases(), "one publish, one lease")
+				assert.Contains(t, b.Logs.String(), "going on under the lease this box took for this sha")
+			}
+			assert.Nil(t, b.State().Lease, "the report ends the record")
+		})
+	}
 }

@@ -39,6 +39,9 @@ func (t *tick) report(ctx context.Context, result tenancy.Result, cause error, s
 	}
 	st := t.st
 	st.LastResult, st.LastCode, st.LastDetail, st.LastSHA = out.Result, out.Code, out.Detail, out.SHA
+	if st.Lease != nil && st.Lease.SHA == out.SHA {
+		st.Lease = nil // the report closes the deploy the lease was for
+	}
 	tail := ""
 	if result == tenancy.ResultFailed {
 		tail = boundTail(t.a.red.Redact(t.tail))

@@ -123,6 +123,10 @@ type State struct {
 	// EnvMismatch is the latch set by AGENT_ENV_MISMATCH: while it names the
 	// configured env_id, every run exits 78 without touching the network.
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
+	// Lease is the deploy lease the box took and logged in with, until a report of its
+	// sha ends it (applied or failed); a later tick of the same sha goes on under it
+	// until its expiry instead of asking again. Nil: none.
+	Lease *LeaseRecord `json:"lease,omitempty"`
 	// Rebuilt is set when a run found state.json corrupt and rebuilt the state; nil
 	// otherwise. A successful apply of a later run clears it (the run that rebuilt
 	// it keeps it, converge or not, so that status tells it).
@@ -291,6 +295,15 @@ func readKept(path string) (keptState, error) {
 		return keptState{}, fmt.Errorf("%s does not parse: %w", path, err)
 	}
 	return k, nil
+}
+
+// LeaseRecord is a deploy lease the box took: which sha, when, and until when its
+// grant was valid. The grant itself is never kept (it was used by the login); the
+// token the login gave is bao.token.
+type LeaseRecord struct {
+	SHA       string    `json:"sha"`
+	At        time.Time `json:"at"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // Rebuilt says that the state was rebuilt because state.json did not parse.
