@@ -20,10 +20,10 @@ func TestInstall(t *testing.T) {
 	assert.Equal(t, d.Dir, filepath.Dir(d.Path))
 
 	run := func(args ...string) string {
-		cmd := exec.Command("docker", args...)
+		// The fake by its path: a machine without docker has none in PATH to find,
+		// and one with docker has the real one there.
+		cmd := exec.Command(d.Path, args...)
 		cmd.Env = d.Env()
-		// exec.Command looked "docker" up in the process PATH; use the fake explicitly
-		cmd.Path = d.Path
 		cmd.Dir = t.TempDir()
 		out, err := cmd.Output()
 		require.NoError(t, err)
@@ -61,9 +61,8 @@ func TestInstall(t *testing.T) {
 func TestInstallWithoutTheVariables(t *testing.T) {
 	d := Install(t, nil)
 	run := func(args ...string) string {
-		cmd := exec.Command("docker", args...)
+		cmd := exec.Command(d.Path, args...) // by its path, as above
 		cmd.Env = []string{"PATH=" + d.Dir}
-		cmd.Path = d.Path
 		cmd.Dir = t.TempDir()
 		out, err := cmd.Output()
 		require.NoError(t, err)
