@@ -170,8 +170,8 @@ func (c *cli) status(args []string) int {
 	fs := c.flags("status")
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	asJSON := fs.Bool("json", false, "print the status view as JSON (schema 1)")
-	cfg, code := c.config(fs, args, configPath)
-	if code != 0 {
+	cfg, code, ok := c.config(fs, args, configPath)
+	if !ok {
 		return code
 	}
 	// status never touches the network; it still passes through a redactor that
