@@ -124,6 +124,7 @@ func (c *cli) help(ctx context.Context, args []string) int {
 	}
 }
 
+// version is `monky-deployd version`: the release and the commit it was built from.
 func (c *cli) version(args []string) int {
 	fs := c.flags("version")
 	if code, ok := c.parse(fs, args, 0); !ok {
