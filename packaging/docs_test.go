@@ -20,7 +20,7 @@ import (
 )
 
 // The docs are the operator's view of the agent: these tests keep them true of the code
-// (the README, the CHANGELOG and docs/*.md, read from the repository root).
+// (the README, DEVELOPERS.md, the CHANGELOG and docs/*.md, read from the repository root).
 
 // repoRoot is the repository root, seen from this package's directory.
 const repoRoot = ".."
@@ -28,7 +28,7 @@ const repoRoot = ".."
 // docFiles returns the repository's markdown docs, relative to the root.
 func docFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{"README.md", "CHANGELOG.md"}
+	files := []string{"README.md", "DEVELOPERS.md", "CHANGELOG.md"}
 	more, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	require.NoError(t, err)
 	require.NotEmpty(t, more)

@@ -41,6 +41,8 @@ const usage = `usage:
                      [--json] BUNDLE
   monky-deployd keygen --out PRIVATE_KEY_FILE
   monky-deployd version
+  monky-deployd help [COMMAND]
+                     this text, or a command's usage and flags (as COMMAND --help)
 `
 
 // cli carries what the subcommands share: the environment and the streams.
@@ -76,75 +78,145 @@ func Main(ctx context.Context, args []string, env []string, stdout, stderr io.Wr
 		_, _ = fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	switch args[0] {
+	return c.command(ctx, args[0], args[1:])
+}
+
+// command runs the command name with its arguments args.
+func (c *cli) command(ctx context.Context, name string, args []string) int {
+	switch name {
 	case "run":
-		return c.run(ctx, args[1:])
+		return c.run(ctx, args)
 	case "status":
-		return c.status(args[1:])
+		return c.status(args)
 	case "plan":
-		return c.plan(ctx, args[1:])
+		return c.plan(ctx, args)
 	case "bootstrap":
-		return c.bootstrap(ctx, args[1:])
+		return c.bootstrap(ctx, args)
 	case "verify":
-		return c.verify(ctx, args[1:])
+		return c.verify(ctx, args)
 	case "pack":
-		return c.pack(ctx, args[1:])
+		return c.pack(ctx, args)
 	case "sign":
-		return c.sign(ctx, args[1:])
+		return c.sign(ctx, args)
 	case "keygen":
-		return c.keygen(args[1:])
+		return c.keygen(args)
 	case "version", "--version":
-		return c.output(fmt.Sprintf("monky-deployd %s (commit %s)\n", deployd.Version, commit))
+		return c.version(args)
 	case "help", "-h", "--help":
-		return c.output(usage)
+		return c.help(ctx, args)
 	default:
-		_, _ = fmt.Fprintf(stderr, "monky-deployd: unknown command %q\n%s", args[0], usage)
+		_, _ = fmt.Fprintf(c.stderr, "monky-deployd: unknown command %q\n%s", name, usage)
 		return exitUsage
 	}
 }
 
+// help is `monky-deployd help [COMMAND]`: the usage of every command, or COMMAND's
+// usage and flags as `monky-deployd COMMAND --help` prints them.
+func (c *cli) help(ctx context.Context, args []string) int {
+	switch {
+	case len(args) > 1:
+		_, _ = fmt.Fprintf(c.stderr, "monky-deployd help: expected at most 1 argument, got %d: %q\n", len(args), args)
+		return exitUsage
+	case len(args) == 0, args[0] == "help", args[0] == "-h", args[0] == "--help":
+		return c.output(usage)
+	default:
+		return c.command(ctx, args[0], []string{"--help"})
+	}
+}
+
+// version is `monky-deployd version`: the release and the commit it was built from.
+func (c *cli) version(args []string) int {
+	fs := c.flags("version")
+	if code, ok := c.parse(fs, args, 0); !ok {
+		return code
+	}
+	return c.output(fmt.Sprintf("monky-deployd %s (commit %s)\n", deployd.Version, commit))
+}
+
+// flags returns the flag set of the command name, which parse parses.
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("monky-deployd "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
+	fs.Usage = func() {} // parse prints the usage, on stdout for --help, on stderr for an error
 	return fs
 }
 
-// parse parses args and refuses stray arguments; it returns false on a usage error.
-func parse(fs *flag.FlagSet, args []string, positional int) bool {
-	if err := fs.Parse(args); err != nil {
-		return false
+// parse parses args, refuses stray arguments and checks that the flags named in
+// required have a value. It reports whether the command goes on; when it does not,
+// code is the command's exit code: 0 after -h or --help, which print the command's
+// usage on stdout, and 2 for a usage error, said on stderr.
+func (c *cli) parse(fs *flag.FlagSet, args []string, positional int, required ...string) (code int, ok bool) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return c.output(helpText(fs)), false
+	case err != nil: // the flag package said what is wrong
+		_, _ = fmt.Fprint(c.stderr, helpText(fs))
+		return exitUsage, false
+	case fs.NArg() != positional:
+		_, _ = fmt.Fprintf(c.stderr, "%s: expected %d argument(s), got %d: %q\n", fs.Name(), positional, fs.NArg(), fs.Args())
+		return exitUsage, false
 	}
-	if fs.NArg() != positional {
-		_, _ = fmt.Fprintf(fs.Output(), "%s: expected %d argument(s), got %d: %q\n", fs.Name(), positional, fs.NArg(), fs.Args())
-		return false
+	for _, name := range required {
+		if fs.Lookup(name).Value.String() == "" {
+			_, _ = fmt.Fprintf(c.stderr, "%s: --%s is required\n", fs.Name(), name)
+			return exitUsage, false
+		}
 	}
-	return true
+	return 0, true
 }
 
-// required reports whether the flag name of fs has a value; when it has none it says
-// "<fs name>: --name is required" on fs's output, a usage error.
-func required(fs *flag.FlagSet, name string) bool {
-	if fs.Lookup(name).Value.String() != "" {
-		return true
+// commandUsage returns the lines of usage that describe the command name: the line
+// that starts with it and the more deeply indented lines after it; "" for no command.
+func commandUsage(name string) string {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(usage) {
+		switch {
+		case strings.HasPrefix(line, "  monky-deployd "):
+			cmd, _, _ := strings.Cut(strings.TrimPrefix(line, "  monky-deployd "), " ")
+			in = strings.TrimSpace(cmd) == name
+		case !strings.HasPrefix(line, "   "):
+			in = false
+		}
+		if in {
+			b.WriteString(line)
+		}
 	}
-	_, _ = fmt.Fprintf(fs.Output(), "%s: --%s is required\n", fs.Name(), name)
-	return false
+	return b.String()
+}
+
+// helpText is what `monky-deployd COMMAND --help` prints: the command's lines of
+// usage, then its flags, spelt --name as in the usage (the flag package takes both).
+func helpText(fs *flag.FlagSet) string {
+	var defaults strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&defaults)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	text := "usage:\n" + commandUsage(strings.TrimPrefix(fs.Name(), "monky-deployd "))
+	if defaults.Len() > 0 {
+		// Each flag's line starts "  -name"; its description lines start with a tab.
+		text += "\nflags:\n" + strings.ReplaceAll("\n"+defaults.String(), "\n  -", "\n  --")[1:]
+	}
+	return text
 }
 
 // config is the prologue of the subcommands that read the box's config (status, and
 // through withAgent run, bootstrap and plan): it parses args (no positional arguments)
-// and loads the config at *configPath. It returns the exit code of a failure, else 0:
-// 2 for a usage error; 1 for a config LoadConfig refused (CONFIG_INVALID), logged.
-func (c *cli) config(fs *flag.FlagSet, args []string, configPath *string) (deployd.Config, int) {
-	if !parse(fs, args, 0) {
-		return deployd.Config{}, exitUsage
+// and loads the config at *configPath. It reports whether the command goes on; when it
+// does not, code is its exit code: parse's (0 after --help, 2 for a usage error), or 1
+// for a config LoadConfig refused (CONFIG_INVALID), logged.
+func (c *cli) config(fs *flag.FlagSet, args []string, configPath *string) (deployd.Config, int, bool) {
+	if code, ok := c.parse(fs, args, 0); !ok {
+		return deployd.Config{}, code, false
 	}
 	cfg, err := deployd.LoadConfig(*configPath)
 	if err != nil {
 		c.log.Error("the config is invalid; fix it and run again", "config", *configPath, "code", deployd.CodeOf(err), "err", err)
-		return deployd.Config{}, deployd.ExitFailed
+		return deployd.Config{}, deployd.ExitFailed, false
 	}
-	return cfg, 0
+	return cfg, 0, true
 }
 
 // withAgent is the prologue of the subcommands that act through the agent
@@ -152,8 +224,8 @@ func (c *cli) config(fs *flag.FlagSet, args []string, configPath *string) (deplo
 // runs do with it and closes it. A failure to get that far exits with its code (an
 // agent that cannot be opened is logged).
 func (c *cli) withAgent(ctx context.Context, fs *flag.FlagSet, args []string, configPath *string, do func(*deployd.Agent, deployd.Config) int) int {
-	cfg, code := c.config(fs, args, configPath)
-	if code != 0 {
+	cfg, code, ok := c.config(fs, args, configPath)
+	if !ok {
 		return code
 	}
 	return c.withAgentOf(ctx, cfg, *configPath, func(a *deployd.Agent) int { return do(a, cfg) }).exit
@@ -185,8 +257,8 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	loop := fs.Bool("loop", false, "run ticks until stopped, for hosts without systemd")
 	interval := fs.Duration("interval", time.Minute, "with --loop: the pause between ticks when tenancy names none")
 	metricsFile := fs.String("metrics-file", "", "write Prometheus text-format metrics here after each tick (node_exporter textfile collector)")
-	if !parse(fs, args, 0) {
-		return exitUsage
+	if code, ok := c.parse(fs, args, 0); !ok {
+		return code
 	}
 	// Every run that was not a usage error writes the metrics file, one that could not
 	// tick included (a bad config, no agent, no compose): no stale exit_code 0.
@@ -307,8 +379,8 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 	var keys keysFlag
 	fs.Var(&keys, "key", "a trusted public key (ed25519:…) or a file holding one; repeat for several; checks the signature")
 	sigPath := fs.String("sig", "", "with --key: the signature file (default: BUNDLE.sig)")
-	if !parse(fs, args, 1) || !required(fs, "env") {
-		return exitUsage
+	if code, ok := c.parse(fs, args, 1, "env"); !ok {
+		return code
 	}
 	ring, err := keys.keyRing()
 	if err != nil {

@@ -2,13 +2,25 @@
 //
 //	monky-deployd run [--config PATH] [--loop [--interval D]] [--metrics-file PATH]
 //	monky-deployd status [--config PATH] [--json]
-//	monky-deployd bootstrap [--config PATH] [--grant PATH]
+//	monky-deployd plan [--config PATH] [--json]
+//	                   what an apply would change: exit 0 nothing, 2 changes, 1 refused
+//	monky-deployd bootstrap [--config PATH] [--grant PATH] [--force]
 //	monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
-//	                     [--live-serial N] [--rollback] BUNDLE
+//	                     [--live-serial N] [--rollback] [--key PUBKEY]… [--sig FILE] BUNDLE
+//	monky-deployd pack --out BUNDLE [--json] DIR
+//	monky-deployd sign --key PRIVATE_KEY_FILE [--expires D|TIME] [--env ENV] [--out FILE]
+//	                   [--json] BUNDLE
+//	monky-deployd keygen --out PRIVATE_KEY_FILE
 //	monky-deployd version
+//	monky-deployd help [COMMAND]
+//	                   this text, or a command's usage and flags (as COMMAND --help)
+//
+// The list is the usage text of cli.go, which `monky-deployd help` prints (a test
+// keeps the two the same).
 //
 // Exit codes: 0 done, 75 temporary (the timer retries), 78 AGENT_ENV_MISMATCH (never
-// retried), 1 anything else, 2 a usage error.
+// retried), 1 anything else, 2 a usage error. COMMAND --help (or -h) prints the
+// command's usage and flags on stdout and exits 0.
 //
 // verify exits 0 when the bundle is accepted and 1 when it is refused, a file that is
 // not a bundle at all included (its --json is still {"sha":"","refusals":[…],"warnings":[]}); a

@@ -56,8 +56,8 @@ func (c *cli) pack(ctx context.Context, args []string) int {
 	fs := c.flags("pack")
 	out := fs.String("out", "", "the bundle to write (required); gzip-compressed when it ends in .gz or .tgz")
 	asJSON := fs.Bool("json", false, `print {"sha":…,"env_id":…,"serial":…,"files":…,"size":…,"out":…}`)
-	if !parse(fs, args, 1) || !required(fs, "out") {
-		return exitUsage
+	if code, ok := c.parse(fs, args, 1, "out"); !ok {
+		return code
 	}
 	dir := fs.Arg(0)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -125,8 +125,8 @@ func (c *cli) sign(ctx context.Context, args []string) int {
 	env := fs.String("env", "", "refuse to sign unless the bundle is for this env_id")
 	out := fs.String("out", "", "the signature file to write (default: BUNDLE.sig)")
 	asJSON := fs.Bool("json", false, `print {"sha":…,"env_id":…,"serial":…,"key_id":…,"expires":…,"out":…}`)
-	if !parse(fs, args, 1) || !required(fs, "key") {
-		return exitUsage
+	if code, ok := c.parse(fs, args, 1, "key"); !ok {
+		return code
 	}
 	expires, err := parseExpires(*expiresFlag, time.Now())
 	if err != nil {
@@ -217,8 +217,8 @@ func (c *cli) readPrivateKey(path string) (ed25519.PrivateKey, int) {
 func (c *cli) keygen(args []string) int {
 	fs := c.flags("keygen")
 	out := fs.String("out", "", "the private key file to write (required); the public key goes to FILE.pub")
-	if !parse(fs, args, 0) || !required(fs, "out") {
-		return exitUsage
+	if code, ok := c.parse(fs, args, 0, "out"); !ok {
+		return code
 	}
 	pubPath := *out + ".pub"
 	for _, p := range []string{*out, pubPath} {

@@ -16,8 +16,8 @@ func (c *cli) status(args []string) int {
 	fs := c.flags("status")
 	configPath := fs.String("config", deployd.DefaultConfigPath, "config file")
 	asJSON := fs.Bool("json", false, "print the status as JSON (schema 2)")
-	if !parse(fs, args, 0) {
-		return exitUsage
+	if code, ok := c.parse(fs, args, 0); !ok {
+		return code
 	}
 	v, err := deployd.StatusOf(*configPath, deployd.StatusOptions{Secrets: c.red})
 	if err != nil {

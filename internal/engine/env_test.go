@@ -7,6 +7,9 @@ import (
 )
 
 func TestNewEnv(t *testing.T) {
+	// A home of the test's own, without a .docker: the machine's real one (root's,
+	// unreadable to another user; or one that names a context) is not the test's input.
+	home := t.TempDir()
 	tests := []struct {
 		name        string
 		env         []string
@@ -14,7 +17,7 @@ func TestNewEnv(t *testing.T) {
 		unsupported bool   // the failure matches ErrUnsupported
 		says        string // the failure's text holds this
 	}{
-		{name: "no DOCKER_HOST", env: []string{"PATH=/usr/bin", "HOME=/root"}, host: DefaultHost},
+		{name: "no DOCKER_HOST", env: []string{"PATH=/usr/bin", "HOME=" + home}, host: DefaultHost},
 		{name: "empty DOCKER_HOST", env: []string{"DOCKER_HOST="}, host: DefaultHost},
 		{name: "nil env", env: nil, host: DefaultHost},
 		{name: "unix", env: []string{"DOCKER_HOST=unix:///run/user/1000/docker.sock"}, host: "unix:///run/user/1000/docker.sock"},

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox/golden"
+)
+
+// usageCommands returns the commands that usage lists, in its order.
+func usageCommands() []string {
+	var out []string
+	for line := range strings.Lines(usage) {
+		if rest, ok := strings.CutPrefix(line, "  monky-deployd "); ok {
+			name, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// switchCommands returns the names that Main's command switch (cli.go) runs, without
+// the aliases --version, -h and --help.
+func switchCommands(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "cli.go", nil, 0)
+	require.NoError(t, err)
+	var out []string
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "command" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			cc, ok := n.(*ast.CaseClause)
+			if !ok {
+				return true
+			}
+			for _, e := range cc.List {
+				lit, ok := e.(*ast.BasicLit)
+				require.True(t, ok && lit.Kind == token.STRING, "a case of command is a string literal")
+				name, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				if !strings.HasPrefix(name, "-") {
+					out = append(out, name)
+				}
+			}
+			return false
+		})
+	}
+	return out
+}
+
+// TestUsageListsEveryCommand: usage, the package doc and the command switch name the
+// same commands; the package doc lists them with usage's very lines.
+func TestUsageListsEveryCommand(t *testing.T) {
+	listed := usageCommands()
+	assert.Equal(t, []string{"run", "status", "plan", "bootstrap", "verify", "pack", "sign", "keygen", "version", "help"}, listed)
+	run := switchCommands(t)
+	slices.Sort(run)
+	assert.Equal(t, slices.Sorted(slices.Values(listed)), run, "the commands Main runs are those usage lists")
+
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	require.NoError(t, err)
+	require.NotNil(t, f.Doc, "main.go has the package doc")
+	var doc strings.Builder
+	for line := range strings.Lines(f.Doc.Text()) {
+		if rest, ok := strings.CutPrefix(line, "\t"); ok { // the doc's code block
+			doc.WriteString("  " + rest)
+		}
+	}
+	assert.Equal(t, strings.TrimPrefix(usage, "usage:\n"), doc.String(),
+		"the package doc (main.go) lists the commands as usage (cli.go) does")
+}
+
+// TestCommandHelp: COMMAND --help, -h and -help print the command's usage and flags on
+// stdout and exit 0, also where the command has a required flag or argument; help
+// COMMAND prints the same.
+func TestCommandHelp(t *testing.T) {
+	for _, name := range usageCommands() {
+		if name == "help" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			r := runMain(t, nil, name, "--help")
+			assert.Equal(t, 0, r.Code, r.Stderr)
+			assert.Empty(t, r.Stderr)
+			assert.True(t, strings.HasPrefix(r.Stdout, "usage:\n  monky-deployd "+name), r.Stdout)
+			golden.Assert(t, "golden/help-"+name+".txt", []byte(r.Stdout))
+			for _, args := range [][]string{{name, "-h"}, {name, "-help"}, {"help", name}, {"--help", name}} {
+				again := runMain(t, nil, args...)
+				assert.Equal(t, 0, again.Code, "%v", args)
+				assert.Equal(t, r.Stdout, again.Stdout, "%v", args)
+				assert.Empty(t, again.Stderr, "%v", args)
+			}
+		})
+	}
+	t.Run("help after other flags", func(t *testing.T) {
+		r := runMain(t, nil, "status", "--json", "--config", "/nonexistent/config.yaml", "-h")
+		assert.Equal(t, 0, r.Code)
+		assert.True(t, strings.HasPrefix(r.Stdout, "usage:\n  monky-deployd status"), r.Stdout)
+		assert.Empty(t, r.Stderr, "the config is not read")
+	})
+}
+
+// TestHelpUsageErrors: an unknown flag stays a usage error (2), with the command's
+// usage on stderr and nothing on stdout, also next to --help; so is help of a command
+// that does not exist.
+func TestHelpUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // on stderr
+	}{
+		{"unknown flag of verify", []string{"verify", "--bogus"},
+			[]string{"flag provided but not defined: -bogus\nusage:\n  monky-deployd verify --env ENV", "\n  --allow-privileged string\n"}},
+		{"unknown flag before --help", []string{"keygen", "--bogus", "--help"}, []string{"flag provided but not defined: -bogus\nusage:\n  monky-deployd keygen"}},
+		{"a bad value before --help", []string{"run", "--interval", "soon", "--help"}, []string{`invalid value "soon" for flag -interval`}},
+		{"help of an unknown command", []string{"help", "deploy"}, []string{`unknown command "deploy"`}},
+		{"help of two commands", []string{"help", "run", "plan"}, []string{"expected at most 1 argument, got 2"}},
+		{"version with an argument", []string{"version", "now"}, []string{`expected 0 argument(s), got 1: ["now"]`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runMain(t, nil, tc.args...)
+			assert.Equal(t, exitUsage, r.Code)
+			for _, w := range tc.want {
+				assert.Contains(t, r.Stderr, w)
+			}
+			assert.Empty(t, r.Stdout)
+		})
+	}
+}

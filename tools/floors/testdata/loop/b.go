@@ -1,0 +1,4 @@
+package loop
+
+// B uses c.
+func B() { C() }

@@ -1,0 +1,4 @@
+package loop
+
+// T is a type with a field.
+type T struct{ F int }
