@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
@@ -15,6 +19,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 	"github.com/monky/monky-deployd/internal/engine"
+	"github.com/monky/monky-deployd/internal/fsutil"
 	"github.com/monky/monky-deployd/internal/release"
 	"github.com/monky/monky-deployd/internal/transport"
 	"github.com/monky/monky-deployd/internal/transport/zititransport"
@@ -219,6 +224,115 @@ func (a *Agent) Close() error {
 
 func (a *Agent) now() time.Time { return a.opts.Now() }
 
+// expect is what Verify and ReadStaged need of the box's config.
+func (a *Agent) expect() bundle.Expect {
+	return bundle.Expect{AllowPrivileged: slices.Clone(a.cfg.Compose.AllowPrivileged), ProjectName: a.cfg.Compose.Project}
+}
+
+// waitOptions is the health wait of an apply or a restore.
+func (a *Agent) waitOptions(services []string) compose.WaitOptions {
+	return compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout), Poll: a.opts.HealthPoll}
+}
+
+// dockerEnvNames are the variables DockerEnv passes on: the ones the docker CLI itself
+// reads to find and reach the engine (and PATH, HOME to find its plugins and its
+// config). No fake's variable is among them: a fake docker learns its paths another
+// way (docs/FAKES.md).
+var dockerEnvNames = []string{
+	"PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
+	"DOCKER_TLS_VERIFY", "DOCKER_API_VERSION",
+}
+
+// DockerEnvNames returns the names of the variables DockerEnv passes on, in a new
+// slice.
+func DockerEnvNames() []string { return slices.Clone(dockerEnvNames) }
+
+// DockerEnv returns the environment docker compose runs with, built from the agent's
+// own environ ("K=V", as os.Environ returns it): only the variables named by
+// DockerEnvNames pass, the last one winning when a name repeats, and nothing else —
+// compose interpolates from its environment, and what the agent verified must be what
+// compose runs (a VAULT_TOKEN or a stray DB_PASSWORD of the agent's own environment
+// never reaches a container). Without PATH in environ, DefaultDockerEnv's PATH is
+// used. The result is meant for Options.DockerEnv; the agent binary builds it from its
+// process environment.
+func DockerEnv(environ []string) []string {
+	vals := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && slices.Contains(dockerEnvNames, k) {
+			vals[k] = v
+		}
+	}
+	env := []string{}
+	for _, k := range dockerEnvNames {
+		if v, ok := vals[k]; ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if _, ok := vals["PATH"]; !ok {
+		env = append(env, DefaultDockerEnv()...)
+	}
+	return env
+}
+
+// composeFor returns a compose client for the release of sha, whose manifest names
+// the compose files. The project directory is the release's real path, not
+// `current`: a changed bind-mounted file then has a new source path, so compose
+// recreates exactly the containers that use it. The agent's labels file comes last
+// (release.Store.ComposeFiles): it makes compose recreate the containers whose
+// configs or secrets changed.
+func (a *Agent) composeFor(sha string, files []string) (*compose.Client, error) {
+	return compose.New(compose.Config{
+		Docker:  a.cfg.Compose.Docker,
+		Project: a.cfg.Compose.Project,
+		Dir:     a.store.Dir(sha),
+		Files:   a.store.ComposeFiles(sha, files),
+		Env:     a.opts.DockerEnv,
+		Logger:  a.log,
+		Reader:  a.reader(),
+	})
+}
+
+// learnReleaseSecrets registers the secret values in the .env of a staged release with
+// the redactor. A tick that resumes, restores or takes down a release read none of
+// them from OpenBao, yet compose's output and the containers' logs may print them.
+func (a *Agent) learnReleaseSecrets(sha string, m bundle.Manifest) {
+	if len(m.Secrets) == 0 {
+		return
+	}
+	values, err := a.store.EnvValues(sha, slices.Sorted(maps.Keys(m.Secrets)))
+	if err != nil {
+		a.log.Warn("could not read the release's .env to redact its secrets from compose's output",
+			"path", filepath.Join(a.store.Dir(sha), bundle.EnvFileName), "err", err)
+		return
+	}
+	for _, v := range values {
+		a.red.Add(v)
+	}
+}
+
+// readDockerVersion asks the Engine API, or docker version.
+func (a *Agent) readDockerVersion(ctx context.Context) (string, error) {
+	if a.engine != nil {
+		v, err := a.engine.Version(ctx)
+		if err == nil && !compose.ValidServerVersion(v) {
+			return "", fmt.Errorf("the docker engine answered a server version that is not one (%d bytes)", len(v))
+		}
+		return v, err
+	}
+	cc, err := a.dockerCLI()
+	if err != nil {
+		return "", err
+	}
+	return cc.DockerVersion(ctx)
+}
+
+// dockerCLI returns a client of the docker CLI for what belongs to no release (the
+// version, image pulls), run in deploy_dir (or its nearest existing parent).
+func (a *Agent) dockerCLI() (*compose.Client, error) {
+	return compose.New(compose.Config{Docker: a.cfg.Compose.Docker, Project: a.cfg.Compose.Project,
+		Dir: fsutil.ExistingParent(a.cfg.DeployDir), Env: a.opts.DockerEnv, Logger: a.log})
+}
+
 // bearer is the tenancy client's token source: the stored OpenBao token.
 func (a *Agent) bearer(context.Context) (secret.Value, error) {
 	tok, err := a.readToken()
@@ -230,4 +344,23 @@ func (a *Agent) bearer(context.Context) (secret.Value, error) {
 			Err: fmt.Errorf("%w: no token at %s", ErrNoCredentials, a.cfg.TokenPath())}
 	}
 	return tok, nil
+}
+
+// readToken reads the OpenBao token file (ReadToken) and registers the token with the
+// agent's redactor.
+func (a *Agent) readToken() (secret.Value, error) {
+	tok, err := ReadToken(a.cfg)
+	if err != nil {
+		return secret.Value{}, err
+	}
+	a.red.Add(tok.Reveal())
+	return tok, nil
+}
+
+// writeToken stores tok in the token file, atomically with mode 0600.
+func (a *Agent) writeToken(tok secret.Value) error {
+	if err := fsutil.WriteFileAtomic(a.cfg.TokenPath(), []byte(tok.Reveal()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write token file %s: %w", a.cfg.TokenPath(), err)
+	}
+	return nil
 }

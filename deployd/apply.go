@@ -347,10 +347,6 @@ func (t *tick) baoReady(ctx context.Context) error {
 	return nil
 }
 
-// stateRoom is what the state dir must take before the lease: the new token, the
-// state file and their temporary copies, with room to spare.
-const stateRoom = 256 << 10
-
 // boxReady checks before the lease what the box can know of itself, so that a fault
 // of the box costs no lease of the budget: docker answers (at the endpoint compose
 // uses: DOCKER_UNAVAILABLE when it cannot be reached, DOCKER_TIMEOUT when it does not
@@ -573,14 +569,4 @@ func (t *tick) endRebuilt() {
 	if r := t.st.Rebuilt; r != nil && r.At.Before(t.started) {
 		t.st.Rebuilt = nil
 	}
-}
-
-// expect is what Verify and ReadStaged need of the box's config.
-func (a *Agent) expect() bundle.Expect {
-	return bundle.Expect{AllowPrivileged: slices.Clone(a.cfg.Compose.AllowPrivileged), ProjectName: a.cfg.Compose.Project}
-}
-
-// waitOptions is the health wait of an apply or a restore.
-func (a *Agent) waitOptions(services []string) compose.WaitOptions {
-	return compose.WaitOptions{Services: services, Timeout: time.Duration(a.cfg.Compose.HealthTimeout), Poll: a.opts.HealthPoll}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/bao"
-	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 )
@@ -188,18 +187,6 @@ func DefaultConfig() Config {
 			KeepReleases:  3,
 		},
 	}
-}
-
-// KeyRing returns the trusted keys as a bundle.KeyRing; an empty ring when there are
-// none (signatures not required). An invalid key is the *ConfigError Validate
-// returns for it.
-func (c Config) KeyRing() (bundle.KeyRing, error) {
-	v := &cfgValidator{}
-	ring := v.trustedKeys(c.TrustedKeys)
-	if err := errors.Join(v.errs...); err != nil {
-		return bundle.KeyRing{}, err
-	}
-	return ring, nil
 }
 
 // TokenPath is the OpenBao token file: <state_dir>/bao.token.

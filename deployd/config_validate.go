@@ -213,3 +213,15 @@ func (v *cfgValidator) mount(key, m string, required bool) {
 		v.fail(key, "want a mount path such as \"secret\" (no leading or trailing slash, no . or .. segments), got %q", m)
 	}
 }
+
+// KeyRing returns the trusted keys as a bundle.KeyRing; an empty ring when there are
+// none (signatures not required). An invalid key is the *ConfigError Validate
+// returns for it.
+func (c Config) KeyRing() (bundle.KeyRing, error) {
+	v := &cfgValidator{}
+	ring := v.trustedKeys(c.TrustedKeys)
+	if err := errors.Join(v.errs...); err != nil {
+		return bundle.KeyRing{}, err
+	}
+	return ring, nil
+}

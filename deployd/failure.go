@@ -3,6 +3,7 @@ package deployd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 // This file is the one place that decides what a failure means (docs/OPERATIONS.md,
@@ -284,32 +286,44 @@ func NextStep(code codes.Code) string {
 	return NextStepUnknown
 }
 
-// disposition is what a failure of an apply or a down means for the box and for
-// tenancy.
-type disposition struct {
-	// report: tenancy hears of it (report failed); otherwise the error only ends the
-	// tick.
-	report bool
-	// hold: how long the sha is held against a new lease (rule.hold); 0: not held.
-	hold time.Duration
-	// restore: the previous release is put back (the failed one was promoted).
-	restore bool
+// Exit codes: the contract with the systemd timer and with `run --loop` (docs/OPERATIONS.md, "Exit codes").
+const (
+	// ExitOK: applied, nothing to do, or down.
+	ExitOK = 0
+	// ExitFailed: a refusal, a failed apply, a bad config, unauthenticated.
+	ExitFailed = 1
+	// ExitTemporary: network, 5xx, 429, OpenBao sealed or unreachable, lock held.
+	// The unit treats it as success (SuccessExitStatus=75); the next tick retries.
+	ExitTemporary = 75
+	// ExitEnvMismatch: AGENT_ENV_MISMATCH. Never retried.
+	ExitEnvMismatch = 78
+)
+
+// The agent's own conditions, each with its stable code (internal/sentinel).
+var (
+	// ErrLocked: another run holds the lock (LOCKED); the tick exits 75 at once.
+	ErrLocked = sentinel.New(codes.Locked, "another monky-deployd run holds the lock")
+	// ErrEnvMismatch: tenancy answered AGENT_ENV_MISMATCH, now or at an earlier run
+	// (the latch). The tick exits 78 and is never retried.
+	ErrEnvMismatch = sentinel.New(codes.AgentEnvMismatch, string(codes.AgentEnvMismatch))
+	// ErrNoCredentials: no OpenBao token and no bootstrap grant (UNAUTHENTICATED).
+	ErrNoCredentials = sentinel.New(codes.Unauthenticated, "no OpenBao token and no bootstrap grant")
+)
+
+// Error is a tick failure with its stable code. Op says what the agent was doing.
+type Error struct {
+	Op   string
+	Code codes.Code
+	Err  error
 }
 
-// dispose is what a failed step of the tick means: the rule of its code (classify),
-// with what the tick knows besides: a failure held before is told again as it was
-// (nothing new is held or restored), a down holds no sha, and only a promoted
-// release is restored.
-func (t *tick) dispose(err error) disposition {
-	var again *repeatedError
-	switch v := classify(err); {
-	case errors.As(err, &again):
-		return disposition{report: true}
-	case v.rule.fault == faultTemporary, v.rule.fault == faultTenancy:
-		return disposition{}
-	case v.rule.fault == faultBox, t.down:
-		return disposition{report: true, restore: t.promoted}
-	default:
-		return disposition{report: true, hold: v.rule.hold, restore: t.promoted}
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("%s: %s", e.Op, e.Code)
 	}
+	return fmt.Sprintf("%s: %v", e.Op, e.Err)
 }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }

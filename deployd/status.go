@@ -585,3 +585,15 @@ func timeOrNil(t time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// serviceLine is one service of the live health.
+func serviceLine(s StatusService) string {
+	line := s.State
+	if s.Health != "" {
+		line += ", health " + s.Health
+	}
+	if s.State == "exited" || s.State == "dead" {
+		line += fmt.Sprintf(", exit code %d", s.ExitCode)
+	}
+	return line + fmt.Sprintf(", %d restarts", s.Restarts)
+}

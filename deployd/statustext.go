@@ -191,18 +191,6 @@ func liveLine(h StatusHealth) string {
 	}
 }
 
-// serviceLine is one service of the live health.
-func serviceLine(s StatusService) string {
-	line := s.State
-	if s.Health != "" {
-		line += ", health " + s.Health
-	}
-	if s.State == "exited" || s.State == "dead" {
-		line += fmt.Sprintf(", exit code %d", s.ExitCode)
-	}
-	return line + fmt.Sprintf(", %d restarts", s.Restarts)
-}
-
 // printable replaces control characters with "?": service names and states come from
 // docker labels and must not drive the operator's terminal.
 func printable(s string) string {
