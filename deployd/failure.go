@@ -13,7 +13,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/compose"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 // This file is the one place that decides what a failure means (docs/OPERATIONS.md,
@@ -299,15 +298,15 @@ const (
 	ExitEnvMismatch = 78
 )
 
-// The agent's own conditions, each with its stable code (internal/sentinel).
+// The agent's own conditions, each with its stable code (codes.Code.Sentinel).
 var (
 	// ErrLocked: another run holds the lock (LOCKED); the tick exits 75 at once.
-	ErrLocked = sentinel.New(codes.Locked, "another monky-deployd run holds the lock")
+	ErrLocked = codes.Locked.Sentinel("another monky-deployd run holds the lock")
 	// ErrEnvMismatch: tenancy answered AGENT_ENV_MISMATCH, now or at an earlier run
 	// (the latch). The tick exits 78 and is never retried.
-	ErrEnvMismatch = sentinel.New(codes.AgentEnvMismatch, string(codes.AgentEnvMismatch))
+	ErrEnvMismatch = codes.AgentEnvMismatch.Sentinel(string(codes.AgentEnvMismatch))
 	// ErrNoCredentials: no OpenBao token and no bootstrap grant (UNAUTHENTICATED).
-	ErrNoCredentials = sentinel.New(codes.Unauthenticated, "no OpenBao token and no bootstrap grant")
+	ErrNoCredentials = codes.Unauthenticated.Sentinel("no OpenBao token and no bootstrap grant")
 )
 
 // Error is a tick failure with its stable code. Op says what the agent was doing.

@@ -11,7 +11,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/internal/fsutil"
-	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 // ReadState reads the state file of cfg without taking the lock and without touching
@@ -39,14 +38,14 @@ var (
 	// gone). The run ends on STATE_UNAVAILABLE (exit 1: a person must look) and
 	// leaves the file as it is, so that its latch and its memory of failed shas
 	// survive.
-	ErrStateUnreadable = sentinel.New(codes.StateUnavailable, "state file cannot be read")
+	ErrStateUnreadable = codes.StateUnavailable.Sentinel("state file cannot be read")
 	// ErrStateCorrupt: state.json reads but does not parse. The tick moves it aside
 	// and rebuilds the state from the live release.
-	ErrStateCorrupt = sentinel.New(codes.StateUnavailable, "state file is corrupt")
+	ErrStateCorrupt = codes.StateUnavailable.Sentinel("state file is corrupt")
 	// ErrTokenCorrupt: bao.token holds what no OpenBao token is (NULs, bytes that are
 	// not printable ASCII, nothing, too much): what a crash or a disk can leave. It is
 	// never sent; the agent treats it like an invalid token.
-	ErrTokenCorrupt = sentinel.New(codes.Unauthenticated, "the OpenBao token file is corrupt")
+	ErrTokenCorrupt = codes.Unauthenticated.Sentinel("the OpenBao token file is corrupt")
 )
 
 // maxStateFile bounds state.json; a larger file is corrupt.

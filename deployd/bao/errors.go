@@ -6,10 +6,9 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/scrub"
-	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
-// The conditions of this package, each with its stable code (internal/sentinel). Every
+// The conditions of this package, each with its stable code (codes.Code.Sentinel). Every
 // *Error matches exactly one of them with errors.Is, and its Code method returns the
 // sentinel's code; a bare sentinel has a Code method too.
 var (
@@ -17,28 +16,28 @@ var (
 	// expired JWT, a grant superseded by a newer lease) or the token at lookup-self or
 	// renew-self (invalid, revoked or expired). The operator must bootstrap the box again
 	// with a fresh grant.
-	ErrUnauthenticated error = sentinel.New(codes.Unauthenticated, "OpenBao rejected the credentials")
+	ErrUnauthenticated error = codes.Unauthenticated.Sentinel("OpenBao rejected the credentials")
 	// ErrSecretDenied: OpenBao answered 403 to a KV read; the token's policy does not
 	// cover the path (another env's path, or a token that is no longer valid).
-	ErrSecretDenied error = sentinel.New(codes.SecretDenied, "OpenBao denied the secret read")
+	ErrSecretDenied error = codes.SecretDenied.Sentinel("OpenBao denied the secret read")
 	// ErrSecretMissing: the secret path does not exist (404), its latest version was
 	// deleted or destroyed, or the key is absent from its data.
-	ErrSecretMissing error = sentinel.New(codes.SecretMissing, "secret is missing")
+	ErrSecretMissing error = codes.SecretMissing.Sentinel("secret is missing")
 	// ErrLeaseShape: the login response is not a plain JWT-auth service token: it is
 	// response-wrapped, carries AppRole metadata (role_id, secret_id, role_name), has no
 	// client token, or is a limited-use token (num_uses > 0).
-	ErrLeaseShape error = sentinel.New(codes.LeaseShape, "login response has the wrong shape")
+	ErrLeaseShape error = codes.LeaseShape.Sentinel("login response has the wrong shape")
 	// ErrSecretPath: a secret reference, mount or env id that would not stay inside the
 	// env's root <kv_mount>/data/envs/<env_id>/.
-	ErrSecretPath error = sentinel.New(codes.SecretPath, "secret path leaves the env root")
+	ErrSecretPath error = codes.SecretPath.Sentinel("secret path leaves the env root")
 	// ErrUnavailable: OpenBao cannot answer now: sealed (503), standby or another 5xx,
 	// rate limited (429), a redirect, a refused connection, a timeout, a malformed
 	// response. It is temporary: retry at the next tick.
-	ErrUnavailable error = sentinel.New(codes.Unavailable, "OpenBao is unavailable")
+	ErrUnavailable error = codes.Unavailable.Sentinel("OpenBao is unavailable")
 	// ErrConfig: New was given a Config it cannot work with (no or a malformed
 	// address, an env id that is not env-<tier>-<nn>, an unsafe mount name, an
 	// unreadable CA file). It is not temporary.
-	ErrConfig error = sentinel.New(codes.Config, "invalid OpenBao client configuration")
+	ErrConfig error = codes.Config.Sentinel("invalid OpenBao client configuration")
 )
 
 // Error is the error type of every failed call of this package. It names the
@@ -98,7 +97,7 @@ func (e *Error) Error() string {
 // Code returns the stable code of the error's Kind, e.g. codes.SecretDenied
 // (codes.Unavailable for a Kind that is none of the package's sentinels).
 func (e *Error) Code() codes.Code {
-	if code, ok := sentinel.CodeOf(e.Kind); ok {
+	if code := codes.Of(e.Kind); code != "" {
 		return code
 	}
 	return codes.Unavailable

@@ -9,45 +9,44 @@ import (
 	"syscall"
 
 	"github.com/monky/monky-deployd/deployd/codes"
-	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
-// The conditions of this package, each with its stable code (internal/sentinel).
+// The conditions of this package, each with its stable code (codes.Code.Sentinel).
 var (
 	// ErrApplyFailed is docker compose up or down exiting non-zero or not running at all.
-	ErrApplyFailed error = sentinel.New(codes.ApplyFailed, "docker compose failed")
+	ErrApplyFailed error = codes.ApplyFailed.Sentinel("docker compose failed")
 	// ErrCommandFailed is ps, logs or docker version failing or printing output that
 	// cannot be read. It has no code of its own: what it says of the release or the
 	// box is its cause's (the agent's table calls a cause of no code UNCLASSIFIED).
 	ErrCommandFailed = errors.New("docker command failed")
 	// ErrUnhealthy is a service that is unhealthy, exited non-zero or restarts.
-	ErrUnhealthy error = sentinel.New(codes.Unhealthy, "services unhealthy")
+	ErrUnhealthy error = codes.Unhealthy.Sentinel("services unhealthy")
 	// ErrHealthTimeout is services still not ready when the health wait times out.
-	ErrHealthTimeout error = sentinel.New(codes.HealthTimeout, "services not ready before the health timeout")
+	ErrHealthTimeout error = codes.HealthTimeout.Sentinel("services not ready before the health timeout")
 	// ErrDockerUnavailable is a docker daemon that cannot be reached: docker said it
 	// cannot connect, or the Engine API found no daemon at its socket. A fault of the
 	// box, not of the release.
-	ErrDockerUnavailable error = sentinel.New(codes.DockerUnavailable, "the docker daemon cannot be reached: is dockerd running? systemctl status docker")
+	ErrDockerUnavailable error = codes.DockerUnavailable.Sentinel("the docker daemon cannot be reached: is dockerd running? systemctl status docker")
 	// ErrImageMissing is an image pull that failed because the registry has no such
 	// image or tag, denies it to this box, or has none for its platform: a fault of
 	// the release's image reference, or of the box's registry login.
-	ErrImageMissing error = sentinel.New(codes.ImageMissing, "the image is not in its registry, or the registry denies it to this box")
+	ErrImageMissing error = codes.ImageMissing.Sentinel("the image is not in its registry, or the registry denies it to this box")
 	// ErrRegistryUnavailable is an image pull that failed for the registry or the
 	// network, by what the daemon said (registryDownMarks: refused, DNS, TLS, timed
 	// out, 5xx, rate limited). Temporary.
-	ErrRegistryUnavailable error = sentinel.New(codes.RegistryUnavailable, "the image registry cannot be reached")
+	ErrRegistryUnavailable error = codes.RegistryUnavailable.Sentinel("the image registry cannot be reached")
 	// ErrPullFailed is an image pull that docker ended non-zero for a reason that is
 	// neither the image's (ErrImageMissing), the registry's or the network's
 	// (ErrRegistryUnavailable), a daemon that cannot be reached nor a full disk: the
 	// box's docker could not store or unpack the image, or could not run. The box's
 	// fault, not the release's.
-	ErrPullFailed error = sentinel.New(codes.PullFailed, "docker could not pull the image")
+	ErrPullFailed error = codes.PullFailed.Sentinel("docker could not pull the image")
 	// ErrDockerTimeout is a docker command that did not exit by itself: the agent
 	// killed it when a bound of its own passed (a pull's, a read's), or a signal the
 	// agent did not send killed it (the OOM killer). The box is slow or docker hangs;
 	// the release is not at fault. It is the Kind of a pull's Error and the cause
 	// (Err) of the other commands' (Output.Stop says which way it ended).
-	ErrDockerTimeout error = sentinel.New(codes.DockerTimeout, "docker did not finish by itself")
+	ErrDockerTimeout error = codes.DockerTimeout.Sentinel("docker did not finish by itself")
 )
 
 // Error is the error type of this package.
@@ -107,8 +106,7 @@ func (e *Error) Code() codes.Code {
 	case errors.Is(e.Err, context.Canceled):
 		return codes.Interrupted
 	}
-	code, _ := sentinel.CodeOf(e.Kind)
-	return code
+	return codes.Of(e.Kind)
 }
 
 // daemonDownMarks are what the docker CLI (and compose, through its client) prints

@@ -9,33 +9,32 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/internal/scrub"
-	"github.com/monky/monky-deployd/internal/sentinel"
 )
 
 // The kinds of failure of a tenancy call. An *APIError wraps exactly one of them.
-// Each has its stable code (internal/sentinel), except ErrProtocol and
+// Each has its stable code (codes.Code.Sentinel), except ErrProtocol and
 // ErrInvalidArgument, which have none of their own.
 var (
 	// ErrUnauthenticated is a 401: the bearer (the OpenBao token) is not accepted.
-	ErrUnauthenticated error = sentinel.New(codes.Unauthenticated, "tenancy: unauthenticated")
+	ErrUnauthenticated error = codes.Unauthenticated.Sentinel("tenancy: unauthenticated")
 	// ErrEnvMismatch is a 409, or a 403 with code AGENT_ENV_MISMATCH: the token
 	// belongs to another environment than the one the agent names. Never retried.
-	ErrEnvMismatch error = sentinel.New(codes.AgentEnvMismatch, "tenancy: environment mismatch")
+	ErrEnvMismatch error = codes.AgentEnvMismatch.Sentinel("tenancy: environment mismatch")
 	// ErrRateLimited is a 429: the lease budget of the environment is spent.
-	ErrRateLimited error = sentinel.New(codes.RateLimited, "tenancy: rate limited")
+	ErrRateLimited error = codes.RateLimited.Sentinel("tenancy: rate limited")
 	// ErrLeaseShape is a lease the agent refuses: AppRole or response-wrapped shape,
 	// a grant that is not a JWT, another auth mount or role, an expired lease.
-	ErrLeaseShape error = sentinel.New(codes.LeaseShape, "tenancy: lease shape refused")
+	ErrLeaseShape error = codes.LeaseShape.Sentinel("tenancy: lease shape refused")
 	// ErrUnavailable is a 408 or 5xx answer, a timeout, a refused or reset connection.
-	ErrUnavailable error = sentinel.New(codes.Unavailable, "tenancy: unavailable")
+	ErrUnavailable error = codes.Unavailable.Sentinel("tenancy: unavailable")
 	// ErrProtocol is a response that breaks the contract (unexpected status, bad JSON,
 	// a field out of range).
-	ErrProtocol error = sentinel.New(codes.TenancyProtocol, "tenancy: protocol error")
+	ErrProtocol error = codes.TenancyProtocol.Sentinel("tenancy: protocol error")
 	// ErrBundleTooLarge is a bundle larger than Config.MaxBundleSize.
-	ErrBundleTooLarge error = sentinel.New(codes.BundleMalformed, "tenancy: bundle too large")
+	ErrBundleTooLarge error = codes.BundleMalformed.Sentinel("tenancy: bundle too large")
 	// ErrSignatureTooLarge is a signature answer longer than MaxSignatureSize: not a
 	// signature file (code SIGNATURE_INVALID).
-	ErrSignatureTooLarge error = sentinel.New(codes.SignatureInvalid, "tenancy: signature too large")
+	ErrSignatureTooLarge error = codes.SignatureInvalid.Sentinel("tenancy: signature too large")
 	// ErrInvalidArgument is a call the client refuses to send (a malformed sha, an
 	// unknown result, a missing env_id). It is not wrapped in an *APIError.
 	ErrInvalidArgument error = errors.New("tenancy: invalid argument")
@@ -104,8 +103,7 @@ func (e *APIError) Is(target error) bool { return e.Kind != nil && target == e.K
 
 // Code returns the stable code of the kind, as the agent reports it.
 func (e *APIError) Code() codes.Code {
-	code, _ := sentinel.CodeOf(e.Kind)
-	return code
+	return codes.Of(e.Kind)
 }
 
 // RetryAfter returns the Retry-After the server sent with err, if any.
