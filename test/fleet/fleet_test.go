@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,7 @@ type tickRec struct {
 	start time.Time
 	dur   time.Duration
 	code  int
+	err   error
 }
 
 func envID(i int) string { return fmt.Sprintf("env-fleet%d-%02d", i/100, i%100) }
@@ -160,7 +162,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 				start := time.Now()
 				_, err := m.agent.Tick(ctx)
 				code := deployd.ExitCode(err)
-				m.ticks = append(m.ticks, tickRec{start: start, dur: time.Since(start), code: code})
+				m.ticks = append(m.ticks, tickRec{start: start, dur: time.Since(start), code: code, err: err})
 				return code
 			}})
 		})
@@ -273,10 +275,26 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 			t.Errorf("%s: %d leases, budget %d per hour", m.env, len(ls), leaseBudget)
 		}
 		if len(ls) != 1 {
-			t.Errorf("%s: %d leases for one publish, want 1", m.env, len(ls))
+			t.Errorf("%s: %d leases for one publish, want 1; its ticks and requests:\n%s", m.env, len(ls), history(stack, m))
 		}
 	}
 	return f
+}
+
+// history is what one box did and what tenancy saw of it, for a failure's message.
+func history(s *fakestack.Stack, m *member) string {
+	var b strings.Builder
+	for _, tr := range m.ticks {
+		if tr.err != nil {
+			fmt.Fprintf(&b, "  %s tick %s exit %d %s: %v\n", tr.start.Format("15:04:05.000"), tr.dur.Round(time.Millisecond), tr.code, deployd.CodeOf(tr.err), tr.err)
+		}
+	}
+	for _, r := range s.Tenancy.Requests() {
+		if r.EnvID == m.env && r.Path != "/v1/agent/checkin" {
+			fmt.Fprintf(&b, "  %s %s %s %d\n", r.Time.Format("15:04:05.000"), r.Method, r.Path, r.Status)
+		}
+	}
+	return b.String()
 }
 
 func mapsValues(m map[string]time.Duration) func(func(time.Duration) bool) {
