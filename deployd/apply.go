@@ -411,7 +411,7 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 	}
 	t.out.Leased = true
 	t.log.Info("deploy lease granted; logging into OpenBao with it", "expires", lease.ExpiresAt)
-	info, err := t.a.bao.Login(ctx, lease.Grant)
+	info, err := t.login(ctx, lease.Grant, lease.ExpiresAt)
 	if err != nil {
 		return secret.Value{}, &Error{Op: "login with the lease's grant", Err: err}
 	}
@@ -424,6 +424,32 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 		t.log.Warn("could not save the state after the lease; a crash before the switch would cost a second lease", "err", err)
 	}
 	return info.Token, nil
+}
+
+// loginAttempts is how many logins one lease's grant gets; the waits between them
+// double from half a second.
+const loginAttempts = 4
+
+// login logs into OpenBao with a lease's grant. The grant lives in memory only (no
+// grant on disk), so a lease whose login failed for a temporary reason would cost a
+// second lease at the next tick: the same grant is tried again within the tick
+// (loginAttempts), while the lease lasts.
+func (t *tick) login(ctx context.Context, grant secret.Value, expires time.Time) (bao.TokenInfo, error) {
+	wait := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		info, err := t.a.bao.Login(ctx, grant)
+		if err == nil || !IsTemporary(err) || attempt == loginAttempts || !t.a.now().Add(wait).Before(expires) {
+			return info, err
+		}
+		t.log.Warn("the login with the lease's grant failed for a temporary reason; trying the same grant again, no new lease",
+			"attempt", attempt, "in", wait, "code", CodeOf(err), "err", err)
+		select {
+		case <-ctx.Done():
+			return info, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 // secretsReady reads, before the lease, the secrets the manifest names with the

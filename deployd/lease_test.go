@@ -1,6 +1,7 @@
 package deployd_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -80,6 +81,9 @@ type flakyBao struct {
 	loggedIn  bool
 	failed    int
 	failReads int
+	// failLogins is how many logins answer 503 before one goes through; logins
+	// counts them all.
+	failLogins, logins int
 }
 
 func (f *flakyBao) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -89,7 +93,9 @@ func (f *flakyBao) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.failed++
 	}
 	if strings.HasSuffix(req.URL.Path, "/login") {
-		f.loggedIn = true
+		fail = f.failLogins > f.logins
+		f.logins++
+		f.loggedIn = !fail
 	}
 	f.mu.Unlock()
 	if fail {
@@ -141,6 +147,34 @@ func TestOnePublishOneLease(t *testing.T) {
 				assert.Contains(t, b.Logs.String(), "going on under the lease this box took for this sha")
 			}
 			assert.Nil(t, b.State().Lease, "the report ends the record")
+		})
+	}
+}
+
+// A login that fails for a temporary reason is tried again with the same grant within
+// the tick: the grant is never on disk, and a lease whose login never came through
+// would cost a second one at the next tick. A login that keeps failing ends the tick
+// 75 after loginAttempts.
+func TestLoginRetriedUnderOneLease(t *testing.T) {
+	for _, tc := range []struct {
+		failLogins int
+		want       int
+		logins     int
+	}{
+		{failLogins: 1, want: deployd.ExitOK, logins: 2},
+		{failLogins: 99, want: deployd.ExitTemporary, logins: 4},
+	} {
+		t.Run(fmt.Sprint(tc.failLogins), func(t *testing.T) {
+			t.Parallel()
+			b := newBox(t, boxOptions{})
+			b.idleTick()
+			flaky := &flakyBao{base: http.DefaultTransport, failLogins: tc.failLogins}
+			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond})
+			b.Publish(faketenancy.SampleApp(b.Env, 1))
+			out, code := b.Tick(a)
+			require.Equal(t, tc.want, code, "%+v", out)
+			assert.Equal(t, 1, b.Leases(), "one lease")
+			assert.Equal(t, tc.logins, flaky.logins, "logins with the one grant")
 		})
 	}
 }
