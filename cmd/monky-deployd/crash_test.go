@@ -150,6 +150,8 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: time.Second}}))
 	c.expireDockerVersion(t)
 	versions, checkins := len(c.DockerCalls("version")), len(c.Stack.Tenancy.Checkins(c.Env))
+	st, err := deployd.ReadState(c.Cfg)
+	recorded := err == nil && st.Lease != nil && st.Lease.SHA == c.newSHA // the killed run logged in with its lease
 	p := c.start([]string{"run", "--config", c.CfgPath})
 	testbox.WaitFor(t, 30*time.Second, "the next run's first docker call", func() bool { return len(c.DockerCalls("version")) > versions })
 	entries, err := os.ReadDir(c.Cfg.ReleasesDir())
@@ -181,11 +183,14 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	if liveAfterKill == c.newSHA {
 		assert.Zero(t, byNext, "the new release was staged and promoted before the kill: resuming it costs no lease")
 		assert.Equal(t, 1, byKilled, "the killed run promoted the release with the one lease it took")
+	} else if recorded {
+		assert.Zero(t, byNext, "killed before promote, after the login: the next run goes on under the recorded lease")
+		assert.Equal(t, 1, byKilled, "the killed run took the one lease")
 	} else {
-		assert.Equal(t, 1, byNext, "killed before promote: the next run takes one lease")
+		assert.Equal(t, 1, byNext, "killed before the login: the next run takes one lease")
 		assert.Contains(t, []int{0, 1}, byKilled, "the killed run took at most one lease, and tenancy granted no other")
 	}
-	st := c.State()
+	st = c.State()
 	assert.Equal(t, c.newSHA, st.LiveSHA)
 	assert.True(t, st.Confirmed)
 	assert.Empty(t, st.Failed, "a kill is not a failure of the sha")

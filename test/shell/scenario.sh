@@ -261,10 +261,12 @@ r2=$(curl -sSf "$admin/envs/$env_id/reports/2?timeout=30s")
 [ "$(field code "$r2")" = UNHEALTHY ] || fail "report 2's code: $r2"
 [ "$(field sha "$r2")" = "$sha2" ] || fail "report 2 is not of $sha2: $r2"
 current_is "$sha1"
-# status: the last run failed, so the box is not healthy (exit 1), and it serves sha1.
+# status: the last run failed for the bundle, so a person must act (critical, exit 2),
+# and it serves sha1.
 rc=$(agent 4 status --config "$cfg" --json)
-[ "$rc" = 1 ] || fail "monky-deployd status exited $rc, want 1 after a failed apply"
+[ "$rc" = 2 ] || fail "monky-deployd status exited $rc, want 2 (critical) after a failed apply"
 status=$(cat "$work/agent-4.log")
+[ "$(field verdict "$status")" = critical ] || fail "status's verdict after a failed apply: $status"
 [ "$(field healthy "$status")" = false ] || fail "status says healthy after a failed apply: $status"
 live_re="\"live\":[[:space:]]*\\{[[:space:]]*\"sha\":[[:space:]]*\"$sha1\""
 [[ $status =~ $live_re ]] || fail "status does not show $sha1 live: $status"
