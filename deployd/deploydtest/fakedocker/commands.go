@@ -568,7 +568,7 @@ func (c container) inspectJSON(st *fakeState) map[string]any {
 		"Driver":       "overlay2",
 		"Mounts":       []any{},
 		"State":        state,
-		"config": map[string]any{
+		"Config": map[string]any{
 			"Image":      c.image,
 			"Labels":     c.labels(st),
 			"Entrypoint": []string{containerCommand},

@@ -126,6 +126,9 @@ func TestEngineEndpoints(t *testing.T) {
 			assert.Equal(t, ImageID("registry.monky.internal/web:1.4.2"), o["Image"])
 			state := o["State"].(map[string]any)
 			assert.Equal(t, "healthy", state["Health"].(map[string]any)["Status"], "the state of the last ps step")
+			config, ok := o["Config"].(map[string]any)
+			require.True(t, ok, "the engine's key is Config, with a capital C: %s", b)
+			assert.Equal(t, "web", config["Labels"].(map[string]any)["com.docker.compose.service"])
 		}},
 		{"inspect by short ID", "GET", "/containers/" + webID[:12] + "/json", 200, nil},
 		{"inspect by name", "GET", "/containers/p-job-1/json", 200, func(t *testing.T, b []byte) {
