@@ -14,97 +14,120 @@ import (
 // each problem with its next step, then what the box serves and remembers. Names that
 // come from docker are printed without control characters.
 func (v Status) Text() string {
-	var w strings.Builder
-	p := func(k string, val any) { fmt.Fprintf(&w, "%-14s %s\n", printable(k+":"), printable(fmt.Sprint(val))) }
-	p("status", v.Headline)
-	p("env", v.EnvID)
-	p("agent", v.Version)
+	var w textLines
+	w.p("status", v.Headline)
+	w.p("env", v.EnvID)
+	w.p("agent", v.Version)
 	for _, pr := range v.Problems {
-		p("problem", "["+string(pr.Level)+"] "+pr.Problem)
-		p("next step", pr.NextStep)
+		w.p("problem", "["+string(pr.Level)+"] "+pr.Problem)
+		w.p("next step", pr.NextStep)
 	}
 	if v.Error != "" {
-		p("state dir", stateDirLine(v.StateDir))
-		p("token", tokenLine(v.Token))
+		w.p("state dir", stateDirLine(v.StateDir))
+		w.p("token", tokenLine(v.Token))
 		return w.String()
 	}
+	v.liveText(&w)
+	v.historyText(&w)
+	v.boxText(&w)
+	return w.String()
+}
+
+// textLines is status's text: one "key: value" line each, values made printable.
+type textLines struct{ strings.Builder }
+
+func (w *textLines) p(k string, val any) {
+	fmt.Fprintf(w, "%-14s %s\n", printable(k+":"), printable(fmt.Sprint(val)))
+}
+
+// liveText is the live release and its health, service by service.
+func (v Status) liveText(w *textLines) {
 	if v.Live == nil {
-		p("live", "none")
-	} else {
-		p("live", fmt.Sprintf("%s (serial %d, healthy confirmed: %t)", v.Live.SHA, v.Live.Serial, v.Live.Confirmed))
-		if h := v.Live.Health; h != nil {
-			p("live health", liveLine(*h))
-			for _, sv := range h.Services {
-				p("  "+sv.Name, serviceLine(sv))
-			}
+		w.p("live", "none")
+		return
+	}
+	w.p("live", fmt.Sprintf("%s (serial %d, healthy confirmed: %t)", v.Live.SHA, v.Live.Serial, v.Live.Confirmed))
+	if h := v.Live.Health; h != nil {
+		w.p("live health", liveLine(*h))
+		for _, sv := range h.Services {
+			w.p("  "+sv.Name, serviceLine(sv))
 		}
 	}
-	p("last check-in", timeOrNever(v.LastCheckin))
+}
+
+// historyText is what the box did last: check-in, report, restore, reclaim, run,
+// the condition, the last failure and a rebuilt state.
+func (v Status) historyText(w *textLines) {
+	w.p("last check-in", timeOrNever(v.LastCheckin))
 	if r := v.LastReport; r != nil {
-		p("last result", strings.TrimSpace(r.Result+" "+string(r.Code)))
+		w.p("last result", strings.TrimSpace(r.Result+" "+string(r.Code)))
 		if r.Detail != "" {
-			p("last detail", r.Detail)
+			w.p("last detail", r.Detail)
 		}
 	}
 	if r := v.LastRestore; r != nil {
-		p("last restore", restoreLine(*r))
+		w.p("last restore", restoreLine(*r))
 	}
 	if r := v.LastReclaim; r != nil {
-		p("images", Reclaim{Images: r.Images, Bytes: r.Bytes, Failed: r.Failed}.String()+" at "+r.At.Format(time.RFC3339))
+		w.p("images", Reclaim{Images: r.Images, Bytes: r.Bytes, Failed: r.Failed}.String()+" at "+r.At.Format(time.RFC3339))
 	}
 	switch r := v.LastRun; {
 	case r == nil:
-		p("last run", "never")
+		w.p("last run", "never")
 	case r.Code != "":
-		p("last run", fmt.Sprintf("%s (exit %d, %s)", r.At.Format(time.RFC3339), r.Exit, r.Code))
+		w.p("last run", fmt.Sprintf("%s (exit %d, %s)", r.At.Format(time.RFC3339), r.Exit, r.Code))
 	default:
-		p("last run", fmt.Sprintf("%s (exit %d)", r.At.Format(time.RFC3339), r.Exit))
+		w.p("last run", fmt.Sprintf("%s (exit %d)", r.At.Format(time.RFC3339), r.Exit))
 	}
 	if c := v.Condition; c != nil {
-		p("condition", conditionLine(*c))
+		w.p("condition", conditionLine(*c))
 		if c.Detail != "" {
-			p("  detail", c.Detail)
+			w.p("  detail", c.Detail)
 		}
 	} else {
-		p("condition", "none: the last run ended 0")
+		w.p("condition", "none: the last run ended 0")
 	}
 	if f := v.LastFailure; f != nil {
 		code := string(f.Code)
 		if code == "" {
 			code = "a code not recorded (see the journal's tick line)"
 		}
-		p("last failure", fmt.Sprintf("%s at %s (exit %d)", code, f.At.Format(time.RFC3339), f.Exit))
+		w.p("last failure", fmt.Sprintf("%s at %s (exit %d)", code, f.At.Format(time.RFC3339), f.Exit))
 	}
 	if r := v.Rebuilt; r != nil {
-		p("rebuilt", fmt.Sprintf("at %s: %s; restored %s", r.At.Format(time.RFC3339), r.Why, r.Kept))
+		w.p("rebuilt", fmt.Sprintf("at %s: %s; restored %s", r.At.Format(time.RFC3339), r.Why, r.Kept))
 	}
-	p("token", tokenLine(v.Token))
+}
+
+// boxText is the box's own standing: token, state dir, signatures, the latch and
+// the shas it holds as failed, with their evidence.
+func (v Status) boxText(w *textLines) {
+	w.p("token", tokenLine(v.Token))
 	if v.Token.Expires != nil {
-		p("token expires", v.Token.Expires.Format(time.RFC3339))
+		w.p("token expires", v.Token.Expires.Format(time.RFC3339))
 	}
-	p("state dir", stateDirLine(v.StateDir))
-	p("signatures", signaturesLine(v.Signatures))
+	w.p("state dir", stateDirLine(v.StateDir))
+	w.p("signatures", signaturesLine(v.Signatures))
 	switch l := v.Latch; {
 	case l != nil && !l.Active:
 		// The next run clears it: the config's env_id is not the one latched.
-		p("latch", fmt.Sprintf("none (the AGENT_ENV_MISMATCH latch of %s clears at the next run: env_id changed)", l.EnvID))
+		w.p("latch", fmt.Sprintf("none (the AGENT_ENV_MISMATCH latch of %s clears at the next run: env_id changed)", l.EnvID))
 	case l != nil:
-		p("latch", fmt.Sprintf("AGENT_ENV_MISMATCH since %s: runs exit 78 until env_id changes or you bootstrap", l.Since.Format(time.RFC3339)))
+		w.p("latch", fmt.Sprintf("AGENT_ENV_MISMATCH since %s: runs exit 78 until env_id changes or you bootstrap", l.Since.Format(time.RFC3339)))
 	default:
-		p("latch", "none")
+		w.p("latch", "none")
 	}
 	for _, f := range v.FailedSHAs {
-		p("failed sha", failedLine(f))
+		w.p("failed sha", failedLine(f))
 		if f.Evidence == "" {
 			continue
 		}
 		key := "  evidence:"
 		for _, line := range strings.Split(strings.TrimRight(f.Evidence, "\n"), "\n") {
-			fmt.Fprintf(&w, "%-14s %s\n", key, printable(line))
+			fmt.Fprintf(w, "%-14s %s\n", key, printable(line))
 			key = ""
 		}
 	}
-	return w.String()
 }
 
 // conditionLine is what status says of the condition.

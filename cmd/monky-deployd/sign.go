@@ -23,12 +23,18 @@ import (
 	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
-// writeRefused prints the refusals of err (a *bundle.RefusedError) to stderr.
-func (c *cli) writeRefused(cmd string, refused *bundle.RefusedError) {
+// bundleFailed prints a bundle command's error to stderr: the refusals of a
+// *bundle.RefusedError, one per line, or the error itself. It returns ExitFailed.
+func (c *cli) bundleFailed(cmd string, err error) int {
 	var b strings.Builder
-	fmt.Fprintf(&b, "monky-deployd %s: refused\n", cmd)
-	writeRefusals(&b, refused.Refusals)
+	if refused := (*bundle.RefusedError)(nil); errors.As(err, &refused) {
+		fmt.Fprintf(&b, "monky-deployd %s: refused\n", cmd)
+		writeRefusals(&b, refused.Refusals)
+	} else {
+		fmt.Fprintf(&b, "monky-deployd %s: %v\n", cmd, err)
+	}
 	_, _ = io.WriteString(c.stderr, b.String())
+	return deployd.ExitFailed
 }
 
 // printJSON writes v as one line of JSON.
@@ -71,14 +77,8 @@ func (c *cli) pack(ctx context.Context, args []string) int {
 		res, err = bundle.PackDir(ctx, w, dir, opt)
 		return err
 	})
-	var refused *bundle.RefusedError
-	switch {
-	case errors.As(err, &refused):
-		c.writeRefused("pack", refused)
-		return deployd.ExitFailed
-	case err != nil:
-		_, _ = fmt.Fprintf(c.stderr, "monky-deployd pack: %v\n", err)
-		return deployd.ExitFailed
+	if err != nil {
+		return c.bundleFailed("pack", err)
 	}
 	if *asJSON {
 		return c.printJSON(packJSON{SHA: res.SHA, EnvID: res.Manifest.EnvID, Serial: res.Manifest.Serial,
@@ -149,14 +149,9 @@ func (c *cli) sign(ctx context.Context, args []string) int {
 	}
 	st, err := bundle.ReadStatement(ctx, f, bundle.Limits{})
 	_ = f.Close() // read-only
-	var refused *bundle.RefusedError
 	switch {
-	case errors.As(err, &refused):
-		c.writeRefused("sign", refused)
-		return deployd.ExitFailed
 	case err != nil:
-		_, _ = fmt.Fprintf(c.stderr, "monky-deployd sign: %v\n", err)
-		return deployd.ExitFailed
+		return c.bundleFailed("sign", err)
 	case *env != "" && st.EnvID != *env:
 		_, _ = fmt.Fprintf(c.stderr, "monky-deployd sign: the bundle is for %s, not %s; not signed\n", st.EnvID, *env)
 		return deployd.ExitFailed
@@ -166,13 +161,11 @@ func (c *cli) sign(ctx context.Context, args []string) int {
 		err = fsutil.WriteAtomic(sigPath, 0o644, func(w io.Writer) error { _, err := w.Write(sig); return err })
 	}
 	if err != nil {
-		_, _ = fmt.Fprintf(c.stderr, "monky-deployd sign: %v\n", err)
-		return deployd.ExitFailed
+		return c.bundleFailed("sign", err)
 	}
 	s, err := bundle.ParseSignature(sig)
 	if err != nil { // Sign wrote it: never
-		_, _ = fmt.Fprintf(c.stderr, "monky-deployd sign: %v\n", err)
-		return deployd.ExitFailed
+		return c.bundleFailed("sign", err)
 	}
 	exp := "never"
 	if !s.Expires.IsZero() {

@@ -191,97 +191,108 @@ var signatureFields = []string{"alg", "key_id", "env_id", "sha", "serial", "expi
 //
 // ParseSignature does not check the signature itself: CheckSignature does.
 func ParseSignature(data []byte) (*Signature, error) {
-	if len(data) == 0 {
-		return nil, sigErr(codes.SignatureMissing, "", "the signature is empty")
-	}
-	invalid := func(format string, args ...any) (*Signature, error) {
-		return nil, sigErr(codes.SignatureInvalid, "", format, args...)
-	}
-	if len(data) > MaxSignatureSize {
-		return invalid("the signature file is over %d bytes", MaxSignatureSize)
-	}
-	if bytes.IndexByte(data, '\r') >= 0 {
-		return invalid("the signature file has a carriage return (CRLF line endings?)")
-	}
-	if data[len(data)-1] != '\n' {
-		return invalid("the signature file does not end with a newline (truncated?)")
-	}
-	lines := strings.Split(string(data[:len(data)-1]), "\n")
-	if lines[0] != SignatureHeader {
-		return invalid("line 1 is not %q", SignatureHeader)
+	lines, err := signatureLines(data)
+	if err != nil {
+		return nil, err
 	}
 	var s Signature
 	n := 1 // lines read
-	field := func(name string) (string, bool) {
-		if n >= len(lines) {
-			return "", false
-		}
-		v, ok := strings.CutPrefix(lines[n], name+" ")
-		if !ok {
-			return "", false
-		}
-		n++
-		return v, true
-	}
 	for _, name := range signatureFields {
-		v, ok := field(name)
-		if !ok {
-			if name == "expires" {
-				continue
-			}
-			if n >= len(lines) {
-				return invalid("line %d: the file ends before %s (truncated?)", n+1, name)
-			}
-			return invalid("line %d is not %s", n+1, name)
+		v, ok := "", false
+		if n < len(lines) {
+			v, ok = strings.CutPrefix(lines[n], name+" ")
 		}
-		line := n // the line just read, 1-based
-		switch name {
-		case "alg":
-			if v != KeyAlgorithm {
-				return invalid("line %d: the algorithm is not %s (the only one)", line, KeyAlgorithm)
-			}
-		case "key_id":
-			if !validKeyID(v) {
-				return invalid("line %d: the key_id is not 16 lowercase hex digits", line)
-			}
-			s.KeyID = KeyID(v)
-		case "env_id":
-			if !ids.ValidEnvID(v) {
-				return invalid("line %d: the env_id does not match %s", line, ids.EnvIDPattern)
-			}
-			s.EnvID = v
-		case "sha":
-			if !ids.ValidSHA(v) {
-				return invalid("line %d: the sha is not 64 lowercase hex digits", line)
-			}
-			s.SHA = v
-		case "serial":
-			serial, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || serial < 1 || strconv.FormatInt(serial, 10) != v {
-				return invalid("line %d: the serial is not a decimal integer of at least 1", line)
-			}
-			s.Serial = serial
-		case "expires":
-			t, err := time.Parse(expiresLayout, v)
-			if err != nil || t.Format(expiresLayout) != v {
-				return invalid("line %d: the expiry is not YYYY-MM-DDTHH:MM:SSZ (UTC)", line)
-			}
-			s.Expires = t
-		case "sig":
-			raw, err := base64.StdEncoding.Strict().DecodeString(v)
-			if err != nil {
-				return invalid("line %d: the signature is not standard base64 (truncated?)", line)
-			}
-			if len(raw) != ed25519.SignatureSize {
-				return invalid("line %d: the signature is %d bytes, an ed25519 signature is %d (truncated?)", line, len(raw), ed25519.SignatureSize)
-			}
-			s.Sig = raw
+		switch {
+		case ok:
+			n++
+		case name == "expires":
+			continue
+		case n >= len(lines):
+			return nil, invalidSignature("line %d: the file ends before %s (truncated?)", n+1, name)
+		default:
+			return nil, invalidSignature("line %d is not %s", n+1, name)
+		}
+		if problem := s.set(name, v); problem != "" {
+			return nil, invalidSignature("line %d: %s", n, problem)
 		}
 	}
 	if n != len(lines) {
-		return invalid("line %d: data after the sig line", n+1)
+		return nil, invalidSignature("line %d: data after the sig line", n+1)
 	}
 	return &s, nil
+}
+
+// invalidSignature is a SIGNATURE_INVALID refusal of the signature file.
+func invalidSignature(format string, args ...any) error {
+	return sigErr(codes.SignatureInvalid, "", format, args...)
+}
+
+// signatureLines checks the signature file's framing (size, line endings, the final
+// newline, the header) and returns its lines, the header first.
+func signatureLines(data []byte) ([]string, error) {
+	switch {
+	case len(data) == 0:
+		return nil, sigErr(codes.SignatureMissing, "", "the signature is empty")
+	case len(data) > MaxSignatureSize:
+		return nil, invalidSignature("the signature file is over %d bytes", MaxSignatureSize)
+	case bytes.IndexByte(data, '\r') >= 0:
+		return nil, invalidSignature("the signature file has a carriage return (CRLF line endings?)")
+	case data[len(data)-1] != '\n':
+		return nil, invalidSignature("the signature file does not end with a newline (truncated?)")
+	}
+	lines := strings.Split(string(data[:len(data)-1]), "\n")
+	if lines[0] != SignatureHeader {
+		return nil, invalidSignature("line 1 is not %q", SignatureHeader)
+	}
+	return lines, nil
+}
+
+// set parses the value v of the field name into s, and returns what is wrong with
+// it ("" when nothing is).
+func (s *Signature) set(name, v string) string {
+	switch name {
+	case "alg":
+		if v != KeyAlgorithm {
+			return "the algorithm is not " + KeyAlgorithm + " (the only one)"
+		}
+	case "key_id":
+		if !validKeyID(v) {
+			return "the key_id is not 16 lowercase hex digits"
+		}
+		s.KeyID = KeyID(v)
+	case "env_id":
+		if !ids.ValidEnvID(v) {
+			return "the env_id does not match " + ids.EnvIDPattern
+		}
+		s.EnvID = v
+	case "sha":
+		if !ids.ValidSHA(v) {
+			return "the sha is not 64 lowercase hex digits"
+		}
+		s.SHA = v
+	case "serial":
+		serial, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || serial < 1 || strconv.FormatInt(serial, 10) != v {
+			return "the serial is not a decimal integer of at least 1"
+		}
+		s.Serial = serial
+	case "expires":
+		t, err := time.Parse(expiresLayout, v)
+		if err != nil || t.Format(expiresLayout) != v {
+			return "the expiry is not YYYY-MM-DDTHH:MM:SSZ (UTC)"
+		}
+		s.Expires = t
+	case "sig":
+		raw, err := base64.StdEncoding.Strict().DecodeString(v)
+		if err != nil {
+			return "the signature is not standard base64 (truncated?)"
+		}
+		if len(raw) != ed25519.SignatureSize {
+			return fmt.Sprintf("the signature is %d bytes, an ed25519 signature is %d (truncated?)", len(raw), ed25519.SignatureSize)
+		}
+		s.Sig = raw
+	}
+	return ""
 }
 
 // SignOptions are the choices of Sign.

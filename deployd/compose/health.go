@@ -59,15 +59,7 @@ const (
 // on failure. It fails fast with ErrUnhealthy and times out with ErrHealthTimeout,
 // both naming the services at fault. A cancelled ctx ends the wait with ctx's error.
 func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceState, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultHealthTimeout
-	}
-	if opts.DockerGrace <= 0 {
-		opts.DockerGrace = DefaultDockerGrace
-	}
-	if opts.Progress <= 0 {
-		opts.Progress = DefaultProgress
-	}
+	opts = opts.withDefaults()
 	pause := opts.Poll
 	if pause <= 0 {
 		pause = minHealthPoll
@@ -123,16 +115,7 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
-			waiting := notReadyNames(opts.Services, states)
-			detail := describe(states, waiting)
-			c.log.Error("services not ready before the health timeout; read their logs ("+c.hint("logs --tail 100 "+strings.Join(waiting, " "))+
-				"), or raise compose.health_timeout if they need longer to start",
-				"services", waiting, "timeout", opts.Timeout, "detail", detail, "dir", c.dir)
-			if errors.Is(lastPSErr, ErrDockerUnavailable) {
-				return states, &Error{Op: "wait", Kind: ErrDockerUnavailable, ExitCode: -1, Err: lastPSErr}
-			}
-			return states, &Error{Op: "wait", Kind: ErrHealthTimeout, ExitCode: -1, Services: waiting,
-				Detail: detail, Err: lastPSErr}
+			return states, c.timedOut(opts, states, lastPSErr)
 		}
 		wait := min(pause, deadline.Sub(now))
 		if opts.Poll <= 0 {
@@ -146,6 +129,35 @@ func (c *Client) WaitHealthy(ctx context.Context, opts WaitOptions) ([]ServiceSt
 		case <-t.C:
 		}
 	}
+}
+
+// withDefaults fills the zero fields of o with the package's defaults.
+func (o WaitOptions) withDefaults() WaitOptions {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultHealthTimeout
+	}
+	if o.DockerGrace <= 0 {
+		o.DockerGrace = DefaultDockerGrace
+	}
+	if o.Progress <= 0 {
+		o.Progress = DefaultProgress
+	}
+	return o
+}
+
+// timedOut is the health wait's end at its deadline: the services not ready yet,
+// or the docker daemon if it could not be read at the last poll.
+func (c *Client) timedOut(opts WaitOptions, states []ServiceState, lastPSErr error) error {
+	waiting := notReadyNames(opts.Services, states)
+	detail := describe(states, waiting)
+	c.log.Error("services not ready before the health timeout; read their logs ("+c.hint("logs --tail 100 "+strings.Join(waiting, " "))+
+		"), or raise compose.health_timeout if they need longer to start",
+		"services", waiting, "timeout", opts.Timeout, "detail", detail, "dir", c.dir)
+	if errors.Is(lastPSErr, ErrDockerUnavailable) {
+		return &Error{Op: "wait", Kind: ErrDockerUnavailable, ExitCode: -1, Err: lastPSErr}
+	}
+	return &Error{Op: "wait", Kind: ErrHealthTimeout, ExitCode: -1, Services: waiting,
+		Detail: detail, Err: lastPSErr}
 }
 
 // settle is how long a container without a healthcheck must be seen running before

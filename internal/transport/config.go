@@ -150,12 +150,9 @@ func validate(cfg Config) (*settings, error) {
 // loopback address or "localhost" (a test fake, a local tunneler port). It carries no
 // user info, query or fragment.
 func parseTenancyURL(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, invalid("tenancy.url", "missing")
-	}
-	u, err := url.Parse(raw)
+	u, err := parseURL("tenancy.url", raw, "missing")
 	if err != nil {
-		return nil, invalid("tenancy.url", "not a URL")
+		return nil, err
 	}
 	if u.User != nil {
 		return nil, invalid("tenancy.url", "user info is not allowed in the URL (the bearer is the OpenBao token)")
@@ -178,6 +175,19 @@ func parseTenancyURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// parseURL parses raw, the value of field; missing is the error's reason when raw
+// is empty.
+func parseURL(field, raw, missing string) (*url.URL, error) {
+	if raw == "" {
+		return nil, invalid(field, missing)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, invalid(field, "not a URL")
+	}
+	return u, nil
+}
+
 func isLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -189,12 +199,9 @@ func isLoopbackHost(host string) bool {
 // parseProxyURL accepts an http or https proxy URL with a host. Its user info, if
 // any, is kept for the proxy but never printed.
 func parseProxyURL(raw string) (*url.URL, error) {
-	if raw == "" {
-		return nil, invalid("tenancy.proxy", "missing: the proxy transport needs the tunneler's HTTP proxy URL, e.g. http://127.0.0.1:8080")
-	}
-	p, err := url.Parse(raw)
+	p, err := parseURL("tenancy.proxy", raw, "missing: the proxy transport needs the tunneler's HTTP proxy URL, e.g. http://127.0.0.1:8080")
 	if err != nil {
-		return nil, invalid("tenancy.proxy", "not a URL")
+		return nil, err
 	}
 	if p.Scheme != "http" && p.Scheme != "https" {
 		return nil, invalid("tenancy.proxy", fmt.Sprintf("%s: scheme %q, want http or https", p.Redacted(), p.Scheme))

@@ -81,15 +81,20 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 // Close leaves it open, so that a caller can keep one authenticated ziti context across
 // ticks and build a Client per tick.
 func NewWithDialer(cfg Config, d Dialer) (*Client, error) {
-	if d == nil {
-		return nil, invalid("tenancy.transport", "sdk transport without a dialer")
-	}
-	cfg.Transport = TransportSDK
-	s, err := validate(cfg)
+	s, err := validateSDK(cfg, d != nil)
 	if err != nil {
 		return nil, err
 	}
 	return newSDK(s, d), nil
+}
+
+// validateSDK validates cfg as an sdk transport's, with or without a dialer.
+func validateSDK(cfg Config, dialer bool) (*settings, error) {
+	if !dialer {
+		return nil, invalid("tenancy.transport", "sdk transport without a dialer")
+	}
+	cfg.Transport = TransportSDK
+	return validate(cfg)
 }
 
 // NewWithOwnedDialer builds the sdk transport like NewWithDialer, over a dialer the
@@ -99,11 +104,7 @@ func NewWithDialer(cfg Config, d Dialer) (*Client, error) {
 // the hook through which zititransport.New builds a Client that releases its OpenZiti
 // context.
 func NewWithOwnedDialer(cfg Config, open func() (DialCloser, error)) (*Client, error) {
-	if open == nil {
-		return nil, invalid("tenancy.transport", "sdk transport without a dialer")
-	}
-	cfg.Transport = TransportSDK
-	s, err := validate(cfg)
+	s, err := validateSDK(cfg, open != nil)
 	if err != nil {
 		return nil, err
 	}
