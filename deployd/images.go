@@ -3,6 +3,7 @@ package deployd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -284,35 +285,35 @@ func refsOf(images []bundle.Image) []string {
 	return refs
 }
 
+// pullFailures is what the log says of a failed pull, by its code: what happened
+// and what to do next. A code not listed gets pullFailedOther.
+var pullFailures = map[codes.Code]struct {
+	level slog.Level
+	msg   string
+}{
+	codes.ImageMissing:        {slog.LevelError, "an image of the release is not in its registry, or the registry denies it to this box; no lease taken, not remembered against the sha. Push the image, fix its reference in the renderer, or docker login to its registry as root; the next tick pulls again"},
+	codes.RegistryUnavailable: {slog.LevelWarn, "the image registry cannot be reached (the network, TLS, its 5xx or its rate limit, by what docker said); no lease taken, exiting 75. Check that this box reaches it (docker pull as root); the next tick pulls again"},
+	codes.DockerTimeout:       {slog.LevelWarn, "docker did not finish by itself: it outlived the agent's bound for it (pull_timeout), or a signal the agent did not send killed it; the box is slow or dockerd hangs, nothing is said of the registry. No lease taken, exiting 75; the next tick pulls again. If it lasts: systemctl status docker, journalctl -u docker"},
+	codes.DockerUnavailable:   {slog.LevelError, "docker cannot be reached to pull an image; no lease taken, not remembered against the sha. Start docker (systemctl status docker); the next tick pulls again"},
+	codes.DiskFull:            {slog.LevelError, "docker's data root has no space left for an image; no lease taken, not remembered against the sha. Free space there (docker image prune, df -h); the next tick pulls again"},
+	codes.PullFailed:          {slog.LevelError, "docker could not pull an image of the release for a reason of this box, neither the registry's nor the network's; no lease taken, reported, not remembered against the sha. Read what docker said (err) and journalctl -u docker; the next tick pulls again"},
+}
+
+const pullFailedOther = "could not pull an image of the release; no lease taken; err says what failed"
+
 // pullFailed logs what a failed pull means and returns it as the step's error.
 func (t *tick) pullFailed(ctx context.Context, im bundle.Image, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	e := &Error{Op: "pull " + im.Service, Err: err}
-	switch code := CodeOf(e); code {
-	case codes.ImageMissing:
-		t.log.Error("an image of the release is not in its registry, or the registry denies it to this box; no lease taken, not remembered against the sha. Push the image, fix its reference in the renderer, or docker login to its registry as root; the next tick pulls again",
-			"code", code, "service", im.Service, "image", im.Ref, "err", err)
-	case codes.RegistryUnavailable:
-		t.log.Warn("the image registry cannot be reached (the network, TLS, its 5xx or its rate limit, by what docker said); no lease taken, exiting 75. Check that this box reaches it (docker pull as root); the next tick pulls again",
-			"code", code, "service", im.Service, "image", im.Ref, "err", err)
-	case codes.DockerTimeout:
-		t.log.Warn("docker did not finish by itself: it outlived the agent's bound for it, or a signal the agent did not send killed it; the box is slow or dockerd hangs, nothing is said of the registry. No lease taken, exiting 75; the next tick pulls again. If it lasts: systemctl status docker, journalctl -u docker",
-			"code", code, "service", im.Service, "image", im.Ref, "pull_timeout", pullTimeout, "err", err)
-	case codes.DockerUnavailable:
-		t.log.Error("docker cannot be reached to pull an image; no lease taken, not remembered against the sha. Start docker (systemctl status docker); the next tick pulls again",
-			"code", code, "service", im.Service, "image", im.Ref, "err", err)
-	case codes.DiskFull:
-		t.log.Error("docker's data root has no space left for an image; no lease taken, not remembered against the sha. Free space there (docker image prune, df -h); the next tick pulls again",
-			"code", code, "service", im.Service, "image", im.Ref, "err", err)
-	case codes.PullFailed:
-		t.log.Error("docker could not pull an image of the release for a reason of this box, neither the registry's nor the network's; no lease taken, reported, not remembered against the sha. Read what docker said (err) and journalctl -u docker; the next tick pulls again",
-			"code", code, "service", im.Service, "image", im.Ref, "err", err)
-	default:
-		t.log.Error("could not pull an image of the release; no lease taken; err says what failed",
-			"code", code, "service", im.Service, "image", im.Ref, "err", err)
+	code := CodeOf(e)
+	f, ok := pullFailures[code]
+	if !ok {
+		f.level, f.msg = slog.LevelError, pullFailedOther
 	}
+	t.log.Log(ctx, f.level, f.msg, "code", code, "service", im.Service, "image", im.Ref,
+		"pull_timeout", pullTimeout, "err", err)
 	return e
 }
 
