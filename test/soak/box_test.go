@@ -60,7 +60,8 @@ func newBox(t *testing.T, s *fakestack.Stack, env string) *box {
 func (b *box) procEnv() []string { return b.ProcEnv("HOME=" + b.Dir) }
 
 // status runs `monky-deployd status` and `status --json` on the box, for the canary
-// scan; their exit codes are part of the CLI contract too: 0 healthy, 1 not.
+// scan; their exit codes are part of the CLI contract too: the verdict, 0 ok,
+// 1 warning, 2 critical (3, unknown, is a config status cannot read: a failure here).
 func (b *box) status(ctx context.Context, bin string) (string, error) {
 	var all bytes.Buffer
 	for _, args := range [][]string{{"status", "--config", b.CfgPath}, {"status", "--json", "--config", b.CfgPath}} {
@@ -68,10 +69,10 @@ func (b *box) status(ctx context.Context, bin string) (string, error) {
 		cmd.Env = b.procEnv()
 		out, err := cmd.CombinedOutput()
 		all.Write(out)
-		// 1 is status's word for a box that is not healthy (a soak injects faults);
-		// anything else is a failure of the command.
+		// 1 and 2 are status's words for a box that is not ok (a soak injects
+		// faults); anything else is a failure of the command.
 		var exit *exec.ExitError
-		if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+		if err != nil && (!errors.As(err, &exit) || exit.ExitCode() < 1 || exit.ExitCode() > 2) {
 			return all.String(), fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 		}
 	}
