@@ -28,7 +28,8 @@
 // It runs only when given a size:
 //
 //	go test -count=1 -v -run '^TestFleet$' -timeout 10m ./test/fleet/ -fleet.agents=500
-//	go test -count=1 -v -run '^TestFleet$' ./test/fleet/ -fleet.agents=100   # CI
+//	go test -count=1 -v -run '^TestFleet$' -timeout 30m ./test/fleet/ -fleet.agents=1000 -fleet.interval=5s -fleet.outage=15s
+//	go test -count=1 -v -run '^TestFleet$' ./test/fleet/ -fleet.agents=300 -fleet.interval=1s -fleet.outage=6s   # CI
 //
 // The state and deploy directories live under TMPDIR; TMPDIR=/dev/shm takes the
 // disk's fsync latency out of the figures (the agent fsyncs state.json on every tick).

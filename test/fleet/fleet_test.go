@@ -23,7 +23,7 @@ import (
 )
 
 var (
-	flagAgents   = flag.Int("fleet.agents", 0, "boxes in the fleet (0: skip the fleet); the figures use 500, CI 100")
+	flagAgents   = flag.Int("fleet.agents", 0, "boxes in the fleet (0: skip the fleet); the figures use 500 and 1000, CI 300")
 	flagInterval = flag.Duration("fleet.interval", 2*time.Second, "the loops' interval and tenancy's next_checkin_s, whole seconds (production: 1m)")
 	flagOutage   = flag.Duration("fleet.outage", 12*time.Second, "how long every check-in answers 503")
 	flagReport   = flag.String("fleet.report", "", "write the figures as JSON to this file")
@@ -79,7 +79,7 @@ type rate struct {
 func TestFleet(t *testing.T) {
 	testbox.SkipIfShort(t)
 	if *flagAgents <= 0 {
-		t.Skip("the fleet runs when given a size: go test -count=1 -v -run '^TestFleet$' ./test/fleet/ -fleet.agents=100 (500 for the figures of docs/OPERATIONS.md)")
+		t.Skip("the fleet runs when given a size: go test -count=1 -v -run '^TestFleet$' ./test/fleet/ -fleet.agents=300 (500 for the figures of docs/OPERATIONS.md, 1000 for docs/BENCHMARKS.md)")
 	}
 	if *flagInterval < time.Second || *flagInterval%time.Second != 0 {
 		t.Fatalf("-fleet.interval must be whole seconds (next_checkin_s): %s", *flagInterval)
