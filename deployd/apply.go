@@ -2,6 +2,8 @@ package deployd
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -401,7 +403,8 @@ func (t *tick) leaseFor(ctx context.Context, sha string) (secret.Value, error) {
 // token replaces the stored one, and the lease is recorded (and saved at once, so
 // that a crash before the switch does not cost a second lease).
 func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
-	lease, err := t.a.tenancy.Lease(ctx, t.a.cfg.EnvID, sha)
+	id := t.leaseRequestID(sha)
+	lease, err := t.a.tenancy.RequestLease(ctx, tenancy.LeaseRequest{EnvID: t.a.cfg.EnvID, SHA: sha, RequestID: id})
 	if errors.Is(err, tenancy.ErrLeaseShape) {
 		t.log.Error("tenancy answered a lease of AppRole or wrapped shape; there is no such path in this agent (MONKY-ADR-0028). Fix tenancy's lease issuer", "err", err)
 		return secret.Value{}, &Error{Op: "lease", Err: err}
@@ -419,11 +422,32 @@ func (t *tick) lease(ctx context.Context, sha string) (secret.Value, error) {
 		return secret.Value{}, err
 	}
 	t.st.TokenExpires = info.ExpireTime
-	t.st.Lease = &LeaseRecord{SHA: sha, At: t.a.now(), ExpiresAt: lease.ExpiresAt}
+	t.st.Lease = &LeaseRecord{SHA: sha, At: t.a.now(), ExpiresAt: lease.ExpiresAt, RequestID: id}
 	if err := t.a.saveState(t.st); err != nil {
 		t.log.Warn("could not save the state after the lease; a crash before the switch would cost a second lease", "err", err)
 	}
 	return info.Token, nil
+}
+
+// leaseRequestID is the request id of the lease request for sha: the one of an
+// earlier request for sha whose answer never came (the record's ExpiresAt is zero),
+// or a new one, recorded and saved before the request is sent. Tenancy answers the
+// same id with the same lease while it lasts, so a lost answer costs no second lease
+// (docs/PROTOCOL.md, "One publish, one lease").
+func (t *tick) leaseRequestID(sha string) string {
+	if l := t.st.Lease; l != nil && l.SHA == sha && l.ExpiresAt.IsZero() && l.RequestID != "" {
+		t.log.Info("asking again for the lease an earlier tick asked for and never heard back about, under the same request id",
+			"asked_at", l.At)
+		return l.RequestID
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	id := hex.EncodeToString(b[:])
+	t.st.Lease = &LeaseRecord{SHA: sha, At: t.a.now(), RequestID: id}
+	if err := t.a.saveState(t.st); err != nil {
+		t.log.Warn("could not save the state before the lease request; if its answer is lost, the next tick asks under a new request id and may cost a second lease", "err", err)
+	}
+	return id
 }
 
 // loginAttempts is how many logins one lease's grant gets; the waits between them

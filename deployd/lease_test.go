@@ -151,6 +151,58 @@ func TestOnePublishOneLease(t *testing.T) {
 	}
 }
 
+// errBody is a response body whose connection broke: the answer is lost in transit.
+type errBody struct{}
+
+func (errBody) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+func (errBody) Close() error             { return nil }
+
+// TestLeaseAnswerLostInTransit: tenancy granted the lease but its answer never
+// reached the box (the connection broke). The box had recorded the request's id
+// before sending it, and the next tick asks again under the same id: tenancy answers
+// with the same lease, and the publish costs one lease.
+func TestLeaseAnswerLostInTransit(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.idleTick()
+	lost := 0
+	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
+		if req.URL.Path == "/v1/agent/lease" && lost == 0 {
+			lost++
+			_ = resp.Body.Close()
+			resp.Body = errBody{}
+		}
+		return resp
+	})
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitTemporary, code, "%+v", out)
+	assert.Equal(t, codes.Unavailable, out.Code)
+	rec := b.State().Lease
+	require.NotNil(t, rec, "the request is recorded before it is sent")
+	assert.Equal(t, sha, rec.SHA)
+	assert.Regexp(t, `^[0-9a-f]{32}$`, rec.RequestID)
+	assert.True(t, rec.ExpiresAt.IsZero(), "no answer, no expiry")
+	assert.Equal(t, 1, b.Leases(), "tenancy granted it")
+
+	out, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	assert.Equal(t, "applied", out.Result)
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "asked twice")
+	assert.Equal(t, 1, b.Leases(), "one publish, one lease")
+	assert.Equal(t, rec.RequestID, b.Stack.Tenancy.Leases(b.Env)[0].RequestID)
+	assert.Contains(t, b.Logs.String(), "under the same request id")
+	assert.Nil(t, b.State().Lease, "the report ends the record")
+
+	// The next publish asks under a new id.
+	b.Publish(faketenancy.SampleApp(b.Env, 2))
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	leases := b.Stack.Tenancy.Leases(b.Env)
+	require.Len(t, leases, 2)
+	assert.NotEqual(t, leases[0].RequestID, leases[1].RequestID)
+}
+
 // A login that fails for a temporary reason is tried again with the same grant within
 // the tick: the grant is never on disk, and a lease whose login never came through
 // would cost a second one at the next tick. A login that keeps failing ends the tick
@@ -175,6 +227,18 @@ func TestLoginRetriedUnderOneLease(t *testing.T) {
 			require.Equal(t, tc.want, code, "%+v", out)
 			assert.Equal(t, 1, b.Leases(), "one lease")
 			assert.Equal(t, tc.logins, flaky.logins, "logins with the one grant")
+			if code == deployd.ExitOK {
+				return
+			}
+			// OpenBao is back: the next tick asks under the same request id, is
+			// answered with the same grant, and applies under the one lease.
+			flaky.mu.Lock()
+			flaky.failLogins = 0
+			flaky.mu.Unlock()
+			out, code = b.Tick(a)
+			require.Equal(t, deployd.ExitOK, code, "%+v", out)
+			assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"))
+			assert.Equal(t, 1, b.Leases(), "one publish, one lease")
 		})
 	}
 }

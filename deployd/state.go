@@ -341,7 +341,9 @@ type State struct {
 	EnvMismatch *Latch `json:"env_mismatch,omitempty"`
 	// Lease is the deploy lease the box took and logged in with, until a report of its
 	// sha ends it (applied or failed); a later tick of the same sha goes on under it
-	// until its expiry instead of asking again. Nil: none.
+	// until its expiry instead of asking again. Before the answer it is the request
+	// (sha and request id, no expiry), so that a lost answer is asked for again under
+	// the same id. Nil: none.
 	Lease *LeaseRecord `json:"lease,omitempty"`
 	// Rebuilt is set when a run found state.json corrupt and rebuilt the state; nil
 	// otherwise. A successful apply of a later run clears it (the run that rebuilt
@@ -407,13 +409,16 @@ func rememberFailure(s *State, sha string, f Failure) {
 	}
 }
 
-// LeaseRecord is a deploy lease the box took: which sha, when, and until when its
-// grant was valid. The grant itself is never kept (it was used by the login); the
-// token the login gave is bao.token.
+// LeaseRecord is a deploy lease the box asked for or took: which sha, when, and until
+// when its grant was valid. The grant itself is never kept (it was used by the login);
+// the token the login gave is bao.token. A zero ExpiresAt is a request whose answer
+// did not come (or whose login did not): the next request for the sha sends the same
+// RequestID.
 type LeaseRecord struct {
 	SHA       string    `json:"sha"`
 	At        time.Time `json:"at"`
-	ExpiresAt time.Time `json:"expires_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	RequestID string    `json:"request_id,omitempty"`
 }
 
 // Rebuilt says that the state was rebuilt because state.json did not parse.

@@ -417,9 +417,11 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
+// leaseBody is LeaseRequest on the wire (a conversion: the same fields in order).
 type leaseBody struct {
-	EnvID string `json:"env_id"`
-	SHA   string `json:"sha"`
+	EnvID     string `json:"env_id"`
+	SHA       string `json:"sha"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 type reportBody struct {
@@ -463,22 +465,60 @@ func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) 
 	return ins, err
 }
 
-// Lease asks for a deploy lease for sha. The grant is added to Config.Secrets the
-// moment it is decoded. A lease of the wrong shape is an ErrLeaseShape naming the field.
+// Lease asks for a deploy lease for sha: RequestLease without a request id. The grant
+// is added to Config.Secrets the moment it is decoded. A lease of the wrong shape is an
+// ErrLeaseShape naming the field.
 func (c *Client) Lease(ctx context.Context, envID, sha string) (Lease, error) {
-	if envID == "" {
+	return c.RequestLease(ctx, LeaseRequest{EnvID: envID, SHA: sha})
+}
+
+// LeaseRequest is a request for a deploy lease.
+type LeaseRequest struct {
+	// EnvID and SHA name the environment and the bundle the lease is for.
+	EnvID, SHA string
+	// RequestID, when not "", makes the request safe to send again: a caller that
+	// did not receive the answer (a timeout, a broken connection) sends the same
+	// id, and a tenancy that knows the field answers with the lease it granted to
+	// that id while it is unexpired, without spending the budget again
+	// (docs/PROTOCOL.md, "One publish, one lease"). At most 64 characters of
+	// [A-Za-z0-9_-].
+	RequestID string
+}
+
+// RequestLease asks for a deploy lease as r says. The grant is added to
+// Config.Secrets the moment it is decoded. A lease of the wrong shape is an
+// ErrLeaseShape naming the field.
+func (c *Client) RequestLease(ctx context.Context, r LeaseRequest) (Lease, error) {
+	if r.EnvID == "" {
 		return Lease{}, fmt.Errorf("tenancy: lease: env_id is required: %w", ErrInvalidArgument)
 	}
-	if !ids.ValidSHA(sha) {
+	if !ids.ValidSHA(r.SHA) {
 		return Lease{}, fmt.Errorf("tenancy: lease: sha is not 64 lowercase hex: %w", ErrInvalidArgument)
 	}
+	if !validRequestID(r.RequestID) {
+		return Lease{}, fmt.Errorf("tenancy: lease: request_id is not at most 64 characters of [A-Za-z0-9_-]: %w", ErrInvalidArgument)
+	}
 	var l Lease
-	err := c.callJSON(ctx, "lease", "/v1/agent/lease", leaseBody{EnvID: envID, SHA: sha}, http.StatusOK, func(data []byte) error {
+	err := c.callJSON(ctx, "lease", "/v1/agent/lease", leaseBody(r), http.StatusOK, func(data []byte) error {
 		var derr error
 		l, derr = decodeLease(data, c.authMount, c.role, c.now(), c.secrets)
 		return derr
 	})
 	return l, err
+}
+
+// validRequestID reports whether id is "" or at most 64 characters of [A-Za-z0-9_-].
+func validRequestID(id string) bool {
+	if len(id) > 64 {
+		return false
+	}
+	return strings.IndexFunc(id, func(r rune) bool {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return false
+		}
+		return true
+	}) < 0
 }
 
 // Report posts the outcome of a tick; tenancy answers 204.

@@ -242,6 +242,23 @@ func TestLeaseAgainstFake(t *testing.T) {
 	assert.Equal(t, "jwt-tenancy", l.AuthMount)
 	assert.True(t, l.ExpiresAt.After(time.Now()))
 
+	t.Run("request id", func(t *testing.T) {
+		before := len(f.fake.Leases(env))
+		again, err := f.c.RequestLease(t.Context(), tenancy.LeaseRequest{EnvID: env, SHA: b.SHA, RequestID: "req-1_A"})
+		require.NoError(t, err)
+		same, err := f.c.RequestLease(t.Context(), tenancy.LeaseRequest{EnvID: env, SHA: b.SHA, RequestID: "req-1_A"})
+		require.NoError(t, err)
+		assert.Equal(t, again.Grant.Reveal(), same.Grant.Reveal(), "the same request id: the same lease")
+		leases := f.fake.Leases(env)
+		require.Len(t, leases, before+1)
+		assert.Equal(t, "req-1_A", leases[len(leases)-1].RequestID, "the request id is sent")
+		for _, bad := range []string{"a b", "ü", strings.Repeat("x", 65), "a/b"} {
+			_, err := f.c.RequestLease(t.Context(), tenancy.LeaseRequest{EnvID: env, SHA: b.SHA, RequestID: bad})
+			require.ErrorIs(t, err, tenancy.ErrInvalidArgument, "%q", bad)
+		}
+		assert.Len(t, f.fake.Leases(env), before+1, "a refused id is never sent")
+	})
+
 	for _, shape := range []string{"approle", "wrapped"} {
 		t.Run(shape, func(t *testing.T) {
 			f.fake.SetFaults(faketenancy.Faults{LeaseShape: shape})
@@ -256,11 +273,11 @@ func TestLeaseAgainstFake(t *testing.T) {
 	f.fake.SetFaults(faketenancy.Faults{})
 
 	t.Run("budget", func(t *testing.T) {
-		for range 2 { // the good lease and the two refused shapes above were granted: 3 + 2 = 5
-			_, err := f.c.Lease(t.Context(), env, b.SHA)
-			require.NoError(t, err)
-		}
+		// The good lease, the request id's and the two refused shapes above were
+		// granted: 4 + 1 = 5.
 		_, err := f.c.Lease(t.Context(), env, b.SHA)
+		require.NoError(t, err)
+		_, err = f.c.Lease(t.Context(), env, b.SHA)
 		require.ErrorIs(t, err, tenancy.ErrRateLimited)
 		d, ok := tenancy.RetryAfter(err)
 		require.True(t, ok)

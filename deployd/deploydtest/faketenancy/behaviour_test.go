@@ -60,6 +60,53 @@ func TestLeaseBudgetRollingWindow(t *testing.T) {
 	assert.Len(t, s.Leases("env-dev-01"), 3)
 }
 
+// TestLeaseRequestSentAgain: the request_id of the last lease, for the same sha and
+// while the lease lasts, is answered with the same lease and grant and costs no
+// budget; another id, no id, another sha or an expired lease is a new lease, and a new
+// lease ends the replay of the one before.
+func TestLeaseRequestSentAgain(t *testing.T) {
+	clk := deploydtest.NewClock(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	s, auth := newFake(t, faketenancy.Options{LeaseBudget: 100, LeaseTTL: 10 * time.Minute, Now: clk.Now})
+	tok := auth.Token("env-dev-01")
+	publish := func(serial int64) string {
+		sha, _, err := s.PublishBundle("env-dev-01", deploydtest.MakeBundle(t, faketenancy.BundleSpec{EnvID: "env-dev-01", Serial: serial}).Data)
+		require.NoError(t, err)
+		return sha
+	}
+	sha1, sha2 := publish(1), publish(2)
+	lease := func(sha, id string) string {
+		t.Helper()
+		body := map[string]string{"env_id": "env-dev-01", "sha": sha}
+		if id != "" {
+			body["request_id"] = id
+		}
+		resp, data := post(t, s.URL(), tok, "/v1/agent/lease", body)
+		require.Equal(t, 200, resp.StatusCode, "%s", data)
+		var l struct{ Grant string }
+		require.NoError(t, json.Unmarshal(data, &l))
+		return l.Grant
+	}
+	count := func() int { return len(s.Leases("env-dev-01")) }
+
+	g := lease(sha1, "a1")
+	assert.Equal(t, g, lease(sha1, "a1"), "the same request again: the same grant")
+	assert.Equal(t, 1, count(), "and no second lease")
+	assert.Equal(t, "a1", s.Leases("env-dev-01")[0].RequestID)
+	assert.NotEqual(t, g, lease(sha1, ""), "no request id: a new lease")
+	assert.Equal(t, 2, count())
+	assert.NotEqual(t, g, lease(sha1, "a1"), "a new lease came in between: its grant superseded the first")
+	assert.Equal(t, 3, count())
+
+	g = lease(sha1, "b2")
+	assert.NotEqual(t, g, lease(sha2, "b2"), "another sha under the same id: a new lease")
+	assert.Equal(t, 5, count())
+
+	g = lease(sha2, "c3")
+	clk.Advance(10 * time.Minute)
+	assert.NotEqual(t, g, lease(sha2, "c3"), "the lease expired: a new one")
+	assert.Equal(t, 7, count())
+}
+
 func TestRequestsNeverHoldTheBearer(t *testing.T) {
 	s, auth := newFake(t, faketenancy.Options{})
 	tok := auth.Token("env-dev-01")

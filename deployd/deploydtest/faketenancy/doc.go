@@ -24,6 +24,10 @@
 //     404 BUNDLE_NOT_FOUND;
 //   - requests refused before a grant is minted (401, 409, 429, 400, 404) do not count
 //     against the lease budget;
+//   - a lease request that carries the request_id of the environment's last lease,
+//     for the same sha, while that lease is unexpired, is answered with the same lease
+//     and grant and costs no budget (its first answer was lost on the way); any new
+//     lease ends that, and a request without a request_id is always a new lease;
 //   - a check-in's live object is decoded strictly in what it knows (kinds, healthy or
 //     reason but not both, services with healthy, named services, the agent's caps)
 //     and tolerantly in what it does not (unknown fields inside it are ignored); a

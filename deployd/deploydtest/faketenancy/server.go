@@ -162,6 +162,15 @@ type Lease struct {
 	// Time it was granted, and ExpiresAt as answered.
 	Time      time.Time `json:"time"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// RequestID is the request's request_id, "" when it had none.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// answered is the last lease granted to an environment under a request id, with its
+// grant, so that the same request sent again is answered with the same lease.
+type answered struct {
+	lease Lease
+	grant string
 }
 
 type published struct {
@@ -178,6 +187,8 @@ type envState struct {
 	checkins   []CheckinRequest
 	reports    []Report
 	leases     []Lease
+	// last is the last lease granted under a request id; nil when none was.
+	last *answered
 }
 
 // Server is the fake tenancy. Its methods are safe for concurrent use.
@@ -717,8 +728,9 @@ func (s *Server) handleSignature(w http.ResponseWriter, r *http.Request, rec *Re
 }
 
 type leaseRequest struct {
-	EnvID string `json:"env_id"`
-	SHA   string `json:"sha"`
+	EnvID     string `json:"env_id"`
+	SHA       string `json:"sha"`
+	RequestID string `json:"request_id"`
 }
 
 func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
@@ -741,11 +753,20 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 		writeError(w, rec, http.StatusNotFound, "BUNDLE_NOT_FOUND", fmt.Sprintf("no bundle %s for %s", req.SHA, tokenEnv))
 		return
 	}
+	e := s.env(tokenEnv)
+	if a := e.last; a != nil && req.RequestID != "" && a.lease.RequestID == req.RequestID && a.lease.SHA == req.SHA && now.Before(a.lease.ExpiresAt) {
+		// The same request again (its answer was lost): the same lease, free.
+		s.mu.Unlock()
+		writeJSON(w, rec, http.StatusOK, map[string]any{
+			"grant": a.grant, "auth_mount": s.opts.AuthMount,
+			"role": s.opts.Role, "expires_at": a.lease.ExpiresAt.Format(time.RFC3339),
+		})
+		return
+	}
 	budget := s.opts.LeaseBudget
 	if s.faults.LeaseBudget > 0 {
 		budget = s.faults.LeaseBudget
 	}
-	e := s.env(tokenEnv)
 	var recent []Lease
 	for _, l := range e.leases {
 		if now.Sub(l.Time) < s.opts.LeaseWindow {
@@ -761,8 +782,17 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 		return
 	}
 	shape := s.faults.LeaseShape
-	lease := Lease{EnvID: tokenEnv, SHA: req.SHA, Time: now, ExpiresAt: now.Add(s.opts.LeaseTTL).UTC().Truncate(time.Second)}
+	lease := Lease{EnvID: tokenEnv, SHA: req.SHA, Time: now, ExpiresAt: now.Add(s.opts.LeaseTTL).UTC().Truncate(time.Second),
+		RequestID: req.RequestID}
 	e.leases = append(e.leases, lease)
+	grant := ""
+	e.last = nil // a new lease supersedes the grant an earlier request id was answered with
+	if shape == "" {
+		grant = s.opts.Authority.MintGrant(tokenEnv)
+		if req.RequestID != "" {
+			e.last = &answered{lease: lease, grant: grant}
+		}
+	}
 	s.mu.Unlock()
 
 	switch shape {
@@ -777,7 +807,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 		})
 	default:
 		writeJSON(w, rec, http.StatusOK, map[string]any{
-			"grant": s.opts.Authority.MintGrant(tokenEnv), "auth_mount": s.opts.AuthMount,
+			"grant": grant, "auth_mount": s.opts.AuthMount,
 			"role": s.opts.Role, "expires_at": lease.ExpiresAt.Format(time.RFC3339),
 		})
 	}
