@@ -110,6 +110,7 @@ func TestFleet(t *testing.T) {
 // member is one box of the fleet.
 type member struct {
 	env   string
+	cfg   deployd.Config
 	agent *deployd.Agent
 	ticks []tickRec // written by its own loop only
 	code  int       // the loop's exit code
@@ -143,7 +144,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 			c.Compose.HealthTimeout = deployd.Duration(time.Minute)
 		}})
 		a := box.NewAgent(deployd.Options{Logger: slog.New(slog.DiscardHandler), Hostname: env})
-		members[i] = &member{env: env, agent: a}
+		members[i] = &member{env: env, agent: a, cfg: box.Cfg}
 		b, err := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: env, Serial: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -276,6 +277,21 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 		}
 		if len(ls) != 1 {
 			t.Errorf("%s: %d leases for one publish, want 1; its ticks and requests:\n%s", m.env, len(ls), history(stack, m))
+		}
+	}
+
+	// 5. A slow box is not a bad bundle: no report failed, no sha remembered as failed.
+	for _, m := range members {
+		for _, r := range stack.Tenancy.Reports(m.env) {
+			if r.Result != "applied" {
+				t.Errorf("%s: reported %s %s (%s), want only applied; its ticks and requests:\n%s", m.env, r.Result, r.Code, r.Detail, history(stack, m))
+			}
+		}
+		st, err := deployd.ReadState(m.cfg)
+		if err != nil {
+			t.Errorf("%s: %v", m.env, err)
+		} else if len(st.Failed) > 0 {
+			t.Errorf("%s: %d shas remembered as failed, want none", m.env, len(st.Failed))
 		}
 	}
 	return f
