@@ -106,6 +106,10 @@ type Status struct {
 	LastRestore *StatusRestore `json:"last_restore"`
 	// LastReclaim is what the image hygiene of the last apply removed; null: nothing.
 	LastReclaim *StatusReclaim `json:"last_reclaim"`
+	// Hooks are the hook runs of the last apply that had hooks, one line each (phase,
+	// service, when, result, exit, the last line of its redacted output); absent:
+	// none.
+	Hooks []string `json:"hooks,omitempty"`
 	// Rebuilt says that a run found state.json corrupt and rebuilt the state (and
 	// what came back from the kept file); null: not since the last successful apply
 	// of a later run.
@@ -398,6 +402,7 @@ func (v *Status) fill(cfg Config, st State, tok StatusToken, now time.Time) {
 	if r := st.LastRestore; r != nil {
 		v.LastRestore = &StatusRestore{Result: r.Result, SHA: r.SHA, Detail: r.Detail, At: r.At.UTC(), Degraded: r.Degraded()}
 	}
+	v.Hooks = st.Hooks.lines()
 	if r := st.LastReclaim; r != nil {
 		v.LastReclaim = &StatusReclaim{At: r.At.UTC(), Images: r.Images, Bytes: r.Bytes, Failed: r.Failed}
 	}
@@ -507,6 +512,10 @@ func (v *Status) judge(cfg Config, st State, now time.Time) {
 	if r := v.LastRestore; r != nil && r.Degraded {
 		v.problemStep("", VerdictCritical, "the last failed apply left the box degraded: "+r.Result+" "+release.Short(r.SHA)+" ("+r.Detail+")",
 			"look with `docker compose ps --all` and `docker compose logs` in the current directory; something the releases share is likely broken")
+	}
+	if r := v.LastRestore; r != nil && r.Result == RestoreSkipped {
+		v.problemStep("", VerdictCritical, "the last failed apply was not restored: "+r.Detail,
+			"a person decides: publish a fixed release, or roll back explicitly from the console to an older serial (a new apply), or take the env down; the agent changes nothing on its own")
 	}
 	if stale := staleAfter(st); v.LastRun != nil && now.Sub(v.LastRun.At) > stale {
 		v.problemStep("", VerdictWarning, fmt.Sprintf("no run has recorded its state since %s (more than %s): the timer or the loop is not running, or runs cannot save their state",

@@ -1,0 +1,281 @@
+package deployd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/bundle"
+	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/internal/release"
+)
+
+// This file is the release's hooks (docs/BUNDLE.md, "Hooks") and its say on whether
+// a failure after the switch restores (docs/OPERATIONS.md, "Hooks and crashes").
+
+// The phases of a hook, as the manifest and the state name them.
+const (
+	phaseBefore = "before_switch"
+	phaseAfter  = "after_switch"
+)
+
+// maxHookOutput bounds what the state keeps of one hook run's output (redacted).
+const maxHookOutput = 2 << 10
+
+// maxHookRuns bounds how many hook runs the state keeps.
+const maxHookRuns = 16
+
+// HookProgress is what the box did of the hooks of one release's apply, kept in
+// state.json so that a run killed in a hook knows it at the next tick: the hooks
+// done, the one running, and the output of each run. A report closes it (the deploy
+// ended); the next apply of that sha starts anew.
+type HookProgress struct {
+	// SHA is the release whose hooks these are.
+	SHA string `json:"sha"`
+	// Done are the hooks that succeeded, as "phase/service": not run again within
+	// this apply, a resumed one included.
+	Done []string `json:"done,omitempty"`
+	// Running is the hook that was started and has not ended; at the next tick it
+	// is a hook a crash interrupted.
+	Running *RunningHook `json:"running,omitempty"`
+	// Runs are the hook runs of this apply, with their redacted, bounded output.
+	Runs []HookRun `json:"runs,omitempty"`
+	// Closed is set by the report that ended the apply.
+	Closed bool `json:"closed,omitempty"`
+}
+
+// RunningHook is a hook started and not yet ended.
+type RunningHook struct {
+	Phase     string    `json:"phase"`
+	Service   string    `json:"service"`
+	Container string    `json:"container"`
+	Since     time.Time `json:"since"`
+}
+
+// HookRun is one run of a hook and how it ended.
+type HookRun struct {
+	Phase   string    `json:"phase"`
+	Service string    `json:"service"`
+	At      time.Time `json:"at"`
+	// Exit is the hook's exit code; -1 when it did not exit by itself.
+	Exit int `json:"exit"`
+	// Result is "ok", "failed", "later" or "timeout".
+	Result string `json:"result"`
+	// Output is the end of what it printed, redacted and bounded.
+	Output string `json:"output,omitempty"`
+}
+
+// hookProgress is the state's progress of sha's hooks, a fresh one when it is of
+// another sha or a report closed it.
+func (t *tick) hookProgress(sha string) *HookProgress {
+	if p := t.st.Hooks; p != nil && p.SHA == sha && !p.Closed {
+		return p
+	}
+	t.st.Hooks = &HookProgress{SHA: sha}
+	return t.st.Hooks
+}
+
+// closeHooks marks the hooks of sha done with: a report ended its apply.
+func closeHooks(st *State, sha string) {
+	if p := st.Hooks; p != nil && p.SHA == sha {
+		p.Closed = true
+	}
+}
+
+// hooksBefore runs the release's before-switch hooks from the staged release, after
+// the lease and the secrets and before promote: nothing live has changed yet.
+func (t *tick) hooksBefore(ctx context.Context, sha string, m bundle.Manifest) error {
+	if m.Hooks == nil {
+		return nil
+	}
+	return t.runHooks(ctx, sha, m, phaseBefore, m.Hooks.BeforeSwitch)
+}
+
+// hooksAfter runs the release's after-switch hooks once every service is healthy; a
+// failure counts as unhealthy.
+func (t *tick) hooksAfter(ctx context.Context, sha string, m bundle.Manifest) error {
+	if m.Hooks == nil {
+		return nil
+	}
+	return t.runHooks(ctx, sha, m, phaseAfter, m.Hooks.AfterSwitch)
+}
+
+func (t *tick) runHooks(ctx context.Context, sha string, m bundle.Manifest, phase string, hooks []bundle.Hook) error {
+	if len(hooks) == 0 {
+		return nil
+	}
+	cc, err := t.a.composeFor(sha, m.ComposeFiles)
+	if err != nil {
+		return &Error{Op: "compose", Err: err}
+	}
+	p := t.hookProgress(sha)
+	for _, h := range hooks {
+		if err := t.runHook(ctx, cc, p, phase, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runHook runs one hook unless it is done, with the crash record saved before it
+// starts. A hook a crash interrupted runs again only when the release marks it
+// repeatable.
+func (t *tick) runHook(ctx context.Context, cc *compose.Client, p *HookProgress, phase string, h bundle.Hook) error {
+	key := phase + "/" + h.Service
+	if slices.Contains(p.Done, key) {
+		t.log.Info("hook already done in this apply; not running it again", "phase", phase, "service", h.Service)
+		return nil
+	}
+	if r := p.Running; r != nil {
+		p.Running = nil
+		t.removeHookContainer(ctx, cc, r.Container)
+		if r.Phase == phase && r.Service == h.Service && !h.Repeatable {
+			t.log.Error("a crash interrupted this hook and the release does not mark it repeatable; not running it again. Check what it did, then retry from the console",
+				"code", codes.HookInterrupted, "phase", phase, "service", h.Service, "started", r.Since)
+			return &Error{Op: "hook " + h.Service, Code: codes.HookInterrupted, Err: fmt.Errorf("%s hook %s was interrupted by a crash (started %s) and the release does not mark it repeatable: not run again%s",
+				phase, h.Service, r.Since.UTC().Format(time.RFC3339), t.nothingSwitched(phase))}
+		}
+		t.log.Warn("a crash interrupted a hook; running it again, as the release marks it repeatable", "phase", r.Phase, "service", r.Service)
+	}
+	name := fmt.Sprintf("%s-hook-%s-%d", t.a.cfg.Compose.Project, h.Service, t.a.now().UnixNano())
+	p.Running = &RunningHook{Phase: phase, Service: h.Service, Container: name, Since: t.a.now()}
+	if err := t.a.saveState(t.st); err != nil {
+		p.Running = nil
+		return &Error{Op: "save the state before the hook " + h.Service, Err: err}
+	}
+	t.log.Info("running a hook of the release", "phase", phase, "service", h.Service, "timeout", h.Timeout(), "container", name)
+	hctx, cancel := context.WithTimeout(ctx, h.Timeout())
+	out, err := cc.RunHook(hctx, bundle.HookProfile, h.Service, name)
+	timedOut := hctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	if ctx.Err() != nil {
+		// Stopped: the record stays, so that the next tick knows it was interrupted.
+		return &Error{Op: "hook " + h.Service, Err: errors.Join(ctx.Err(), err)}
+	}
+	p.Running = nil
+	if timedOut {
+		t.removeHookContainer(ctx, cc, name)
+	}
+	herr := t.hookVerdict(phase, h, out, err, timedOut)
+	t.recordHookRun(p, phase, h, out, herr, timedOut)
+	if herr != nil {
+		return herr
+	}
+	p.Done = append(p.Done, key)
+	if err := t.a.saveState(t.st); err != nil {
+		t.log.Warn("could not save the state after a hook; a crash now would run it again", "service", h.Service, "err", err)
+	}
+	return nil
+}
+
+// hookVerdict is what the end of a hook run means: nil for exit 0; HOOK_LATER for
+// exit 75 before the switch; the daemon's code when docker could not be reached;
+// HOOK_FAILED otherwise (any other exit, a timeout, a signal).
+func (t *tick) hookVerdict(phase string, h bundle.Hook, out compose.Output, err error, timedOut bool) error {
+	op := "hook " + h.Service
+	fail := func(format string, args ...any) error {
+		return &Error{Op: op, Code: codes.HookFailed, Err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case err == nil:
+		t.log.Info("hook succeeded", "phase", phase, "service", h.Service)
+		return nil
+	case timedOut:
+		return fail("%s hook %s did not finish within %s; its container was removed%s", phase, h.Service, h.Timeout(), t.nothingSwitched(phase))
+	case errors.Is(err, compose.ErrDockerUnavailable):
+		return &Error{Op: op, Err: err}
+	case out.ExitCode == compose.ExitLater && phase == phaseBefore:
+		t.log.Warn("a hook asked to try again later (exit 75); nothing switched, nothing reported, exiting 75. The next tick runs it again under the same lease",
+			"code", codes.HookLater, "service", h.Service)
+		return &Error{Op: op, Code: codes.HookLater, Err: fmt.Errorf("%s hook %s asked to try again later (exit 75): nothing was switched", phase, h.Service)}
+	case out.ExitCode == compose.ExitLater:
+		return fail("%s hook %s exited 75 (later), which only a hook before the switch may ask", phase, h.Service)
+	case out.ExitCode > 0:
+		return fail("%s hook %s exited %d%s", phase, h.Service, out.ExitCode, t.nothingSwitched(phase))
+	}
+	return fail("%s hook %s did not exit by itself (%s)%s", phase, h.Service, out.Stop, t.nothingSwitched(phase))
+}
+
+// nothingSwitched is what a before-switch hook's failure detail ends with.
+func (t *tick) nothingSwitched(phase string) string {
+	if phase == phaseBefore {
+		return ": nothing was switched, the live release is untouched"
+	}
+	return ""
+}
+
+// recordHookRun keeps the run's redacted, bounded output in the state, and, for a
+// failure, in the report's tail and the failure's evidence.
+func (t *tick) recordHookRun(p *HookProgress, phase string, h bundle.Hook, out compose.Output, herr error, timedOut bool) {
+	output := t.a.red.Redact(out.String())
+	run := HookRun{Phase: phase, Service: h.Service, At: t.a.now(), Exit: out.ExitCode, Result: "ok", Output: keepEnd(output, maxHookOutput)}
+	switch code := CodeOf(herr); {
+	case herr == nil:
+	case timedOut:
+		run.Result = "timeout"
+	case code == codes.HookLater:
+		run.Result = "later"
+	default:
+		run.Result = "failed"
+	}
+	p.Runs = append(p.Runs, run)
+	if len(p.Runs) > maxHookRuns {
+		p.Runs = p.Runs[len(p.Runs)-maxHookRuns:]
+	}
+	if herr != nil {
+		head := fmt.Sprintf("%s hook %s (exit %d):\n", phase, h.Service, out.ExitCode)
+		t.tail = head + output
+		t.evidence = keepEnd(head+output, maxEvidence)
+	}
+}
+
+// removeHookContainer removes a hook's container that a kill or a crash left
+// (docker rm -f), bounded; a failure is logged.
+func (t *tick) removeHookContainer(ctx context.Context, cc *compose.Client, name string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveTimeout)
+	defer cancel()
+	if err := cc.RemoveContainer(rctx, name); err != nil {
+		t.log.Warn("could not remove a hook's container; remove it by hand (docker rm -f)", "container", name, "err", err)
+	}
+}
+
+// restoreUnsafe is why the failed release cur may not be restored: its manifest says
+// restore: unsafe. "" restores (the default, and a manifest that cannot be read).
+func (t *tick) restoreUnsafe(cur release.Live) string {
+	m, err := t.a.store.Manifest(cur.SHA)
+	if err != nil || !m.RestoreUnsafe() {
+		return ""
+	}
+	return "the release says restoring the previous release is unsafe (restore: unsafe, it changes data forward); the box keeps the failed release as compose left it and a person decides"
+}
+
+// HookLines are the hook runs of the last apply as status prints them.
+func (p *HookProgress) lines() []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range p.Runs {
+		s := fmt.Sprintf("%s %s at %s: %s (exit %d)", r.Phase, r.Service, r.At.UTC().Format(time.RFC3339), r.Result, r.Exit)
+		if o := strings.TrimSpace(r.Output); o != "" {
+			s += ": " + lastLine(o)
+		}
+		out = append(out, s)
+	}
+	if r := p.Running; r != nil {
+		out = append(out, fmt.Sprintf("%s %s started at %s and has not ended (a crash interrupted it, or it runs now)", r.Phase, r.Service, r.Since.UTC().Format(time.RFC3339)))
+	}
+	return out
+}
+
+// lastLine is the last line of s.
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
