@@ -279,3 +279,56 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// PlanHook is a hook an apply would run (Plan.Hooks).
+type PlanHook struct {
+	// Phase is "before_switch" or "after_switch".
+	Phase string `json:"phase"`
+	// Service is the compose service run.
+	Service string `json:"service"`
+	// TimeoutSeconds bounds the run.
+	TimeoutSeconds int `json:"timeout_s"`
+	// Repeatable says whether a run a crash interrupted is run again.
+	Repeatable bool `json:"repeatable"`
+}
+
+// hooks records in p the target's hooks and whether a failure after its switch
+// would be restored.
+func (p *Plan) hooks(m bundle.Manifest) {
+	p.Restore = bundle.RestoreSafe
+	if m.RestoreUnsafe() {
+		p.Restore = bundle.RestoreUnsafe
+	}
+	if m.Hooks == nil {
+		return
+	}
+	for _, ph := range []struct {
+		name  string
+		hooks []bundle.Hook
+	}{{phaseBefore, m.Hooks.BeforeSwitch}, {phaseAfter, m.Hooks.AfterSwitch}} {
+		for _, h := range ph.hooks {
+			p.Hooks = append(p.Hooks, PlanHook{Phase: ph.name, Service: h.Service, TimeoutSeconds: int(h.Timeout() / time.Second), Repeatable: h.Repeatable})
+		}
+	}
+}
+
+// hooksText writes the plan's hooks and restore safety for an operator.
+func (p Plan) hooksText(b *strings.Builder) {
+	for _, h := range p.Hooks {
+		again := "not run again after a crash (a person decides)"
+		if h.Repeatable {
+			again = "run again after a crash"
+		}
+		when := "before the switch, from the staged release; a failure switches nothing"
+		if h.Phase == phaseAfter {
+			when = "after the switch, once healthy; a failure counts as unhealthy"
+		}
+		fmt.Fprintf(b, "hook: %s %s (timeout %ds, %s): %s\n", h.Phase, h.Service, h.TimeoutSeconds, again, when)
+	}
+	switch p.Restore {
+	case bundle.RestoreUnsafe:
+		fmt.Fprintf(b, "restore: unsafe: a failure after the switch is NOT restored; the failed release stays and a person decides\n")
+	case bundle.RestoreSafe:
+		fmt.Fprintf(b, "restore: safe: a failure after the switch restores the live release\n")
+	}
+}

@@ -312,3 +312,36 @@ func TestHookInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanShowsHooks: plan names the hooks an apply would run and whether a failure
+// after the switch would be restored, and runs none of them.
+func TestPlanShowsHooks(t *testing.T) {
+	b := planBox(t)
+	b.applySample(1)
+	b.Publish(hookApp(b.Env, 2, "unsafe", &faketenancy.HooksSpec{
+		BeforeSwitch: []faketenancy.HookSpec{{Service: "backup", TimeoutSeconds: 60}},
+		AfterSwitch:  []faketenancy.HookSpec{{Service: "smoke", Repeatable: true}},
+	}))
+	p, err := b.plan()
+	require.NoError(t, err)
+	assert.Equal(t, []deployd.PlanHook{
+		{Phase: "before_switch", Service: "backup", TimeoutSeconds: 60},
+		{Phase: "after_switch", Service: "smoke", TimeoutSeconds: 300, Repeatable: true},
+	}, p.Hooks)
+	assert.Equal(t, "unsafe", p.Restore)
+	text := p.Text()
+	assert.Contains(t, text, "hook: before_switch backup (timeout 60s, not run again after a crash (a person decides)): before the switch")
+	assert.Contains(t, text, "hook: after_switch smoke (timeout 300s, run again after a crash): after the switch")
+	assert.Contains(t, text, "restore: unsafe: a failure after the switch is NOT restored")
+	for _, s := range p.Services {
+		assert.NotContains(t, []string{"backup", "smoke"}, s.Name, "a hook is not a service of the release's up")
+	}
+	assert.Empty(t, b.DockerCalls("run"), "plan runs no hook")
+
+	b.Publish(hookApp(b.Env, 3, "", nil))
+	p, err = b.plan()
+	require.NoError(t, err)
+	assert.Empty(t, p.Hooks)
+	assert.Equal(t, "safe", p.Restore)
+	assert.Contains(t, p.Text(), "restore: safe: a failure after the switch restores the live release")
+}
