@@ -91,7 +91,7 @@ func TestCrashInHook(t *testing.T) {
 			}
 			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 			rep := b.LastReport()
-			assert.Equal(t, "HOOK_INTERRUPTED", string(rep.Code))
+			assert.Equal(t, "HOOK_INTERRUPTED", rep.Code)
 			assert.Len(t, b.DockerCalls("run"), 1, "the hook did not run again")
 			assert.Equal(t, oldSHA, b.Live(), "nothing switched, or restored")
 			if tc.phase == "after_switch" {
