@@ -9,6 +9,9 @@
 //	/app exit N          print a line and exit with code N (a one-shot service)
 //	/app envhash NAME    print the sha256 of the environment variable NAME, so that a
 //	                     test checks a secret reached the container without printing it
+//	/app hook NAME       a hook (docs/BUNDLE.md, "Hooks"): print NAME=<its value> (a
+//	                     secret, that the agent must redact) and exit with HOOK_EXIT
+//	                     (default 0)
 //
 // serve writes /tmp/ready once READY_AFTER (a Go duration, default 0) has passed, and
 // prints one line per second of "serving" with its service name (SERVICE).
@@ -43,6 +46,14 @@ func main() {
 			code, _ = strconv.Atoi(os.Args[2])
 		}
 		fmt.Printf("one-shot %s exits with code %d\n", os.Getenv("SERVICE"), code)
+		os.Exit(code)
+	case "hook":
+		if len(os.Args) < 3 {
+			os.Exit(2)
+		}
+		code, _ := strconv.Atoi(os.Getenv("HOOK_EXIT"))
+		fmt.Printf("hook %s running\n%s=%s\n", os.Getenv("SERVICE"), os.Args[2], os.Getenv(os.Args[2]))
+		fmt.Printf("hook %s exits with code %d\n", os.Getenv("SERVICE"), code)
 		os.Exit(code)
 	case "envhash":
 		if len(os.Args) < 3 {
