@@ -29,46 +29,6 @@ const maxHookOutput = 2 << 10
 // maxHookRuns bounds how many hook runs the state keeps.
 const maxHookRuns = 16
 
-// HookProgress is what the box did of the hooks of one release's apply, kept in
-// state.json so that a run killed in a hook knows it at the next tick: the hooks
-// done, the one running, and the output of each run. A report closes it (the deploy
-// ended); the next apply of that sha starts anew.
-type HookProgress struct {
-	// SHA is the release whose hooks these are.
-	SHA string `json:"sha"`
-	// Done are the hooks that succeeded, as "phase/service": not run again within
-	// this apply, a resumed one included.
-	Done []string `json:"done,omitempty"`
-	// Running is the hook that was started and has not ended; at the next tick it
-	// is a hook a crash interrupted.
-	Running *RunningHook `json:"running,omitempty"`
-	// Runs are the hook runs of this apply, with their redacted, bounded output.
-	Runs []HookRun `json:"runs,omitempty"`
-	// Closed is set by the report that ended the apply.
-	Closed bool `json:"closed,omitempty"`
-}
-
-// RunningHook is a hook started and not yet ended.
-type RunningHook struct {
-	Phase     string    `json:"phase"`
-	Service   string    `json:"service"`
-	Container string    `json:"container"`
-	Since     time.Time `json:"since"`
-}
-
-// HookRun is one run of a hook and how it ended.
-type HookRun struct {
-	Phase   string    `json:"phase"`
-	Service string    `json:"service"`
-	At      time.Time `json:"at"`
-	// Exit is the hook's exit code; -1 when it did not exit by itself.
-	Exit int `json:"exit"`
-	// Result is "ok", "failed", "later" or "timeout".
-	Result string `json:"result"`
-	// Output is the end of what it printed, redacted and bounded.
-	Output string `json:"output,omitempty"`
-}
-
 // hookProgress is the state's progress of sha's hooks, a fresh one when it is of
 // another sha or a report closed it.
 func (t *tick) hookProgress(sha string) *HookProgress {
@@ -253,33 +213,6 @@ func (t *tick) restoreUnsafe(cur release.Live) string {
 	return "the release says restoring the previous release is unsafe (restore: unsafe, it changes data forward); the box keeps the failed release as compose left it and a person decides"
 }
 
-// HookLines are the hook runs of the last apply as status prints them.
-func (p *HookProgress) lines() []string {
-	if p == nil {
-		return nil
-	}
-	var out []string
-	for _, r := range p.Runs {
-		s := fmt.Sprintf("%s %s at %s: %s (exit %d)", r.Phase, r.Service, r.At.UTC().Format(time.RFC3339), r.Result, r.Exit)
-		if o := strings.TrimSpace(r.Output); o != "" {
-			s += ": " + lastLine(o)
-		}
-		out = append(out, s)
-	}
-	if r := p.Running; r != nil {
-		out = append(out, fmt.Sprintf("%s %s started at %s and has not ended (a crash interrupted it, or it runs now)", r.Phase, r.Service, r.Since.UTC().Format(time.RFC3339)))
-	}
-	return out
-}
-
-// lastLine is the last line of s.
-func lastLine(s string) string {
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
-}
-
 // PlanHook is a hook an apply would run (Plan.Hooks).
 type PlanHook struct {
 	// Phase is "before_switch" or "after_switch".
@@ -292,29 +225,30 @@ type PlanHook struct {
 	Repeatable bool `json:"repeatable"`
 }
 
-// hooks records in p the target's hooks and whether a failure after its switch
-// would be restored.
-func (p *Plan) hooks(m bundle.Manifest) {
-	p.Restore = bundle.RestoreSafe
+// planHooks are the hooks of m an apply would run, and whether a failure after its
+// switch would be restored (bundle.RestoreSafe or bundle.RestoreUnsafe).
+func planHooks(m bundle.Manifest) (hooks []PlanHook, restore string) {
+	restore = bundle.RestoreSafe
 	if m.RestoreUnsafe() {
-		p.Restore = bundle.RestoreUnsafe
+		restore = bundle.RestoreUnsafe
 	}
 	if m.Hooks == nil {
-		return
+		return nil, restore
 	}
 	for _, ph := range []struct {
 		name  string
 		hooks []bundle.Hook
 	}{{phaseBefore, m.Hooks.BeforeSwitch}, {phaseAfter, m.Hooks.AfterSwitch}} {
 		for _, h := range ph.hooks {
-			p.Hooks = append(p.Hooks, PlanHook{Phase: ph.name, Service: h.Service, TimeoutSeconds: int(h.Timeout() / time.Second), Repeatable: h.Repeatable})
+			hooks = append(hooks, PlanHook{Phase: ph.name, Service: h.Service, TimeoutSeconds: int(h.Timeout() / time.Second), Repeatable: h.Repeatable})
 		}
 	}
+	return hooks, restore
 }
 
-// hooksText writes the plan's hooks and restore safety for an operator.
-func (p Plan) hooksText(b *strings.Builder) {
-	for _, h := range p.Hooks {
+// hooksText writes a plan's hooks and restore safety for an operator.
+func hooksText(b *strings.Builder, hooks []PlanHook, restore string) {
+	for _, h := range hooks {
 		again := "not run again after a crash (a person decides)"
 		if h.Repeatable {
 			again = "run again after a crash"
@@ -325,7 +259,7 @@ func (p Plan) hooksText(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "hook: %s %s (timeout %ds, %s): %s\n", h.Phase, h.Service, h.TimeoutSeconds, again, when)
 	}
-	switch p.Restore {
+	switch restore {
 	case bundle.RestoreUnsafe:
 		fmt.Fprintf(b, "restore: unsafe: a failure after the switch is NOT restored; the failed release stays and a person decides\n")
 	case bundle.RestoreSafe:

@@ -133,7 +133,7 @@ func (p Plan) Text() string {
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
-	p.hooksText(&b)
+	hooksText(&b, p.Hooks, p.Restore)
 	if len(p.Refusals) == 0 {
 		s := p.Summary
 		fmt.Fprintf(&b, "summary: %d added, %d removed, %d recreated, %d scaled, %d kept\n", s.Added, s.Removed, s.Recreated, s.Scaled, s.Kept)
@@ -277,7 +277,7 @@ func (pl planning) apply(ctx context.Context, inst tenancy.Instruction) error {
 		return &Error{Op: "plan: load the bundle", Code: codes.ComposeInvalid, Err: err}
 	}
 	p.diff(live, next)
-	p.hooks(b.res.Manifest)
+	p.Hooks, p.Restore = planHooks(b.res.Manifest)
 	if note := t.planPulls(ctx, b.res.Images); note != "" {
 		p.Notes = append(p.Notes, note)
 	}

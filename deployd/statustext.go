@@ -176,7 +176,11 @@ func restoreLine(r StatusRestore) string {
 	case RestoreNone:
 		return fmt.Sprintf("%s at %s: there was no previous release; the failed one was taken down", r.Result, at)
 	case RestoreSkipped:
-		return fmt.Sprintf("%s at %s: the failed release stays live, %s is not restored: %s; a person decides", r.Result, at, r.SHA, r.Detail)
+		prev := "there was no previous release"
+		if r.SHA != "" {
+			prev = "the previous release " + r.SHA + " is not restored"
+		}
+		return fmt.Sprintf("%s at %s: the failed release stays live, %s: %s; a person decides", r.Result, at, prev, r.Detail)
 	default:
 		return fmt.Sprintf("%s at %s: the previous release %s is not healthy (%s): the box is degraded; look with `docker compose ps --all` in the current directory",
 			r.Result, at, r.SHA, r.Detail)
