@@ -345,3 +345,28 @@ func TestPlanShowsHooks(t *testing.T) {
 	assert.Equal(t, "safe", p.Restore)
 	assert.Contains(t, p.Text(), "restore: safe: a failure after the switch restores the live release")
 }
+
+// TestHookInvalidCostsNoLease: a manifest whose hook names a missing or a
+// long-running service is refused before the lease with HOOK_INVALID, and held.
+func TestHookInvalidCostsNoLease(t *testing.T) {
+	for _, tc := range []struct{ name, service, detail string }{
+		{"missing", "restore-db", "hook service restore-db is not a service of the compose files"},
+		{"long-running", "web", "hook service web is not behind the monky-hooks profile"},
+		{"restart always", "daemon", "hook service daemon has restart always"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBox(t, boxOptions{})
+			b.idleTick()
+			bn := hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: tc.service}))
+			bn.Files["compose.yaml"] += "  daemon:\n    image: busybox:1.36\n    restart: always\n    profiles: [monky-hooks]\n"
+			sha := b.Publish(bn)
+			out, code := b.tick()
+			assert.Equal(t, deployd.ExitFailed, code)
+			assert.Equal(t, codes.HookInvalid, out.Code)
+			assert.False(t, out.Leased)
+			assert.Equal(t, 0, b.Leases())
+			assert.Contains(t, b.LastReport().Detail, tc.detail)
+			assert.Equal(t, codes.HookInvalid, b.State().Failed[sha].Code)
+		})
+	}
+}

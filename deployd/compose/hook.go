@@ -14,6 +14,9 @@ const ExitLater = 75
 // containerNameRE is docker's rule for a container name.
 var containerNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
+// noSuchContainerRE is what docker rm says of a container that does not exist.
+var noSuchContainerRE = regexp.MustCompile(`(?i)no such container`)
+
 // RunHook runs one one-shot service of the project as a hook, without touching the
 // project's other containers: docker compose --profile PROFILE run --rm --no-deps -T
 // --name NAME SERVICE, from the project directory (so with its .env). Output is the
@@ -46,7 +49,7 @@ func (c *Client) RemoveContainer(ctx context.Context, name string) error {
 		return &Error{Op: "rm", Kind: ErrCommandFailed, ExitCode: -1, Detail: fmt.Sprintf("%q is not a container name", name)}
 	}
 	out, err := c.runTail(ctx, "rm", ErrCommandFailed, []string{"rm", "-f", "--", name})
-	if err != nil && regexp.MustCompile(`(?i)no such container`).Match(out.Tail) {
+	if err != nil && noSuchContainerRE.Match(out.Tail) {
 		return nil
 	}
 	return err
