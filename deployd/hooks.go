@@ -30,10 +30,17 @@ const maxHookOutput = 2 << 10
 const maxHookRuns = 16
 
 // hookProgress is the state's progress of sha's hooks, a fresh one when it is of
-// another sha or a report closed it.
-func (t *tick) hookProgress(sha string) *HookProgress {
-	if p := t.st.Hooks; p != nil && p.SHA == sha && !p.Closed {
-		return p
+// another sha or a report closed it. A hook of another sha that a crash left running
+// (an apply tenancy gave up for a newer sha) has its container removed.
+func (t *tick) hookProgress(ctx context.Context, cc *compose.Client, sha string) *HookProgress {
+	old := t.st.Hooks
+	if old != nil && old.SHA == sha && !old.Closed {
+		return old
+	}
+	if old != nil && old.Running != nil {
+		t.log.Warn("a crash interrupted a hook of a release the box no longer applies; removing its container",
+			"hook_sha", release.Short(old.SHA), "service", old.Running.Service, "container", old.Running.Container)
+		t.removeHookContainer(ctx, cc, old.Running.Container)
 	}
 	t.st.Hooks = &HookProgress{SHA: sha}
 	return t.st.Hooks
@@ -72,7 +79,7 @@ func (t *tick) runHooks(ctx context.Context, sha string, m bundle.Manifest, phas
 	if err != nil {
 		return &Error{Op: "compose", Err: err}
 	}
-	p := t.hookProgress(sha)
+	p := t.hookProgress(ctx, cc, sha)
 	for _, h := range hooks {
 		if err := t.runHook(ctx, cc, p, phase, h); err != nil {
 			return err

@@ -370,3 +370,29 @@ func TestHookInvalidCostsNoLease(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleHookOfAnotherSHA: a hook a crash left running, of a sha tenancy no longer
+// asks for, has its container removed when the next sha's hooks run.
+func TestStaleHookOfAnotherSHA(t *testing.T) {
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "20s"}}}})
+	b.idleTick()
+	b.Publish(hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: "backup"})))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for len(b.DockerCalls("run")) == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := b.agent.Tick(ctx)
+	cancel()
+	require.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err))
+	stale := b.State().Hooks.Running.Container
+
+	require.NoError(t, b.Docker.SetScript(nil))
+	sha := b.apply(hookApp(b.Env, 2, "", beforeHook(faketenancy.HookSpec{Service: "backup"})))
+	assert.Equal(t, sha, b.Live())
+	rm := b.DockerCalls("rm")
+	require.Len(t, rm, 1)
+	assert.Contains(t, rm[0].Argv, stale)
+}
