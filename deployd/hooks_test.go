@@ -91,6 +91,9 @@ func TestRestoreSafety(t *testing.T) {
 			assert.Contains(t, rep.Tail, "health of web", "the health evidence is reported")
 			assert.Equal(t, deployd.VerdictCritical, status.Verdict)
 			assert.Contains(t, status.Text(), "a person decides")
+			require.NotNil(t, status.LastRestore)
+			assert.True(t, status.LastRestore.Degraded, "the metric monky_deployd_last_restore is 1")
+			assert.NotContains(t, status.Text(), "left the box degraded", "one problem, with its own next step")
 			assert.Contains(t, st.Failed, bad)
 
 			// Tenancy asks for the same sha again: told again, no lease, nothing restored.

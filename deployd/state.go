@@ -163,9 +163,10 @@ type Restore struct {
 }
 
 // Degraded reports whether the box was left degraded: the restored release is not
-// healthy, or nothing could be restored.
+// healthy, nothing could be restored, or the failed release stays because it says a
+// restore is unsafe (RestoreSkipped).
 func (r Restore) Degraded() bool {
-	return r.Result == RestoreUnhealthy || r.Result == RestoreFailed
+	return r.Result == RestoreUnhealthy || r.Result == RestoreFailed || r.Result == RestoreSkipped
 }
 
 // String is the restore as the report's detail ends with it, e.g.

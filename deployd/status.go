@@ -509,13 +509,13 @@ func (v *Status) judge(cfg Config, st State, now time.Time) {
 				"read its logs (`cd "+cfg.CurrentLink()+" && docker compose logs --tail 100`); the agent changes nothing on its own: tenancy sees it in the check-in and may ask for the release again (retry)")
 		}
 	}
-	if r := v.LastRestore; r != nil && r.Degraded {
-		v.problemStep("", VerdictCritical, "the last failed apply left the box degraded: "+r.Result+" "+release.Short(r.SHA)+" ("+r.Detail+")",
-			"look with `docker compose ps --all` and `docker compose logs` in the current directory; something the releases share is likely broken")
-	}
-	if r := v.LastRestore; r != nil && r.Result == RestoreSkipped {
+	switch r := v.LastRestore; {
+	case r != nil && r.Result == RestoreSkipped:
 		v.problemStep("", VerdictCritical, "the last failed apply was not restored: "+r.Detail,
 			"a person decides: publish a fixed release, or roll back explicitly from the console to an older serial (a new apply), or take the env down; the agent changes nothing on its own")
+	case r != nil && r.Degraded:
+		v.problemStep("", VerdictCritical, "the last failed apply left the box degraded: "+r.Result+" "+release.Short(r.SHA)+" ("+r.Detail+")",
+			"look with `docker compose ps --all` and `docker compose logs` in the current directory; something the releases share is likely broken")
 	}
 	if stale := staleAfter(st); v.LastRun != nil && now.Sub(v.LastRun.At) > stale {
 		v.problemStep("", VerdictWarning, fmt.Sprintf("no run has recorded its state since %s (more than %s): the timer or the loop is not running, or runs cannot save their state",
