@@ -145,7 +145,10 @@ func (t *tick) runHook(ctx context.Context, cc *compose.Client, p *HookProgress,
 func (t *tick) hookVerdict(phase string, h bundle.Hook, out compose.Output, err error, timedOut bool) error {
 	op := "hook " + h.Service
 	fail := func(format string, args ...any) error {
-		return &Error{Op: op, Code: codes.HookFailed, Err: fmt.Errorf(format, args...)}
+		err := &Error{Op: op, Code: codes.HookFailed, Err: fmt.Errorf(format, args...)}
+		t.log.Error("a hook of the release failed; its output goes into the report and `monky-deployd status`. Fix the release (or what the hook checks) and publish again",
+			"code", codes.HookFailed, "phase", phase, "service", h.Service, "exit_code", out.ExitCode, "err", err)
+		return err
 	}
 	switch {
 	case err == nil:

@@ -2,13 +2,16 @@ package engine
 
 import (
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // migrateApp is a backend with its database migration: a one-shot migrate service
@@ -148,4 +151,55 @@ func hooksAroundTheSwitch(t *testing.T, be backend) {
 		assert.Equal(t, map[string]string{"web": "running"}, b.containers(), "the hooks' containers are removed (--rm)")
 	}
 	assert.Contains(t, b.status(), "hook:")
+}
+
+// killInHook: a SIGKILL of the agent inside a before-switch hook marked repeatable:
+// the next run takes no second lease, removes the killed hook's container (docker
+// left it running) and runs the hook again, then applies.
+func killInHook(t *testing.T, be backend) {
+	b := newBox(t, be, boxOpts{})
+	compose := "services:\n" + webService + `  backup:
+    image: {{image}}
+    command: ["hook", "DB_PASSWORD"]
+    environment:
+      SERVICE: backup
+      HOOK_MARK: /marks/backup
+      HOOK_SLEEP: 60s
+      DB_PASSWORD: ${DB_PASSWORD}
+    volumes:
+      - marks:/marks
+    profiles: [monky-hooks]
+volumes:
+  marks: {}
+`
+	sha := b.publish(release{compose: compose, vars: map[string]string{"LOG_LEVEL": "info"}, secret: true,
+		hooks: &faketenancy.HooksSpec{BeforeSwitch: []faketenancy.HookSpec{{Service: "backup", TimeoutSeconds: 300, Repeatable: true}}}})
+	b.script(fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "60s"}}})
+	p := b.start("run")
+	var name string
+	testbox.WaitFor(t, 60*time.Second, "the hook to run", func() bool {
+		if !be.engine {
+			return len(b.DockerCalls("run")) > 0
+		}
+		name = b.dockerCLI("ps", "-q", "--filter", "label=com.docker.compose.project="+b.project, "--filter", "label=com.docker.compose.oneoff=True")
+		return name != ""
+	})
+	require.NoError(t, syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL))
+	<-p.Done()
+	b.outputs = append(b.outputs, p.Output())
+	assert.Empty(t, b.Stack.Tenancy.Reports(b.Env), "killed before it could report")
+	require.Equal(t, 1, b.Leases())
+	if be.engine {
+		assert.NotEmpty(t, b.dockerCLI("ps", "-q", "--filter", "id="+name), "the killed hook's container still runs")
+	}
+
+	b.script(fakedocker.Script{})
+	require.Equal(t, 0, b.tick(), "report: %+v", b.Stack.Tenancy.Reports(b.Env))
+	assert.Equal(t, "applied", b.LastReport().Result)
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, 1, b.Leases(), "no second lease")
+	if be.engine {
+		assert.Empty(t, b.dockerCLI("ps", "-aq", "--filter", "id="+name), "the killed hook's container is removed")
+		assert.Equal(t, map[string]string{"web": "running"}, b.containers())
+	}
 }

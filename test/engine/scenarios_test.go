@@ -80,6 +80,7 @@ var scenarios = []scenario{
 	{"a migrating release that fails health with restore: unsafe is not restored", func(t *testing.T, be backend) { migrateRestore(t, be, "unsafe") }},
 	{"the same release marked restore: safe is restored", func(t *testing.T, be backend) { migrateRestore(t, be, "safe") }},
 	{"hooks before and after the switch", hooksAroundTheSwitch},
+	{"SIGKILL inside a repeatable hook runs it again without a second lease", killInHook},
 }
 
 // TestScenarios runs every scenario on the fake docker, then on the real engine

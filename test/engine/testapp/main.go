@@ -11,7 +11,9 @@
 //	                     test checks a secret reached the container without printing it
 //	/app hook NAME       a hook (docs/BUNDLE.md, "Hooks"): print NAME=<its value> (a
 //	                     secret, that the agent must redact) and exit with HOOK_EXIT
-//	                     (default 0)
+//	                     (default 0); with HOOK_MARK, the first run (no file there
+//	                     yet) writes it and sleeps HOOK_SLEEP first, so that a test
+//	                     kills the agent inside it and the run again is quick
 //
 // serve writes /tmp/ready once READY_AFTER (a Go duration, default 0) has passed, and
 // prints one line per second of "serving" with its service name (SERVICE).
@@ -52,6 +54,14 @@ func main() {
 			os.Exit(2)
 		}
 		code, _ := strconv.Atoi(os.Getenv("HOOK_EXIT"))
+		if mark := os.Getenv("HOOK_MARK"); mark != "" {
+			if _, err := os.Stat(mark); err != nil {
+				_ = os.WriteFile(mark, []byte("ran\n"), 0o644) // no mark: every run sleeps, the test times out
+				sleep, _ := time.ParseDuration(os.Getenv("HOOK_SLEEP"))
+				fmt.Printf("hook %s: first run, sleeping %s\n", os.Getenv("SERVICE"), sleep)
+				time.Sleep(sleep)
+			}
+		}
 		fmt.Printf("hook %s running\n%s=%s\n", os.Getenv("SERVICE"), os.Args[2], os.Getenv(os.Args[2]))
 		fmt.Printf("hook %s exits with code %d\n", os.Getenv("SERVICE"), code)
 		os.Exit(code)
