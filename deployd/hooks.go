@@ -213,6 +213,14 @@ func (t *tick) removeHookContainer(ctx context.Context, cc *compose.Client, name
 	}
 }
 
+// decided ends a not-restored failure once the failed release is gone (a down): the
+// person decided, and status no longer asks for one.
+func decided(st *State) {
+	if r := st.LastRestore; r != nil && r.Result == RestoreSkipped {
+		st.LastRestore = nil
+	}
+}
+
 // restoreUnsafe is why the failed release cur may not be restored: its manifest says
 // restore: unsafe. "" restores (the default, and a manifest that cannot be read).
 func (t *tick) restoreUnsafe(cur release.Live) string {

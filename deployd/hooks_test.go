@@ -101,6 +101,13 @@ func TestRestoreSafety(t *testing.T) {
 			assert.Equal(t, deployd.ExitFailed, code)
 			assert.False(t, out.Leased)
 			assert.Equal(t, bad, b.Live())
+			// A down is a person's decision: status asks for none any more.
+			b.SetDesired(faketenancy.Desired{Action: "down"})
+			_, code = b.tick()
+			require.Equal(t, deployd.ExitOK, code)
+			assert.Equal(t, "", b.Live())
+			assert.Nil(t, b.State().LastRestore)
+			assert.NotContains(t, b.agent.Status().Text(), "a person decides")
 			// A fixed release goes on as any apply does.
 			fixed := b.apply(hookApp(b.Env, 3, "unsafe", nil))
 			assert.Equal(t, fixed, b.Live())
