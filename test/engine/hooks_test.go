@@ -203,3 +203,42 @@ volumes:
 		assert.Equal(t, map[string]string{"web": "running"}, b.containers())
 	}
 }
+
+// laterOnce: a before-switch hook that asks for later (exit 75) once: the run exits
+// 75 with no report and nothing switched; the next run runs the hook again under the
+// same lease and applies.
+func laterOnce(t *testing.T, be backend) {
+	b := newBox(t, be, boxOpts{})
+	vars := map[string]string{"LOG_LEVEL": "info"}
+	good := b.publish(release{compose: "services:\n" + webService, vars: vars, secret: true})
+	require.Equal(t, 0, b.tick())
+	before := b.runID()
+	compose := "services:\n" + webService + `  backup:
+    image: {{image}}
+    command: ["hook", "DB_PASSWORD"]
+    environment:
+      SERVICE: backup
+      HOOK_MARK: /marks/backup
+      HOOK_FIRST_EXIT: "75"
+      DB_PASSWORD: ${DB_PASSWORD}
+    volumes:
+      - marks:/marks
+    profiles: [monky-hooks]
+volumes:
+  marks: {}
+`
+	sha := b.publish(release{compose: compose, vars: vars, secret: true,
+		hooks: &faketenancy.HooksSpec{BeforeSwitch: []faketenancy.HookSpec{{Service: "backup", TimeoutSeconds: 60}}}})
+	b.script(fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Exit: 75, FailTimes: 1}}})
+	reports := len(b.Stack.Tenancy.Reports(b.Env))
+	assert.Equal(t, 75, b.tick())
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "no report")
+	assert.Equal(t, good, b.Live())
+	assert.Equal(t, before, b.runID(), "nothing switched")
+	assert.Equal(t, 2, b.Leases())
+
+	require.Equal(t, 0, b.tick())
+	assert.Equal(t, "applied", b.LastReport().Result)
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, 2, b.Leases(), "the retry spent no new lease")
+}

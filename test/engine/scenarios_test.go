@@ -81,6 +81,7 @@ var scenarios = []scenario{
 	{"the same release marked restore: safe is restored", func(t *testing.T, be backend) { migrateRestore(t, be, "safe") }},
 	{"hooks before and after the switch", hooksAroundTheSwitch},
 	{"SIGKILL inside a repeatable hook runs it again without a second lease", killInHook},
+	{"a hook that asks for later (75) costs no report and no second lease", laterOnce},
 }
 
 // TestScenarios runs every scenario on the fake docker, then on the real engine

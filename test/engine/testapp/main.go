@@ -12,8 +12,9 @@
 //	/app hook NAME       a hook (docs/BUNDLE.md, "Hooks"): print NAME=<its value> (a
 //	                     secret, that the agent must redact) and exit with HOOK_EXIT
 //	                     (default 0); with HOOK_MARK, the first run (no file there
-//	                     yet) writes it and sleeps HOOK_SLEEP first, so that a test
-//	                     kills the agent inside it and the run again is quick
+//	                     yet) writes it, sleeps HOOK_SLEEP and, with HOOK_FIRST_EXIT,
+//	                     exits with that, so that a test kills the agent inside it,
+//	                     or has it ask for later (75) once
 //
 // serve writes /tmp/ready once READY_AFTER (a Go duration, default 0) has passed, and
 // prints one line per second of "serving" with its service name (SERVICE).
@@ -60,6 +61,9 @@ func main() {
 				sleep, _ := time.ParseDuration(os.Getenv("HOOK_SLEEP"))
 				fmt.Printf("hook %s: first run, sleeping %s\n", os.Getenv("SERVICE"), sleep)
 				time.Sleep(sleep)
+				if first := os.Getenv("HOOK_FIRST_EXIT"); first != "" {
+					code, _ = strconv.Atoi(first)
+				}
 			}
 		}
 		fmt.Printf("hook %s running\n%s=%s\n", os.Getenv("SERVICE"), os.Args[2], os.Getenv(os.Args[2]))
