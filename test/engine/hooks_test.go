@@ -153,10 +153,10 @@ func hooksAroundTheSwitch(t *testing.T, be backend) {
 	assert.Contains(t, b.status(), "hook:")
 }
 
-// killInHook: a SIGKILL of the agent inside a before-switch hook marked repeatable:
-// the next run takes no second lease, removes the killed hook's container (docker
-// left it running) and runs the hook again, then applies.
-func killInHook(t *testing.T, be backend) {
+// killInHook: a SIGKILL of the agent inside a hook of phase marked repeatable: the
+// next run takes no second lease, removes the killed hook's container (docker left it
+// running) and runs the hook again, then applies.
+func killInHook(t *testing.T, be backend, phase string) {
 	b := newBox(t, be, boxOpts{})
 	compose := "services:\n" + webService + `  backup:
     image: {{image}}
@@ -173,7 +173,7 @@ volumes:
   marks: {}
 `
 	sha := b.publish(release{compose: compose, vars: map[string]string{"LOG_LEVEL": "info"}, secret: true,
-		hooks: &faketenancy.HooksSpec{BeforeSwitch: []faketenancy.HookSpec{{Service: "backup", TimeoutSeconds: 300, Repeatable: true}}}})
+		hooks: hooksIn(phase, faketenancy.HookSpec{Service: "backup", TimeoutSeconds: 300, Repeatable: true})})
 	b.script(fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "60s"}}})
 	p := b.start("run")
 	var name string
@@ -241,4 +241,12 @@ volumes:
 	assert.Equal(t, "applied", b.LastReport().Result)
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, 2, b.Leases(), "the retry spent no new lease")
+}
+
+// hooksIn is a manifest's hooks with h in phase.
+func hooksIn(phase string, h faketenancy.HookSpec) *faketenancy.HooksSpec {
+	if phase == "after_switch" {
+		return &faketenancy.HooksSpec{AfterSwitch: []faketenancy.HookSpec{h}}
+	}
+	return &faketenancy.HooksSpec{BeforeSwitch: []faketenancy.HookSpec{h}}
 }
