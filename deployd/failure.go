@@ -108,9 +108,9 @@ var rules = map[codes.Code]rule{
 	// held an hour, then tried again.
 	codes.SecretMissing: {faultBundle, secretHold, "write the secret at <kv_mount>/data/envs/<env_id>/<path> (the detail names the variable, path and key); the box tries again by itself within the hour (status names when)"},
 	codes.SecretDenied:  {faultBundle, secretHold, "fix the see-env policy or role in OpenBao (docs/OPERATIONS.md, \"Server side\"); the box tries again by itself within the hour (status names when)"},
-	codes.ApplyFailed:   {faultBundle, holdUntilRetry, "read the report's tail (compose's output): compose refused or could not start the release; the previous release was restored"},
-	codes.Unhealthy:     {faultBundle, holdUntilRetry, "read the health evidence `monky-deployd status` shows (each failing service's last healthchecks and log lines); the previous release was restored"},
-	codes.HealthTimeout: {faultBundle, holdUntilRetry, "a slow start: read the health evidence `monky-deployd status` shows, or raise compose.health_timeout (and the unit's TimeoutStartSec); the previous release was restored"},
+	codes.ApplyFailed:   {faultBundle, holdUntilRetry, "read the report's tail (compose's output): compose refused or could not start the release; the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
+	codes.Unhealthy:     {faultBundle, holdUntilRetry, "read the health evidence `monky-deployd status` shows (each failing service's last healthchecks and log lines); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
+	codes.HealthTimeout: {faultBundle, holdUntilRetry, "a slow start: read the health evidence `monky-deployd status` shows, or raise compose.health_timeout (and the unit's TimeoutStartSec); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
 	codes.ConfigInvalid: {faultBox, 0, "fix the config: the message names the file, the key and its line"},
 	// Hooks (docs/BUNDLE.md, "Hooks"). A hook that fails is the release's; one that
 	// asks for later (exit 75) costs no report and no new lease while the lease lasts.
