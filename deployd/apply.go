@@ -66,6 +66,9 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 	if err := t.stage(ctx, b.file.File, inst.SHA, b.res.Manifest, values); err != nil {
 		return err
 	}
+	if err := t.hooksBefore(ctx, inst.SHA, b.res.Manifest); err != nil {
+		return err
+	}
 	if err := t.promote(inst.SHA, b.res.Manifest.Serial); err != nil {
 		return err
 	}
@@ -595,6 +598,9 @@ func (t *tick) up(ctx context.Context, sha string, m bundle.Manifest, services [
 				"code", CodeOf(err), "services", strings.Join(he.Services, ","), "evidence", t.evidence)
 		}
 		return &Error{Op: "health", Err: err}
+	}
+	if err := t.hooksAfter(ctx, sha, m); err != nil {
+		return err
 	}
 	confirmLive(t.st, states)
 	t.st.LastRestore = nil

@@ -43,6 +43,7 @@ func (t *tick) takeDown(ctx context.Context, inst tenancy.Instruction) error {
 		return &Error{Op: "down: remove current", Err: err}
 	}
 	setServing(t.st, live)
+	decided(t.st)
 	t.result = tenancy.ResultDown
 	return nil
 }

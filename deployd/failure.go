@@ -90,6 +90,7 @@ var rules = map[codes.Code]rule{
 	codes.SecretPath:      {faultBundle, holdUntilRetry, "fix the manifest: secret paths are relative to envs/<env_id>/"},
 	codes.Privileged:      {faultBundle, holdUntilRetry, "remove the privilege from the bundle, or list the service in the box's compose.allow_privileged"},
 	codes.Rollback:        {faultBundle, holdUntilRetry, "roll back explicitly from the console (the check-in's rollback: true)"},
+	codes.HookInvalid:     {faultBundle, holdUntilRetry, "fix the manifest's hooks: each names a one-shot service (no restart always or unless-stopped) of the compose files, behind the monky-hooks profile, once"},
 	// DISK_LOW is a refusal of the box: freeing space keeps the sha.
 	codes.DiskLow: {faultBox, 0, "free space under deploy_dir (lower compose.keep_releases, remove the images the detail names); the next tick verifies the bundle again"},
 
@@ -107,11 +108,16 @@ var rules = map[codes.Code]rule{
 	// held an hour, then tried again.
 	codes.SecretMissing: {faultBundle, secretHold, "write the secret at <kv_mount>/data/envs/<env_id>/<path> (the detail names the variable, path and key); the box tries again by itself within the hour (status names when)"},
 	codes.SecretDenied:  {faultBundle, secretHold, "fix the see-env policy or role in OpenBao (docs/OPERATIONS.md, \"Server side\"); the box tries again by itself within the hour (status names when)"},
-	codes.ApplyFailed:   {faultBundle, holdUntilRetry, "read the report's tail (compose's output): compose refused or could not start the release; the previous release was restored"},
-	codes.Unhealthy:     {faultBundle, holdUntilRetry, "read the health evidence `monky-deployd status` shows (each failing service's last healthchecks and log lines); the previous release was restored"},
-	codes.HealthTimeout: {faultBundle, holdUntilRetry, "a slow start: read the health evidence `monky-deployd status` shows, or raise compose.health_timeout (and the unit's TimeoutStartSec); the previous release was restored"},
+	codes.ApplyFailed:   {faultBundle, holdUntilRetry, "read the report's tail (compose's output): compose refused or could not start the release; the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
+	codes.Unhealthy:     {faultBundle, holdUntilRetry, "read the health evidence `monky-deployd status` shows (each failing service's last healthchecks and log lines); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
+	codes.HealthTimeout: {faultBundle, holdUntilRetry, "a slow start: read the health evidence `monky-deployd status` shows, or raise compose.health_timeout (and the unit's TimeoutStartSec); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
 	codes.ConfigInvalid: {faultBox, 0, "fix the config: the message names the file, the key and its line"},
-	codes.Config:        {faultBox, 0, "fix the config's bao section (addr, mounts, role, ca_file): the message names the key"},
+	// Hooks (docs/BUNDLE.md, "Hooks"). A hook that fails is the release's; one that
+	// asks for later (exit 75) costs no report and no new lease while the lease lasts.
+	codes.HookFailed:      {faultBundle, holdUntilRetry, "read the hook's output (`monky-deployd status`, the report's tail); before the switch nothing changed, after it the previous release was restored unless the release says restore is unsafe (then status says a person decides)"},
+	codes.HookLater:       {faultTemporary, 0, "nothing unless it lasts: a hook asked to try again later (exit 75); the next tick runs it again under the same lease"},
+	codes.HookInterrupted: {faultBundle, holdUntilRetry, "a crash interrupted a hook the release does not mark repeatable: check what it did (its service's containers and data), then retry from the console"},
+	codes.Config:          {faultBox, 0, "fix the config's bao section (addr, mounts, role, ca_file): the message names the key"},
 
 	// Tenancy phase. UNAUTHENTICATED is the box's credentials: from OpenBao (the
 	// lease's grant refused at login, most often superseded by a newer lease) it is

@@ -43,6 +43,13 @@ type Plan struct {
 	// Refusals are why the bundle would be refused (bundle.Verify, the signature);
 	// then no service is listed, and nothing would change.
 	Refusals []bundle.Refusal `json:"refusals"`
+	// Hooks are the hooks of the target release the apply would run, in order
+	// (docs/BUNDLE.md, "Hooks"); empty: none.
+	Hooks []PlanHook `json:"hooks,omitempty"`
+	// Restore says whether a failure after the switch would restore the live
+	// release: "safe" or "unsafe" (the target's manifest); "" when there is no
+	// target bundle read.
+	Restore string `json:"restore,omitempty"`
 	// Notes are what else the operator should know: networks and volumes that
 	// change, a sha that failed before, a live release that never came up healthy.
 	Notes []string `json:"notes"`
@@ -126,6 +133,7 @@ func (p Plan) Text() string {
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
+	hooksText(&b, p.Hooks, p.Restore)
 	if len(p.Refusals) == 0 {
 		s := p.Summary
 		fmt.Fprintf(&b, "summary: %d added, %d removed, %d recreated, %d scaled, %d kept\n", s.Added, s.Removed, s.Recreated, s.Scaled, s.Kept)
@@ -269,6 +277,7 @@ func (pl planning) apply(ctx context.Context, inst tenancy.Instruction) error {
 		return &Error{Op: "plan: load the bundle", Code: codes.ComposeInvalid, Err: err}
 	}
 	p.diff(live, next)
+	p.Hooks, p.Restore = planHooks(b.res.Manifest)
 	if note := t.planPulls(ctx, b.res.Images); note != "" {
 		p.Notes = append(p.Notes, note)
 	}

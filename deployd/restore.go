@@ -13,10 +13,16 @@ import (
 // (docs/OPERATIONS.md, "After a failed apply").
 func (t *tick) restore(ctx context.Context, cause error) error {
 	var r Restore
-	if cur := serving(t.st); t.a.store.CanRestore(cur) {
+	cur := serving(t.st)
+	switch why := t.restoreUnsafe(cur); {
+	case why != "":
+		t.log.Error("apply failed after promote and the release says a restore is unsafe; keeping the failed release as compose left it. A person decides: publish a fixed release, roll back explicitly from the console, or take the env down",
+			"failed_sha", release.Short(cur.SHA), "previous_sha", release.Short(cur.Previous), "err", cause)
+		r = Restore{Result: RestoreSkipped, SHA: cur.Previous, Detail: why}
+	case t.a.store.CanRestore(cur):
 		t.log.Warn("apply failed after promote; restoring the previous release", "failed_sha", release.Short(cur.SHA), "restore_sha", release.Short(cur.Previous), "err", cause)
 		r = t.restorePrevious(ctx, cur)
-	} else {
+	default:
 		t.log.Warn("apply failed after promote and there is no previous release; taking the failed release down", "failed_sha", release.Short(cur.SHA), "err", cause)
 		r = t.discard(ctx, cur)
 	}

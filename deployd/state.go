@@ -144,6 +144,10 @@ const (
 	RestoreFailed = "restore-failed"
 	// RestoreNone: there was no previous release; the failed one was taken down.
 	RestoreNone = "none"
+	// RestoreSkipped: the failed release says restoring the previous one is unsafe
+	// (restore: unsafe): the box keeps the failed release as compose left it and a
+	// person decides (docs/OPERATIONS.md, "After a failed apply").
+	RestoreSkipped = "not-restored"
 )
 
 // Restore is what became of the box after an apply failed after promote.
@@ -159,9 +163,10 @@ type Restore struct {
 }
 
 // Degraded reports whether the box was left degraded: the restored release is not
-// healthy, or nothing could be restored.
+// healthy, nothing could be restored, or the failed release stays because it says a
+// restore is unsafe (RestoreSkipped).
 func (r Restore) Degraded() bool {
-	return r.Result == RestoreUnhealthy || r.Result == RestoreFailed
+	return r.Result == RestoreUnhealthy || r.Result == RestoreFailed || r.Result == RestoreSkipped
 }
 
 // String is the restore as the report's detail ends with it, e.g.
@@ -345,6 +350,9 @@ type State struct {
 	// (sha and request id, no expiry), so that a lost answer is asked for again under
 	// the same id. Nil: none.
 	Lease *LeaseRecord `json:"lease,omitempty"`
+	// Hooks is what the box did of the hooks of the last apply that had any
+	// (hooks.go): a run killed in a hook finds it here. Nil: none ran.
+	Hooks *HookProgress `json:"hooks,omitempty"`
 	// Rebuilt is set when a run found state.json corrupt and rebuilt the state; nil
 	// otherwise. A successful apply of a later run clears it (the run that rebuilt
 	// it keeps it, converge or not, so that status tells it).

@@ -106,6 +106,10 @@ type Status struct {
 	LastRestore *StatusRestore `json:"last_restore"`
 	// LastReclaim is what the image hygiene of the last apply removed; null: nothing.
 	LastReclaim *StatusReclaim `json:"last_reclaim"`
+	// Hooks are the hook runs of the last apply that had hooks, one line each (phase,
+	// service, when, result, exit, the last line of its redacted output); absent:
+	// none.
+	Hooks []string `json:"hooks,omitempty"`
 	// Rebuilt says that a run found state.json corrupt and rebuilt the state (and
 	// what came back from the kept file); null: not since the last successful apply
 	// of a later run.
@@ -398,6 +402,7 @@ func (v *Status) fill(cfg Config, st State, tok StatusToken, now time.Time) {
 	if r := st.LastRestore; r != nil {
 		v.LastRestore = &StatusRestore{Result: r.Result, SHA: r.SHA, Detail: r.Detail, At: r.At.UTC(), Degraded: r.Degraded()}
 	}
+	v.Hooks = st.Hooks.lines()
 	if r := st.LastReclaim; r != nil {
 		v.LastReclaim = &StatusReclaim{At: r.At.UTC(), Images: r.Images, Bytes: r.Bytes, Failed: r.Failed}
 	}
@@ -504,7 +509,11 @@ func (v *Status) judge(cfg Config, st State, now time.Time) {
 				"read its logs (`cd "+cfg.CurrentLink()+" && docker compose logs --tail 100`); the agent changes nothing on its own: tenancy sees it in the check-in and may ask for the release again (retry)")
 		}
 	}
-	if r := v.LastRestore; r != nil && r.Degraded {
+	switch r := v.LastRestore; {
+	case r != nil && r.Result == RestoreSkipped:
+		v.problemStep("", VerdictCritical, "the last failed apply was not restored: "+r.Detail,
+			"a person decides: publish a fixed release, or roll back explicitly from the console to an older serial (a new apply), or take the env down; the agent changes nothing on its own")
+	case r != nil && r.Degraded:
 		v.problemStep("", VerdictCritical, "the last failed apply left the box degraded: "+r.Result+" "+release.Short(r.SHA)+" ("+r.Detail+")",
 			"look with `docker compose ps --all` and `docker compose logs` in the current directory; something the releases share is likely broken")
 	}

@@ -68,6 +68,9 @@ func (v Status) historyText(w *textLines) {
 	if r := v.LastRestore; r != nil {
 		w.p("last restore", restoreLine(*r))
 	}
+	for _, h := range v.Hooks {
+		p("hook", h)
+	}
 	if r := v.LastReclaim; r != nil {
 		w.p("images", Reclaim{Images: r.Images, Bytes: r.Bytes, Failed: r.Failed}.String()+" at "+r.At.Format(time.RFC3339))
 	}
@@ -195,6 +198,12 @@ func restoreLine(r StatusRestore) string {
 		return fmt.Sprintf("%s at %s: the previous release %s is live and healthy", r.Result, at, r.SHA)
 	case RestoreNone:
 		return fmt.Sprintf("%s at %s: there was no previous release; the failed one was taken down", r.Result, at)
+	case RestoreSkipped:
+		prev := "there was no previous release"
+		if r.SHA != "" {
+			prev = "the previous release " + r.SHA + " is not restored"
+		}
+		return fmt.Sprintf("%s at %s: the failed release stays live, %s: %s; a person decides", r.Result, at, prev, r.Detail)
 	default:
 		return fmt.Sprintf("%s at %s: the previous release %s is not healthy (%s): the box is degraded; look with `docker compose ps --all` in the current directory",
 			r.Result, at, r.SHA, r.Detail)

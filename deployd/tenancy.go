@@ -163,6 +163,7 @@ func (t *tick) report(ctx context.Context, result tenancy.Result, cause error, s
 	if st.Lease != nil && st.Lease.SHA == out.SHA {
 		st.Lease = nil // the report closes the deploy the lease was for
 	}
+	closeHooks(st, out.SHA)
 	tail := ""
 	if result == tenancy.ResultFailed {
 		tail = boundTail(t.a.red.Redact(t.tail))

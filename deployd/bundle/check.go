@@ -37,6 +37,9 @@ func (v *verifier) checkManifest(ctx context.Context, sr *scanResult, exp Expect
 	for _, r := range c.refusals {
 		rs.add(r.Code, "%s", r.Detail)
 	}
+	if c.every != nil {
+		checkHookServices(m, c.every, rs)
+	}
 	res.Services = c.services
 	res.Images = c.images
 	if c.warnings != nil {

@@ -34,6 +34,7 @@ type composed struct {
 	refusals []Refusal
 	warnings []string
 	images   []Image
+	every    []composecheck.ServiceInfo
 }
 
 // checkCompose runs the compose checks (compose-spec validity, unresolved variables,
@@ -59,13 +60,27 @@ func checkCompose(ctx context.Context, m *Manifest, files map[string][]byte, exp
 	}
 	imgs := make([]Image, 0, len(res.Images))
 	for _, im := range res.Images {
-		ref := im.Ref
-		if im.FromSecret {
-			ref = "" // never the placeholder that stands in for the secret
-		}
-		imgs = append(imgs, Image{Service: im.Service, Ref: ref, PullPolicy: im.PullPolicy, Build: im.Build, FromSecret: im.FromSecret})
+		imgs = append(imgs, imageOf(im))
 	}
-	return composed{services: res.Services, refusals: out, warnings: res.Warnings, images: imgs}
+	for _, h := range m.AllHooks() {
+		// A hook's image is pulled before the lease too: `compose run` would pull it
+		// after the lease otherwise.
+		for _, s := range res.Every {
+			if s.Name == h.Service && !slices.ContainsFunc(imgs, func(i Image) bool { return i.Service == s.Name }) {
+				imgs = append(imgs, imageOf(s.Image))
+			}
+		}
+	}
+	return composed{services: res.Services, refusals: out, warnings: res.Warnings, images: imgs, every: res.Every}
+}
+
+// imageOf is the Image of a composecheck image.
+func imageOf(im composecheck.Image) Image {
+	ref := im.Ref
+	if im.FromSecret {
+		ref = "" // never the placeholder that stands in for the secret
+	}
+	return Image{Service: im.Service, Ref: ref, PullPolicy: im.PullPolicy, Build: im.Build, FromSecret: im.FromSecret}
 }
 
 // findingCode maps a composecheck finding code to a refusal code. A code this

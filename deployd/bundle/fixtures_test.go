@@ -62,7 +62,7 @@ func fixtures(tb testing.TB) map[string]func() []byte {
 		"manifest_last.tar":  val(tarOf(tb, append(goodEnts(tb)[1:], goodEnts(tb)[0])...)),
 		"dot_slash.tar":      val(dotSlash(tb)),
 		"bad_manifest.tar":   val(tarOf(tb, append([]ent{file(ManifestName, `{"schema":1,"env_id":"env-dev-01","env_id":"env-prod-01"}`)}, goodEnts(tb)[1:]...)...)),
-		"unknown_schema.tar": val(withManifest(tb, func(m *Manifest) { m.Schema = 2 })),
+		"unknown_schema.tar": val(withManifest(tb, func(m *Manifest) { m.Schema = 3 })),
 	}
 }
 

@@ -94,6 +94,8 @@ func FuzzManifest(f *testing.F) {
 		`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["c.yaml"],"files":["c.yaml"],"secrets":{"A":{"path":"../x","key":"k"}}}`,
 		`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["c.yaml"],"files":["c.yaml"],"vars":{"A":"1","A":"2"}}`,
 		`{"schema":1.5}`, `{"Schema":1}`, "{\"schema\":1}\x00",
+		`{"schema":2,"env_id":"env-dev-01","serial":1,"compose_files":["c.yaml"],"files":["c.yaml"],"restore":"unsafe","hooks":{"before_switch":[{"service":"b","timeout_s":5,"repeatable":true}]}}`,
+		`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["c.yaml"],"files":["c.yaml"],"hooks":{"after_switch":[{"service":"s"}]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -108,7 +110,7 @@ func FuzzManifest(f *testing.F) {
 			return
 		}
 		// An accepted manifest survives a round trip and passes the documented rules.
-		if m.Schema != SchemaVersion || m.Serial < 1 || !envIDRE.MatchString(m.EnvID) || len(m.ComposeFiles) == 0 {
+		if m.Schema < 1 || m.Schema > SchemaVersion || m.Schema < SchemaHooks && (m.Hooks != nil || m.Restore != "") || m.Serial < 1 || !envIDRE.MatchString(m.EnvID) || len(m.ComposeFiles) == 0 {
 			t.Fatalf("accepted an invalid manifest: %+v", m)
 		}
 		for name, ref := range m.Secrets {

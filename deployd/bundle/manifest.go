@@ -19,14 +19,16 @@ import (
 // ManifestName is the path of the manifest inside a bundle.
 const ManifestName = "manifest.json"
 
-// SchemaVersion is the only manifest schema this package reads.
-const SchemaVersion = 1
+// SchemaVersion is the newest manifest schema this package reads; it reads every
+// schema from 1 up to it. Schema 2 (SchemaHooks) adds hooks and restore.
+const SchemaVersion = SchemaHooks
 
 // Manifest is manifest.json (docs/BUNDLE.md). Verify decodes it strictly: unknown or
 // duplicate fields, fields spelled in another case, trailing data and wrong types
 // are all BUNDLE_MALFORMED naming the field.
 type Manifest struct {
-	// Schema is the manifest schema; it must be SchemaVersion.
+	// Schema is the manifest schema: 1, or SchemaHooks (2) for a manifest with hooks
+	// or restore.
 	Schema int `json:"schema"`
 	// EnvID is the environment the bundle was rendered for (env-<tier>-<nn>).
 	EnvID string `json:"env_id"`
@@ -43,6 +45,10 @@ type Manifest struct {
 	// MinFreeMB is the free space (MiB) the release needs under deploy_dir; 0 = no
 	// requirement beyond the box's own.
 	MinFreeMB int64 `json:"min_free_mb,omitempty"`
+	// Restore is RestoreSafe ("" reads as it) or RestoreUnsafe (schema 2).
+	Restore string `json:"restore,omitempty"`
+	// Hooks are the one-shot services run around the switch (schema 2); nil: none.
+	Hooks *Hooks `json:"hooks,omitempty"`
 }
 
 // SecretRef names one key of one KV v2 secret under the env's root: the agent reads
@@ -57,7 +63,7 @@ type SecretRef struct {
 // manifestFields are the exact keys of a manifest, and whether each is required.
 var manifestFields = map[string]bool{
 	"schema": true, "env_id": true, "serial": true, "compose_files": true, "files": true,
-	"vars": false, "secrets": false, "min_free_mb": false,
+	"vars": false, "secrets": false, "min_free_mb": false, "restore": false, "hooks": false,
 }
 
 var secretRefFields = map[string]bool{"path": true, "key": true}
@@ -69,6 +75,11 @@ func decodeManifest(data []byte) (Manifest, []Refusal) {
 	var rs refusals
 	var m Manifest
 	if err := checkJSONKeys(data); err != nil {
+		if n := peekSchema(data); n > SchemaVersion {
+			// A newer renderer's fields are unknown here: the schema says why.
+			rs.add(codes.BundleMalformed, "%s: schema is %d, this agent knows 1 to %d: upgrade the agent, or render for its schema", ManifestName, n, SchemaVersion)
+			return m, rs.result()
+		}
 		rs.add(codes.BundleMalformed, "%s: %v", ManifestName, err)
 		return m, rs.result()
 	}
@@ -86,14 +97,25 @@ func decodeManifest(data []byte) (Manifest, []Refusal) {
 	return m, rs.result()
 }
 
+// peekSchema is the schema a manifest says it has, read loosely; 0 when it says none
+// that reads as an integer.
+func peekSchema(data []byte) int {
+	var p struct {
+		Schema int `json:"schema"`
+	}
+	_ = json.Unmarshal(data, &p) // a manifest that does not decode says no schema
+	return p.Schema
+}
+
 // check adds the refusals of a decoded manifest on its own.
 func (m *Manifest) check(rs *refusals) {
 	bad := func(format string, args ...any) {
 		rs.add(codes.BundleMalformed, ManifestName+": "+format, args...)
 	}
-	if m.Schema != SchemaVersion {
-		bad("schema is %d, only %d is known", m.Schema, SchemaVersion)
+	if m.Schema < 1 || m.Schema > SchemaVersion {
+		bad("schema is %d, this agent knows 1 to %d: upgrade the agent, or render for its schema", m.Schema, SchemaVersion)
 	}
+	m.checkHooks(rs)
 	if !ids.ValidEnvID(m.EnvID) {
 		bad("env_id %q does not match %s", m.EnvID, ids.EnvIDPattern)
 	}
@@ -193,6 +215,8 @@ func checkJSONKeys(data []byte) error {
 			err = walkObject(dec, key, func(name string) error {
 				return checkSecretRefKeys(dec, "secrets."+name)
 			})
+		case "hooks":
+			err = checkHooksKeys(dec)
 		default:
 			err = skipValue(dec)
 		}

@@ -151,7 +151,7 @@ func refusalCases() []refusalCase {
 		{name: "manifest wrong type", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","serial":"1","compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"]}`), codes: malformed, detail: `field "serial"`},
 		{name: "manifest trailing data", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"]} {}`), codes: malformed, detail: "after the JSON object"},
 		{name: "manifest secret ref unknown field", data: rawManifest(`{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml","config/app.toml"],"secrets":{"A":{"path":"db","key":"k","mount":"x"}}}`), codes: malformed, detail: `"secrets.A.mount"`},
-		{name: "unknown schema", data: man(func(m *Manifest) { m.Schema = 2 }), codes: malformed, detail: "schema is 2"},
+		{name: "unknown schema", data: man(func(m *Manifest) { m.Schema = 3 }), codes: malformed, detail: "schema is 3, this agent knows 1 to 2"},
 		{name: "serial zero", data: man(func(m *Manifest) { m.Serial = 0 }), codes: malformed, detail: "serial is 0"},
 		{name: "bad env_id", data: man(func(m *Manifest) { m.EnvID = "prod" }), codes: malformed, detail: "env_id"},
 		{name: "negative min_free_mb", data: man(func(m *Manifest) { m.MinFreeMB = -1 }), codes: malformed, detail: "min_free_mb"},

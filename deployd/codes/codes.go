@@ -50,6 +50,11 @@ const (
 	// DiskLow is free space under deploy_dir below what the release needs. Unlike the
 	// other refusals it is not remembered against the sha.
 	DiskLow Code = "DISK_LOW"
+	// HookInvalid is a manifest hook that names a service the compose files do not
+	// define, one that is not one-shot (restart always or unless-stopped), one that
+	// `docker compose up` would start (not behind the monky-hooks profile), a service
+	// named twice, or a timeout out of range.
+	HookInvalid Code = "HOOK_INVALID"
 )
 
 // The refusal codes of a bundle's signature (docs/BUNDLE.md, "Signatures"). On a box
@@ -96,6 +101,18 @@ const (
 	// Config is the OpenBao client's own code for a client configuration it cannot
 	// work with (docs/PROTOCOL.md); the agent reports it as ConfigInvalid.
 	Config Code = "CONFIG"
+	// HookFailed is a hook of the release (docs/BUNDLE.md, "Hooks") that exited
+	// non-zero (other than 75) or did not finish within its timeout: before the
+	// switch nothing was switched; after it, it counts as unhealthy.
+	HookFailed Code = "HOOK_FAILED"
+	// HookLater is a hook before the switch that exited 75, "try again later":
+	// nothing switched, nothing reported, exit 75; the next tick runs it again under
+	// the same lease while the lease lasts. Temporary.
+	HookLater Code = "HOOK_LATER"
+	// HookInterrupted is a hook that a crash (SIGKILL, power loss) interrupted and
+	// that its release does not mark repeatable: the agent does not run it again by
+	// itself; a person decides (tenancy's retry runs it again).
+	HookInterrupted Code = "HOOK_INTERRUPTED"
 )
 
 // The codes of the tenancy phase: the answers of tenancy and OpenBao.
@@ -175,10 +192,10 @@ const (
 var (
 	refusals = []Code{
 		BundleMalformed, SHAMismatch, EnvMismatch, ManifestPaths, ComposeInvalid,
-		UnresolvedVars, SecretPath, Privileged, Rollback, DiskLow,
+		UnresolvedVars, SecretPath, Privileged, Rollback, DiskLow, HookInvalid,
 	}
 	signatures = []Code{SignatureMissing, SignatureInvalid, SignatureUnknownKey, SignatureExpired, SignatureReplay}
-	later      = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config}
+	later      = []Code{LeaseShape, SecretMissing, SecretDenied, ApplyFailed, Unhealthy, HealthTimeout, ConfigInvalid, Config, HookFailed, HookLater, HookInterrupted}
 	tenancy    = []Code{AgentEnvMismatch, RateLimited, Unauthenticated, Unavailable, TenancyProtocol}
 	box        = []Code{Locked, Interrupted, ComposeMissing, StateUnavailable, DockerUnavailable, DiskFull, DockerTimeout, Unclassified}
 	images     = []Code{ImageMissing, RegistryUnavailable, PullFailed}

@@ -32,6 +32,8 @@ func TestWireStrings(t *testing.T) {
 		codes.ImageMissing: "IMAGE_MISSING", codes.RegistryUnavailable: "REGISTRY_UNAVAILABLE",
 		codes.TenancyProtocol: "TENANCY_PROTOCOL", codes.DockerTimeout: "DOCKER_TIMEOUT",
 		codes.Unclassified: "UNCLASSIFIED", codes.PullFailed: "PULL_FAILED",
+		codes.HookInvalid: "HOOK_INVALID", codes.HookFailed: "HOOK_FAILED",
+		codes.HookLater: "HOOK_LATER", codes.HookInterrupted: "HOOK_INTERRUPTED",
 	}
 	all := codes.All()
 	assert.Len(t, all, len(want), "All lists every code once")
@@ -47,7 +49,7 @@ func TestRefusals(t *testing.T) {
 	assert.Equal(t, []codes.Code{
 		codes.BundleMalformed, codes.SHAMismatch, codes.EnvMismatch, codes.ManifestPaths,
 		codes.ComposeInvalid, codes.UnresolvedVars, codes.SecretPath, codes.Privileged,
-		codes.Rollback, codes.DiskLow,
+		codes.Rollback, codes.DiskLow, codes.HookInvalid,
 	}, codes.Refusals())
 	assert.Equal(t, codes.Refusals(), codes.All()[:len(codes.Refusals())], "All starts with the refusals")
 	r := codes.Refusals()

@@ -81,6 +81,9 @@ type Result struct {
 	// Images holds the image of each service of Services, sorted by service; nil when
 	// the model could not be loaded.
 	Images []Image
+	// Every lists every service of the loaded model, active or behind a profile,
+	// sorted by name; nil when the model could not be loaded.
+	Every []ServiceInfo `json:"-"`
 }
 
 // OK reports whether the check found nothing to refuse.
@@ -173,6 +176,7 @@ func Check(ctx context.Context, in Input) Result {
 
 	var services []string
 	var imgs []Image
+	var every []ServiceInfo
 	if loadable {
 		project, err := c.load(ctx, configFiles, lookup)
 		if err != nil && len(c.unresolved) > 0 {
@@ -198,6 +202,7 @@ func Check(ctx context.Context, in Input) Result {
 			})
 			c.scanProject(project)
 			imgs = images(project)
+			every = inventory(project)
 		}
 	}
 	if services == nil {
@@ -209,7 +214,7 @@ func Check(ctx context.Context, in Input) Result {
 	if services == nil {
 		services = []string{}
 	}
-	return Result{Services: services, Findings: sortFindings(c.findings), Warnings: sortWarnings(c.warnings), Images: imgs}
+	return Result{Services: services, Findings: sortFindings(c.findings), Warnings: sortWarnings(c.warnings), Images: imgs, Every: every}
 }
 
 func sortWarnings(in []string) []string {

@@ -231,7 +231,7 @@ func Format(s Snapshot) ([]byte, error) {
 	gauge("exit_code", "Exit code of the last tick: 0 done, 75 temporary, 78 env mismatch, 1 failure.",
 		"", strconv.Itoa(s.ExitCode))
 	degraded := boolValue(s.Degraded)
-	gauge("last_restore", "What became of the box after the last apply that failed after promote (restored-healthy, restored-unhealthy, restore-failed, none; empty since a successful apply); 1 when the box is degraded, else 0.",
+	gauge("last_restore", "What became of the box after the last apply that failed after promote (restored-healthy, restored-unhealthy, restore-failed, none, not-restored; empty since a successful apply); 1 when the box is degraded, else 0.",
 		labelSet("result", s.LastRestore), degraded)
 	gauge("images_removed", "Images the image hygiene of the last apply that removed any removed (images only pruned releases used).",
 		"", strconv.Itoa(s.ImagesRemoved))

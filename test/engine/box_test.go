@@ -222,6 +222,9 @@ type release struct {
 	vars    map[string]string
 	secret  bool
 	files   map[string]string // other files of the bundle
+	// restore and hooks are the manifest's (schema 2 when set).
+	restore string
+	hooks   *faketenancy.HooksSpec
 }
 
 // publish publishes r with the next serial and returns its sha.
@@ -229,10 +232,11 @@ func (b *box) publish(r release) string {
 	b.T.Helper()
 	b.serial++
 	spec := faketenancy.BundleSpec{
-		EnvID:  b.Env,
-		Serial: b.serial,
-		Files:  map[string]string{"compose.yaml": strings.ReplaceAll(r.compose, "{{image}}", b.image())},
-		Vars:   r.vars,
+		EnvID:   b.Env,
+		Serial:  b.serial,
+		Files:   map[string]string{"compose.yaml": strings.ReplaceAll(r.compose, "{{image}}", b.image())},
+		Vars:    r.vars,
+		Restore: r.restore, Hooks: r.hooks,
 	}
 	for name, content := range r.files {
 		spec.Files[name] = content

@@ -77,6 +77,12 @@ var scenarios = []scenario{
 	{"keep_releases prunes old releases", keepReleases},
 	{"live turns unhealthy when a container dies after the apply", liveTurnsUnhealthy},
 	{"images of pruned releases are removed, the live and kept ones stay", prunedImages},
+	{"a migrating release that fails health with restore: unsafe is not restored", func(t *testing.T, be backend) { migrateRestore(t, be, "unsafe") }},
+	{"the same release marked restore: safe is restored", func(t *testing.T, be backend) { migrateRestore(t, be, "safe") }},
+	{"hooks before and after the switch", hooksAroundTheSwitch},
+	{"SIGKILL inside a repeatable hook before the switch runs it again without a second lease", func(t *testing.T, be backend) { killInHook(t, be, "before_switch") }},
+	{"SIGKILL inside a repeatable hook after the switch runs it again without a second lease", func(t *testing.T, be backend) { killInHook(t, be, "after_switch") }},
+	{"a hook that asks for later (75) costs no report and no second lease", laterOnce},
 }
 
 // TestScenarios runs every scenario on the fake docker, then on the real engine

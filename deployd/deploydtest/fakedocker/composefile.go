@@ -37,6 +37,7 @@ func projectFile(dir string, files []string) (services, healthchecks []string, i
 		}
 	}
 	hc := map[string]bool{}
+	profiled := map[string]bool{}
 	images = map[string]string{}
 	for _, f := range files {
 		if !filepath.IsAbs(f) {
@@ -51,7 +52,8 @@ func projectFile(dir string, files []string) (services, healthchecks []string, i
 		}
 		var doc struct {
 			Services map[string]struct {
-				Image       string `yaml:"image"`
+				Image       string   `yaml:"image"`
+				Profiles    []string `yaml:"profiles"`
 				Healthcheck *struct {
 					Disable bool `yaml:"disable"`
 				} `yaml:"healthcheck"`
@@ -67,12 +69,19 @@ func projectFile(dir string, files []string) (services, healthchecks []string, i
 				has = !svc.Healthcheck.Disable
 			}
 			hc[name] = has
+			if svc.Profiles != nil {
+				// up without --profile leaves a service behind a profile out
+				profiled[name] = len(svc.Profiles) > 0
+			}
 			if svc.Image != "" {
 				images[name] = svc.Image
 			}
 		}
 	}
 	for name, has := range hc {
+		if profiled[name] {
+			continue
+		}
 		services = append(services, name)
 		if has {
 			healthchecks = append(healthchecks, name)

@@ -28,6 +28,8 @@
 //	docker compose ... down --remove-orphans [-v]
 //	docker compose ... ps --all --format json
 //	docker compose ... logs --no-color --tail N [SERVICE...]
+//	docker compose ... [--profile P]... run --rm --no-deps -T --name NAME SERVICE
+//	docker rm -f [--] NAME...
 //	docker compose version [--short]
 //	docker inspect --type container ID|NAME...
 //	docker image inspect --format {{.Id}} [--] REF...
@@ -103,6 +105,11 @@
 // ps_format selects the shape of ps --format json: "lines" (compose 2.21 and later, one
 // object per line, nothing at all for no containers; the default) or "array" (compose
 // 2.20 and earlier, one JSON array, "[]" for no containers).
+//
+// hooks scripts docker compose run by service (Hook: stdout, stderr, exit, fail_times,
+// delay, echo): the agent's hooks. A run of a service behind a profile needs that
+// profile among the --profile flags, as compose does; up leaves such services out.
+// docker rm finds no container (a run keeps none) and says so.
 //
 // commands scripts up, down, ps, logs, version (docker version), pull and "image
 // inspect" by name. A command

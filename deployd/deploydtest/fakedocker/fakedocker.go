@@ -316,6 +316,9 @@ type Status struct {
 	// Images are the images the fake engine holds, as their references
 	// ("nginx:1.27"), in the order they were learned.
 	Images []string
+	// Generation counts successful ups; it is part of every container ID, so an
+	// unchanged Generation and Dir mean the same containers.
+	Generation int
 }
 
 // Status returns the fake's state.
@@ -324,7 +327,7 @@ func (d *Docker) Status() (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("fakedocker: %w", err)
 	}
-	out := Status{Up: st.Up, Project: st.Project, Dir: st.Dir, Services: st.Services, Reads: st.PSCalls, Calls: st.Calls, DownVolumes: st.DownVolumes}
+	out := Status{Up: st.Up, Project: st.Project, Dir: st.Dir, Services: st.Services, Reads: st.PSCalls, Calls: st.Calls, DownVolumes: st.DownVolumes, Generation: st.Generation}
 	for _, im := range st.Images {
 		out.Images = append(out.Images, im.Ref)
 	}

@@ -54,6 +54,7 @@ func TestScriptFile(t *testing.T) {
 		Services:      map[string]Service{"web": svc},
 		Releases:      map[string]map[string]Service{"abc": {"web": svc}},
 		MissingImages: []string{"acme/web:9"}, DockerRootDir: "/var/lib/docker",
+		Hooks: map[string]Hook{"backup": {Stdout: "o", Stderr: "e", Exit: 75, FailTimes: 1, Delay: "2s", Echo: []string{"DB_PASSWORD"}}},
 	}
 	allSet(t, "Script", reflect.ValueOf(*s))
 	require.NoError(t, s.Validate())

@@ -176,6 +176,7 @@ type run struct {
 	project    string
 	projectDir string
 	files      []string
+	profiles   []string
 }
 
 // usageError is a command line the fake does not understand.
@@ -200,6 +201,8 @@ func (r *run) main(args []string) int {
 		return r.image(args[1:])
 	case "pull":
 		return r.pull(args[1:])
+	case "rm":
+		return r.rm(args[1:])
 	default:
 		fmt.Fprintf(r.stderr, "fake docker: unknown command %q (the fake knows compose, inspect, image inspect, pull and version)\n", args[0])
 		return 1
@@ -289,6 +292,7 @@ func (r *run) compose(args []string) int {
 		r.project = filepath.Base(r.projectDir)
 	}
 	r.files = append(append([]string(nil), vals["-f"]...), vals["--file"]...)
+	r.profiles = vals["--profile"]
 	if len(vals["-f"]) > 0 && len(vals["--file"]) > 0 {
 		return r.usage(usageError("mix of -f and --file: the fake keeps one form so that the order is known"))
 	}
@@ -306,6 +310,8 @@ func (r *run) compose(args []string) int {
 		return r.logs(rest[1:])
 	case "version":
 		return r.composeVersion(rest[1:])
+	case "run":
+		return r.runHook(rest[1:])
 	default:
 		return r.usage(usageError(fmt.Sprintf("unknown command \"docker compose %s\" (the fake knows up, down, ps, logs and version)", rest[0])))
 	}

@@ -61,6 +61,9 @@ type Script struct {
 	// DockerRootDir is the data root the fake engine's GET /info names; "" is the
 	// directory of the fake's state file.
 	DockerRootDir string `json:"docker_root_dir,omitempty"`
+	// Hooks scripts docker compose run of a service by name (the agent's hooks):
+	// output, exit code, delay, and variables of the .env it prints.
+	Hooks map[string]Hook `json:"hooks,omitempty"`
 }
 
 // Command scripts one command.
@@ -182,6 +185,9 @@ func (s *Script) Validate() error {
 		}
 	}
 	checkServices("Services", s.Services)
+	for _, name := range slices.Sorted(maps.Keys(s.Hooks)) {
+		s.Hooks[name].validate(name, bad)
+	}
 	for _, rel := range slices.Sorted(maps.Keys(s.Releases)) {
 		if rel == "" || strings.Contains(rel, "/") {
 			bad("Releases[%q]: a release is the base name of a project directory (the bundle sha)", rel)

@@ -43,6 +43,24 @@ type BundleSpec struct {
 	MinFreeMB int64
 	// Gzip compresses the tar.
 	Gzip bool
+	// Restore is manifest.restore ("safe", "unsafe"); with Hooks, it makes the
+	// manifest schema 2.
+	Restore string
+	// Hooks is manifest.hooks; nil: none.
+	Hooks *HooksSpec
+}
+
+// HooksSpec is manifest.hooks (docs/BUNDLE.md, "Hooks").
+type HooksSpec struct {
+	BeforeSwitch []HookSpec `json:"before_switch,omitempty"`
+	AfterSwitch  []HookSpec `json:"after_switch,omitempty"`
+}
+
+// HookSpec is one hook of manifest.hooks.
+type HookSpec struct {
+	Service        string `json:"service"`
+	TimeoutSeconds int    `json:"timeout_s,omitempty"`
+	Repeatable     bool   `json:"repeatable,omitempty"`
 }
 
 // Bundle is a bundle built by BuildBundle.
@@ -65,6 +83,8 @@ type manifest struct {
 	Vars         map[string]string    `json:"vars"`
 	Secrets      map[string]SecretRef `json:"secrets"`
 	MinFreeMB    int64                `json:"min_free_mb,omitempty"`
+	Restore      string               `json:"restore,omitempty"`
+	Hooks        *HooksSpec           `json:"hooks,omitempty"`
 }
 
 // BuildBundle builds a bundle as docs/BUNDLE.md describes it: manifest.json listing
@@ -102,6 +122,10 @@ func manifestOf(spec BundleSpec, files map[string]string) manifest {
 	m := manifest{
 		Schema: 1, EnvID: spec.EnvID, Serial: spec.Serial, ComposeFiles: spec.ComposeFiles,
 		Vars: spec.Vars, Secrets: spec.Secrets, MinFreeMB: spec.MinFreeMB,
+		Restore: spec.Restore, Hooks: spec.Hooks,
+	}
+	if m.Restore != "" || m.Hooks != nil {
+		m.Schema = 2
 	}
 	if m.Serial == 0 {
 		m.Serial = 1

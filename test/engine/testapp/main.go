@@ -9,6 +9,12 @@
 //	/app exit N          print a line and exit with code N (a one-shot service)
 //	/app envhash NAME    print the sha256 of the environment variable NAME, so that a
 //	                     test checks a secret reached the container without printing it
+//	/app hook NAME       a hook (docs/BUNDLE.md, "Hooks"): print NAME=<its value> (a
+//	                     secret, that the agent must redact) and exit with HOOK_EXIT
+//	                     (default 0); with HOOK_MARK, the first run (no file there
+//	                     yet) writes it, sleeps HOOK_SLEEP and, with HOOK_FIRST_EXIT,
+//	                     exits with that, so that a test kills the agent inside it,
+//	                     or has it ask for later (75) once
 //
 // serve writes /tmp/ready once READY_AFTER (a Go duration, default 0) has passed, and
 // prints one line per second of "serving" with its service name (SERVICE).
@@ -43,6 +49,25 @@ func main() {
 			code, _ = strconv.Atoi(os.Args[2])
 		}
 		fmt.Printf("one-shot %s exits with code %d\n", os.Getenv("SERVICE"), code)
+		os.Exit(code)
+	case "hook":
+		if len(os.Args) < 3 {
+			os.Exit(2)
+		}
+		code, _ := strconv.Atoi(os.Getenv("HOOK_EXIT"))
+		if mark := os.Getenv("HOOK_MARK"); mark != "" {
+			if _, err := os.Stat(mark); err != nil {
+				_ = os.WriteFile(mark, []byte("ran\n"), 0o644) // no mark: every run sleeps, the test times out
+				sleep, _ := time.ParseDuration(os.Getenv("HOOK_SLEEP"))
+				fmt.Printf("hook %s: first run, sleeping %s\n", os.Getenv("SERVICE"), sleep)
+				time.Sleep(sleep)
+				if first := os.Getenv("HOOK_FIRST_EXIT"); first != "" {
+					code, _ = strconv.Atoi(first)
+				}
+			}
+		}
+		fmt.Printf("hook %s running\n%s=%s\n", os.Getenv("SERVICE"), os.Args[2], os.Getenv(os.Args[2]))
+		fmt.Printf("hook %s exits with code %d\n", os.Getenv("SERVICE"), code)
 		os.Exit(code)
 	case "envhash":
 		if len(os.Args) < 3 {
