@@ -69,7 +69,7 @@ func (v Status) historyText(w *textLines) {
 		w.p("last restore", restoreLine(*r))
 	}
 	for _, h := range v.Hooks {
-		p("hook", h)
+		w.p("hook", h)
 	}
 	if r := v.LastReclaim; r != nil {
 		w.p("images", Reclaim{Images: r.Images, Bytes: r.Bytes, Failed: r.Failed}.String()+" at "+r.At.Format(time.RFC3339))

@@ -191,12 +191,8 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 		return slices.Collect(mapsValues(seen))
 	}
 	waitFor := func(what string, bound time.Duration, done func() bool) {
-		deadline := time.Now().Add(bound)
-		for !done() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %s", what, bound)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !waitUntil(bound, done) {
+			t.Fatalf("%s: not within %s", what, bound)
 		}
 	}
 	startBound := 30*time.Second + time.Duration(n)*20*time.Millisecond
@@ -229,7 +225,23 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 		}
 		return out
 	}
-	waitFor("every box applied the bundle", 90*time.Second+time.Duration(n)*50*time.Millisecond, func() bool { return len(applied()) == n })
+	// Every apply runs the fake docker program (two processes per box) and the health
+	// wait on the same 2 cores: the bound grows by 100 ms a box (190 s at 1,000, where
+	// the quiet machine's slowest box applied after 76 s).
+	publishBound := 90*time.Second + time.Duration(n)*100*time.Millisecond
+	if !waitUntil(publishBound, func() bool { return len(applied()) == n }) {
+		var late []string
+		for _, m := range members {
+			if !slices.ContainsFunc(stack.Tenancy.Reports(m.env), func(r faketenancy.Report) bool { return r.Result == "applied" }) {
+				late = append(late, m.env)
+			}
+		}
+		for _, env := range late[:min(3, len(late))] {
+			m := members[slices.IndexFunc(members, func(m *member) bool { return m.env == env })]
+			t.Logf("%s has not applied; its ticks and requests:\n%s", env, history(stack, m))
+		}
+		t.Fatalf("every box applied the bundle: not within %s; %d of %d have not: %s", publishBound, len(late), n, strings.Join(late[:min(20, len(late))], " "))
+	}
 	f.Publish = spreadOf(applied(), n)
 	time.Sleep(2 * interval)
 
@@ -295,6 +307,18 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 		}
 	}
 	return f
+}
+
+// waitUntil polls done every 100 ms until it holds (true) or bound passes (false).
+func waitUntil(bound time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(bound)
+	for !done() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
 }
 
 // history is what one box did and what tenancy saw of it, for a failure's message.
