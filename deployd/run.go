@@ -87,6 +87,7 @@ func (t *tick) run(ctx context.Context) error {
 	}
 	t.out.Action = string(inst.Action)
 	t.out.NextCheckin = inst.NextCheckin
+	t.settleDeferral(inst)
 	return answerWith(ctx, inst, doing{t})
 }
 

@@ -34,6 +34,7 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
 		Live:          liveForTenancy(st.Live),
 		Condition:     checkinCondition(st.Condition),
+		Deferred:      a.deferredForCheckin(st, a.now()),
 	}
 	inst, err := a.tenancy.Checkin(ctx, req)
 	if errors.Is(err, tenancy.ErrInvalidArgument) && req.Live != nil {
