@@ -352,6 +352,10 @@ type State struct {
 	Deferral *Deferral `json:"deferral,omitempty"`
 	// Kept is the verified bundle a deferral kept for the switch; nil: none.
 	Kept *KeptBundle `json:"kept,omitempty"`
+	// Unreached is when the first of the check-ins in a row that could not reach
+	// tenancy (a temporary failure: offline, 5xx, a timeout) failed; zero once one is
+	// answered. With LastCheckin, status says since when tenancy was not reached.
+	Unreached time.Time `json:"unreached,omitzero"`
 }
 
 // RunFailure is a run (a tick or a bootstrap) that ended with a non-zero exit code.

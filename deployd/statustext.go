@@ -40,6 +40,9 @@ func (v Status) Text() string {
 		}
 	}
 	p("last check-in", timeOrNever(v.LastCheckin))
+	if o := v.Offline; o != nil {
+		p("tenancy", offlineLine(*o))
+	}
 	if r := v.LastReport; r != nil {
 		p("last result", strings.TrimSpace(r.Result+" "+string(r.Code)))
 		if r.Detail != "" {
