@@ -182,6 +182,7 @@ for c in systemctl deb-systemd-invoke chgrp; do
 done
 # groupadd as a recorder that adds the group to the scratch root's /etc/group (its
 # --prefix), as the real one would.
+# shellcheck disable=SC2016 # $1 and $2 are the fake's own arguments
 printf '#!/bin/sh\necho "groupadd $*" >>"%s"\n[ "$1" = --prefix ] && echo "monky-hold:x:4242:" >>"$2/etc/group"\nexit 0\n' "$calls" >"$fakebin/groupadd"
 chmod 0755 "$fakebin/groupadd"
 mkdir -p "$mroot/etc"
