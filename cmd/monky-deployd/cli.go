@@ -304,6 +304,9 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, metricsFile string) in
 	code := deployd.ExitCode(err)
 	attrs := []any{"action", out.Action, "result", out.Result, "code", out.Code, "sha", out.SHA, "serial", out.Serial,
 		"leased", out.Leased, "duration", out.Duration.Round(time.Millisecond), "exit", code}
+	if out.Deferred != "" {
+		attrs = append(attrs, "deferred", out.Deferred) // prepared, not switched: a hold or a window
+	}
 	switch code {
 	case deployd.ExitOK:
 		c.log.Info("tick done", attrs...)

@@ -127,6 +127,7 @@ func TestBinaryHold(t *testing.T) {
 		res = b.tick()
 		require.Equal(t, 0, res.Code, "a deferral is not a failure: exit 0\n%s", res.Stderr)
 		assert.Contains(t, res.Stderr, "apply deferred")
+		assert.Contains(t, res.Stderr, "deferred=hold", "the tick's line says it deferred")
 	}
 	assert.Equal(t, 1, b.Leases(), "no lease while deferred")
 	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), 1, "a deferral is not reported")
