@@ -182,7 +182,7 @@ func (a *Agent) keptPath(sha string) string {
 // keep moves the verified download d of sha to PreparedDir (removing any other kept
 // bundle) and records its digest; d is closed either way.
 func (t *tick) keep(d download, sha string) error {
-	defer d.close() // removes the download when it was not moved (or was the kept file: see fetch)
+	defer d.close() // removes a download that was not moved; leaves the kept copy (fetch)
 	t.a.dropKept(t.st, sha)
 	if err := fsutil.MkdirMode(t.a.cfg.PreparedDir(), 0o700); err != nil {
 		return err
@@ -258,18 +258,16 @@ func (a *Agent) dropKept(st *State, keepSHA string) {
 }
 
 // fetch is the bundle of sha for prepare: the copy a deferral kept when its digest
-// still matches (no second download), else a download. The kept copy is removed when
-// the returned download is closed, unless keep takes it again.
+// still matches (no second download), else a download. Closing the kept copy leaves it
+// in place (tidyKept removes it).
 func (t *tick) fetch(ctx context.Context, sha string) (download, error) {
 	if t.a.keptValid(t.st, sha, true) {
 		f, err := os.Open(t.a.keptPath(sha))
 		if err == nil {
 			t.log.Info("using the bundle a deferral kept (digest checked); not downloading it again", "sha", release.Short(sha))
-			return download{File: f, remove: func() {
-				if t.st.Deferral == nil { // the switch: the kept copy is used up
-					t.a.dropKept(t.st, "")
-				}
-			}}, nil
+			// Closing it leaves it kept: tidyKept removes it once the sha is live and
+			// healthy, so that a switch that ends on 75 goes on from it.
+			return download{File: f, remove: func() {}}, nil
 		}
 	}
 	if t.st.Kept != nil && t.st.Kept.SHA == sha {
@@ -277,6 +275,14 @@ func (t *tick) fetch(ctx context.Context, sha string) (download, error) {
 		t.a.dropKept(t.st, "")
 	}
 	return t.download(ctx, sha)
+}
+
+// tidyKept removes the kept bundle once its sha is live and confirmed: the switch is
+// done. A tick calls it at its end.
+func (t *tick) tidyKept() {
+	if k := t.st.Kept; k != nil && k.SHA == t.st.LiveSHA && t.st.Confirmed {
+		t.a.dropKept(t.st, "")
+	}
 }
 
 // settleDeferral ends the state's deferral when tenancy no longer asks for its sha

@@ -282,3 +282,27 @@ func TestWindows(t *testing.T) {
 		})
 	}
 }
+
+// TestSwitchEndingOn75KeepsTheBundle: a switch that ends on a temporary failure (the
+// lease call answers 503) leaves the kept bundle: the next tick switches from it, with
+// no second download; once the release is live and healthy, the kept copy is gone.
+func TestSwitchEndingOn75KeepsTheBundle(t *testing.T) {
+	b := newBox(t, boxOptions{})
+	b.applySample(1)
+	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
+	_, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code)
+	downloads := bundleDownloads(b)
+	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"lease": 503}})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitTemporary, code)
+	assert.FileExists(t, filepath.Join(b.Cfg.PreparedDir(), sha+".bundle"), "kept for the next try")
+	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
+	_, code = b.tick()
+	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, downloads, bundleDownloads(b), "no second download")
+	assert.NoFileExists(t, filepath.Join(b.Cfg.PreparedDir(), sha+".bundle"))
+}
