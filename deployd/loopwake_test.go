@@ -20,20 +20,37 @@ import (
 // pause (a machine asleep, or a long interval) and polls the test sends; ticks counts
 // the ticks. The loop ends after stopAfter ticks.
 type sleepyLoop struct {
-	polls chan time.Time
-	ticks atomic.Int32
-	done  chan int
+	t      *testing.T
+	polls  chan time.Time
+	ticks  atomic.Int32
+	looks  atomic.Int32 // the loop's calls of Poll: one per wait for a poll
+	exited atomic.Bool
+	done   chan int
+}
+
+// poll sends a poll and waits until the loop has done with it: it waits for the next
+// poll, or it ended.
+func (l *sleepyLoop) poll() {
+	l.t.Helper()
+	n := l.looks.Load()
+	select {
+	case l.polls <- time.Time{}:
+	case <-time.After(10 * time.Second):
+		l.t.Fatal("the loop does not wait for a poll")
+	}
+	testWaitFor(l.t, func() bool { return l.looks.Load() > n || l.exited.Load() })
 }
 
 func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int32) *sleepyLoop {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	l := &sleepyLoop{polls: make(chan time.Time), done: make(chan int, 1)}
+	l := &sleepyLoop{t: t, polls: make(chan time.Time), done: make(chan int, 1)}
 	first := make(chan time.Time)
 	close(first)
 	var pauses atomic.Int32
 	go func() {
+		defer l.exited.Store(true)
 		l.done <- b.agent.Loop(ctx, deployd.LoopOptions{
 			Interval: interval,
 			Rand:     low,
@@ -49,7 +66,10 @@ func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int
 				}
 				return nil // the monotonic clock stands still
 			},
-			Poll: func() <-chan time.Time { return l.polls },
+			Poll: func() <-chan time.Time {
+				l.looks.Add(1)
+				return l.polls
+			},
 		})
 	}()
 	testWaitFor(t, func() bool { return l.ticks.Load() == 1 })
@@ -73,11 +93,11 @@ func TestLoopChecksInAfterAWake(t *testing.T) {
 	c := &clock{t: time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC)}
 	b := newBox(t, boxOptions{now: c.Now})
 	l := startSleepyLoop(t, b, time.Minute, 2)
-	l.polls <- time.Time{}
-	l.polls <- time.Time{}
+	l.poll()
+	l.poll()
 	assert.Equal(t, int32(1), l.ticks.Load(), "awake and within the interval: no tick")
 	c.Set(c.Now().Add(2 * time.Hour)) // the lid was closed for two hours
-	l.polls <- time.Time{}
+	l.poll()
 	select {
 	case code := <-l.done:
 		assert.Equal(t, 0, code)
@@ -96,13 +116,13 @@ func TestLoopWakesOnHoldClear(t *testing.T) {
 	b := newBox(t, boxOptions{now: c.Now})
 	require.NoError(t, holdfile.Write(b.Cfg.Holds.Dir, holdfile.Hold{Owner: "alice", UID: os.Getuid(), Reason: "demo", SetAt: c.Now(), Until: c.Now().Add(time.Hour)}))
 	l := startSleepyLoop(t, b, time.Hour, 2)
-	l.polls <- time.Time{}
+	l.poll()
 	assert.Equal(t, int32(1), l.ticks.Load())
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
-	l.polls <- time.Time{} // sees the change, 0 s after the tick: not before 10 s
+	l.poll() // sees the change, 0 s after the tick: not before 10 s
 	assert.Equal(t, int32(1), l.ticks.Load(), "toggling a hold cannot make the box check in more than every 10 s")
 	c.Set(c.Now().Add(11 * time.Second))
-	l.polls <- time.Time{}
+	l.poll()
 	select {
 	case <-l.done:
 	case <-time.After(10 * time.Second):
