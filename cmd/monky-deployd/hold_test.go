@@ -123,8 +123,9 @@ func TestBinaryHold(t *testing.T) {
 	bn.Files["compose.yaml"] = strings.Replace(bn.Files["compose.yaml"], "nginx:1.27", "nginx:1.28", 1)
 	sha := b.Publish(bn)
 	downloads, pulls := b.TenancyCalls("/v1/agent/bundles/"), len(b.DockerCalls("pull"))
+	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 	for range 2 {
-		res = b.tick()
+		res = b.tick("--metrics-file", metricsPath)
 		require.Equal(t, 0, res.Code, "a deferral is not a failure: exit 0\n%s", res.Stderr)
 		assert.Contains(t, res.Stderr, "apply deferred")
 		assert.Contains(t, res.Stderr, "deferred=hold", "the tick's line says it deferred")
@@ -138,6 +139,8 @@ func TestBinaryHold(t *testing.T) {
 	require.True(t, ok, "the check-in carries the deferral")
 	assert.Equal(t, faketenancy.Deferred{Why: "hold", Owner: d.Owner, Reason: "demo at 3", Until: d.Until, SHA: sha, Serial: 2, Since: d.Since, Prepared: true}, d)
 	assert.NotEmpty(t, d.Owner)
+	assert.Equal(t, `{why="hold"}`, labelsOf(t, metricsPath, "monky_deployd_deferred"))
+	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_deferred"])
 
 	st := b.run([]string{"status", "--config", b.CfgPath})
 	firstLine, _, _ := strings.Cut(st.Stdout, "\n")
