@@ -179,6 +179,7 @@ func (a *Agent) connectTenancy(ctx context.Context) error {
 		Role:       a.cfg.Bao.Role,
 		Secrets:    a.red,
 		Logger:     a.log,
+		Now:        a.opts.Now, // one clock for the tick and its lease checks
 	})
 	if err != nil {
 		return &Error{Op: "tenancy client", Code: codes.ConfigInvalid, Err: err}

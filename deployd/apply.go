@@ -38,6 +38,9 @@ func (t *tick) apply(ctx context.Context, inst tenancy.Instruction) error {
 			"code", c.Code, "until", c.NextAttempt)
 		return &waitError{code: c.Code, until: c.NextAttempt}
 	}
+	if c := t.deferral(inst); c != nil {
+		return t.deferApply(ctx, inst, c) // prepared, not switched: defer.go
+	}
 	b, err := t.prepare(ctx, inst)
 	if err != nil {
 		return err
@@ -98,7 +101,7 @@ func (t *tick) prepare(ctx context.Context, inst tenancy.Instruction) (*prepared
 	if err != nil {
 		return nil, err
 	}
-	f, err := t.download(ctx, inst.SHA)
+	f, err := t.fetch(ctx, inst.SHA) // a deferral's kept copy, or a download
 	if err != nil {
 		return nil, err
 	}

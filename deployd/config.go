@@ -99,6 +99,35 @@ type Config struct {
 	// one, every bundle must be signed by one of them for this env, sha and serial
 	// before it is downloaded; empty (the default), signatures are not asked for.
 	TrustedKeys []string `yaml:"trusted_keys"`
+	// Holds configures holds: a person at the box asking the agent not to switch it
+	// until a time (docs/OPERATIONS.md, "Holds and windows").
+	Holds HoldsConfig `yaml:"holds"`
+	// Windows are the times of the week in which an apply may switch the box; outside
+	// them an apply is deferred (prepared, not switched). Empty (the default): at any
+	// time.
+	Windows []WindowConfig `yaml:"windows"`
+}
+
+// HoldsConfig configures holds.
+type HoldsConfig struct {
+	// Dir is the hold directory, writable by root and the hold group (the packages
+	// create it, mode 2770 root:monky-hold); it holds hold.json and the agent's
+	// deferred.json. Default /var/lib/monky-deployd-hold.
+	Dir string `yaml:"dir"`
+	// Max caps a hold's length: a longer one ends Max after it was set. Default 8h.
+	Max Duration `yaml:"max"`
+}
+
+// WindowConfig is one apply window: on each of Days, from From to To (the next day
+// when To is not after From), in TZ.
+type WindowConfig struct {
+	// Days are "mon-fri", "sat,sun", "daily", … (window.ParseDays). Required.
+	Days string `yaml:"days"`
+	// From and To are "HH:MM", 24-hour. Required.
+	From string `yaml:"from"`
+	To   string `yaml:"to"`
+	// TZ is an IANA time zone ("Europe/Berlin"); "" is the box's own.
+	TZ string `yaml:"tz"`
 }
 
 // TenancyConfig says how the agent reaches monky-tenancy.
@@ -186,6 +215,10 @@ func DefaultConfig() Config {
 			HealthTimeout: Duration(5 * time.Minute),
 			KeepReleases:  3,
 		},
+		Holds: HoldsConfig{
+			Dir: "/var/lib/monky-deployd-hold",
+			Max: Duration(8 * time.Hour),
+		},
 	}
 }
 
@@ -198,6 +231,10 @@ func (c Config) StatePath() string { return filepath.Join(c.StateDir, "state.jso
 // KeepPath holds what of the state must survive a state.json that does not parse
 // (the replay ratchet, the failed shas, the latch): <state_dir>/state.keep.json.
 func (c Config) KeepPath() string { return filepath.Join(c.StateDir, "state.keep.json") }
+
+// PreparedDir keeps the verified bundle of a deferred apply, so that the switch does
+// not download it again: <deploy_dir>/prepared.
+func (c Config) PreparedDir() string { return filepath.Join(c.DeployDir, "prepared") }
 
 // LockPath is the run lock: <state_dir>/lock.
 func (c Config) LockPath() string { return filepath.Join(c.StateDir, "lock") }

@@ -198,6 +198,8 @@ func (p *cfgParser) value(n *yaml.Node, f reflect.Value, key string) {
 			return
 		}
 		f.SetInt(i)
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+		p.structs(n, f, key)
 	case f.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			p.fail(n.Line, key, "key %q: want a list of strings, got %s", key, nodeKind(n))
@@ -223,6 +225,31 @@ func (p *cfgParser) value(n *yaml.Node, f reflect.Value, key string) {
 		p.mapping(n, f, key+".")
 	default:
 		panic("deployd: config field of unsupported type " + f.Type().String())
+	}
+}
+
+// structs decodes the list n of mappings into the slice of structs f (windows); an
+// item's keys are named "<key>[<n>].<field>", n from 1.
+func (p *cfgParser) structs(n *yaml.Node, f reflect.Value, key string) {
+	if n.Kind != yaml.SequenceNode {
+		p.fail(n.Line, key, "key %q: want a list of mappings, got %s", key, nodeKind(n))
+		return
+	}
+	list := reflect.MakeSlice(f.Type(), 0, len(n.Content))
+	for i, item := range n.Content {
+		item = resolveAlias(item)
+		ik := fmt.Sprintf("%s[%d]", key, i+1)
+		if item.Kind != yaml.MappingNode {
+			p.fail(item.Line, ik, "key %q: want a mapping, got %s", ik, nodeKind(item))
+			continue
+		}
+		v := reflect.New(f.Type().Elem()).Elem()
+		p.lines[ik] = item.Line
+		p.mapping(item, v, ik+".")
+		list = reflect.Append(list, v)
+	}
+	if list.Len() > 0 {
+		f.Set(list)
 	}
 }
 

@@ -193,6 +193,15 @@ var configBadCases = []struct {
 		`config.yaml:6: key "trusted_keys": item 1: bundle: invalid key: this is a private key; give the public key (ed25519:<base64>, the .pub file of monky-deployd keygen)`},
 	{"trusted key twice", configBase + "trusted_keys:\n  - ed25519:iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w=\n  - \" ed25519:iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w=\"\n",
 		`config.yaml:6: key "trusted_keys": item 2: key 34750f98bd59fcfc is listed twice (item 1)`},
+	{"holds.max under a minute", configBase + "holds:\n  max: 30s\n", `config.yaml:7: key "holds.max": must be at least 1m0s, got 30s`},
+	{"relative holds.dir", configBase + "holds:\n  dir: hold\n", `config.yaml:7: key "holds.dir": want an absolute path, got "hold"`},
+	{"windows not a list", configBase + "windows: mon-fri\n", `config.yaml:6: key "windows": want a list of mappings, got a string`},
+	{"window not a mapping", configBase + "windows: [mon-fri]\n", `config.yaml:6: key "windows[1]": want a mapping, got a string`},
+	{"window unknown key", configBase + "windows:\n  - {days: daily, from: \"19:00\", to: \"07:00\", zone: UTC}\n", `config.yaml:7: unknown key "windows[1].zone"`},
+	{"window without to", configBase + "windows:\n  - days: daily\n    from: \"19:00\"\n", `config.yaml:7: key "windows[1]": days, from and to are required`},
+	{"window bad days", configBase + "windows:\n  - {days: weekdays, from: \"19:00\", to: \"07:00\"}\n", `config.yaml:7: key "windows[1]": days: "weekdays" is not a day or a range of days (mon, tue, wed, thu, fri, sat, sun)`},
+	{"window bad time", configBase + "windows:\n  - {days: daily, from: \"7pm\", to: \"07:00\"}\n", `config.yaml:7: key "windows[1]": from: want a time of day such as "19:00", got "7pm"`},
+	{"window bad tz", configBase + "windows:\n  - {days: daily, from: \"19:00\", to: \"07:00\", tz: Mars/Olympus}\n", `config.yaml:7: key "windows[1]": tz: "Mars/Olympus" is not a time zone this box knows (the tzdata package holds them)`},
 	{"all problems at once", "env_id: env-x\ntenancy:\n  transport: ziti\n  url: nope\nbao:\n  addr: https://b.monky.internal\ncompose:\n  keep_releases: 0\n",
 		"config.yaml:1: key \"env_id\": \"env-x\" does not match ^env-[a-z0-9]+-[0-9]{2}$\n" +
 			"config.yaml:3: key \"tenancy.transport\": want sdk, proxy or system, got \"ziti\"\n" +

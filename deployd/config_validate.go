@@ -46,6 +46,8 @@ func (c *Config) validate(file string, lines map[string]int) error {
 	v.bao(c.Bao)
 	v.compose(c.Compose)
 	v.trustedKeys(c.TrustedKeys)
+	v.holds(c.Holds)
+	v.windows(c.Windows)
 	return errors.Join(v.errs...)
 }
 

@@ -23,6 +23,9 @@ type LoopOptions struct {
 	Rand func(n int64) int64
 	// After waits d, as time.After. Nil: time.After. For tests.
 	After func(d time.Duration) <-chan time.Time
+	// Poll waits between two looks, during a pause, at the wall clock and the hold
+	// file (loopwake.go), as time.After. Nil: time.After of WakePoll. For tests.
+	Poll func() <-chan time.Time
 }
 
 // Loop runs ticks until ctx ends, for hosts without systemd (`run --loop`), and
@@ -55,11 +58,9 @@ func (a *Agent) Loop(ctx context.Context, opts LoopOptions) int {
 	failures := 0
 	for {
 		a.log.Debug("next tick", "in", wait.Round(time.Millisecond))
-		select {
-		case <-ctx.Done():
+		if a.pause(ctx, wait, opts) {
 			a.log.Info("stopping the loop on a signal")
 			return ExitOK
-		case <-opts.After(wait):
 		}
 		code := opts.Tick(ctx)
 		if code == ExitEnvMismatch {

@@ -87,7 +87,10 @@ func (t *tick) run(ctx context.Context) error {
 	}
 	t.out.Action = string(inst.Action)
 	t.out.NextCheckin = inst.NextCheckin
-	return answerWith(ctx, inst, doing{t})
+	t.settleDeferral(inst)
+	err = answerWith(ctx, inst, doing{t})
+	t.tidyKept() // a kept bundle whose sha is live and healthy is used up
+	return err
 }
 
 // doing is a tick's answer: it does what tenancy asked and ends with the report.

@@ -357,6 +357,15 @@ type State struct {
 	// otherwise. A successful apply of a later run clears it (the run that rebuilt
 	// it keeps it, converge or not, so that status tells it).
 	Rebuilt *Rebuilt `json:"rebuilt,omitempty"`
+	// Deferral is the apply the box prepared and did not switch to (a hold, a window;
+	// defer.go); nil while nothing waits.
+	Deferral *Deferral `json:"deferral,omitempty"`
+	// Kept is the verified bundle a deferral kept for the switch; nil: none.
+	Kept *KeptBundle `json:"kept,omitempty"`
+	// Unreached is when the first of the check-ins in a row that could not reach
+	// tenancy (a temporary failure: offline, 5xx, a timeout) failed; zero once one is
+	// answered. With LastCheckin, status says since when tenancy was not reached.
+	Unreached time.Time `json:"unreached,omitzero"`
 }
 
 // RunFailure is a run (a tick or a bootstrap) that ended with a non-zero exit code.

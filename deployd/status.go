@@ -117,6 +117,12 @@ type Status struct {
 	// FailedSHAs are the shas that failed on the box, newest first (equal times by
 	// sha).
 	FailedSHAs []StatusFailed `json:"failed_shas"`
+	// Deferred is the apply the box prepared and did not switch to (a hold, a
+	// window); null while nothing waits. The headline says it.
+	Deferred *Deferral `json:"deferred"`
+	// Offline says since when tenancy was not reached; null while check-ins are
+	// answered.
+	Offline *StatusOffline `json:"offline"`
 }
 
 // StatusProblem is one reason a Status is not ok.
@@ -409,6 +415,8 @@ func (v *Status) fill(cfg Config, st State, tok StatusToken, now time.Time) {
 	if r := st.Rebuilt; r != nil {
 		v.Rebuilt = &Rebuilt{At: r.At.UTC(), Why: r.Why, Kept: r.Kept}
 	}
+	v.Deferred = statusDeferral(st.Deferral)
+	v.Offline = offlineOf(st)
 	// Newest first, so that the failure an operator is looking for comes first; equal
 	// times by sha, so that two runs print the same.
 	shas := slices.SortedFunc(maps.Keys(st.Failed), func(x, y string) int {
@@ -551,7 +559,10 @@ func (v *Status) problemStep(code codes.Code, level Verdict, what, step string) 
 // headline is the verdict in a sentence, for the first line of Text.
 func (v *Status) headline() string {
 	if len(v.Problems) > 0 {
-		return strings.ToUpper(string(v.Verdict)) + ": " + v.Problems[0].Problem
+		return strings.ToUpper(string(v.Verdict)) + ": " + v.Problems[0].Problem + offlineHeadline(v.Offline) + deferredHeadline(v.Deferred, "; ")
+	}
+	if v.Deferred != nil {
+		return "OK: " + servingPhrase(v.Live) + deferredHeadline(v.Deferred, "; ")
 	}
 	if v.Live == nil {
 		return "OK: nothing is live; the last run ended 0"

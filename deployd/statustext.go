@@ -55,10 +55,14 @@ func (v Status) liveText(w *textLines) {
 	}
 }
 
-// historyText is what the box did last: check-in, report, restore, reclaim, run,
-// the condition, the last failure and a rebuilt state.
+// historyText is what the box did last: check-in (and since when tenancy has not
+// been reached), report, restore, reclaim, run, the condition, the last failure and
+// a rebuilt state.
 func (v Status) historyText(w *textLines) {
 	w.p("last check-in", timeOrNever(v.LastCheckin))
+	if o := v.Offline; o != nil {
+		w.p("tenancy", offlineLine(*o))
+	}
 	if r := v.LastReport; r != nil {
 		w.p("last result", strings.TrimSpace(r.Result+" "+string(r.Code)))
 		if r.Detail != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
@@ -34,6 +35,7 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		Host:          tenancy.Host{Hostname: a.opts.Hostname, DockerVersion: a.dockerVersion(ctx, st), FreeMB: free},
 		Live:          liveForTenancy(st.Live),
 		Condition:     checkinCondition(st.Condition),
+		Deferred:      a.deferredForCheckin(st, a.now()),
 	}
 	inst, err := a.tenancy.Checkin(ctx, req)
 	if errors.Is(err, tenancy.ErrInvalidArgument) && req.Live != nil {
@@ -45,8 +47,11 @@ func (a *Agent) checkin(ctx context.Context, st *State) (tenancy.Instruction, er
 		inst, err = a.tenancy.Checkin(ctx, req)
 	}
 	if err != nil {
-		return inst, a.tenancyFailure(st, "check-in", err)
+		err = a.tenancyFailure(st, "check-in", err)
+		noteUnreached(st, err, a.now())
+		return inst, err
 	}
+	st.Unreached = time.Time{}
 	st.LastCheckin = a.now()
 	st.LastAction = string(inst.Action)
 	st.NextCheckin = inst.NextCheckin

@@ -30,6 +30,9 @@ type Outcome struct {
 	// Restore is what became of the box after an apply that failed after promote
 	// (RestoreHealthy, RestoreUnhealthy, RestoreFailed, RestoreNone); "" otherwise.
 	Restore string `json:"restore,omitempty"`
+	// Deferred is why the tick deferred its apply (DeferHold, DeferWindow): prepared,
+	// not switched, nothing reported, exit 0; "" when it did not.
+	Deferred string `json:"deferred,omitempty"`
 	// Leased is true when the tick took a deploy lease.
 	Leased bool `json:"leased"`
 	// NextCheckin is the interval tenancy asked for.

@@ -56,7 +56,7 @@ chmod 0755 "$root/usr/bin/monky-deployd"
 install -d -m 0755 "$root/lib/systemd/system" "$root/etc/monky-deployd" \
 	"$root/usr/share/doc/monky-deployd" "$root/var/lib"
 install -m 0644 "$here/systemd/monky-deployd.service" "$here/systemd/monky-deployd.timer" \
-	"$here/systemd/monky-deployd-loop.service" "$root/lib/systemd/system/"
+	"$here/systemd/monky-deployd-loop.service" "$here/systemd/monky-deployd-hold.path" "$root/lib/systemd/system/"
 install -m 0644 "$here/config.yaml.example" "$root/etc/monky-deployd/config.yaml.example"
 chmod 0750 "$root/etc/monky-deployd"
 install -d -m 0700 "$root/var/lib/monky-deployd"

@@ -134,6 +134,7 @@ expect usr/bin/monky-deployd "regular file" 755
 expect lib/systemd/system/monky-deployd.service "regular file" 644
 expect lib/systemd/system/monky-deployd.timer "regular file" 644
 expect lib/systemd/system/monky-deployd-loop.service "regular file" 644
+expect lib/systemd/system/monky-deployd-hold.path "regular file" 644
 bins=$(cd "$pkgroot" && find usr/bin -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')
 [ "$bins" = "usr/bin/monky-deployd " ] || fail "the .deb's /usr/bin must hold monky-deployd alone, holds: $bins"
 ok "one binary: /usr/bin/monky-deployd"
@@ -146,10 +147,10 @@ for s in postinst prerm postrm; do expect "DEBIAN/$s" "regular file" 755; done
 [ ! -e "$pkgroot/etc/monky-deployd/config.yaml" ] || fail "the .deb must not ship a real config"
 [ ! -e "$pkgroot/etc/monky-deployd/bootstrap.jwt" ] || fail "the .deb must not ship a grant"
 ok "no config.yaml, no grant shipped"
-for u in monky-deployd.service monky-deployd.timer monky-deployd-loop.service; do
+for u in monky-deployd.service monky-deployd.timer monky-deployd-loop.service monky-deployd-hold.path; do
 	cmp -s "packaging/systemd/$u" "$pkgroot/lib/systemd/system/$u" || fail "$u differs from packaging/systemd"
 done
-ok "the three units are those of packaging/systemd"
+ok "the four units are those of packaging/systemd"
 [ "$(cat "$pkgroot/DEBIAN/conffiles")" = /etc/monky-deployd/config.yaml.example ] || fail "conffiles must list the example config only"
 ok "conffiles"
 [ "$(dpkg-deb -f "$deb" Package)" = monky-deployd ] || fail "Package field"
@@ -175,10 +176,17 @@ mroot=$work/mroot
 fakebin=$work/fakebin
 calls=$work/systemd-calls
 mkdir -p "$mroot/run/systemd/system" "$fakebin"
-for c in systemctl deb-systemd-invoke; do
+for c in systemctl deb-systemd-invoke chgrp; do
 	printf '#!/bin/sh\necho "%s $*" >>"%s"\nexit 0\n' "$c" "$calls" >"$fakebin/$c"
 	chmod 0755 "$fakebin/$c"
 done
+# groupadd as a recorder that adds the group to the scratch root's /etc/group (its
+# --prefix), as the real one would.
+# shellcheck disable=SC2016 # $1 and $2 are the fake's own arguments
+printf '#!/bin/sh\necho "groupadd $*" >>"%s"\n[ "$1" = --prefix ] && echo "monky-hold:x:4242:" >>"$2/etc/group"\nexit 0\n' "$calls" >"$fakebin/groupadd"
+chmod 0755 "$fakebin/groupadd"
+mkdir -p "$mroot/etc"
+: >"$mroot/etc/group"
 # fake_helper CASES: deb-systemd-helper as a recorder that answers its queries as the
 # real one would on the box described by CASES (sh case arms on "$*"); anything else
 # exits 0. The default box is a first install: no unit is debian-installed yet, and
@@ -197,6 +205,16 @@ for d in etc/monky-deployd:750 var/lib/monky-deployd:700 var/lib/monky-deployd/d
 	[ "$(stat -c '%a' "$mroot/${d%%:*}")" = "${d##*:}" ] || fail "postinst: /${d%%:*} is not mode ${d##*:}"
 done
 ok "postinst configure: /etc/monky-deployd 0750, /var/lib/monky-deployd 0700, its docker/ 0700, /srv/monky 0755"
+called "groupadd --prefix $mroot --system monky-hold"
+called "chgrp 4242 $mroot/var/lib/monky-deployd-hold"
+[ "$(stat -c '%a' "$mroot/var/lib/monky-deployd-hold")" = 2770 ] || fail "postinst: /var/lib/monky-deployd-hold is not mode 2770"
+: >"$calls"
+maint postinst configure
+if grep -q '^groupadd' "$calls"; then
+	cat "$calls"
+	fail "postinst added group monky-hold a second time"
+fi
+ok "postinst configure: group monky-hold (once), /var/lib/monky-deployd-hold 2770 root:monky-hold"
 called "deb-systemd-helper enable monky-deployd.timer"
 called "deb-systemd-helper update-state monky-deployd-loop.service"
 called "systemctl --system daemon-reload"
@@ -241,7 +259,7 @@ ok "postinst on an sdk box: the loop service kept enabled, the disabled timer le
 fake_helper "$first_install"
 : >"$calls"
 maint prerm remove
-called "deb-systemd-invoke stop monky-deployd.timer monky-deployd.service monky-deployd-loop.service"
+called "deb-systemd-invoke stop monky-deployd.timer monky-deployd-hold.path monky-deployd.service monky-deployd-loop.service"
 maint postrm remove
 called "deb-systemd-helper mask monky-deployd.timer"
 called "deb-systemd-helper mask monky-deployd-loop.service"
@@ -252,7 +270,7 @@ touch "$mroot/etc/systemd/system/monky-deployd.service.d/deploy-dir.conf" "$mroo
 maint postrm purge
 called "deb-systemd-helper purge monky-deployd.timer"
 called "deb-systemd-helper purge monky-deployd-loop.service"
-for gone in etc/monky-deployd var/lib/monky-deployd etc/systemd/system/monky-deployd.service.d etc/systemd/system/monky-deployd-loop.service.d; do
+for gone in etc/monky-deployd var/lib/monky-deployd var/lib/monky-deployd-hold etc/systemd/system/monky-deployd.service.d etc/systemd/system/monky-deployd-loop.service.d; do
 	[ ! -e "$mroot/$gone" ] || fail "postrm purge left /$gone"
 done
 [ -d "$mroot/srv/monky/releases/x" ] || fail "postrm purge touched the deploy dir"
@@ -267,7 +285,7 @@ ok "lintian: no errors or warnings beyond the documented overrides"
 step "systemd-analyze verify"
 # verify needs ExecStart's binary at its path and the standard targets: check in a
 # scratch root holding a copy of this machine's units, ours and the packaged binary.
-units=(monky-deployd.service monky-deployd.timer monky-deployd-loop.service)
+units=(monky-deployd.service monky-deployd.timer monky-deployd-loop.service monky-deployd-hold.path)
 unitroot=$work/unitroot
 mkdir -p "$unitroot/lib/systemd/system" "$unitroot/usr/bin"
 cp -a /lib/systemd/system/. "$unitroot/lib/systemd/system/"

@@ -257,7 +257,7 @@ func TestOperationsConfigKeys(t *testing.T) {
 	rows := map[string]string{} // key -> default column
 	row := regexp.MustCompile("(?m)^\\| `([a-z_.]+)` \\| ([^|]*) \\|")
 	for _, m := range row.FindAllStringSubmatch(ops, -1) {
-		if strings.Contains(m[1], "_") || strings.Contains(m[1], ".") || m[1] == "tenancy" {
+		if strings.Contains(m[1], "_") || strings.Contains(m[1], ".") || m[1] == "tenancy" || m[1] == "windows" {
 			rows[m[1]] = strings.TrimSpace(m[2])
 		}
 	}
@@ -273,7 +273,11 @@ func TestOperationsConfigKeys(t *testing.T) {
 				want[key] = "`[]`"
 			case f.Type() == reflect.TypeFor[deployd.Duration]():
 				d := time.Duration(f.Int())
-				want[key] = "`" + strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "m0") + "`"
+				short := strings.TrimSuffix(d.String(), "0s") // 5m0s → 5m, 8h0m0s → 8h0m
+				if strings.HasSuffix(short, "h0m") {
+					short = strings.TrimSuffix(short, "0m") // 8h0m → 8h
+				}
+				want[key] = "`" + strings.TrimSuffix(short, "m0") + "`"
 				if d%time.Minute != 0 {
 					want[key] = "`" + d.String() + "`"
 				}

@@ -28,6 +28,10 @@ STATE_DIR=/var/lib/monky-deployd
 TIMER=monky-deployd.timer
 LOOP=monky-deployd-loop.service
 SERVICES=(monky-deployd.service "$LOOP")
+# Holds (docs/OPERATIONS.md, "Holds and windows"): root and the members of this group
+# write the hold file, in a directory of its own.
+HOLD_GROUP=monky-hold
+HOLD_DIR=/var/lib/monky-deployd-hold
 
 usage() {
 	cat <<USAGE
@@ -66,6 +70,7 @@ Config (written to $CONFIG_DIR/config.yaml; kept if it exists unless --force-con
 Grant and service:
   --grant FILE           the bootstrap deploy grant; '-' reads it from standard input
   --no-start             enable the unit ($LOOP or $TIMER) but do not start it now
+  --hold-user USER       add USER to group $HOLD_GROUP: they may hold the box (repeat for several)
   --root DIR             install into the scratch root DIR (needs --deb or --skip-package; no systemctl)
   --dry-run              print what would change, change nothing
   -h, --help             this text
@@ -104,6 +109,7 @@ trusted_key_files=() # per item: the .pub of --trusted-key-file, "" for --truste
 force_config=0
 grant=""
 no_start=0
+hold_users=()
 root=""
 dry_run=0
 
@@ -138,6 +144,7 @@ while [ $# -gt 0 ]; do
 	--trusted-key) need_arg "$@"; trusted_keys+=("$2"); trusted_key_files+=(""); shift 2 ;;
 	--trusted-key-file) need_arg "$@"; trusted_keys+=(""); trusted_key_files+=("$2"); shift 2 ;;
 	--force-config) force_config=1; shift ;;
+	--hold-user) need_arg "$@"; hold_users+=("$2"); shift 2 ;;
 	--grant) need_arg "$@"; grant=$2; shift 2 ;;
 	--no-start) no_start=1; shift ;;
 	--root) need_arg "$@"; root=$2; shift 2 ;;
@@ -292,6 +299,33 @@ ensure_dir() {
 	say "directory $1 (mode $mode)"
 }
 
+# ensure_hold: the hold group, its directory (2770 root:monky-hold) and the members
+# --hold-user names, as postinst does. In a scratch root (--root) only the directory:
+# the group is the box's.
+ensure_hold() {
+	if [ -z "$root" ] && ! getent group "$HOLD_GROUP" >/dev/null; then
+		changed=1
+		run groupadd --system "$HOLD_GROUP"
+	fi
+	ensure_dir "$HOLD_DIR" 2770
+	if [ -z "$root" ] && [ "$dry_run" = 0 ] && [ "$(stat -c '%G' "$HOLD_DIR")" != "$HOLD_GROUP" ]; then
+		changed=1
+		chgrp "$HOLD_GROUP" "$HOLD_DIR"
+		chmod 2770 "$HOLD_DIR"
+		say "directory $HOLD_DIR: group $HOLD_GROUP"
+	fi
+	local u
+	for u in "${hold_users[@]}"; do
+		[ -z "$root" ] || die "--hold-user needs the box itself, not --root"
+		if id -nG "$u" 2>/dev/null | tr ' ' '\n' | grep -qx "$HOLD_GROUP"; then
+			continue
+		fi
+		changed=1
+		run usermod -aG "$HOLD_GROUP" "$u"
+		say "user $u may hold the box (group $HOLD_GROUP, from their next login)"
+	done
+}
+
 # put_file PATH MODE SRC: replace PATH with the content of SRC atomically (temp file
 # in the same directory with the final mode from the start, fsync, rename), unless it
 # already has that content and mode. LABEL names it in messages; content is never printed.
@@ -386,6 +420,7 @@ ensure_dir "$CONFIG_DIR" 0750
 ensure_dir "$STATE_DIR" 0700
 ensure_dir "$STATE_DIR/docker" 0700
 ensure_dir "$deploy_dir" 0755
+ensure_hold
 
 # --- 3. the config --------------------------------------------------------------------
 

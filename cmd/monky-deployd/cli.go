@@ -34,6 +34,8 @@ const usage = `usage:
   monky-deployd plan [--config PATH] [--json]
                      what an apply would change: exit 0 nothing, 2 changes, 1 refused
   monky-deployd bootstrap [--config PATH] [--grant PATH] [--force]
+  monky-deployd hold [--config PATH] [--for D --reason TEXT | --clear]
+                     hold the box (no switch to a new release) for D, clear it, or show it
   monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
                        [--live-serial N] [--rollback] [--key PUBKEY]… [--sig FILE] BUNDLE
   monky-deployd pack --out BUNDLE [--json] DIR
@@ -92,6 +94,8 @@ func (c *cli) command(ctx context.Context, name string, args []string) int {
 		return c.plan(ctx, args)
 	case "bootstrap":
 		return c.bootstrap(ctx, args)
+	case "hold":
+		return c.hold(args)
 	case "verify":
 		return c.verify(ctx, args)
 	case "pack":
@@ -300,6 +304,9 @@ func (c *cli) tick(ctx context.Context, a *deployd.Agent, metricsFile string) in
 	code := deployd.ExitCode(err)
 	attrs := []any{"action", out.Action, "result", out.Result, "code", out.Code, "sha", out.SHA, "serial", out.Serial,
 		"leased", out.Leased, "duration", out.Duration.Round(time.Millisecond), "exit", code}
+	if out.Deferred != "" {
+		attrs = append(attrs, "deferred", out.Deferred) // prepared, not switched: a hold or a window
+	}
 	switch code {
 	case deployd.ExitOK:
 		c.log.Info("tick done", attrs...)

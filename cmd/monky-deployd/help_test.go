@@ -63,7 +63,7 @@ func switchCommands(t *testing.T) []string {
 // same commands; the package doc lists them with usage's very lines.
 func TestUsageListsEveryCommand(t *testing.T) {
 	listed := usageCommands()
-	assert.Equal(t, []string{"run", "status", "plan", "bootstrap", "verify", "pack", "sign", "keygen", "version", "help"}, listed)
+	assert.Equal(t, []string{"run", "status", "plan", "bootstrap", "hold", "verify", "pack", "sign", "keygen", "version", "help"}, listed)
 	run := switchCommands(t)
 	slices.Sort(run)
 	assert.Equal(t, slices.Sorted(slices.Values(listed)), run, "the commands Main runs are those usage lists")

@@ -5,6 +5,8 @@
 //	monky-deployd plan [--config PATH] [--json]
 //	                   what an apply would change: exit 0 nothing, 2 changes, 1 refused
 //	monky-deployd bootstrap [--config PATH] [--grant PATH] [--force]
+//	monky-deployd hold [--config PATH] [--for D --reason TEXT | --clear]
+//	                   hold the box (no switch to a new release) for D, clear it, or show it
 //	monky-deployd verify --env ENV [--sha SHA] [--json] [--allow-privileged SVC,…]
 //	                     [--live-serial N] [--rollback] [--key PUBKEY]… [--sig FILE] BUNDLE
 //	monky-deployd pack --out BUNDLE [--json] DIR
@@ -26,6 +28,11 @@
 // not a bundle at all included (its --json is still {"sha":"","refusals":[…],"warnings":[]}); a
 // bundle file that cannot be opened is a usage error, 2. A result of verify, status or
 // version that cannot be written to stdout (a closed pipe) exits 1, never a silent 0.
+// hold is for the person at the box (root or a member of group monky-hold): --for D
+// --reason TEXT sets a hold (cut to holds.max) and prints one line, until when and what
+// waits; --clear clears it; alone it shows it. While held, an apply is prepared but not
+// switched (docs/OPERATIONS.md, "Holds and windows").
+//
 // run --loop (deployd.Agent.Loop) ends with 0 on SIGTERM or SIGINT, with 78 on
 // AGENT_ENV_MISMATCH; its first tick starts within a tenth of --interval, and after a 75
 // it waits --interval, doubled after each further 75 up to 15 minutes (±10% jitter).

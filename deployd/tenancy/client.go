@@ -213,6 +213,9 @@ type Checkin struct {
 	// Condition is what has kept the box from doing its job over its last runs; nil
 	// when its last run ended 0 (then the check-in carries no condition object).
 	Condition *Condition
+	// Deferred is the apply the box prepared and did not switch to (a hold, a window);
+	// nil while nothing waits (then the check-in carries no deferred object).
+	Deferred *Deferred
 }
 
 // Live is the health of the box's live release, read from docker just before the
@@ -281,6 +284,9 @@ type Instruction struct {
 	Rollback bool
 	// NextCheckin is the interval tenancy asks for (next_checkin_s); 0 if not given.
 	NextCheckin time.Duration
+	// OverrideHold (override_hold, with apply) asks the box to apply although a
+	// person at the box set a hold; it does not open a closed apply window.
+	OverrideHold bool
 }
 
 // Lease is a deploy lease: the grant to log into OpenBao with, and where.
@@ -338,6 +344,7 @@ type checkinBody struct {
 	Host          Host           `json:"host"`
 	Live          *liveWire      `json:"live,omitempty"`
 	Condition     *conditionWire `json:"condition,omitempty"`
+	Deferred      *deferredWire  `json:"deferred,omitempty"`
 }
 
 // liveWire is Live as it travels: healthy and services only when docker answered.
@@ -353,7 +360,7 @@ func newCheckinBody(req Checkin) checkinBody {
 	b := checkinBody{
 		EnvID: req.EnvID, AgentVersion: req.AgentVersion, CurrentSHA: req.CurrentSHA,
 		CurrentSerial: req.CurrentSerial, LastResult: req.LastResult, LastCode: req.LastCode,
-		Host: req.Host, Condition: req.Condition.wire(),
+		Host: req.Host, Condition: req.Condition.wire(), Deferred: req.Deferred.wire(),
 	}
 	if l := req.Live; l != nil {
 		b.Live = &liveWire{ObservedAt: l.ObservedAt.UTC().Format(time.RFC3339Nano), Reason: boundReason(l.Reason)}
@@ -453,6 +460,9 @@ func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) 
 		return Instruction{}, err
 	}
 	if err := validCondition(req.Condition); err != nil {
+		return Instruction{}, err
+	}
+	if err := validDeferred(req.Deferred); err != nil {
 		return Instruction{}, err
 	}
 	body := newCheckinBody(req)

@@ -23,6 +23,7 @@ type checkinWire struct {
 	Retry        *bool   `json:"retry"`
 	Rollback     *bool   `json:"rollback"`
 	NextCheckinS *int64  `json:"next_checkin_s"`
+	OverrideHold *bool   `json:"override_hold"`
 }
 
 // maxNextCheckin bounds next_checkin_s: a day, more is a server bug.
@@ -56,6 +57,7 @@ func decodeInstruction(data []byte) (Instruction, error) {
 		ins.SHA, ins.Serial = *w.SHA, *w.Serial
 		ins.Retry = w.Retry != nil && *w.Retry
 		ins.Rollback = w.Rollback != nil && *w.Rollback
+		ins.OverrideHold = w.OverrideHold != nil && *w.OverrideHold
 	case ActionDown:
 		ins.Purge = w.Purge != nil && *w.Purge
 	case ActionNone:

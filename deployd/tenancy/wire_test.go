@@ -37,6 +37,7 @@ func TestDecodeInstruction(t *testing.T) {
 		wantErr string // substring naming the field; "" for success
 	}{
 		{"apply.json", Instruction{Action: ActionApply, SHA: sha64, Serial: 17, Retry: true, NextCheckin: time.Minute}, ""},
+		{"apply_override_hold.json", Instruction{Action: ActionApply, SHA: sha64, Serial: 17, OverrideHold: true, NextCheckin: time.Minute}, ""},
 		{"apply_extra_field.json", Instruction{Action: ActionApply, SHA: sha64, Serial: 1, NextCheckin: 30 * time.Second}, ""},
 		{"none.json", Instruction{Action: ActionNone, NextCheckin: time.Minute}, ""},
 		{"none_no_interval.json", Instruction{Action: ActionNone}, ""},

@@ -49,6 +49,9 @@ func ExampleFormat() {
 	// monky_deployd_condition_since_timestamp_seconds 0
 	// monky_deployd_condition_runs 0
 	// monky_deployd_next_attempt_timestamp_seconds 0
+	// monky_deployd_deferred{why=""} 0
+	// monky_deployd_deferred_until_timestamp_seconds 0
+	// monky_deployd_tenancy_unreached_since_timestamp_seconds 0
 }
 
 func ExampleWrite() {

@@ -29,19 +29,19 @@ func TestFormatLive(t *testing.T) {
 		values   map[string]float64
 		services map[string][2]float64 // service → healthy, restarts
 	}{
-		{name: "nothing live", live: nil, families: 17},
+		{name: "nothing live", live: nil, families: 20},
 		{
-			name: "docker could not be asked", families: 19,
+			name: "docker could not be asked", families: 22,
 			live:   &metrics.Live{Known: false, ObservedAt: time.Unix(1796031001, 0)},
 			values: map[string]float64{"monky_deployd_live_known": 0, "monky_deployd_live_observed_timestamp_seconds": 1796031001},
 		},
 		{
-			name: "one service unhealthy and restarting", families: 22, live: liveSample().Live,
+			name: "one service unhealthy and restarting", families: 25, live: liveSample().Live,
 			values:   map[string]float64{"monky_deployd_live_known": 1, "monky_deployd_live_healthy": 0},
 			services: map[string][2]float64{"api": {0, 7}, "web": {1, 0}},
 		},
 		{
-			name: "healthy", families: 22,
+			name: "healthy", families: 25,
 			live:     &metrics.Live{Known: true, Healthy: true, Services: []metrics.Service{{Name: "db", Healthy: true, Restarts: 1}}},
 			values:   map[string]float64{"monky_deployd_live_healthy": 1},
 			services: map[string][2]float64{"db": {1, 1}},

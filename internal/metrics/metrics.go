@@ -94,6 +94,12 @@ type Snapshot struct {
 	// Condition is the streak of runs that did not end 0 (deployd.Condition); nil
 	// when the last run ended 0.
 	Condition *Condition
+	// Deferred is the apply the box prepared and did not switch to; nil when nothing
+	// waits.
+	Deferred *Deferral
+	// TenancyUnreached is when the first of the check-ins in a row that did not reach
+	// tenancy failed; zero while check-ins are answered.
+	TenancyUnreached time.Time
 }
 
 // Condition is the box's condition in a Snapshot.
@@ -192,6 +198,8 @@ func (s Snapshot) validate() error {
 		return &FieldError{Field: "Condition.Code", Reason: "must be a stable code of [A-Z0-9_]"}
 	case s.Condition != nil && (s.Condition.Exit < 0 || s.Condition.Exit > 255 || s.Condition.Runs < 0):
 		return &FieldError{Field: "Condition.Exit", Reason: "must be in 0..255, with Runs not negative"}
+	case !validDeferral(s.Deferred):
+		return &FieldError{Field: "Deferred.Why", Reason: `must be "hold" or "window"`}
 	}
 	return nil
 }
@@ -240,6 +248,7 @@ func Format(s Snapshot) ([]byte, error) {
 	gauge("status", "The status verdict after the last tick (ok, warning, critical, unknown); the value is `monky-deployd status`'s exit code: 0, 1, 2, 3.",
 		labelSet("verdict", s.Verdict), strconv.Itoa(s.VerdictExit))
 	formatCondition(gauge, s.Condition)
+	formatDeferral(gauge, s.Deferred, s.TenancyUnreached)
 	if l := s.Live; l != nil {
 		formatLive(&b, l)
 	}
@@ -403,6 +412,12 @@ func FromStatus(v deployd.Status, now time.Time, tick time.Duration, exit int) S
 			snap.Condition.NextAttempt = *c.NextAttempt
 		}
 	}
+	if d := v.Deferred; d != nil {
+		snap.Deferred = &Deferral{Why: d.Why, Until: d.Until}
+	}
+	if o := v.Offline; o != nil {
+		snap.TenancyUnreached = o.FailingSince
+	}
 	if l := v.Live; l != nil {
 		snap.LiveSHA, snap.LiveSerial = l.SHA, l.Serial
 		if h := l.Health; h != nil {
@@ -413,4 +428,33 @@ func FromStatus(v deployd.Status, now time.Time, tick time.Duration, exit int) S
 		}
 	}
 	return snap
+}
+
+// Deferral is an apply the box prepared and did not switch to (deployd.Deferral), in
+// a Snapshot.
+type Deferral struct {
+	// Why is "hold" or "window".
+	Why string
+	// Until is when the box switches by itself at the latest: the hold's end or the
+	// next opening of a window; zero when not known.
+	Until time.Time
+}
+
+// validDeferral reports whether d is nil or names a known why.
+func validDeferral(d *Deferral) bool { return d == nil || d.Why == "hold" || d.Why == "window" }
+
+// formatDeferral writes the deferral and since when tenancy was not reached: always
+// present (why "" and zeros when none), so that an alert has a series to read.
+func formatDeferral(gauge func(name, help, labels, value string), d *Deferral, unreached time.Time) {
+	var dd Deferral
+	held := "0"
+	if d != nil {
+		dd, held = *d, "1"
+	}
+	gauge("deferred", "1 while an apply waits, prepared and not switched, for a hold set at the box or an apply window (why); 0 with an empty why otherwise.",
+		labelSet("why", dd.Why), held)
+	gauge("deferred_until_timestamp_seconds", "Unix time when the box switches by itself at the latest (the hold's end, the next window opening); 0 when nothing waits or it is not known.",
+		"", unixSeconds(dd.Until))
+	gauge("tenancy_unreached_since_timestamp_seconds", "Unix time when the first of the check-ins in a row that did not reach tenancy failed; 0 while check-ins are answered.",
+		"", unixSeconds(unreached))
 }

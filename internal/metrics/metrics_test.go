@@ -183,6 +183,22 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 			labels: map[string]map[string]string{"monky_deployd_condition": {"code": "", "exit": ""}},
 		},
 		{
+			name: "an apply deferred by a hold, tenancy not reached for an hour",
+			snap: metrics.Snapshot{EnvID: "env-dev-01", Deferred: &metrics.Deferral{Why: "hold", Until: time.Unix(1796034600, 0)},
+				TenancyUnreached: time.Unix(1796027400, 0)},
+			values: map[string]float64{
+				"monky_deployd_deferred": 1, "monky_deployd_deferred_until_timestamp_seconds": 1796034600,
+				"monky_deployd_tenancy_unreached_since_timestamp_seconds": 1796027400,
+			},
+			labels: map[string]map[string]string{"monky_deployd_deferred": {"why": "hold"}},
+		},
+		{
+			name:   "nothing deferred: the series are there, at zero",
+			snap:   metrics.Snapshot{EnvID: "env-dev-01"},
+			values: map[string]float64{"monky_deployd_deferred": 0, "monky_deployd_deferred_until_timestamp_seconds": 0, "monky_deployd_tenancy_unreached_since_timestamp_seconds": 0},
+			labels: map[string]map[string]string{"monky_deployd_deferred": {"why": ""}},
+		},
+		{
 			name: "applied, temporary failure on a later tick",
 			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "applied", ExitCode: 75, LiveSerial: 4},
 			values: map[string]float64{
@@ -199,7 +215,7 @@ func TestFormatParsesAndCarriesTheValues(t *testing.T) {
 			data, err := metrics.Format(tt.snap)
 			require.NoError(t, err)
 			families := parse(t, data)
-			assert.Len(t, families, 17)
+			assert.Len(t, families, 20)
 			for name := range families {
 				assert.True(t, strings.HasPrefix(name, "monky_deployd_"), name)
 			}
@@ -246,6 +262,7 @@ func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {
 		{"restore secret", func(s *metrics.Snapshot) { s.LastRestore = planted }, "LastRestore"},
 		{"exit code high", func(s *metrics.Snapshot) { s.ExitCode = 256 }, "ExitCode"},
 		{"exit code negative", func(s *metrics.Snapshot) { s.ExitCode = -1 }, "ExitCode"},
+		{"deferred why", func(s *metrics.Snapshot) { s.Deferred = &metrics.Deferral{Why: planted} }, "Deferred.Why"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

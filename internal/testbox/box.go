@@ -147,6 +147,10 @@ func New(tb testing.TB, o Options) *Box {
 	c.Compose.Docker = docker
 	c.Compose.HealthTimeout = deployd.Duration(3 * time.Second)
 	c.Compose.KeepReleases = 2
+	c.Holds.Dir = filepath.Join(b.Dir, "hold")
+	if err := os.MkdirAll(c.Holds.Dir, 0o770); err != nil {
+		tb.Fatalf("testbox: hold dir: %v", err)
+	}
 	b.Cfg = c
 	b.Configure(o.Config)
 	if b.Stack != nil {

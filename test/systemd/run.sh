@@ -504,7 +504,7 @@ sc_idle_tick() {
 	# After the apply the box is steady: when tenancy answers none, a tick only checks
 	# in: exit 0, no lease, no report.
 	local desired
-	desired=$(jq -nc --arg sha "$(cat "$work/sha")" '{action: "apply", sha: $sha, serial: 1}')
+	desired=$(jq -nc --arg sha "$(cat "$work/sha")" '{action: "apply", sha: $sha}')
 	admin PUT "/envs/$ENV_ID/desired" -d '{"action":"none"}' >/dev/null
 	# shellcheck disable=SC2064 # $desired is expanded now, on purpose
 	trap "admin PUT /envs/$ENV_ID/desired -d '$desired' >/dev/null" EXIT
@@ -520,6 +520,62 @@ sc_idle_tick() {
 	[ "$(reports)" = "$n" ] || fail "an idle tick reported"
 	[ "$(admin GET "/envs/$ENV_ID/leases" | jq length)" = "$l" ] || fail "an idle tick leased"
 	ok "a steady box's idle tick (check-in answered none): exit 0, no lease, no report"
+}
+
+# --- scenario: a hold set and cleared by a member of group monky-hold -------------------------
+sc_hold() {
+	local gid_line
+	gid_line=$(box getent group monky-hold) || fail "the package did not create group monky-hold"
+	[ "$(box stat -c '%a %U:%G' /var/lib/monky-deployd-hold)" = "2770 root:monky-hold" ] ||
+		fail "hold dir: $(box stat -c '%a %U:%G' /var/lib/monky-deployd-hold)"
+	box bash -c 'id alice >/dev/null 2>&1 || useradd -m -G monky-hold alice; id bob >/dev/null 2>&1 || useradd -m bob'
+	ok "group monky-hold ($gid_line), /var/lib/monky-deployd-hold 2770 root:monky-hold; alice is a member, bob is not"
+	# bob may not hold the box.
+	if box runuser -u bob -- monky-deployd hold --for 1h --reason nope >"$work/hold-bob.out" 2>&1; then
+		fail "a user outside monky-hold set a hold"
+	fi
+	grep -q 'members of group monky-hold' "$work/hold-bob.out" || fail "bob's refusal: $(cat "$work/hold-bob.out")"
+	# alice holds it: the config is root's (0640), her hold uses the default holds.dir.
+	box runuser -u alice -- monky-deployd hold --for 2h --reason "demo at 3" >"$work/hold-alice.out" 2>&1 ||
+		fail "alice could not hold the box: $(cat "$work/hold-alice.out")"
+	grep -q '^held until ' "$work/hold-alice.out" || fail "hold said: $(cat "$work/hold-alice.out")"
+	[ "$(box stat -c '%U' /var/lib/monky-deployd-hold/hold.json)" = alice ] || fail "the hold file is not alice's"
+	ok "alice: $(cat "$work/hold-alice.out")"
+	# A new release is published: the ticks under the hold prepare it, take no lease,
+	# report nothing, exit 0, and the check-ins carry the deferral.
+	jq '.serial = 2 | .vars.LOG_LEVEL = "debug"' "$work/bundle/manifest.json" >"$work/bundle2-manifest.json"
+	mkdir -p "$work/bundle2"
+	cp "$work/bundle/compose.yaml" "$work/bundle2/"
+	cp "$work/bundle2-manifest.json" "$work/bundle2/manifest.json"
+	tar -C "$work/bundle2" -cf "$work/bundle2.tar" manifest.json compose.yaml
+	local sha2 n l
+	sha2=$(admin POST "/envs/$ENV_ID/bundles" --data-binary "@$work/bundle2.tar" | jq -r .sha)
+	n=$(reports)
+	l=$(admin GET "/envs/$ENV_ID/leases" | jq length)
+	local i
+	for i in 1 2; do
+		box systemctl start $UNIT || fail "deferred tick $i: $(box journalctl -u $UNIT -n 20 --no-pager)"
+		[ "$(unit_prop $UNIT ExecMainStatus)" = 0 ] || fail "deferred tick $i exited $(unit_prop $UNIT ExecMainStatus)"
+	done
+	[ "$(reports)" = "$n" ] || fail "a deferred tick reported"
+	[ "$(admin GET "/envs/$ENV_ID/leases" | jq length)" = "$l" ] || fail "a deferred tick leased"
+	local d
+	d=$(admin GET "/envs/$ENV_ID/deferred") || fail "the check-in carries no deferral"
+	[ "$(echo "$d" | jq -r '"\(.why) \(.owner) \(.sha) \(.prepared)"')" = "hold alice $sha2 true" ] || fail "deferred: $d"
+	local st
+	st=$(box monky-deployd status || true)
+	echo "$st" | head -n1 | grep -q "DEFERRED: ${sha2:0:12}" || fail "status: $(echo "$st" | head -n1)"
+	ok "under the hold: two ticks exit 0, no lease, no report; the check-in carries $(echo "$d" | jq -c '{why, owner, reason, prepared}'); status says DEFERRED on its first line"
+	# alice clears it: the path unit starts a tick at once, which applies with one lease.
+	box systemctl start monky-deployd-hold.path
+	box runuser -u alice -- monky-deployd hold --clear >"$work/hold-clear.out" 2>&1 || fail "alice could not clear: $(cat "$work/hold-clear.out")"
+	local r
+	r=$(admin GET "/envs/$ENV_ID/reports/$((n + 1))?timeout=60s") || fail "no report within 60s of hold --clear"
+	[ "$(echo "$r" | jq -r '"\(.result) \(.sha)"')" = "applied $sha2" ] || fail "report after the clear: $r"
+	[ "$(admin GET "/envs/$ENV_ID/leases" | jq length)" = "$((l + 1))" ] || fail "the switch did not take one lease"
+	box systemctl stop monky-deployd-hold.path
+	echo "$sha2" >"$work/sha"
+	ok "alice cleared the hold: monky-deployd-hold.path started a tick that applied $sha2 with one lease"
 }
 
 # --- scenario: exit 75 is success -------------------------------------------------------
@@ -885,6 +941,7 @@ scenario "install.sh: apt + systemctl path, custom deploy dir, idempotent" sc_in
 scenario "no compose v2: COMPOSE_MISSING, exit 1, no check-in" sc_no_compose
 scenario "timer: a tick applies the bundle on the engine (sandbox)" sc_timer_apply needed
 scenario "idle tick: check-in answered none, exit 0, no lease, no report" sc_idle_tick
+scenario "hold: a member of monky-hold holds and clears; prepared, not queued" sc_hold
 scenario "exit 75: success for the unit, warning in the journal" sc_exit75
 scenario "exit 78: unit failed, timer keeps running, latch" sc_exit78
 scenario "loop: install.sh --transport sdk enables it, not the timer; exit 1 restarted" sc_loop_install

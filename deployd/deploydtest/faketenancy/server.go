@@ -64,6 +64,9 @@ type Desired struct {
 	Retry bool `json:"retry,omitempty"`
 	// Rollback goes with apply: allow a lower serial.
 	Rollback bool `json:"rollback,omitempty"`
+	// OverrideHold goes with apply: apply although a person at the box set a hold
+	// (override_hold; it does not open a closed window).
+	OverrideHold bool `json:"override_hold,omitempty"`
 }
 
 // Faults are misbehaviours on demand. The zero Faults is a well-behaved server.
@@ -124,6 +127,9 @@ type CheckinRequest struct {
 	// Condition is the check-in's condition object; nil when it carried none (the
 	// box's last run ended 0).
 	Condition *Condition `json:"condition,omitempty"`
+	// Deferred is the check-in's deferred object; nil when it carried none (nothing
+	// waits on the box).
+	Deferred *Deferred `json:"deferred,omitempty"`
 	// UserAgent is the request's User-Agent header.
 	UserAgent string `json:"user_agent"`
 	// Time is when the check-in arrived.
@@ -397,6 +403,7 @@ func (s *Server) Checkins(envID string) []CheckinRequest {
 	for i := range out {
 		out[i].Live = out[i].Live.clone()
 		out[i].Condition = out[i].Condition.clone()
+		out[i].Deferred = out[i].Deferred.clone()
 	}
 	return out
 }
@@ -598,6 +605,7 @@ type checkinWire struct {
 	CheckinRequest
 	Live      json.RawMessage `json:"live"`
 	Condition json.RawMessage `json:"condition"`
+	Deferred  json.RawMessage `json:"deferred"`
 }
 
 func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
@@ -625,6 +633,10 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
 		return
 	}
+	if req.Deferred, err = parseDeferred(body.Deferred); err != nil {
+		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
+		return
+	}
 	req.UserAgent = r.Header.Get("User-Agent")
 	req.Time = s.opts.Now()
 	s.mu.Lock()
@@ -637,6 +649,7 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 	switch d.Action {
 	case "apply":
 		resp.Action, resp.SHA, resp.Serial, resp.Retry, resp.Rollback = "apply", d.SHA, d.Serial, d.Retry, d.Rollback
+		resp.OverrideHold = d.OverrideHold
 	case "down":
 		resp.Action, resp.Purge = "down", d.Purge
 	}
@@ -652,6 +665,7 @@ type checkinResponse struct {
 	Retry        bool   `json:"retry"`
 	Rollback     bool   `json:"rollback"`
 	NextCheckinS int64  `json:"next_checkin_s"`
+	OverrideHold bool   `json:"override_hold,omitempty"`
 }
 
 // envBundle answers what the bundle and the signature calls refuse alike: 400 for a

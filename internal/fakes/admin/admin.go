@@ -82,6 +82,7 @@ func New(t *faketenancy.Server, b *fakebao.Server, logger *slog.Logger) *API {
 	a.mux.HandleFunc("GET /envs/{env}/checkins", a.checkins)
 	a.mux.HandleFunc("GET /envs/{env}/live", a.live)
 	a.mux.HandleFunc("GET /envs/{env}/condition", a.condition)
+	a.mux.HandleFunc("GET /envs/{env}/deferred", a.deferred)
 	a.mux.HandleFunc("GET /envs/{env}/leases", a.leases)
 	a.mux.HandleFunc("GET /requests", a.requests)
 	a.mux.HandleFunc("GET /faults", a.getFaults)
@@ -228,6 +229,18 @@ func (a *API) condition(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusOK, c)
+}
+
+// deferred answers the deferred object of env's latest check-in: the apply the box
+// prepared and did not switch to.
+func (a *API) deferred(w http.ResponseWriter, r *http.Request) {
+	env := r.PathValue("env")
+	d, ok := a.tenancy.LastDeferred(env)
+	if !ok {
+		fail(w, http.StatusNotFound, "the latest check-in of "+env+" carries no deferred object (nothing waits on the box, or no check-in yet)")
+		return
+	}
+	reply(w, http.StatusOK, d)
 }
 
 func (a *API) leases(w http.ResponseWriter, r *http.Request) {

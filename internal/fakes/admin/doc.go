@@ -4,7 +4,7 @@
 //
 //	POST   /envs/{env}/bundles            body: bundle bytes → {"sha","serial"}; desired = apply
 //	PUT    /envs/{env}/bundles/{sha}/signature  body: signature file → 204 (404: sha not published for env)
-//	PUT    /envs/{env}/desired            {"action","sha","serial","purge","retry","rollback"} → 204
+//	PUT    /envs/{env}/desired            {"action","sha","serial","purge","retry","rollback","override_hold"} → 204
 //	POST   /envs/{env}/grants             → {"grant"}: a bootstrap grant (supersedes older ones)
 //	POST   /envs/{env}/tokens             → {"token"}: a live OpenBao token of env (login with a fresh grant)
 //	DELETE /envs/{env}/tokens             → 204: every token of env revoked
@@ -14,6 +14,7 @@
 //	GET    /envs/{env}/reports/{n}        → the n-th report, waiting up to ?timeout= (default 30s; 504 after)
 //	GET    /envs/{env}/checkins           → [check-in, …], each with its "live" object if it carried one
 //	GET    /envs/{env}/live               → the latest check-in's live object; 404 when it carried none
+//	GET    /envs/{env}/deferred           → the latest check-in's deferred object; 404 when it carried none
 //	GET    /envs/{env}/leases             → [lease, …]
 //	GET    /requests                      → [{"service","method","path","env_id","status","time"}, …]
 //	GET    /faults, PUT /faults           the Faults document below (PUT replaces all of it)

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
+	"github.com/monky/monky-deployd/internal/hold"
+	"github.com/monky/monky-deployd/internal/testbox"
+)
+
+// TestHoldCommand: hold --for sets a hold of the caller (cut to holds.max) and says
+// until when and what waits in one line; hold shows it; hold --clear clears it.
+func TestHoldCommand(t *testing.T) {
+	b := newBox(t, boxOpts{})
+	b.Configure(func(c *deployd.Config) { c.Holds.Max = deployd.Duration(3 * time.Hour) })
+
+	r := runMain(t, nil, "hold", "--config", b.CfgPath)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	assert.Equal(t, "no hold; waiting: nothing yet (the next check-in tells whether a release is published)\n", r.Stdout)
+
+	before := time.Now().Truncate(time.Second)
+	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--for", "2h", "--reason", "demo at 3")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	assert.Regexp(t, regexp.MustCompile(`^held until \d{4}-\d\d-\d\d \d\d:\d\d \S+; waiting: nothing yet`), r.Stdout)
+	assert.Equal(t, 1, strings.Count(r.Stdout, "\n"), "one line back")
+	h, err := hold.Read(b.Cfg.Holds.Dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.Getuid(), h.UID)
+	assert.Equal(t, "demo at 3", h.Reason)
+	assert.WithinDuration(t, before.Add(2*time.Hour), h.Until, 2*time.Second)
+
+	r = runMain(t, nil, "hold", "--config", b.CfgPath)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	assert.Contains(t, r.Stdout, "by "+h.Owner+": demo at 3")
+
+	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--for", "20h", "--reason", "all day")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	assert.Contains(t, r.Stdout, "(cut to holds.max, 3h0m0s)")
+	h, err = hold.Read(b.Cfg.Holds.Dir)
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Hour, h.Until.Sub(h.SetAt), "a hold longer than holds.max is cut to it")
+
+	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--clear")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	assert.True(t, strings.HasPrefix(r.Stdout, "hold cleared;"), r.Stdout)
+	_, err = hold.Read(b.Cfg.Holds.Dir)
+	assert.ErrorIs(t, err, hold.ErrNone)
+
+	require.NoError(t, os.Symlink("/etc/shadow", hold.Path(b.Cfg.Holds.Dir)))
+	r = runMain(t, nil, "hold", "--config", b.CfgPath)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	assert.Contains(t, r.Stdout, "the hold file is refused and the agent ignores it (it is a symlink")
+	assert.NotContains(t, r.Stdout, "root:")
+	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--clear")
+	require.Equal(t, 0, r.Code, r.Stderr)
+	_, err = os.Lstat(hold.Path(b.Cfg.Holds.Dir))
+	assert.ErrorIs(t, err, os.ErrNotExist, "--clear removes the link, not its target")
+	_, err = os.Stat("/etc/shadow")
+	if err == nil {
+		assert.FileExists(t, "/etc/shadow")
+	}
+}
+
+func TestHoldCommandErrors(t *testing.T) {
+	b := newBox(t, boxOpts{})
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no reason", []string{"--for", "1h"}, exitUsage, "--for needs --reason"},
+		{"reason alone", []string{"--reason", "x"}, exitUsage, "--reason needs --for"},
+		{"negative", []string{"--for", "-1h", "--reason", "x"}, exitUsage, "--for must be positive"},
+		{"clear and set", []string{"--clear", "--for", "1h", "--reason", "x"}, exitUsage, "--clear takes neither"},
+		{"long reason", []string{"--for", "1h", "--reason", strings.Repeat("x", 201)}, exitUsage, "longer than 200 bytes"},
+		{"an argument", []string{"now"}, exitUsage, "expected 0 argument(s)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runMain(t, nil, append([]string{"hold", "--config", b.CfgPath}, tt.args...)...)
+			assert.Equal(t, tt.code, r.Code)
+			assert.Contains(t, r.Stderr, tt.want)
+			assert.Empty(t, r.Stdout)
+		})
+	}
+	t.Run("no hold directory", func(t *testing.T) {
+		p := b.WriteConfig("nodir.yaml", func(c *deployd.Config) { c.Holds.Dir = filepath.Join(b.Dir, "missing") })
+		r := runMain(t, nil, "hold", "--config", p, "--for", "1h", "--reason", "x")
+		assert.Equal(t, deployd.ExitFailed, r.Code)
+		assert.Contains(t, r.Stderr, "the hold directory does not exist")
+	})
+}
+
+// TestBinaryHold drives the shipped binary against the shipped fakes: a hold defers
+// a published bundle, downloaded, verified and pulled but with no lease; the
+// check-ins during it carry the deferral and status says it on its first line;
+// hold --clear lets the next tick apply with one lease and no second download; the
+// console's override applies under a hold; a hostile hold file is refused and the
+// agent keeps working.
+func TestBinaryHold(t *testing.T) {
+	testbox.SkipIfShort(t)
+	b := newBox(t, boxOpts{})
+	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	res := b.tick()
+	require.Equal(t, 0, res.Code, res.Stderr)
+	require.Equal(t, first, b.Live())
+
+	res = b.run([]string{"hold", "--config", b.CfgPath, "--for", "20h", "--reason", "demo at 3"})
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stdout, "(cut to holds.max, 8h0m0s)")
+
+	bn := faketenancy.SampleApp(b.Env, 2)
+	bn.Files["compose.yaml"] = strings.Replace(bn.Files["compose.yaml"], "nginx:1.27", "nginx:1.28", 1)
+	sha := b.Publish(bn)
+	downloads, pulls := b.TenancyCalls("/v1/agent/bundles/"), len(b.DockerCalls("pull"))
+	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
+	for range 2 {
+		res = b.tick("--metrics-file", metricsPath)
+		require.Equal(t, 0, res.Code, "a deferral is not a failure: exit 0\n%s", res.Stderr)
+		assert.Contains(t, res.Stderr, "apply deferred")
+		assert.Contains(t, res.Stderr, "deferred=hold", "the tick's line says it deferred")
+	}
+	assert.Equal(t, 1, b.Leases(), "no lease while deferred")
+	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), 1, "a deferral is not reported")
+	assert.Equal(t, downloads+1, b.TenancyCalls("/v1/agent/bundles/"), "downloaded once")
+	assert.Greater(t, len(b.DockerCalls("pull")), pulls, "pulled")
+	assert.Equal(t, first, b.Live())
+	d, ok := b.Stack.Tenancy.LastDeferred(b.Env)
+	require.True(t, ok, "the check-in carries the deferral")
+	assert.Equal(t, faketenancy.Deferred{Why: "hold", Owner: d.Owner, Reason: "demo at 3", Until: d.Until, SHA: sha, Serial: 2, Since: d.Since, Prepared: true}, d)
+	assert.NotEmpty(t, d.Owner)
+	assert.Equal(t, `{why="hold"}`, labelsOf(t, metricsPath, "monky_deployd_deferred"))
+	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_deferred"])
+
+	st := b.run([]string{"status", "--config", b.CfgPath})
+	firstLine, _, _ := strings.Cut(st.Stdout, "\n")
+	assert.Contains(t, firstLine, "DEFERRED: "+sha[:12]+" (serial 2) waits for the hold of "+d.Owner)
+	show := b.run([]string{"hold", "--config", b.CfgPath})
+	assert.Contains(t, show.Stdout, "waiting: "+sha[:12]+" (serial 2)")
+
+	res = b.run([]string{"hold", "--config", b.CfgPath, "--clear"})
+	require.Equal(t, 0, res.Code, res.Stderr)
+	res = b.tick()
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, 2, b.Leases(), "one lease for the switch")
+	assert.Equal(t, downloads+1, b.TenancyCalls("/v1/agent/bundles/"), "no second download")
+	assert.Equal(t, "applied", b.LastReport().Result)
+
+	// The console overrides a hold.
+	res = b.run([]string{"hold", "--config", b.CfgPath, "--for", "1h", "--reason", "again"})
+	require.Equal(t, 0, res.Code, res.Stderr)
+	third := b.Publish(faketenancy.SampleApp(b.Env, 3))
+	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: third, OverrideHold: true})
+	res = b.tick()
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Equal(t, third, b.Live())
+
+	// A hostile hold file is refused; the agent keeps working.
+	require.NoError(t, hold.Clear(b.Cfg.Holds.Dir))
+	require.NoError(t, os.Symlink("/etc/shadow", hold.Path(b.Cfg.Holds.Dir)))
+	fourth := b.Publish(faketenancy.SampleApp(b.Env, 4))
+	res = b.tick()
+	require.Equal(t, 0, res.Code, res.Stderr)
+	assert.Contains(t, res.Stderr, "the hold file is refused and ignored")
+	assert.Equal(t, fourth, b.Live())
+}

@@ -1,0 +1,100 @@
+package faketenancy
+
+import (
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+)
+
+// Deferred is the deferred object of a check-in (docs/PROTOCOL.md, "The deferred
+// object"): an apply the box prepared and did not switch to.
+type Deferred struct {
+	// Why is "hold" or "window".
+	Why string `json:"why"`
+	// Owner and Reason are the hold's ("" for a window).
+	Owner  string `json:"owner,omitzero"`
+	Reason string `json:"reason,omitzero"`
+	// Until is when the box switches by itself at the latest; zero when not sent.
+	Until time.Time `json:"until,omitzero"`
+	// SHA and Serial are what waits.
+	SHA    string `json:"sha"`
+	Serial int64  `json:"serial"`
+	// Since is when the box first deferred it.
+	Since time.Time `json:"since"`
+	// Prepared is true once the box verified, kept and pulled the bundle.
+	Prepared bool `json:"prepared"`
+}
+
+// deferredWire is a deferred object as it arrives; the fake checks it with its own
+// code.
+type deferredWire struct {
+	Why      *string `json:"why"`
+	Owner    string  `json:"owner"`
+	Reason   string  `json:"reason"`
+	Until    string  `json:"until"`
+	SHA      *string `json:"sha"`
+	Serial   *int64  `json:"serial"`
+	Since    *string `json:"since"`
+	Prepared bool    `json:"prepared"`
+}
+
+// maxDeferredText bounds owner and reason, as the protocol does.
+const maxDeferredText = 200
+
+// parseDeferred decodes a check-in's deferred object: strict about the fields it
+// knows, tolerant of fields it does not. Absent or null is nil.
+func parseDeferred(raw json.RawMessage) (*Deferred, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var w deferredWire
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, &fieldError{"deferred", "must be an object of the documented fields"}
+	}
+	switch {
+	case w.Why == nil || (*w.Why != "hold" && *w.Why != "window"):
+		return nil, &fieldError{"deferred.why", "must be hold or window"}
+	case w.SHA == nil || !shaRe.MatchString(*w.SHA):
+		return nil, &fieldError{"deferred.sha", "must be 64 lowercase hex"}
+	case w.Serial == nil || *w.Serial < 1:
+		return nil, &fieldError{"deferred.serial", "must be at least 1"}
+	case len(w.Owner) > maxDeferredText || !utf8.ValidString(w.Owner):
+		return nil, &fieldError{"deferred.owner", "must be UTF-8 of at most 200 bytes"}
+	case len(w.Reason) > maxDeferredText || !utf8.ValidString(w.Reason):
+		return nil, &fieldError{"deferred.reason", "must be UTF-8 of at most 200 bytes"}
+	case w.Since == nil:
+		return nil, &fieldError{"deferred.since", "is required"}
+	}
+	d := &Deferred{Why: *w.Why, Owner: w.Owner, Reason: w.Reason, SHA: *w.SHA, Serial: *w.Serial, Prepared: w.Prepared}
+	var err error
+	if d.Since, err = time.Parse(time.RFC3339, *w.Since); err != nil {
+		return nil, &fieldError{"deferred.since", "must be an RFC 3339 time"}
+	}
+	if w.Until != "" {
+		if d.Until, err = time.Parse(time.RFC3339, w.Until); err != nil {
+			return nil, &fieldError{"deferred.until", "must be an RFC 3339 time"}
+		}
+	}
+	return d, nil
+}
+
+// clone returns a copy of d, so that what the server stores is never shared.
+func (d *Deferred) clone() *Deferred {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	return &c
+}
+
+// LastDeferred returns the deferred object of envID's latest check-in. It is false
+// when there was no check-in or the latest carried none: nothing waits on the box.
+func (s *Server) LastDeferred(envID string) (Deferred, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.env(envID).checkins
+	if len(cs) == 0 || cs[len(cs)-1].Deferred == nil {
+		return Deferred{}, false
+	}
+	return *cs[len(cs)-1].Deferred, true
+}

@@ -1,0 +1,88 @@
+package tenancy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/monky/monky-deployd/deployd/ids"
+)
+
+// MaxDeferredText bounds the deferred object's owner and reason, in bytes.
+const MaxDeferredText = 200
+
+// Deferred is an apply the box prepared and did not switch to, as the check-in
+// carries it: an additive part of the check-in (docs/PROTOCOL.md, "The deferred
+// object") that a tenancy which does not know it ignores. The check-in carries none
+// while nothing waits.
+type Deferred struct {
+	// Why is "hold" (a person at the box set a hold) or "window" (outside the box's
+	// apply windows).
+	Why string
+	// Owner and Reason are the hold's: who set it and why ("" for a window). Reason
+	// must already be redacted by the caller; both are sent as valid UTF-8 within
+	// MaxDeferredText bytes.
+	Owner, Reason string
+	// Until is when the box switches by itself at the latest: the hold's end, or the
+	// window's next opening; zero when not known.
+	Until time.Time
+	// SHA and Serial are what waits (required).
+	SHA    string
+	Serial int64
+	// Since is when the box first deferred it (required).
+	Since time.Time
+	// Prepared is true once the bundle was downloaded, verified, kept and its images
+	// pulled.
+	Prepared bool
+}
+
+// deferredWire is Deferred as it travels.
+type deferredWire struct {
+	Why      string `json:"why"`
+	Owner    string `json:"owner,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Until    string `json:"until,omitempty"`
+	SHA      string `json:"sha"`
+	Serial   int64  `json:"serial"`
+	Since    string `json:"since"`
+	Prepared bool   `json:"prepared"`
+}
+
+// wire is d as it travels; nil for nil.
+func (d *Deferred) wire() *deferredWire {
+	if d == nil {
+		return nil
+	}
+	w := &deferredWire{Why: d.Why, Owner: boundText(d.Owner), Reason: boundText(d.Reason), SHA: d.SHA,
+		Serial: d.Serial, Since: wireTime(d.Since), Prepared: d.Prepared}
+	if !d.Until.IsZero() {
+		w.Until = wireTime(d.Until)
+	}
+	return w
+}
+
+// boundText is s as valid UTF-8 within MaxDeferredText bytes.
+func boundText(s string) string {
+	return cutUTF8(strings.ToValidUTF8(s, "\uFFFD"), MaxDeferredText)
+}
+
+// validDeferred refuses, naming the field, a deferred object the agent must not send.
+func validDeferred(d *Deferred) error {
+	if d == nil {
+		return nil
+	}
+	bad := func(what string) error {
+		return fmt.Errorf("tenancy: checkin: deferred.%s: %w", what, ErrInvalidArgument)
+	}
+	switch {
+	case d.Why != "hold" && d.Why != "window":
+		return bad("why must be hold or window")
+	case !ids.ValidSHA(d.SHA):
+		return bad("sha is not 64 lowercase hex")
+	case d.Serial < 1:
+		return bad("serial must be at least 1")
+	case d.Since.IsZero():
+		return bad("since is required")
+	}
+	return nil
+}
