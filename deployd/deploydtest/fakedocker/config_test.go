@@ -50,3 +50,19 @@ func TestPlayConfig(t *testing.T) {
 	_, err = readConfig(filepath.Join(dir, "bad.json"))
 	assert.Error(t, err)
 }
+
+// TestReadCallsSkipsALineBeingWritten: a reader that comes while a call is being
+// appended (or after a kill cut one short) sees the complete lines only; a broken
+// complete line is an error that names the file and the line.
+func TestReadCallsSkipsALineBeingWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "docker.log")
+	require.NoError(t, os.WriteFile(path, []byte(`{"argv":["version"]}`+"\n"+`{"argv":["compose","up`), 0o644))
+	calls, err := readCalls(path)
+	require.NoError(t, err)
+	require.Len(t, calls, 1)
+	assert.Equal(t, []string{"version"}, calls[0].Argv)
+
+	require.NoError(t, os.WriteFile(path, []byte(`{"argv":["version"]}`+"\n"+`{"argv":`+"\n"), 0o644))
+	_, err = readCalls(path)
+	require.ErrorContains(t, err, "docker.log line 2")
+}

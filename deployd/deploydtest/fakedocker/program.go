@@ -1,6 +1,7 @@
 package fakedocker
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -105,7 +106,8 @@ func play(cfg config, args []string, env []string, stdout, stderr io.Writer) int
 }
 
 // readCalls reads the record written to a FAKE_DOCKER_LOG file. A missing file is no
-// calls.
+// calls. A last line without its newline is a call being written (or one a kill cut
+// short) and is not read yet.
 func readCalls(path string) ([]Call, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -114,6 +116,7 @@ func readCalls(path string) ([]Call, error) {
 	if err != nil {
 		return nil, err
 	}
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
 	var calls []Call
 	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 		if line == "" {
