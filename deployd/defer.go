@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -31,36 +30,6 @@ const (
 	// DeferWindow: the time is outside the config's apply windows.
 	DeferWindow = "window"
 )
-
-// Deferral is an apply the box prepared and did not switch to, kept in state.json
-// while it waits; status shows it on its first line, and the check-in carries it.
-type Deferral struct {
-	// Why is DeferHold or DeferWindow.
-	Why string `json:"why"`
-	// Owner and Reason are the hold's (DeferHold).
-	Owner  string `json:"owner,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Until is when the box switches by itself at the latest: the hold's end (capped
-	// by holds.max), or the next opening of a window.
-	Until time.Time `json:"until,omitzero"`
-	// SHA and Serial are what waits.
-	SHA    string `json:"sha"`
-	Serial int64  `json:"serial"`
-	// Since is when the box first deferred this sha.
-	Since time.Time `json:"since"`
-	// Prepared is true once the bundle was verified, kept and its images pulled.
-	Prepared bool `json:"prepared"`
-}
-
-// KeptBundle is the verified bundle a deferral kept under Config.PreparedDir: the
-// switch reads it (after checking its digest) instead of downloading it again.
-type KeptBundle struct {
-	SHA string `json:"sha"`
-	// Digest is the hex sha256 of the file's bytes when it was kept.
-	Digest string `json:"digest"`
-	// Size is the file's size in bytes.
-	Size int64 `json:"size"`
-}
 
 // deferCause is why an apply waits now; nil when it does not.
 type deferCause struct {
@@ -308,54 +277,4 @@ func (a *Agent) deferredForCheckin(st *State, now time.Time) *tenancy.Deferred {
 	}
 	return &tenancy.Deferred{Why: d.Why, Owner: d.Owner, Reason: d.Reason, Until: d.Until, SHA: d.SHA,
 		Serial: d.Serial, Since: d.Since, Prepared: d.Prepared}
-}
-
-// statusDeferral is d as Status shows it (times in UTC); nil for nil.
-func statusDeferral(d *Deferral) *Deferral {
-	if d == nil {
-		return nil
-	}
-	c := *d
-	c.Since = c.Since.UTC()
-	if !c.Until.IsZero() {
-		c.Until = c.Until.UTC()
-	}
-	return &c
-}
-
-// deferredHeadline is what status's first line says of d after sep, e.g. "; DEFERRED:
-// 1f2e3d4c5b6a (serial 4) waits for the hold of alice until 2026-12-04T15:00:00Z
-// (demo at 3), prepared"; "" for nil.
-func deferredHeadline(d *Deferral, sep string) string {
-	if d == nil {
-		return ""
-	}
-	s := fmt.Sprintf("%sDEFERRED: %s (serial %d) waits", sep, release.Short(d.SHA), d.Serial)
-	switch d.Why {
-	case DeferHold:
-		s += " for the hold of " + d.Owner
-		if !d.Until.IsZero() {
-			s += " until " + d.Until.UTC().Format(time.RFC3339)
-		}
-		if d.Reason != "" {
-			s += " (" + d.Reason + ")"
-		}
-	default:
-		s += " for an apply window"
-		if !d.Until.IsZero() {
-			s += ", the next opens " + d.Until.UTC().Format(time.RFC3339)
-		}
-	}
-	if d.Prepared {
-		s += "; prepared (verified, kept, images pulled), no lease taken"
-	}
-	return s
-}
-
-// servingPhrase is what the box serves, for a headline.
-func servingPhrase(l *StatusLive) string {
-	if l == nil {
-		return "nothing is live"
-	}
-	return fmt.Sprintf("serving %s (serial %d)", release.Short(l.SHA), l.Serial)
 }

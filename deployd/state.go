@@ -473,3 +473,41 @@ const dockerVersionTTL = time.Hour
 func dockerVersionFresh(s *State, now time.Time) bool {
 	return !s.DockerVersionAt.IsZero() && now.Sub(s.DockerVersionAt) < dockerVersionTTL && now.After(s.DockerVersionAt)
 }
+
+// Deferral is an apply the box prepared and did not switch to, kept in state.json
+// while it waits; status shows it on its first line, and the check-in carries it.
+type Deferral struct {
+	// Why is DeferHold or DeferWindow.
+	Why string `json:"why"`
+	// Owner and Reason are the hold's (DeferHold).
+	Owner  string `json:"owner,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Until is when the box switches by itself at the latest: the hold's end (capped
+	// by holds.max), or the next opening of a window.
+	Until time.Time `json:"until,omitzero"`
+	// SHA and Serial are what waits.
+	SHA    string `json:"sha"`
+	Serial int64  `json:"serial"`
+	// Since is when the box first deferred this sha.
+	Since time.Time `json:"since"`
+	// Prepared is true once the bundle was verified, kept and its images pulled.
+	Prepared bool `json:"prepared"`
+}
+
+// KeptBundle is the verified bundle a deferral kept under Config.PreparedDir: the
+// switch reads it (after checking its digest) instead of downloading it again.
+type KeptBundle struct {
+	SHA string `json:"sha"`
+	// Digest is the hex sha256 of the file's bytes when it was kept.
+	Digest string `json:"digest"`
+	// Size is the file's size in bytes.
+	Size int64 `json:"size"`
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

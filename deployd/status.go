@@ -598,14 +598,6 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-func timeOrNil(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // serviceLine is one service of the live health.
 func serviceLine(s StatusService) string {
 	line := s.State
@@ -616,4 +608,54 @@ func serviceLine(s StatusService) string {
 		line += fmt.Sprintf(", exit code %d", s.ExitCode)
 	}
 	return line + fmt.Sprintf(", %d restarts", s.Restarts)
+}
+
+// statusDeferral is d as Status shows it (times in UTC); nil for nil.
+func statusDeferral(d *Deferral) *Deferral {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Since = c.Since.UTC()
+	if !c.Until.IsZero() {
+		c.Until = c.Until.UTC()
+	}
+	return &c
+}
+
+// deferredHeadline is what status's first line says of d after sep, e.g. "; DEFERRED:
+// 1f2e3d4c5b6a (serial 4) waits for the hold of alice until 2026-12-04T15:00:00Z
+// (demo at 3), prepared"; "" for nil.
+func deferredHeadline(d *Deferral, sep string) string {
+	if d == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%sDEFERRED: %s (serial %d) waits", sep, release.Short(d.SHA), d.Serial)
+	switch d.Why {
+	case DeferHold:
+		s += " for the hold of " + d.Owner
+		if !d.Until.IsZero() {
+			s += " until " + d.Until.UTC().Format(time.RFC3339)
+		}
+		if d.Reason != "" {
+			s += " (" + d.Reason + ")"
+		}
+	default:
+		s += " for an apply window"
+		if !d.Until.IsZero() {
+			s += ", the next opens " + d.Until.UTC().Format(time.RFC3339)
+		}
+	}
+	if d.Prepared {
+		s += "; prepared (verified, kept, images pulled), no lease taken"
+	}
+	return s
+}
+
+// servingPhrase is what the box serves, for a headline.
+func servingPhrase(l *StatusLive) string {
+	if l == nil {
+		return "nothing is live"
+	}
+	return fmt.Sprintf("serving %s (serial %d)", release.Short(l.SHA), l.Serial)
 }
