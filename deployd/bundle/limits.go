@@ -52,28 +52,21 @@ const (
 
 // withDefaults returns l with every zero or negative field set to its default.
 func (l Limits) withDefaults() Limits {
-	if l.MaxEntries <= 0 {
-		l.MaxEntries = DefaultMaxEntries
-	}
-	if l.MaxFileSize <= 0 {
-		l.MaxFileSize = DefaultMaxFileSize
-	}
-	if l.MaxTotalSize <= 0 {
-		l.MaxTotalSize = DefaultMaxTotalSize
-	}
-	if l.MaxManifestSize <= 0 {
-		l.MaxManifestSize = DefaultMaxManifestSize
-	}
-	if l.MaxComposeFileSize <= 0 {
-		l.MaxComposeFileSize = DefaultMaxComposeFileSize
-	}
-	if l.MaxBufferSize <= 0 {
-		l.MaxBufferSize = DefaultMaxBufferSize
-	}
-	if l.MaxHeaderSize <= 0 {
-		l.MaxHeaderSize = DefaultMaxHeaderSize
-	}
+	orDefault(&l.MaxEntries, DefaultMaxEntries)
+	orDefault(&l.MaxFileSize, DefaultMaxFileSize)
+	orDefault(&l.MaxTotalSize, DefaultMaxTotalSize)
+	orDefault(&l.MaxManifestSize, DefaultMaxManifestSize)
+	orDefault(&l.MaxComposeFileSize, DefaultMaxComposeFileSize)
+	orDefault(&l.MaxBufferSize, DefaultMaxBufferSize)
+	orDefault(&l.MaxHeaderSize, DefaultMaxHeaderSize)
 	return l
+}
+
+// orDefault sets *v to def when it is zero or negative.
+func orDefault[T int | int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // streamCap bounds the decompressed bytes read from the stream: file data, at most
