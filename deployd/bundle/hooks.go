@@ -115,22 +115,15 @@ func checkHooksKeys(dec *json.Decoder) error {
 // walkArray reads an array (or null) and calls each for every element, with the
 // decoder positioned at it.
 func walkArray(dec *json.Decoder, field string, each func(i int) error) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("field %q: %s", field, describeJSONError(err))
-	}
-	if tok == nil {
-		return nil
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return fmt.Errorf("field %q must be an array", field)
+	if open, err := openValue(dec, field, '[', "an array"); !open || err != nil {
+		return err
 	}
 	for i := 0; dec.More(); i++ {
 		if err := each(i); err != nil {
 			return err
 		}
 	}
-	_, err = dec.Token() // ']'
+	_, err := dec.Token() // ']'
 	return err
 }
 

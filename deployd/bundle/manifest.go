@@ -257,15 +257,8 @@ func checkSecretRefKeys(dec *json.Decoder, field string) error {
 // walkObject reads an object (or null) and calls each for every key, with the
 // decoder positioned at the key's value. Duplicate keys are refused.
 func walkObject(dec *json.Decoder, field string, each func(key string) error) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("field %q: %s", field, describeJSONError(err))
-	}
-	if tok == nil {
-		return nil
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return fmt.Errorf("field %q must be an object", field)
+	if open, err := openValue(dec, field, '{', "an object"); !open || err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for dec.More() {
@@ -281,8 +274,25 @@ func walkObject(dec *json.Decoder, field string, each func(key string) error) er
 			return err
 		}
 	}
-	_, err = dec.Token() // '}'
+	_, err := dec.Token() // '}'
 	return err
+}
+
+// openValue reads the token that opens field's value (walkArray, walkObject): false
+// for null, an error for anything but the delimiter open, which makes the value
+// what ("an array", "an object").
+func openValue(dec *json.Decoder, field string, open json.Delim, what string) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, fmt.Errorf("field %q: %s", field, describeJSONError(err))
+	}
+	if tok == nil {
+		return false, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != open {
+		return false, fmt.Errorf("field %q must be %s", field, what)
+	}
+	return true, nil
 }
 
 func objectKey(dec *json.Decoder) (string, error) {

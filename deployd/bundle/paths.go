@@ -9,16 +9,27 @@ import (
 	"github.com/monky/monky-deployd/internal/envfile"
 )
 
+// checkLength returns why the path p is empty or longer than limit bytes (checkPath,
+// checkSecretPath), "" when it is neither.
+func checkLength(p string, limit int) string {
+	switch {
+	case p == "":
+		return "path is empty"
+	case len(p) > limit:
+		return fmt.Sprintf("path is longer than %d bytes", limit)
+	}
+	return ""
+}
+
 // checkPath checks a bundle path (a tar entry name with any "./" prefix and, for a
 // directory, any trailing "/" already removed, or a path named in the manifest). It
 // returns "" for a safe path or the reason it is unsafe; the reason never repeats the
 // path, callers quote it.
 func checkPath(p string) string {
+	if why := checkLength(p, maxPathLen); why != "" {
+		return why
+	}
 	switch {
-	case p == "":
-		return "path is empty"
-	case len(p) > maxPathLen:
-		return fmt.Sprintf("path is longer than %d bytes", maxPathLen)
 	case !utf8.ValidString(p):
 		return "path is not valid UTF-8"
 	case strings.HasPrefix(p, "/"):
@@ -129,11 +140,10 @@ const maxSecretPathLen = 512
 // ("envs", or anything starting with "env-"). The path is never URL-decoded by the
 // agent, so '%', '?' and '#' are outside the allow-list too.
 func checkSecretPath(p string) string {
+	if why := checkLength(p, maxSecretPathLen); why != "" {
+		return why
+	}
 	switch {
-	case p == "":
-		return "path is empty"
-	case len(p) > maxSecretPathLen:
-		return fmt.Sprintf("path is longer than %d bytes", maxSecretPathLen)
 	case strings.HasPrefix(p, "/"):
 		return "path is absolute"
 	case strings.HasSuffix(p, "/"):
