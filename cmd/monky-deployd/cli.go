@@ -83,35 +83,38 @@ func Main(ctx context.Context, args []string, env []string, stdout, stderr io.Wr
 	return c.command(ctx, args[0], args[1:])
 }
 
-// command runs the command name with its arguments args.
+// commands are the commands of the binary by name, help aside (command).
+var commands = map[string]func(c *cli, ctx context.Context, args []string) int{
+	"run":       (*cli).run,
+	"status":    noContext((*cli).status),
+	"plan":      (*cli).plan,
+	"bootstrap": (*cli).bootstrap,
+	"hold":      noContext((*cli).hold),
+	"verify":    (*cli).verify,
+	"pack":      (*cli).pack,
+	"sign":      (*cli).sign,
+	"keygen":    noContext((*cli).keygen),
+	"version":   noContext((*cli).version),
+	"--version": noContext((*cli).version),
+}
+
+// noContext makes a command that needs no context one of commands.
+func noContext(cmd func(c *cli, args []string) int) func(*cli, context.Context, []string) int {
+	return func(c *cli, _ context.Context, args []string) int { return cmd(c, args) }
+}
+
+// command runs the command name with its arguments args. help is not in commands:
+// it runs command again (an initialization cycle in the table).
 func (c *cli) command(ctx context.Context, name string, args []string) int {
 	switch name {
-	case "run":
-		return c.run(ctx, args)
-	case "status":
-		return c.status(args)
-	case "plan":
-		return c.plan(ctx, args)
-	case "bootstrap":
-		return c.bootstrap(ctx, args)
-	case "hold":
-		return c.hold(args)
-	case "verify":
-		return c.verify(ctx, args)
-	case "pack":
-		return c.pack(ctx, args)
-	case "sign":
-		return c.sign(ctx, args)
-	case "keygen":
-		return c.keygen(args)
-	case "version", "--version":
-		return c.version(args)
 	case "help", "-h", "--help":
 		return c.help(ctx, args)
-	default:
-		_, _ = fmt.Fprintf(c.stderr, "monky-deployd: unknown command %q\n%s", name, usage)
-		return exitUsage
 	}
+	if run, ok := commands[name]; ok {
+		return run(c, ctx, args)
+	}
+	_, _ = fmt.Fprintf(c.stderr, "monky-deployd: unknown command %q\n%s", name, usage)
+	return exitUsage
 }
 
 // help is `monky-deployd help [COMMAND]`: the usage of every command, or COMMAND's

@@ -27,34 +27,47 @@ func usageCommands() []string {
 	return out
 }
 
-// switchCommands returns the names that Main's command switch (cli.go) runs, without
-// the aliases --version, -h and --help.
+// switchCommands returns the names that Main runs, the keys of the commands table
+// and the cases of command (cli.go), without the aliases --version, -h and --help.
 func switchCommands(t *testing.T) []string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "cli.go", nil, 0)
 	require.NoError(t, err)
 	var out []string
-	for _, decl := range f.Decls {
-		fn, ok := decl.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "command" {
-			continue
+	name := func(e ast.Expr) {
+		lit, ok := e.(*ast.BasicLit)
+		require.True(t, ok && lit.Kind == token.STRING, "a command's name is a string literal")
+		name, err := strconv.Unquote(lit.Value)
+		require.NoError(t, err)
+		if !strings.HasPrefix(name, "-") {
+			out = append(out, name)
 		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			cc, ok := n.(*ast.CaseClause)
-			if !ok {
-				return true
+	}
+	for _, decl := range f.Decls {
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			if d.Name.Name != "command" {
+				continue
 			}
-			for _, e := range cc.List {
-				lit, ok := e.(*ast.BasicLit)
-				require.True(t, ok && lit.Kind == token.STRING, "a case of command is a string literal")
-				name, err := strconv.Unquote(lit.Value)
-				require.NoError(t, err)
-				if !strings.HasPrefix(name, "-") {
-					out = append(out, name)
+			ast.Inspect(d.Body, func(n ast.Node) bool {
+				if cc, ok := n.(*ast.CaseClause); ok {
+					for _, e := range cc.List {
+						name(e)
+					}
 				}
-			}
-			return false
-		})
+				return true
+			})
+		case *ast.GenDecl:
+			ast.Inspect(d, func(n ast.Node) bool {
+				if vs, ok := n.(*ast.ValueSpec); ok && vs.Names[0].Name == "commands" {
+					for _, e := range vs.Values[0].(*ast.CompositeLit).Elts {
+						name(e.(*ast.KeyValueExpr).Key)
+					}
+					return false
+				}
+				return true
+			})
+		}
 	}
 	return out
 }
