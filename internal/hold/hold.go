@@ -155,16 +155,11 @@ func printable(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) })
 }
 
-// Marshal is h as Write stores it.
+// Marshal is h as Write stores it: Hold's own JSON, its times in UTC (RFC 3339 with
+// nanoseconds). A time past year 9999 does not marshal; Write refuses it (Parse does).
 func Marshal(h Hold) []byte {
-	w := struct {
-		Owner  string `json:"owner"`
-		UID    int    `json:"uid"`
-		Reason string `json:"reason"`
-		SetAt  string `json:"set_at"`
-		Until  string `json:"until"`
-	}{h.Owner, h.UID, h.Reason, h.SetAt.UTC().Format(time.RFC3339Nano), h.Until.UTC().Format(time.RFC3339Nano)}
-	data, _ := json.Marshal(w) // strings and ints always marshal
+	h.SetAt, h.Until = h.SetAt.UTC(), h.Until.UTC()
+	data, _ := json.Marshal(h)
 	return append(data, '\n')
 }
 
