@@ -386,17 +386,17 @@ func validLive(l *Live) error {
 		return nil
 	}
 	if l.ObservedAt.IsZero() {
-		return fmt.Errorf("tenancy: checkin: live.observed_at is required: %w", ErrInvalidArgument)
+		return refuseCheckin("live.observed_at is required")
 	}
 	if l.Reason != "" && len(l.Services) > 0 {
-		return fmt.Errorf("tenancy: checkin: live.reason and live.services are exclusive (services only when docker answered): %w", ErrInvalidArgument)
+		return refuseCheckin("live.reason and live.services are exclusive (services only when docker answered)")
 	}
 	for i, sv := range l.Services {
 		if sv.Name == "" {
-			return fmt.Errorf("tenancy: checkin: live.services[%d].name is required: %w", i, ErrInvalidArgument)
+			return refuseCheckin(fmt.Sprintf("live.services[%d].name is required", i))
 		}
 		if sv.Restarts < 0 {
-			return fmt.Errorf("tenancy: checkin: live.services[%d].restarts must not be negative: %w", i, ErrInvalidArgument)
+			return refuseCheckin(fmt.Sprintf("live.services[%d].restarts must not be negative", i))
 		}
 	}
 	return nil
@@ -449,12 +449,12 @@ type reportBody struct {
 // (MaxLiveReason, MaxLiveServices, MaxLiveField) are applied as it is encoded.
 func (c *Client) Checkin(ctx context.Context, req Checkin) (Instruction, error) {
 	if req.EnvID == "" {
-		return Instruction{}, fmt.Errorf("tenancy: checkin: env_id is required: %w", ErrInvalidArgument)
+		return Instruction{}, refuseCheckin("env_id is required")
 	}
 	switch req.LastResult {
 	case "", ResultApplied, ResultFailed, ResultDown:
 	default:
-		return Instruction{}, fmt.Errorf("tenancy: checkin: last_result %q is not applied, failed or down: %w", req.LastResult, ErrInvalidArgument)
+		return Instruction{}, refuseCheckin(fmt.Sprintf("last_result %q is not applied, failed or down", req.LastResult))
 	}
 	if err := validLive(req.Live); err != nil {
 		return Instruction{}, err

@@ -46,37 +46,44 @@ func (c *Condition) wire() *conditionWire {
 	if c == nil {
 		return nil
 	}
-	w := &conditionWire{Code: c.Code, Exit: c.Exit, Since: wireTime(c.Since), CodeSince: wireTime(c.CodeSince),
-		Last: wireTime(c.Last), Runs: c.Runs, SHA: c.SHA}
-	if !c.NextAttempt.IsZero() {
-		w.NextAttempt = wireTime(c.NextAttempt)
-	}
-	return w
+	return &conditionWire{Code: c.Code, Exit: c.Exit, Since: wireTime(c.Since), CodeSince: wireTime(c.CodeSince),
+		Last: wireTime(c.Last), Runs: c.Runs, SHA: c.SHA, NextAttempt: wireTimeOrEmpty(c.NextAttempt)}
 }
 
 func wireTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// wireTimeOrEmpty is wireTime(t), "" (a field left out) for the zero time.
+func wireTimeOrEmpty(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return wireTime(t)
+}
+
+// refuseCheckin is a check-in the client refuses to send, what naming the field:
+// "tenancy: checkin: <what>: …", matching ErrInvalidArgument.
+func refuseCheckin(what string) error {
+	return fmt.Errorf("tenancy: checkin: %s: %w", what, ErrInvalidArgument)
+}
 
 // validCondition refuses, naming the field, a condition the agent must not send.
 func validCondition(c *Condition) error {
 	if c == nil {
 		return nil
 	}
-	bad := func(what string) error {
-		return fmt.Errorf("tenancy: checkin: condition.%s: %w", what, ErrInvalidArgument)
-	}
 	switch {
 	case c.Code == "":
-		return bad("code is required")
+		return refuseCheckin("condition.code is required")
 	case c.Exit <= 0 || c.Exit > 255:
-		return bad("exit must be a non-zero exit code")
+		return refuseCheckin("condition.exit must be a non-zero exit code")
 	case c.Since.IsZero(), c.CodeSince.IsZero(), c.Last.IsZero():
-		return bad("since, code_since and last are required")
+		return refuseCheckin("condition.since, code_since and last are required")
 	case c.CodeSince.Before(c.Since), c.Last.Before(c.CodeSince):
-		return bad("since ≤ code_since ≤ last does not hold")
+		return refuseCheckin("condition.since ≤ code_since ≤ last does not hold")
 	case c.Runs < 1:
-		return bad("runs must be at least 1")
+		return refuseCheckin("condition.runs must be at least 1")
 	case c.SHA != "" && !ids.ValidSHA(c.SHA):
-		return bad("sha is not 64 lowercase hex")
+		return refuseCheckin("condition.sha is not 64 lowercase hex")
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package tenancy
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -53,12 +52,8 @@ func (d *Deferred) wire() *deferredWire {
 	if d == nil {
 		return nil
 	}
-	w := &deferredWire{Why: d.Why, Owner: boundText(d.Owner), Reason: boundText(d.Reason), SHA: d.SHA,
-		Serial: d.Serial, Since: wireTime(d.Since), Prepared: d.Prepared}
-	if !d.Until.IsZero() {
-		w.Until = wireTime(d.Until)
-	}
-	return w
+	return &deferredWire{Why: d.Why, Owner: boundText(d.Owner), Reason: boundText(d.Reason), Until: wireTimeOrEmpty(d.Until),
+		SHA: d.SHA, Serial: d.Serial, Since: wireTime(d.Since), Prepared: d.Prepared}
 }
 
 // boundText is s as valid UTF-8 within MaxDeferredText bytes.
@@ -71,18 +66,15 @@ func validDeferred(d *Deferred) error {
 	if d == nil {
 		return nil
 	}
-	bad := func(what string) error {
-		return fmt.Errorf("tenancy: checkin: deferred.%s: %w", what, ErrInvalidArgument)
-	}
 	switch {
 	case d.Why != "hold" && d.Why != "window":
-		return bad("why must be hold or window")
+		return refuseCheckin("deferred.why must be hold or window")
 	case !ids.ValidSHA(d.SHA):
-		return bad("sha is not 64 lowercase hex")
+		return refuseCheckin("deferred.sha is not 64 lowercase hex")
 	case d.Serial < 1:
-		return bad("serial must be at least 1")
+		return refuseCheckin("deferred.serial must be at least 1")
 	case d.Since.IsZero():
-		return bad("since is required")
+		return refuseCheckin("deferred.since is required")
 	}
 	return nil
 }
