@@ -92,11 +92,12 @@ func parseCondition(raw json.RawMessage) (*Condition, error) {
 	return c, nil
 }
 
-// clone returns a copy of c, so that what the server stores is never shared.
-func (c *Condition) clone() *Condition {
-	if c == nil {
+// clonePtr returns a copy of *p (nil for nil), so that what the server stores is
+// never shared.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
 		return nil
 	}
-	d := *c
-	return &d
+	c := *p
+	return &c
 }

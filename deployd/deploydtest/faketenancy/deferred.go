@@ -77,24 +77,3 @@ func parseDeferred(raw json.RawMessage) (*Deferred, error) {
 	}
 	return d, nil
 }
-
-// clone returns a copy of d, so that what the server stores is never shared.
-func (d *Deferred) clone() *Deferred {
-	if d == nil {
-		return nil
-	}
-	c := *d
-	return &c
-}
-
-// LastDeferred returns the deferred object of envID's latest check-in. It is false
-// when there was no check-in or the latest carried none: nothing waits on the box.
-func (s *Server) LastDeferred(envID string) (Deferred, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs := s.env(envID).checkins
-	if len(cs) == 0 || cs[len(cs)-1].Deferred == nil {
-		return Deferred{}, false
-	}
-	return *cs[len(cs)-1].Deferred, true
-}

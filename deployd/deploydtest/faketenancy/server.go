@@ -402,8 +402,8 @@ func (s *Server) Checkins(envID string) []CheckinRequest {
 	out := append([]CheckinRequest(nil), s.env(envID).checkins...)
 	for i := range out {
 		out[i].Live = out[i].Live.clone()
-		out[i].Condition = out[i].Condition.clone()
-		out[i].Deferred = out[i].Deferred.clone()
+		out[i].Condition = clonePtr(out[i].Condition)
+		out[i].Deferred = clonePtr(out[i].Deferred)
 	}
 	return out
 }
@@ -411,25 +411,35 @@ func (s *Server) Checkins(envID string) []CheckinRequest {
 // LastCondition returns the condition object of envID's latest check-in. It is false
 // when there was no check-in or the latest carried none: the box's last run ended 0.
 func (s *Server) LastCondition(envID string) (Condition, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs := s.env(envID).checkins
-	if len(cs) == 0 || cs[len(cs)-1].Condition == nil {
-		return Condition{}, false
-	}
-	return *cs[len(cs)-1].Condition, true
+	return latest(s, envID, func(c *CheckinRequest) *Condition { return c.Condition })
 }
 
 // LastLive returns the live object of envID's latest check-in. It is false when there
 // was no check-in or the latest carried no live object: the box said nothing is live.
 func (s *Server) LastLive(envID string) (Live, bool) {
+	return latest(s, envID, func(c *CheckinRequest) *Live { return c.Live.clone() })
+}
+
+// LastDeferred returns the deferred object of envID's latest check-in. It is false
+// when there was no check-in or the latest carried none: nothing waits on the box.
+func (s *Server) LastDeferred(envID string) (Deferred, bool) {
+	return latest(s, envID, func(c *CheckinRequest) *Deferred { return c.Deferred })
+}
+
+// latest returns the object that of picks (a copy of it) from envID's latest
+// check-in; false when there was no check-in or of picks nil.
+func latest[T any](s *Server, envID string, of func(*CheckinRequest) *T) (T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cs := s.env(envID).checkins
-	if len(cs) == 0 || cs[len(cs)-1].Live == nil {
-		return Live{}, false
+	var v *T
+	if cs := s.env(envID).checkins; len(cs) > 0 {
+		v = of(&cs[len(cs)-1])
 	}
-	return *cs[len(cs)-1].Live.clone(), true
+	if v == nil {
+		var zero T
+		return zero, false
+	}
+	return *v, true
 }
 
 // Leases returns the leases granted to envID, oldest first.
