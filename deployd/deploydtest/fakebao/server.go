@@ -445,11 +445,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case p == "auth/"+s.opts.AuthMount+"/login":
 		serveMethods(w, r, s.login, http.MethodPost, http.MethodPut)
 	case p == "auth/token/lookup-self":
-		serveMethods(w, r, s.lookupSelf, http.MethodGet, http.MethodPost)
+		serveMethods(w, r, s.self(s.lookupSelf), http.MethodGet, http.MethodPost)
 	case p == "auth/token/renew-self":
-		serveMethods(w, r, s.renewSelf, http.MethodPost, http.MethodPut)
+		serveMethods(w, r, s.self(s.renewSelf), http.MethodPost, http.MethodPut)
 	case p == "auth/token/revoke-self":
-		serveMethods(w, r, s.revokeSelf, http.MethodPost, http.MethodPut)
+		serveMethods(w, r, s.self(s.revokeSelf), http.MethodPost, http.MethodPut)
 	case strings.HasPrefix(p, s.opts.KVMount+"/data/"):
 		s.kvData(w, r, strings.TrimPrefix(p, s.opts.KVMount+"/data/"))
 	default:
@@ -626,25 +626,23 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, envelope(s.authBlock(tok, t, s.ttl), nil, nil))
 }
 
-// authenticated returns the live token record of the request, or answers 403.
-// s.mu must be held.
-func (s *Server) authenticated(w http.ResponseWriter, r *http.Request) (string, *token) {
-	tok := requestToken(r)
-	t := s.liveToken(tok)
-	if t == nil {
-		permissionDenied(w)
-		return "", nil
+// self serves a call on the request's own token under s.mu: h runs with the token
+// and its record when the token is live; otherwise the answer is 403.
+func (s *Server) self(h func(w http.ResponseWriter, tok string, t *token)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		tok := requestToken(r)
+		t := s.liveToken(tok)
+		if t == nil {
+			permissionDenied(w)
+			return
+		}
+		h(w, tok, t)
 	}
-	return tok, t
 }
 
-func (s *Server) lookupSelf(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tok, t := s.authenticated(w, r)
-	if t == nil {
-		return
-	}
+func (s *Server) lookupSelf(w http.ResponseWriter, tok string, t *token) {
 	now := s.opts.Now()
 	data := map[string]any{
 		"accessor":         t.accessor,
@@ -673,13 +671,7 @@ func (s *Server) lookupSelf(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, envelope(nil, nil, data))
 }
 
-func (s *Server) renewSelf(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tok, t := s.authenticated(w, r)
-	if t == nil {
-		return
-	}
+func (s *Server) renewSelf(w http.ResponseWriter, tok string, t *token) {
 	if s.opts.NotRenewable {
 		writeErrors(w, http.StatusBadRequest, "lease is not renewable")
 		return
@@ -689,13 +681,7 @@ func (s *Server) renewSelf(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, envelope(s.authBlock(tok, t, s.ttl), nil, nil))
 }
 
-func (s *Server) revokeSelf(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, t := s.authenticated(w, r)
-	if t == nil {
-		return
-	}
+func (s *Server) revokeSelf(w http.ResponseWriter, _ string, t *token) {
 	t.revoked = true
 	w.WriteHeader(http.StatusNoContent)
 }
