@@ -5,9 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,14 +79,7 @@ func raw(t *testing.T, method, url, token, body string) (int, map[string]any) {
 	return status, m
 }
 
-func keys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func keys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 func TestLoginShapeOfRecord(t *testing.T) {
 	s, _ := newServer(t, fakebao.Options{})
@@ -176,7 +170,7 @@ func TestMintGrantClaims(t *testing.T) {
 	g := s.MintGrant("env-prod-03")
 	parts := strings.Split(g, ".")
 	require.Len(t, parts, 3)
-	claimsJSON, err := decodeSegment(parts[1])
+	claimsJSON, err := base64.RawURLEncoding.DecodeString(parts[1])
 	require.NoError(t, err)
 	var c map[string]any
 	require.NoError(t, json.Unmarshal(claimsJSON, &c))
@@ -186,10 +180,6 @@ func TestMintGrantClaims(t *testing.T) {
 	assert.InDelta(t, clk.Now().Unix(), c["iat"], 0)
 	assert.InDelta(t, clk.Now().Add(fakebao.GrantTTL).Unix(), c["exp"], 0)
 	assert.NotEqual(t, g, s.MintGrant("env-prod-03"), "every grant is new")
-}
-
-func decodeSegment(s string) ([]byte, error) {
-	return jsonSegment.DecodeString(s)
 }
 
 func TestLookupRenewRevoke(t *testing.T) {
@@ -506,5 +496,3 @@ func TestConcurrentLogins(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-var jsonSegment = base64.RawURLEncoding

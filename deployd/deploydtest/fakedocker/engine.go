@@ -466,7 +466,7 @@ func (e *engine) listContainers(req *http.Request) (any, error) {
 
 // findContainer finds the container named by want (full ID, an ID prefix of at least
 // 12 characters, or the name with or without its leading "/"), in the state of the
-// last ps call.
+// last ps call, for docker inspect and GET /containers/{id}/json alike.
 func findContainer(r *run, st *fakeState, want string) (container, bool) {
 	name := strings.TrimPrefix(want, "/")
 	for _, c := range r.containers(st) {
