@@ -62,17 +62,15 @@ func parseDeferred(raw json.RawMessage) (*Deferred, error) {
 		return nil, &fieldError{"deferred.owner", "must be UTF-8 of at most 200 bytes"}
 	case len(w.Reason) > maxDeferredText || !utf8.ValidString(w.Reason):
 		return nil, &fieldError{"deferred.reason", "must be UTF-8 of at most 200 bytes"}
-	case w.Since == nil:
-		return nil, &fieldError{"deferred.since", "is required"}
 	}
 	d := &Deferred{Why: *w.Why, Owner: w.Owner, Reason: w.Reason, SHA: *w.SHA, Serial: *w.Serial, Prepared: w.Prepared}
 	var err error
-	if d.Since, err = time.Parse(time.RFC3339, *w.Since); err != nil {
-		return nil, &fieldError{"deferred.since", "must be an RFC 3339 time"}
+	if d.Since, err = rfc3339("deferred.since", w.Since); err != nil {
+		return nil, err
 	}
 	if w.Until != "" {
-		if d.Until, err = time.Parse(time.RFC3339, w.Until); err != nil {
-			return nil, &fieldError{"deferred.until", "must be an RFC 3339 time"}
+		if d.Until, err = rfc3339("deferred.until", &w.Until); err != nil {
+			return nil, err
 		}
 	}
 	return d, nil
