@@ -287,16 +287,20 @@ func (s *Server) DeleteSecret(envID, path string) {
 	s.softDelete(kvKey(envID, path))
 }
 
-func (s *Server) softDelete(key string) bool {
-	e := s.kv[key]
-	if e == nil || len(e.versions) == 0 {
-		return false
-	}
-	v := e.versions[len(e.versions)-1]
-	if v.deleted.IsZero() {
+func (s *Server) softDelete(key string) {
+	if v, _ := s.latest(key); v != nil && v.deleted.IsZero() {
 		v.deleted = s.opts.Now()
 	}
-	return true
+}
+
+// latest returns the latest version of the secret at key and its number; nil and 0
+// when there is none. s.mu must be held.
+func (s *Server) latest(key string) (*kvVersion, int) {
+	e := s.kv[key]
+	if e == nil || len(e.versions) == 0 {
+		return nil, 0
+	}
+	return e.versions[len(e.versions)-1], len(e.versions)
 }
 
 // DestroySecret destroys the latest version of envID's secret at path: its data is
@@ -304,13 +308,9 @@ func (s *Server) softDelete(key string) bool {
 func (s *Server) DestroySecret(envID, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.kv[kvKey(envID, path)]
-	if e == nil || len(e.versions) == 0 {
-		return
+	if v, _ := s.latest(kvKey(envID, path)); v != nil {
+		v.destroyed, v.data = true, nil
 	}
-	v := e.versions[len(e.versions)-1]
-	v.destroyed = true
-	v.data = nil
 }
 
 // SetSealed seals (every request answers 503 {"errors":["Vault is sealed"]}) or
@@ -759,23 +759,17 @@ func (s *Server) versionMeta(v *kvVersion, n int) map[string]any {
 	}
 }
 
+// kvRead answers the latest version of the secret at p: 404 errors [] when there is
+// none, 404 with data null when it is deleted or destroyed.
 func (s *Server) kvRead(w http.ResponseWriter, p string) {
-	e := s.kv[p]
-	if e == nil || len(e.versions) == 0 {
+	v, n := s.latest(p)
+	if v == nil {
 		writeErrors(w, http.StatusNotFound)
 		return
 	}
-	n := len(e.versions)
-	v := e.versions[n-1]
+	status, data := http.StatusOK, v.data
 	if v.destroyed || !v.deleted.IsZero() {
-		writeJSON(w, http.StatusNotFound, envelope(nil, nil, map[string]any{
-			"data":     nil,
-			"metadata": s.versionMeta(v, n),
-		}))
-		return
+		status, data = http.StatusNotFound, nil
 	}
-	writeJSON(w, http.StatusOK, envelope(nil, nil, map[string]any{
-		"data":     v.data,
-		"metadata": s.versionMeta(v, n),
-	}))
+	writeJSON(w, status, envelope(nil, nil, map[string]any{"data": data, "metadata": s.versionMeta(v, n)}))
 }
