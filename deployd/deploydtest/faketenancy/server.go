@@ -633,17 +633,13 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "last_result must be applied, failed or down")
 		return
 	}
-	live, err := parseLive(body.Live)
+	var err error
+	if req.Live, err = parseLive(body.Live); err == nil {
+		if req.Condition, err = parseCondition(body.Condition); err == nil {
+			req.Deferred, err = parseDeferred(body.Deferred)
+		}
+	}
 	if err != nil {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	req.Live = live
-	if req.Condition, err = parseCondition(body.Condition); err != nil {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	if req.Deferred, err = parseDeferred(body.Deferred); err != nil {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
 		return
 	}
@@ -781,10 +777,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 	if a := e.last; a != nil && req.RequestID != "" && a.lease.RequestID == req.RequestID && a.lease.SHA == req.SHA && now.Before(a.lease.ExpiresAt) {
 		// The same request again (its answer was lost): the same lease, free.
 		s.mu.Unlock()
-		writeJSON(w, rec, http.StatusOK, map[string]any{
-			"grant": a.grant, "auth_mount": s.opts.AuthMount,
-			"role": s.opts.Role, "expires_at": a.lease.ExpiresAt.Format(time.RFC3339),
-		})
+		s.writeLease(w, rec, a.grant, a.lease)
 		return
 	}
 	budget := s.opts.LeaseBudget
@@ -830,11 +823,15 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 			"wrap_info": map[string]any{"token": s.opts.Authority.MintGrant(tokenEnv), "ttl": 300, "creation_path": "auth/approle/role/see-env/secret-id"},
 		})
 	default:
-		writeJSON(w, rec, http.StatusOK, map[string]any{
-			"grant": grant, "auth_mount": s.opts.AuthMount,
-			"role": s.opts.Role, "expires_at": lease.ExpiresAt.Format(time.RFC3339),
-		})
+		s.writeLease(w, rec, grant, lease)
 	}
+}
+
+// writeLease answers a lease of the right shape: grant, auth_mount, role, expires_at.
+func (s *Server) writeLease(w http.ResponseWriter, rec *Request, grant string, l Lease) {
+	writeJSON(w, rec, http.StatusOK, map[string]any{
+		"grant": grant, "auth_mount": s.opts.AuthMount, "role": s.opts.Role, "expires_at": l.ExpiresAt.Format(time.RFC3339),
+	})
 }
 
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {
