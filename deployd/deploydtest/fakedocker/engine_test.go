@@ -478,15 +478,6 @@ func TestEnginePlaysTheScriptedCommands(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the scripted delay of inspect")
 }
 
-func TestReadCommand(t *testing.T) {
-	for path, want := range map[string]string{
-		"/version": "version", "/containers/json": "ps", "/containers/abc/json": "inspect",
-		"/containers//json": "", "/images/json": "", "/_ping": "", "/containers/abc/logs": "",
-	} {
-		assert.Equal(t, want, readCommand(path), path)
-	}
-}
-
 // TestEngineRestartStartsTheUptimeOver: a restart count that rises (scripted, or a new
 // script) starts the container again, as docker does: its uptime counts from then in
 // real time, so that an agent that reads uptimes cannot take a restarted container
