@@ -1,10 +1,8 @@
 package fakedocker
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -423,9 +421,7 @@ func TestServeEngine(t *testing.T) {
 	s, err := serveEngine(filepath.Join(dir, "docker.sock"), config{Log: e.log})
 	require.NoError(t, err)
 	assert.Equal(t, "unix://"+filepath.Join(dir, "docker.sock"), s.DockerHost())
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
-	}}}
+	client := (&Docker{Socket: s.Socket}).HTTPClient()
 	resp, err := client.Get("http://docker/_ping")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
