@@ -362,15 +362,7 @@ func (c container) status(n int) string {
 	}
 	switch c.stateName() {
 	case "running":
-		switch c.health() {
-		case "healthy":
-			return up + " (healthy)"
-		case "unhealthy":
-			return up + " (unhealthy)"
-		case "starting":
-			return up + " (health: starting)"
-		}
-		return up
+		return up + healthSuffix[c.health()]
 	case "exited":
 		return fmt.Sprintf("Exited (%d) 2 seconds ago", c.state.ExitCode)
 	case "restarting":
@@ -384,6 +376,10 @@ func (c container) status(n int) string {
 	}
 	return c.stateName()
 }
+
+// healthSuffix is what docker's status text adds for each health (moby's
+// Health.String); nothing without a healthcheck.
+var healthSuffix = map[string]string{"healthy": " (healthy)", "unhealthy": " (unhealthy)", "starting": " (health: starting)"}
 
 // publisher is compose's api.PortPublisher.
 type publisher struct {
