@@ -47,12 +47,9 @@ var (
 // knows (present, of their kind, times in order), tolerant of fields it does not.
 // Absent or null is nil.
 func parseCondition(raw json.RawMessage) (*Condition, error) {
-	if len(raw) == 0 || isNull(raw) {
-		return nil, nil
-	}
 	var w conditionWire
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, &fieldError{"condition", "must be an object of the documented fields"}
+	if ok, err := decodeObject(raw, &w, "condition"); !ok {
+		return nil, err
 	}
 	switch {
 	case w.Code == nil || !codeRe.MatchString(*w.Code):
@@ -84,6 +81,19 @@ func parseCondition(raw json.RawMessage) (*Condition, error) {
 		}
 	}
 	return c, nil
+}
+
+// decodeObject decodes the object raw into its wire struct w; it is false (and the
+// error nil) when raw is absent or null, and an error naming the object when raw is
+// not an object of the documented fields and kinds.
+func decodeObject(raw json.RawMessage, w any, name string) (bool, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, w); err != nil {
+		return false, &fieldError{name, "must be an object of the documented fields"}
+	}
+	return true, nil
 }
 
 // rfc3339 parses the time in of the field name: it is required (in is not nil) and

@@ -44,12 +44,9 @@ const maxDeferredText = 200
 // parseDeferred decodes a check-in's deferred object: strict about the fields it
 // knows, tolerant of fields it does not. Absent or null is nil.
 func parseDeferred(raw json.RawMessage) (*Deferred, error) {
-	if len(raw) == 0 || isNull(raw) {
-		return nil, nil
-	}
 	var w deferredWire
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, &fieldError{"deferred", "must be an object of the documented fields"}
+	if ok, err := decodeObject(raw, &w, "deferred"); !ok {
+		return nil, err
 	}
 	switch {
 	case w.Why == nil || (*w.Why != "hold" && *w.Why != "window"):
