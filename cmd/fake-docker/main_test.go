@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
-	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestServeEngineStopsOnSIGTERM: the program built as docker dispatches serve-engine,
@@ -72,14 +71,5 @@ func TestServeEngineStopsOnSIGTERM(t *testing.T) {
 	}
 	if _, err := os.Stat(served.Socket); !os.IsNotExist(err) {
 		t.Fatalf("the socket %s is still there: %v", served.Socket, err)
-	}
-}
-
-// TestBinaryLinksNoTesting: the fake docker program never links the testing package.
-func TestBinaryLinksNoTesting(t *testing.T) {
-	for _, dep := range testprog.Deps(t, "github.com/monky/monky-deployd/cmd/fake-docker") {
-		if dep == "testing" || dep == "net/http/httptest" {
-			t.Errorf("the fake docker program links %s", dep)
-		}
 	}
 }

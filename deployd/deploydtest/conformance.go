@@ -161,6 +161,13 @@ func errorCode(t *testing.T, r response) string {
 	return code
 }
 
+// refused checks that r is 400 with an error body; what says what was sent.
+func refused(t *testing.T, r response, what string) {
+	t.Helper()
+	require.Equal(t, http.StatusBadRequest, r.status, "%s is refused: %s", what, r.body)
+	errorCode(t, r)
+}
+
 func integer(t *testing.T, m map[string]any, field string) int64 {
 	t.Helper()
 	n, ok := m[field].(json.Number)
@@ -286,9 +293,7 @@ func (c *conformance) checkin(t *testing.T) {
 		assert.True(t, boolean(t, m, "purge"))
 	})
 	t.Run("bad_body", func(t *testing.T) {
-		r := c.do(t, http.MethodPost, "/v1/agent/checkin", tok, map[string]any{"env_id": c.EnvA, "last_result": "up"})
-		require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
-		errorCode(t, r)
+		refused(t, c.do(t, http.MethodPost, "/v1/agent/checkin", tok, map[string]any{"env_id": c.EnvA, "last_result": "up"}), "last_result up")
 	})
 }
 
@@ -381,9 +386,7 @@ func (c *conformance) live(t *testing.T) {
 			"service_not_an_object": map[string]any{"observed_at": now, "healthy": true, "services": []any{"app"}},
 		} {
 			t.Run(name, func(t *testing.T) {
-				r := post(t, live)
-				require.Equal(t, http.StatusBadRequest, r.status, "a malformed live object is refused: %s", r.body)
-				errorCode(t, r)
+				refused(t, post(t, live), "a malformed live object")
 			})
 		}
 	})
@@ -489,9 +492,7 @@ func (c *conformance) lease(t *testing.T) {
 	assert.True(t, at.After(time.Now()), "expires_at is in the future")
 
 	t.Run("bad_sha", func(t *testing.T) {
-		r := c.do(t, http.MethodPost, "/v1/agent/lease", tok, map[string]any{"env_id": c.EnvA, "sha": "down"})
-		require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
-		errorCode(t, r)
+		refused(t, c.do(t, http.MethodPost, "/v1/agent/lease", tok, map[string]any{"env_id": c.EnvA, "sha": "down"}), "sha down")
 	})
 }
 
@@ -514,9 +515,7 @@ func (c *conformance) report(t *testing.T) {
 		for _, result := range []string{"up", "absent", ""} {
 			body := c.reportBody(c.EnvA, sha, 7)
 			body["result"] = result
-			r := c.do(t, http.MethodPost, "/v1/agent/report", tok, body)
-			require.Equal(t, http.StatusBadRequest, r.status, "result %q: %s", result, r.body)
-			errorCode(t, r)
+			refused(t, c.do(t, http.MethodPost, "/v1/agent/report", tok, body), "result "+result)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package deploydtest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
@@ -13,15 +14,7 @@ import (
 // defaults. It fails the test when they do not start.
 func NewStack(tb testing.TB, opts *fakestack.Options) *fakestack.Stack {
 	tb.Helper()
-	if opts == nil {
-		opts = &fakestack.Options{}
-	}
-	s, err := fakestack.Start(tb.Context(), *opts)
-	if err != nil {
-		tb.Fatalf("deploydtest: %v", err)
-	}
-	tb.Cleanup(func() { closeOrFail(tb, s.Close) })
-	return s
+	return started(tb, opts, fakestack.Start)
 }
 
 // NewDocker installs a fake docker alone (fakedocker.Install) for tb and closes it in
@@ -29,22 +22,26 @@ func NewStack(tb testing.TB, opts *fakestack.Options) *fakestack.Stack {
 // command succeeds). It fails the test when the install does.
 func NewDocker(tb testing.TB, opts *fakedocker.Options) *fakedocker.Docker {
 	tb.Helper()
+	return started(tb, opts, fakedocker.Install)
+}
+
+// started starts a fake with start and *opts (nil: the zero options) for tb, and closes
+// it in tb.Cleanup; it fails the test when the fake does not start or close.
+func started[O any, F interface{ Close() error }](tb testing.TB, opts *O, start func(context.Context, O) (F, error)) F {
+	tb.Helper()
 	if opts == nil {
-		opts = &fakedocker.Options{}
+		opts = new(O)
 	}
-	d, err := fakedocker.Install(tb.Context(), *opts)
+	f, err := start(tb.Context(), *opts)
 	if err != nil {
 		tb.Fatalf("deploydtest: %v", err)
 	}
-	tb.Cleanup(func() { closeOrFail(tb, d.Close) })
-	return d
-}
-
-// closeOrFail closes a fake at the end of a test, failing the test when it cannot.
-func closeOrFail(tb testing.TB, closeFn func() error) {
-	if err := closeFn(); err != nil {
-		tb.Errorf("deploydtest: %v", err)
-	}
+	tb.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			tb.Errorf("deploydtest: %v", err)
+		}
+	})
+	return f
 }
 
 // StackTarget is the tenancy of s as a target for Conformance, with tokens from real

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/fakes/admin"
 )
 
 func TestStackConformance(t *testing.T) {
@@ -57,9 +57,13 @@ func TestStackTick(t *testing.T) {
 
 	lease, err := c.Lease(ctx, env, sha)
 	require.NoError(t, err)
-	newToken := login(t, s.Bao.URL(), lease.Grant.Reveal())
-	assert.Equal(t, "s3cret-planted-value", readKV(t, s.Bao.URL(), newToken, "secret/data/envs/"+env+"/db")["password"])
-	assert.Equal(t, http.StatusForbidden, kvStatus(t, s.Bao.URL(), newToken, "secret/data/envs/env-dev-02/db"), "env pinning")
+	newToken, err := admin.Login(ctx, http.DefaultClient, s.Bao.URL(), lease.Grant.Reveal())
+	require.NoError(t, err)
+	status, data := readKV(t, s.Bao.URL(), newToken, "secret/data/envs/"+env+"/db")
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "s3cret-planted-value", data["password"])
+	status, _ = readKV(t, s.Bao.URL(), newToken, "secret/data/envs/env-dev-02/db")
+	assert.Equal(t, http.StatusForbidden, status, "env pinning")
 
 	token = newToken // the new token is the bearer from now on
 	require.NoError(t, c.Report(ctx, tenancy.Report{EnvID: env, SHA: sha, Serial: serial, Result: tenancy.ResultApplied}))
@@ -76,7 +80,8 @@ func TestStackTick(t *testing.T) {
 	t.Run("superseded_grant", func(t *testing.T) {
 		old := s.Bao.MintGrant(env)
 		_ = s.Bao.MintGrant(env)
-		assert.Equal(t, http.StatusBadRequest, loginStatus(t, s.Bao.URL(), old))
+		_, err := admin.Login(t.Context(), http.DefaultClient, s.Bao.URL(), old)
+		assert.ErrorContains(t, err, "HTTP 400")
 	})
 }
 
@@ -133,63 +138,23 @@ func TestMakeBundle(t *testing.T) {
 	assert.Equal(t, float64(1), m["schema"])
 }
 
-func login(t *testing.T, addr, grant string) string {
-	t.Helper()
-	resp := post(t, addr+"/v1/auth/jwt-tenancy/login", map[string]string{"role": "see-env", "jwt": grant})
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var out struct {
-		Auth struct {
-			ClientToken string `json:"client_token"`
-		} `json:"auth"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return out.Auth.ClientToken
-}
-
-func loginStatus(t *testing.T, addr, grant string) int {
-	t.Helper()
-	resp := post(t, addr+"/v1/auth/jwt-tenancy/login", map[string]string{"role": "see-env", "jwt": grant})
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-func post(t *testing.T, url string, body any) *http.Response {
-	t.Helper()
-	data, err := json.Marshal(body)
-	require.NoError(t, err)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(data))
-	require.NoError(t, err)
-	return resp
-}
-
-func kvGet(t *testing.T, addr, token, path string) *http.Response {
+// readKV reads the KV v2 secret at path with token: the status and, with 200, the
+// secret's data.
+func readKV(t *testing.T, addr, token, path string) (int, map[string]string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, addr+"/v1/"+path, nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Vault-Token", token)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	return resp
-}
-
-func kvStatus(t *testing.T, addr, token, path string) int {
-	resp := kvGet(t, addr, token, path)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-func readKV(t *testing.T, addr, token, path string) map[string]string {
-	t.Helper()
-	resp := kvGet(t, addr, token, path)
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var out struct {
 		Data struct {
 			Data map[string]string `json:"data"`
 		} `json:"data"`
 	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return out.Data.Data
+	if resp.StatusCode == http.StatusOK {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	}
+	return resp.StatusCode, out.Data.Data
 }

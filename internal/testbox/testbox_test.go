@@ -19,34 +19,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
 
-// TestNewBox: the config file reads back as the box's config, the grant is placed, the
-// box's directories are its own, and an in-process tick applies a published bundle.
-func TestNewBox(t *testing.T) {
-	b := testbox.New(t, testbox.Options{Config: func(c *deployd.Config) { c.Compose.Project = "testbox" }})
-	c, err := deployd.LoadConfig(b.CfgPath)
-	require.NoError(t, err)
-	assert.Equal(t, b.Cfg, c)
-	assert.Equal(t, "testbox", c.Compose.Project)
-	assert.Equal(t, testbox.DefaultEnv, c.EnvID)
-	assert.True(t, strings.HasPrefix(c.StateDir, b.Dir))
-	grant, err := os.ReadFile(c.BootstrapGrant)
-	require.NoError(t, err)
-	require.Len(t, b.Grants, 1)
-	assert.Equal(t, b.Grants[0]+"\n", string(grant))
-
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.Tick(b.NewAgent(deployd.Options{HealthPoll: 10 * time.Millisecond}))
-	require.Equal(t, deployd.ExitOK, code, out.Code)
-	assert.Equal(t, sha, b.Live())
-	assert.Equal(t, sha, b.State().LiveSHA)
-	assert.Equal(t, "applied", b.LastReport().Result)
-	assert.Equal(t, 1, b.Leases())
-	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
-	assert.Positive(t, b.BaoCalls("/db"))
-	assert.Len(t, b.DockerCalls("up"), 1)
-	assert.Equal(t, []string{sha}, b.Releases())
-}
-
 // TestWriteConfig: a variant config leaves the box's own as it was.
 func TestWriteConfig(t *testing.T) {
 	b := testbox.New(t, testbox.Options{NoGrant: true})
@@ -75,18 +47,37 @@ func TestStartSkipsUnderShort(t *testing.T) {
 	assert.False(t, went, "Box.Start ends the test")
 }
 
-// TestDockerHostNamesTheFakeEngine: the in-process agent and the agent binary both give
-// docker DOCKER_HOST, and it names the fake engine of the box's docker, which answers
+// TestNewBox: the config file reads back as the box's config, the grant is placed, the
+// box's directories are its own, and an in-process tick applies a published bundle.
+// Then (not under -short) DOCKER_HOST: the in-process agent and the agent binary both
+// give it to docker, and it names the fake engine of the box's docker, which answers
 // from the same state as the fake docker program.
-func TestDockerHostNamesTheFakeEngine(t *testing.T) {
-	b := testbox.New(t, testbox.Options{})
+func TestNewBox(t *testing.T) {
+	b := testbox.New(t, testbox.Options{Config: func(c *deployd.Config) { c.Compose.Project = "testbox" }})
+	c, err := deployd.LoadConfig(b.CfgPath)
+	require.NoError(t, err)
+	assert.Equal(t, b.Cfg, c)
+	assert.Equal(t, "testbox", c.Compose.Project)
+	assert.Equal(t, testbox.DefaultEnv, c.EnvID)
+	assert.True(t, strings.HasPrefix(c.StateDir, b.Dir))
+	grant, err := os.ReadFile(c.BootstrapGrant)
+	require.NoError(t, err)
+	require.Len(t, b.Grants, 1)
+	assert.Equal(t, b.Grants[0]+"\n", string(grant))
 	require.NotEmpty(t, b.Docker.Socket)
 	assert.Contains(t, b.ProcEnv(), "DOCKER_HOST=unix://"+b.Docker.Socket)
 
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	out, code := b.Tick(b.NewAgent(deployd.Options{HealthPoll: 10 * time.Millisecond}))
 	require.Equal(t, deployd.ExitOK, code, out.Code)
-	require.Equal(t, sha, b.Live())
+	assert.Equal(t, sha, b.Live())
+	assert.Equal(t, sha, b.State().LiveSHA)
+	assert.Equal(t, "applied", b.LastReport().Result)
+	assert.Equal(t, 1, b.Leases())
+	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
+	assert.Positive(t, b.BaoCalls("/db"))
+	assert.Len(t, b.DockerCalls("up"), 1)
+	assert.Equal(t, []string{sha}, b.Releases())
 	inProcess := len(b.DockerCalls(""))
 	require.Positive(t, inProcess)
 

@@ -287,16 +287,20 @@ func (s *Server) DeleteSecret(envID, path string) {
 	s.softDelete(kvKey(envID, path))
 }
 
-func (s *Server) softDelete(key string) bool {
-	e := s.kv[key]
-	if e == nil || len(e.versions) == 0 {
-		return false
-	}
-	v := e.versions[len(e.versions)-1]
-	if v.deleted.IsZero() {
+func (s *Server) softDelete(key string) {
+	if v, _ := s.latest(key); v != nil && v.deleted.IsZero() {
 		v.deleted = s.opts.Now()
 	}
-	return true
+}
+
+// latest returns the latest version of the secret at key and its number; nil and 0
+// when there is none. s.mu must be held.
+func (s *Server) latest(key string) (*kvVersion, int) {
+	e := s.kv[key]
+	if e == nil || len(e.versions) == 0 {
+		return nil, 0
+	}
+	return e.versions[len(e.versions)-1], len(e.versions)
 }
 
 // DestroySecret destroys the latest version of envID's secret at path: its data is
@@ -304,13 +308,9 @@ func (s *Server) softDelete(key string) bool {
 func (s *Server) DestroySecret(envID, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.kv[kvKey(envID, path)]
-	if e == nil || len(e.versions) == 0 {
-		return
+	if v, _ := s.latest(kvKey(envID, path)); v != nil {
+		v.destroyed, v.data = true, nil
 	}
-	v := e.versions[len(e.versions)-1]
-	v.destroyed = true
-	v.data = nil
 }
 
 // SetSealed seals (every request answers 503 {"errors":["Vault is sealed"]}) or
@@ -445,11 +445,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case p == "auth/"+s.opts.AuthMount+"/login":
 		serveMethods(w, r, s.login, http.MethodPost, http.MethodPut)
 	case p == "auth/token/lookup-self":
-		serveMethods(w, r, s.lookupSelf, http.MethodGet, http.MethodPost)
+		serveMethods(w, r, s.self(s.lookupSelf), http.MethodGet, http.MethodPost)
 	case p == "auth/token/renew-self":
-		serveMethods(w, r, s.renewSelf, http.MethodPost, http.MethodPut)
+		serveMethods(w, r, s.self(s.renewSelf), http.MethodPost, http.MethodPut)
 	case p == "auth/token/revoke-self":
-		serveMethods(w, r, s.revokeSelf, http.MethodPost, http.MethodPut)
+		serveMethods(w, r, s.self(s.revokeSelf), http.MethodPost, http.MethodPut)
 	case strings.HasPrefix(p, s.opts.KVMount+"/data/"):
 		s.kvData(w, r, strings.TrimPrefix(p, s.opts.KVMount+"/data/"))
 	default:
@@ -626,25 +626,23 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, envelope(s.authBlock(tok, t, s.ttl), nil, nil))
 }
 
-// authenticated returns the live token record of the request, or answers 403.
-// s.mu must be held.
-func (s *Server) authenticated(w http.ResponseWriter, r *http.Request) (string, *token) {
-	tok := requestToken(r)
-	t := s.liveToken(tok)
-	if t == nil {
-		permissionDenied(w)
-		return "", nil
+// self serves a call on the request's own token under s.mu: h runs with the token
+// and its record when the token is live; otherwise the answer is 403.
+func (s *Server) self(h func(w http.ResponseWriter, tok string, t *token)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		tok := requestToken(r)
+		t := s.liveToken(tok)
+		if t == nil {
+			permissionDenied(w)
+			return
+		}
+		h(w, tok, t)
 	}
-	return tok, t
 }
 
-func (s *Server) lookupSelf(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tok, t := s.authenticated(w, r)
-	if t == nil {
-		return
-	}
+func (s *Server) lookupSelf(w http.ResponseWriter, tok string, t *token) {
 	now := s.opts.Now()
 	data := map[string]any{
 		"accessor":         t.accessor,
@@ -673,13 +671,7 @@ func (s *Server) lookupSelf(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, envelope(nil, nil, data))
 }
 
-func (s *Server) renewSelf(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tok, t := s.authenticated(w, r)
-	if t == nil {
-		return
-	}
+func (s *Server) renewSelf(w http.ResponseWriter, tok string, t *token) {
 	if s.opts.NotRenewable {
 		writeErrors(w, http.StatusBadRequest, "lease is not renewable")
 		return
@@ -689,13 +681,7 @@ func (s *Server) renewSelf(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, envelope(s.authBlock(tok, t, s.ttl), nil, nil))
 }
 
-func (s *Server) revokeSelf(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, t := s.authenticated(w, r)
-	if t == nil {
-		return
-	}
+func (s *Server) revokeSelf(w http.ResponseWriter, _ string, t *token) {
 	t.revoked = true
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -773,23 +759,17 @@ func (s *Server) versionMeta(v *kvVersion, n int) map[string]any {
 	}
 }
 
+// kvRead answers the latest version of the secret at p: 404 errors [] when there is
+// none, 404 with data null when it is deleted or destroyed.
 func (s *Server) kvRead(w http.ResponseWriter, p string) {
-	e := s.kv[p]
-	if e == nil || len(e.versions) == 0 {
+	v, n := s.latest(p)
+	if v == nil {
 		writeErrors(w, http.StatusNotFound)
 		return
 	}
-	n := len(e.versions)
-	v := e.versions[n-1]
+	status, data := http.StatusOK, v.data
 	if v.destroyed || !v.deleted.IsZero() {
-		writeJSON(w, http.StatusNotFound, envelope(nil, nil, map[string]any{
-			"data":     nil,
-			"metadata": s.versionMeta(v, n),
-		}))
-		return
+		status, data = http.StatusNotFound, nil
 	}
-	writeJSON(w, http.StatusOK, envelope(nil, nil, map[string]any{
-		"data":     v.data,
-		"metadata": s.versionMeta(v, n),
-	}))
+	writeJSON(w, status, envelope(nil, nil, map[string]any{"data": data, "metadata": s.versionMeta(v, n)}))
 }

@@ -5,9 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,28 +79,16 @@ func raw(t *testing.T, method, url, token, body string) (int, map[string]any) {
 	return status, m
 }
 
-func keys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func keys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 func TestLoginShapeOfRecord(t *testing.T) {
 	s, _ := newServer(t, fakebao.Options{})
 	status, body := raw(t, http.MethodPost, s.URL()+"/v1/auth/jwt-tenancy/login", "",
 		`{"role":"see-env","jwt":"`+s.MintGrant("env-dev-01")+`"}`)
 	require.Equal(t, http.StatusOK, status)
-	assert.Equal(t, []string{"auth", "data", "lease_duration", "lease_id", "renewable", "request_id", "warnings", "wrap_info"}, keys(body))
-	assert.Nil(t, body["data"])
-	assert.Nil(t, body["wrap_info"])
-	assert.Nil(t, body["warnings"])
+	// The key sets and kinds (data, wrap_info and warnings null) are TestShapesOfRecord's.
 	assert.Equal(t, "", body["lease_id"])
 	auth := body["auth"].(map[string]any)
-	assert.Equal(t, []string{"accessor", "client_token", "entity_id", "lease_duration", "metadata", "mfa_requirement", "num_uses",
-		"orphan", "policies", "renewable", "token_policies", "token_type"}, keys(auth))
 	assert.Equal(t, []any{"default", "see-env"}, auth["policies"])
 	assert.Equal(t, map[string]any{"role": "see-env", "env_id": "env-dev-01"}, auth["metadata"])
 	assert.InDelta(t, 3600, auth["lease_duration"], 0)
@@ -176,7 +165,7 @@ func TestMintGrantClaims(t *testing.T) {
 	g := s.MintGrant("env-prod-03")
 	parts := strings.Split(g, ".")
 	require.Len(t, parts, 3)
-	claimsJSON, err := decodeSegment(parts[1])
+	claimsJSON, err := base64.RawURLEncoding.DecodeString(parts[1])
 	require.NoError(t, err)
 	var c map[string]any
 	require.NoError(t, json.Unmarshal(claimsJSON, &c))
@@ -186,10 +175,6 @@ func TestMintGrantClaims(t *testing.T) {
 	assert.InDelta(t, clk.Now().Unix(), c["iat"], 0)
 	assert.InDelta(t, clk.Now().Add(fakebao.GrantTTL).Unix(), c["exp"], 0)
 	assert.NotEqual(t, g, s.MintGrant("env-prod-03"), "every grant is new")
-}
-
-func decodeSegment(s string) ([]byte, error) {
-	return jsonSegment.DecodeString(s)
 }
 
 func TestLookupRenewRevoke(t *testing.T) {
@@ -506,5 +491,3 @@ func TestConcurrentLogins(t *testing.T) {
 		t.Error(err)
 	}
 }
-
-var jsonSegment = base64.RawURLEncoding

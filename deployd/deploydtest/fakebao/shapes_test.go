@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -83,13 +84,8 @@ var (
 )
 
 func with(k kinds, extra kinds) kinds {
-	out := kinds{}
-	for n, v := range k {
-		out[n] = v
-	}
-	for n, v := range extra {
-		out[n] = v
-	}
+	out := maps.Clone(k)
+	maps.Copy(out, extra)
 	return out
 }
 

@@ -362,15 +362,7 @@ func (c container) status(n int) string {
 	}
 	switch c.stateName() {
 	case "running":
-		switch c.health() {
-		case "healthy":
-			return up + " (healthy)"
-		case "unhealthy":
-			return up + " (unhealthy)"
-		case "starting":
-			return up + " (health: starting)"
-		}
-		return up
+		return up + healthSuffix[c.health()]
 	case "exited":
 		return fmt.Sprintf("Exited (%d) 2 seconds ago", c.state.ExitCode)
 	case "restarting":
@@ -384,6 +376,10 @@ func (c container) status(n int) string {
 	}
 	return c.stateName()
 }
+
+// healthSuffix is what docker's status text adds for each health (moby's
+// Health.String); nothing without a healthcheck.
+var healthSuffix = map[string]string{"healthy": " (healthy)", "unhealthy": " (unhealthy)", "starting": " (health: starting)"}
 
 // publisher is compose's api.PortPublisher.
 type publisher struct {
@@ -486,24 +482,15 @@ func (r *run) inspect(args []string) int {
 		return r.usage(usageError("docker inspect requires at least 1 argument"))
 	}
 	return r.do("inspect", func(st *fakeState, out *outcome) error {
-		n := max(st.PSCalls-1, 0)
 		var list []map[string]any
 		for _, want := range pos {
-			var found *container
-			for _, c := range r.containers(st) {
-				id := c.id(st)
-				if c.name == want || id == want || (len(want) >= 12 && strings.HasPrefix(id, want)) {
-					found = &c
-					break
-				}
-			}
-			if found == nil {
+			c, ok := findContainer(r, st, want)
+			if !ok {
 				fmt.Fprintf(&out.stderr, "Error: No such container: %s\n", want)
 				out.code = 1
 				continue
 			}
-			r.stepTo(st, found, n)
-			list = append(list, found.inspectJSON(st))
+			list = append(list, c.inspectJSON(st))
 		}
 		if list == nil {
 			list = []map[string]any{}

@@ -1,9 +1,7 @@
 package fakedocker
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,30 +37,8 @@ func projectFile(dir string, files []string) (services, healthchecks []string, i
 	hc := map[string]bool{}
 	profiled := map[string]bool{}
 	images = map[string]string{}
-	for _, f := range files {
-		if !filepath.IsAbs(f) {
-			f = filepath.Join(dir, f)
-		}
-		b, err := os.ReadFile(f)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, nil, fmt.Errorf("open %s: no such file or directory", f)
-		}
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		var doc struct {
-			Services map[string]struct {
-				Image       string   `yaml:"image"`
-				Profiles    []string `yaml:"profiles"`
-				Healthcheck *struct {
-					Disable bool `yaml:"disable"`
-				} `yaml:"healthcheck"`
-			} `yaml:"services"`
-		}
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: %w", f, err)
-		}
-		for name, svc := range doc.Services {
+	err = readComposeFiles(dir, files, func(services map[string]composeService) {
+		for name, svc := range services {
 			// Without a healthcheck section the service keeps what earlier files said.
 			has := hc[name]
 			if svc.Healthcheck != nil {
@@ -77,6 +53,9 @@ func projectFile(dir string, files []string) (services, healthchecks []string, i
 				images[name] = svc.Image
 			}
 		}
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	for name, has := range hc {
 		if profiled[name] {
@@ -90,4 +69,49 @@ func projectFile(dir string, files []string) (services, healthchecks []string, i
 	slices.Sort(services)
 	slices.Sort(healthchecks)
 	return services, healthchecks, images, nil
+}
+
+// serviceProfiles reads the profiles of every service of the compose files (later
+// files override earlier ones).
+func serviceProfiles(dir string, files []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := readComposeFiles(dir, files, func(services map[string]composeService) {
+		for name, s := range services {
+			if _, ok := out[name]; !ok || s.Profiles != nil {
+				out[name] = s.Profiles
+			}
+		}
+	})
+	return out, err
+}
+
+// composeService is what the fake reads of a service of a compose file.
+type composeService struct {
+	Image       string   `yaml:"image"`
+	Profiles    []string `yaml:"profiles"`
+	Healthcheck *struct {
+		Disable bool `yaml:"disable"`
+	} `yaml:"healthcheck"`
+}
+
+// readComposeFiles reads files in order (relative ones from dir) and hands the
+// services of each to fn.
+func readComposeFiles(dir string, files []string, fn func(services map[string]composeService)) error {
+	for _, f := range files {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(dir, f)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err // "open <f>: no such file or directory", as compose says
+		}
+		var doc struct {
+			Services map[string]composeService `yaml:"services"`
+		}
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		fn(doc.Services)
+	}
+	return nil
 }

@@ -1,10 +1,6 @@
 package fakedocker
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -32,20 +28,7 @@ type config struct {
 }
 
 // readConfig reads a configFile. A missing file is the zero config.
-func readConfig(path string) (config, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return config{}, nil
-	}
-	if err != nil {
-		return config{}, err
-	}
-	var c config
-	if err := json.Unmarshal(data, &c); err != nil {
-		return config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
-}
+func readConfig(path string) (config, error) { return readJSON[config](path, "") }
 
 // configNextTo reads the configFile in the directory of the program exe.
 func configNextTo(exe string) (config, error) {
@@ -53,13 +36,7 @@ func configNextTo(exe string) (config, error) {
 }
 
 // writeFile writes c as JSON to path.
-func (c config) writeFile(path string) error {
-	data, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
+func (c config) writeFile(path string) error { return writeJSON(path, c, 0o644) }
 
 // placeProgram puts the fake docker program src at dst, where it will find the
 // configFile beside it: a hard link where the file system allows it, a copy

@@ -207,53 +207,68 @@ func (e *engine) script() (Script, error) {
 	return *s, nil
 }
 
-// route answers one request; path has no version prefix.
+// endpoint is one path the fake engine serves: its pattern ("{}" stands for one
+// non-empty segment, handed to serve as arg), the methods it takes, and the docker CLI
+// command that reads the same ("" none; see readCommand).
+type endpoint struct {
+	pattern string
+	methods []string
+	command string
+	serve   func(e *engine, req *http.Request, arg string) (any, error)
+}
+
+var endpoints = []endpoint{
+	{"/_ping", []string{http.MethodGet, http.MethodHead}, "", func(*engine, *http.Request, string) (any, error) { return "OK", nil }},
+	{"/version", []string{http.MethodGet}, "version", func(e *engine, _ *http.Request, _ string) (any, error) { return e.version() }},
+	{"/info", []string{http.MethodGet}, "", func(e *engine, _ *http.Request, _ string) (any, error) { return e.info() }},
+	{"/containers/json", []string{http.MethodGet}, "ps", func(e *engine, req *http.Request, _ string) (any, error) { return e.listContainers(req) }},
+	{"/containers/{}/json", []string{http.MethodGet}, "inspect", func(e *engine, _ *http.Request, id string) (any, error) { return e.inspectContainer(id) }},
+	{"/images/json", []string{http.MethodGet}, "", func(e *engine, req *http.Request, _ string) (any, error) { return e.listImages(req) }},
+	{"/images/{}", []string{http.MethodDelete}, "", (*engine).removeImage},
+}
+
+// endpointOf is the endpoint path (no version prefix) is of, with the segment its
+// "{}" matched.
+func endpointOf(path string) (endpoint, string, bool) {
+	parts := strings.Split(path, "/")
+	for _, ep := range endpoints {
+		want := strings.Split(ep.pattern, "/")
+		if len(want) != len(parts) {
+			continue
+		}
+		arg, ok := "", true
+		for i, w := range want {
+			switch {
+			case w == "{}" && parts[i] != "":
+				arg = parts[i]
+			case w != parts[i]:
+				ok = false
+			}
+		}
+		if ok {
+			return ep, arg, true
+		}
+	}
+	return endpoint{}, "", false
+}
+
+// route answers one request; path has no version prefix. A known path with another
+// method is 405; a read the CLI also does plays the script's command first
+// (playScripted).
 func (e *engine) route(req *http.Request, path string) (any, error) {
-	allow := func(methods ...string) error {
-		if slices.Contains(methods, req.Method) {
-			return nil
-		}
-		return errorf(http.StatusMethodNotAllowed, "fake engine: method %s not allowed for %s (allowed: %s)", req.Method, path, strings.Join(methods, ", "))
+	ep, arg, ok := endpointOf(path)
+	if !ok {
+		return nil, errorf(http.StatusNotFound, "page not found (the fake engine serves /_ping, /version, /info, /containers/json, /containers/{id}/json, /images/json and /images/{id})")
 	}
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case path == "/_ping":
-		if err := allow(http.MethodGet, http.MethodHead); err != nil {
-			return nil, err
-		}
-		return "OK", nil
-	case path == "/version":
-		if err := e.allowScripted(allow, "version"); err != nil {
-			return nil, err
-		}
-		return e.version()
-	case path == "/info":
-		if err := allow(http.MethodGet); err != nil {
-			return nil, err
-		}
-		return e.info()
-	case path == "/containers/json":
-		if err := e.allowScripted(allow, "ps"); err != nil {
-			return nil, err
-		}
-		return e.listContainers(req)
-	case len(parts) == 3 && parts[0] == "containers" && parts[2] == "json" && parts[1] != "":
-		if err := e.allowScripted(allow, "inspect"); err != nil {
-			return nil, err
-		}
-		return e.inspectContainer(parts[1])
-	case path == "/images/json":
-		if err := allow(http.MethodGet); err != nil {
-			return nil, err
-		}
-		return e.listImages(req)
-	case len(parts) == 2 && parts[0] == "images" && parts[1] != "":
-		if err := allow(http.MethodDelete); err != nil {
-			return nil, err
-		}
-		return e.removeImage(req, parts[1])
+	if !slices.Contains(ep.methods, req.Method) {
+		return nil, errorf(http.StatusMethodNotAllowed, "fake engine: method %s not allowed for %s (allowed: %s)", req.Method, path, strings.Join(ep.methods, ", "))
 	}
-	return nil, errorf(http.StatusNotFound, "page not found (the fake engine serves /_ping, /version, /info, /containers/json, /containers/{id}/json, /images/json and /images/{id})")
+	if ep.command != "" {
+		if err := e.playScripted(ep.command); err != nil {
+			return nil, err
+		}
+	}
+	return ep.serve(e, req, arg)
 }
 
 // readCommand is the docker CLI command that reads what the Engine API path reads —
@@ -262,26 +277,15 @@ func (e *engine) route(req *http.Request, path string) (any, error) {
 // name plays for the request too (its delay, its failures), and a test that counts a
 // command's calls can count these requests with them.
 func readCommand(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case path == "/version":
-		return "version"
-	case path == "/containers/json":
-		return "ps"
-	case len(parts) == 3 && parts[0] == "containers" && parts[2] == "json" && parts[1] != "":
-		return "inspect"
-	}
-	return ""
+	ep, _, _ := endpointOf(path)
+	return ep.command
 }
 
-// allowScripted checks the method (GET), then plays the script's command that the
-// CLI would run for the same read — "version", "ps" or "inspect" — as the docker
-// program plays it: its delay, then its failures, as a 500 with the command's stderr.
-// A scripted slow or failing docker is slow or failing whichever way it is asked.
-func (e *engine) allowScripted(allow func(...string) error, name string) error {
-	if err := allow(http.MethodGet); err != nil {
-		return err
-	}
+// playScripted plays the script's command that the CLI would run for the same read —
+// "version", "ps" or "inspect" — as the docker program plays it: its delay, then its
+// failures, as a 500 with the command's stderr. A scripted slow or failing docker is
+// slow or failing whichever way it is asked.
+func (e *engine) playScripted(name string) error {
 	s, err := e.script()
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "fake engine: %v", err)
@@ -462,7 +466,7 @@ func (e *engine) listContainers(req *http.Request) (any, error) {
 
 // findContainer finds the container named by want (full ID, an ID prefix of at least
 // 12 characters, or the name with or without its leading "/"), in the state of the
-// last ps call.
+// last ps call, for docker inspect and GET /containers/{id}/json alike.
 func findContainer(r *run, st *fakeState, want string) (container, bool) {
 	name := strings.TrimPrefix(want, "/")
 	for _, c := range r.containers(st) {

@@ -1,10 +1,8 @@
 package fakedocker
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -423,9 +421,7 @@ func TestServeEngine(t *testing.T) {
 	s, err := serveEngine(filepath.Join(dir, "docker.sock"), config{Log: e.log})
 	require.NoError(t, err)
 	assert.Equal(t, "unix://"+filepath.Join(dir, "docker.sock"), s.DockerHost())
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", s.Socket)
-	}}}
+	client := (&Docker{Socket: s.Socket}).HTTPClient()
 	resp, err := client.Get("http://docker/_ping")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
@@ -476,15 +472,6 @@ func TestEnginePlaysTheScriptedCommands(t *testing.T) {
 	status, _ = e.engine("GET", "/containers/"+list[0].ID+"/json")
 	assert.Equal(t, http.StatusOK, status)
 	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "the scripted delay of inspect")
-}
-
-func TestReadCommand(t *testing.T) {
-	for path, want := range map[string]string{
-		"/version": "version", "/containers/json": "ps", "/containers/abc/json": "inspect",
-		"/containers//json": "", "/images/json": "", "/_ping": "", "/containers/abc/logs": "",
-	} {
-		assert.Equal(t, want, readCommand(path), path)
-	}
 }
 
 // TestEngineRestartStartsTheUptimeOver: a restart count that rises (scripted, or a new

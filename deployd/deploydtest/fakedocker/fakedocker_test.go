@@ -69,18 +69,16 @@ func TestScriptFile(t *testing.T) {
 	require.NoError(t, err, "the program reads the file (it refuses unknown fields)")
 	assert.Equal(t, s, got)
 
-	require.NoError(t, os.WriteFile(path, []byte(`{"commands":{"up":{"delay":2}}}`), 0o644))
-	_, err = readScript(path)
-	assert.ErrorContains(t, err, "delay", "a delay is a string such as \"2s\"")
-	require.NoError(t, os.WriteFile(path, []byte(`{"commands":{"up":{"delay":"soon"}}}`), 0o644))
-	_, err = readScript(path)
-	assert.ErrorContains(t, err, `delay "soon"`)
-	require.NoError(t, os.WriteFile(path, []byte(`{"commands":{"up":{"dealy":"2s"}}}`), 0o644))
-	_, err = readScript(path)
-	assert.ErrorContains(t, err, "dealy", "an unknown field of a command")
-	require.NoError(t, os.WriteFile(path, []byte(`{"services":{"web":{"states":[{"state":"stopped"}]}}}`), 0o644))
-	_, err = readScript(path)
-	assert.ErrorContains(t, err, `Services["web"].States[0]: State "stopped"`, "the program validates what it reads")
+	for _, tc := range []struct{ file, says, why string }{
+		{`{"commands":{"up":{"delay":2}}}`, "delay", "a delay is a string such as \"2s\""},
+		{`{"commands":{"up":{"delay":"soon"}}}`, `delay "soon"`, "a delay is a Go duration"},
+		{`{"commands":{"up":{"dealy":"2s"}}}`, "dealy", "an unknown field of a command"},
+		{`{"services":{"web":{"states":[{"state":"stopped"}]}}}`, `Services["web"].States[0]: State "stopped"`, "the program validates what it reads"},
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o644))
+		_, err = readScript(path)
+		assert.ErrorContains(t, err, tc.says, tc.why)
+	}
 }
 
 // TestScriptValidate: each mistake is named by its path in the script.
@@ -130,13 +128,14 @@ func TestCallCompose(t *testing.T) {
 }
 
 // TestCallEngineCommand: a request to the Engine API names the docker command that
-// reads the same; a run of the program names none.
+// reads the same (readCommand); another path, or a run of the program, names none.
 func TestCallEngineCommand(t *testing.T) {
-	engine := func(path string) Call { return Call{Argv: []string{EngineArgv0, "GET", path}} }
-	assert.Equal(t, "ps", engine("/containers/json").EngineCommand())
-	assert.Equal(t, "inspect", engine("/containers/abc/json").EngineCommand())
-	assert.Equal(t, "version", engine("/version").EngineCommand())
-	assert.Equal(t, "", engine("/_ping").EngineCommand())
+	for path, want := range map[string]string{
+		"/version": "version", "/containers/json": "ps", "/containers/abc/json": "inspect",
+		"/containers//json": "", "/images/json": "", "/_ping": "", "/containers/abc/logs": "",
+	} {
+		assert.Equal(t, want, Call{Argv: []string{EngineArgv0, "GET", path}}.EngineCommand(), path)
+	}
 	assert.Equal(t, "", Call{Argv: []string{"compose", "ps"}}.EngineCommand())
 	assert.Equal(t, "", Call{Argv: []string{"ps", "GET", "/containers/json"}}.EngineCommand())
 }

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Hook scripts `docker compose run` of one service: a hook of the agent
@@ -125,33 +123,4 @@ func (r *run) rm(args []string) int {
 		fmt.Fprintf(r.stderr, "Error response from daemon: No such container: %s\n", name)
 	}
 	return 1
-}
-
-// serviceProfiles reads the profiles of every service of the compose files (later
-// files override earlier ones).
-func serviceProfiles(dir string, files []string) (map[string][]string, error) {
-	out := map[string][]string{}
-	for _, f := range files {
-		if !filepath.IsAbs(f) {
-			f = filepath.Join(dir, f)
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		var doc struct {
-			Services map[string]struct {
-				Profiles []string `yaml:"profiles"`
-			} `yaml:"services"`
-		}
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		for name, s := range doc.Services {
-			if _, ok := out[name]; !ok || s.Profiles != nil {
-				out[name] = s.Profiles
-			}
-		}
-	}
-	return out, nil
 }

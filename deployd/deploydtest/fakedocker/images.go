@@ -47,15 +47,17 @@ func ImageID(ref string) string {
 
 // learnImage adds the image of c to the images the engine holds, once.
 func (r *run) learnImage(st *fakeState, c container) {
-	id := ImageID(c.image)
-	for _, im := range st.Images {
-		if im.ID == id {
-			return
-		}
+	hold(st, c.image, r.service(st, c.service).ImageSize)
+}
+
+// hold adds the image ref, of size bytes (≤ 0: defaultImageSize), to the images the
+// engine holds, once.
+func hold(st *fakeState, ref string, size int64) {
+	if holds(st, ref) {
+		return
 	}
-	size := r.service(st, c.service).ImageSize
 	if size <= 0 {
 		size = defaultImageSize
 	}
-	st.Images = append(st.Images, heldImage{ID: id, Ref: normalizeRef(c.image), Size: size, Created: st.UpAt})
+	st.Images = append(st.Images, heldImage{ID: ImageID(ref), Ref: normalizeRef(ref), Size: size, Created: st.UpAt})
 }

@@ -193,23 +193,14 @@ func (r *run) main(args []string) int {
 		fmt.Fprintln(r.stderr, "fake docker: no command; want compose or version")
 		return 1
 	}
-	switch args[0] {
-	case "version":
-		return r.dockerVersion(args[1:])
-	case "compose":
-		return r.compose(args[1:])
-	case "inspect":
-		return r.inspect(args[1:])
-	case "image":
-		return r.image(args[1:])
-	case "pull":
-		return r.pull(args[1:])
-	case "rm":
-		return r.rm(args[1:])
-	default:
+	cmd, ok := map[string]func([]string) int{
+		"version": r.dockerVersion, "compose": r.compose, "inspect": r.inspect, "image": r.image, "pull": r.pull, "rm": r.rm,
+	}[args[0]]
+	if !ok {
 		fmt.Fprintf(r.stderr, "fake docker: unknown command %q (the fake knows compose, inspect, image inspect, pull and version)\n", args[0])
 		return 1
 	}
+	return cmd(args[1:])
 }
 
 // flagSpec lists a subcommand's flags: true when the flag takes a value.
@@ -302,22 +293,13 @@ func (r *run) compose(args []string) int {
 	if len(rest) == 0 {
 		return r.usage(usageError("docker compose: no subcommand"))
 	}
-	switch rest[0] {
-	case "up":
-		return r.up(rest[1:])
-	case "down":
-		return r.down(rest[1:])
-	case "ps":
-		return r.ps(rest[1:])
-	case "logs":
-		return r.logs(rest[1:])
-	case "version":
-		return r.composeVersion(rest[1:])
-	case "run":
-		return r.runHook(rest[1:])
-	default:
+	sub, ok := map[string]func([]string) int{
+		"up": r.up, "down": r.down, "ps": r.ps, "logs": r.logs, "version": r.composeVersion, "run": r.runHook,
+	}[rest[0]]
+	if !ok {
 		return r.usage(usageError(fmt.Sprintf("unknown command \"docker compose %s\" (the fake knows up, down, ps, logs and version)", rest[0])))
 	}
+	return sub(rest[1:])
 }
 
 func (r *run) usage(err error) int {

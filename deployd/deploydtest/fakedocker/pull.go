@@ -69,9 +69,7 @@ func (r *run) pull(args []string) int {
 		layer := hex.EncodeToString(sum[:])[:12]
 		fmt.Fprintf(&out.stdout, "%s: Pulling from %s\n%s: Pulling fs layer\n%s: Download complete\n%s: Pull complete\n", tag, repo, layer, layer, layer)
 		fmt.Fprintf(&out.stdout, "Digest: %s\nStatus: Downloaded newer image for %s\n%s\n", ImageID(ref), norm, norm)
-		if !holds(st, ref) {
-			st.Images = append(st.Images, heldImage{ID: ImageID(ref), Ref: norm, Size: defaultImageSize, Created: st.UpAt})
-		}
+		hold(st, ref, 0)
 		return nil
 	})
 }

@@ -237,17 +237,7 @@ func (c *Command) UnmarshalJSON(b []byte) error {
 // writeFile replaces the script file at path with s atomically (a temporary file
 // renamed over it), so that a call running meanwhile reads the old script or the new
 // one, never half of one.
-func (s *Script) writeFile(path string) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func (s *Script) writeFile(path string) error { return writeJSON(path, s, 0o644) }
 
 // readScript reads a script file and validates it. Unknown fields are an error, so
 // that a typo in a script does not silently script nothing.

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,12 +64,6 @@ func (s *serving) wait(t *testing.T) int {
 	}
 }
 
-func socketClient(socket string) *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
-}
-
 // TestServeSharesTheProgramsState: serve-engine reads its paths from the configFile
 // next to the program, prints the DOCKER_HOST of its socket, and answers from the same
 // state as the program's compose up; closing stdin stops it and removes the socket.
@@ -94,7 +86,7 @@ func TestServeSharesTheProgramsState(t *testing.T) {
 	code := play(cfg, []string{"compose", "--project-name", "p", "--project-directory", project, "-f", "compose.yaml", "up", "-d"}, []string{"PATH=/usr/bin"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 
-	c := socketClient(s.line.Socket)
+	c := (&Docker{Socket: s.line.Socket}).HTTPClient()
 	resp, err := c.Get("http://docker/containers/json?all=1")
 	require.NoError(t, err)
 	var list []map[string]any

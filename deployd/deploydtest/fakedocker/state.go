@@ -66,25 +66,30 @@ type heldImage struct {
 }
 
 // readStatus reads a state file. A missing file is the zero fakeState.
-func readStatus(path string) (fakeState, error) {
-	var st fakeState
+func readStatus(path string) (fakeState, error) { return readJSON[fakeState](path, "state file ") }
+
+// readJSON reads the JSON file path into a T. A missing file is the zero T; one that
+// does not decode is an error naming it (what, e.g. "state file ", then path).
+func readJSON[T any](path, what string) (T, error) {
+	var v T
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return st, nil
+		return v, nil
 	}
 	if err != nil {
-		return st, err
+		return v, err
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("state file %s: %w", path, err)
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("%s%s: %w", what, path, err)
 	}
-	return st, nil
+	return v, nil
 }
 
-// writeStatus replaces the state file atomically (temp file in the same directory,
-// then rename).
-func writeStatus(path string, st fakeState) error {
-	b, err := json.MarshalIndent(st, "", "  ")
+// writeJSON replaces the file path with v as indented JSON and mode perm, atomically
+// (a temporary file in the same directory, then rename), so that a reader sees the
+// old file or the new one, never a part.
+func writeJSON(path string, v any, perm os.FileMode) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -96,6 +101,10 @@ func writeStatus(path string, st fakeState) error {
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	if _, err := tmp.Write(append(b, '\n')); err != nil {
 		_ = tmp.Close() // the write error is the one to report; the file is removed
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		_ = tmp.Close() // the chmod error is the one to report; the file is removed
 		return err
 	}
 	if err := tmp.Close(); err != nil {
@@ -129,5 +138,5 @@ func lockedStatus(path string, fresh func() fakeState, save bool, fn func(*fakeS
 	if err := fn(&st); err != nil || !save {
 		return err
 	}
-	return writeStatus(path, st)
+	return writeJSON(path, st, 0o600)
 }

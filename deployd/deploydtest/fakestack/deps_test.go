@@ -1,6 +1,8 @@
 package fakestack_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -8,16 +10,29 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
-// TestLinksNoTesting: the fakes, and the quickstart built on them, link neither
-// "testing" nor an agent package they would stand in for (the fake tenancy hashes
-// bundles with its own code, not deployd/bundle's).
+// TestLinksNoTesting: the fakes, the fake docker program and examples/quickstart link
+// neither testing nor httptest (nor testify); the fakes link no deployd/bundle, and the
+// fake docker neither the agent's deployd nor its deployd/compose.
 func TestLinksNoTesting(t *testing.T) {
-	for _, pkg := range []string{".", "../faketenancy", "../fakebao", "../../../examples/quickstart"} {
-		deps := testprog.Deps(t, pkg)
-		assert.NotContains(t, deps, "testing", "%s links testing", pkg)
-		assert.NotContains(t, deps, "net/http/httptest", "%s links httptest", pkg)
-		if pkg != "../../../examples/quickstart" {
-			assert.NotContains(t, deps, "github.com/monky/monky-deployd/deployd/bundle", "%s links the agent's bundle package", pkg)
+	const mod = "github.com/monky/monky-deployd/"
+	for _, pkg := range []string{"fakestack", "faketenancy", "fakebao", "fakedocker", "cmd/fake-docker", "examples/quickstart"} {
+		path := mod + pkg
+		if !strings.Contains(pkg, "/") {
+			path = mod + "deployd/deploydtest/" + pkg
+		}
+		deps := testprog.Deps(t, path)
+		if !assert.Contains(t, deps, path, "go list -deps %s gave no list of its dependencies: %s", path, deps) {
+			continue
+		}
+		for _, d := range deps {
+			switch {
+			case d == "testing", d == "net/http/httptest", strings.HasPrefix(d, "github.com/stretchr/"):
+				t.Errorf("%s links %s", pkg, d)
+			case d == mod+"deployd/bundle" && pkg != "examples/quickstart":
+				t.Errorf("%s links the agent's bundle package", pkg)
+			case (d == mod+"deployd" || strings.HasPrefix(d, mod+"deployd/compose")) && slices.Contains([]string{"fakedocker", "cmd/fake-docker"}, pkg):
+				t.Errorf("%s links the agent's %s", pkg, d)
+			}
 		}
 	}
 }

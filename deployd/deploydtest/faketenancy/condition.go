@@ -47,12 +47,9 @@ var (
 // knows (present, of their kind, times in order), tolerant of fields it does not.
 // Absent or null is nil.
 func parseCondition(raw json.RawMessage) (*Condition, error) {
-	if len(raw) == 0 || isNull(raw) {
-		return nil, nil
-	}
 	var w conditionWire
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, &fieldError{"condition", "must be an object of the documented fields"}
+	if ok, err := decodeObject(raw, &w, "condition"); !ok {
+		return nil, err
 	}
 	switch {
 	case w.Code == nil || !codeRe.MatchString(*w.Code):
@@ -65,38 +62,59 @@ func parseCondition(raw json.RawMessage) (*Condition, error) {
 		return nil, &fieldError{"condition.sha", "must be 64 lowercase hex"}
 	}
 	c := &Condition{Code: *w.Code, Exit: *w.Exit, Runs: *w.Runs, SHA: w.SHA}
+	var err error
 	for _, f := range []struct {
 		name string
 		in   *string
 		out  *time.Time
 	}{{"since", w.Since, &c.Since}, {"code_since", w.CodeSince, &c.CodeSince}, {"last", w.Last, &c.Last}} {
-		if f.in == nil {
-			return nil, &fieldError{"condition." + f.name, "is required"}
+		if *f.out, err = rfc3339("condition."+f.name, f.in); err != nil {
+			return nil, err
 		}
-		t, err := time.Parse(time.RFC3339, *f.in)
-		if err != nil {
-			return nil, &fieldError{"condition." + f.name, "must be an RFC 3339 time"}
-		}
-		*f.out = t
 	}
 	if c.CodeSince.Before(c.Since) || c.Last.Before(c.CodeSince) {
 		return nil, &fieldError{"condition", "must have since ≤ code_since ≤ last"}
 	}
 	if w.NextAttempt != "" {
-		t, err := time.Parse(time.RFC3339, w.NextAttempt)
-		if err != nil {
-			return nil, &fieldError{"condition.next_attempt", "must be an RFC 3339 time"}
+		if c.NextAttempt, err = rfc3339("condition.next_attempt", &w.NextAttempt); err != nil {
+			return nil, err
 		}
-		c.NextAttempt = t
 	}
 	return c, nil
 }
 
-// clone returns a copy of c, so that what the server stores is never shared.
-func (c *Condition) clone() *Condition {
-	if c == nil {
+// decodeObject decodes the object raw into its wire struct w; it is false (and the
+// error nil) when raw is absent or null, and an error naming the object when raw is
+// not an object of the documented fields and kinds.
+func decodeObject(raw json.RawMessage, w any, name string) (bool, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, w); err != nil {
+		return false, &fieldError{name, "must be an object of the documented fields"}
+	}
+	return true, nil
+}
+
+// rfc3339 parses the time in of the field name: it is required (in is not nil) and
+// must be an RFC 3339 time.
+func rfc3339(name string, in *string) (time.Time, error) {
+	if in == nil {
+		return time.Time{}, &fieldError{name, "is required"}
+	}
+	t, err := time.Parse(time.RFC3339, *in)
+	if err != nil {
+		return time.Time{}, &fieldError{name, "must be an RFC 3339 time"}
+	}
+	return t, nil
+}
+
+// clonePtr returns a copy of *p (nil for nil), so that what the server stores is
+// never shared.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
 		return nil
 	}
-	d := *c
-	return &d
+	c := *p
+	return &c
 }

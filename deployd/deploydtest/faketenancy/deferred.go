@@ -44,12 +44,9 @@ const maxDeferredText = 200
 // parseDeferred decodes a check-in's deferred object: strict about the fields it
 // knows, tolerant of fields it does not. Absent or null is nil.
 func parseDeferred(raw json.RawMessage) (*Deferred, error) {
-	if len(raw) == 0 || isNull(raw) {
-		return nil, nil
-	}
 	var w deferredWire
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, &fieldError{"deferred", "must be an object of the documented fields"}
+	if ok, err := decodeObject(raw, &w, "deferred"); !ok {
+		return nil, err
 	}
 	switch {
 	case w.Why == nil || (*w.Why != "hold" && *w.Why != "window"):
@@ -62,39 +59,16 @@ func parseDeferred(raw json.RawMessage) (*Deferred, error) {
 		return nil, &fieldError{"deferred.owner", "must be UTF-8 of at most 200 bytes"}
 	case len(w.Reason) > maxDeferredText || !utf8.ValidString(w.Reason):
 		return nil, &fieldError{"deferred.reason", "must be UTF-8 of at most 200 bytes"}
-	case w.Since == nil:
-		return nil, &fieldError{"deferred.since", "is required"}
 	}
 	d := &Deferred{Why: *w.Why, Owner: w.Owner, Reason: w.Reason, SHA: *w.SHA, Serial: *w.Serial, Prepared: w.Prepared}
 	var err error
-	if d.Since, err = time.Parse(time.RFC3339, *w.Since); err != nil {
-		return nil, &fieldError{"deferred.since", "must be an RFC 3339 time"}
+	if d.Since, err = rfc3339("deferred.since", w.Since); err != nil {
+		return nil, err
 	}
 	if w.Until != "" {
-		if d.Until, err = time.Parse(time.RFC3339, w.Until); err != nil {
-			return nil, &fieldError{"deferred.until", "must be an RFC 3339 time"}
+		if d.Until, err = rfc3339("deferred.until", &w.Until); err != nil {
+			return nil, err
 		}
 	}
 	return d, nil
-}
-
-// clone returns a copy of d, so that what the server stores is never shared.
-func (d *Deferred) clone() *Deferred {
-	if d == nil {
-		return nil
-	}
-	c := *d
-	return &c
-}
-
-// LastDeferred returns the deferred object of envID's latest check-in. It is false
-// when there was no check-in or the latest carried none: nothing waits on the box.
-func (s *Server) LastDeferred(envID string) (Deferred, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs := s.env(envID).checkins
-	if len(cs) == 0 || cs[len(cs)-1].Deferred == nil {
-		return Deferred{}, false
-	}
-	return *cs[len(cs)-1].Deferred, true
 }

@@ -1,6 +1,7 @@
 // Package faketenancy is a fake of monky-tenancy's agent API (docs/PROTOCOL.md) served
 // over real HTTP on 127.0.0.1, and the bundles tenancy publishes (docs/BUNDLE.md). It
-// declares its own wire structs rather than reusing deployd/tenancy's, and hashes
+// decodes what the agent sends with its own wire structs and code rather than
+// deployd/tenancy's (it only stores a live service in tenancy's LiveService), and hashes
 // bundles with its own code (SHA) rather than deployd/bundle's, so that tests run the
 // agent against an independent witness of the contract; the conformance suite in
 // deployd/deploydtest holds it to that contract. It does not import "testing": a

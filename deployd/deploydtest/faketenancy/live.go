@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/monky/monky-deployd/deployd/tenancy"
 )
 
 // Caps the fake holds a live object to: the agent's own (deployd/tenancy's
@@ -31,15 +33,10 @@ type Live struct {
 	Services []LiveService `json:"services,omitzero"`
 }
 
-// LiveService is one service of a live object.
-type LiveService struct {
-	// Name, State, Health, ExitCode and Restarts as the agent sent them.
-	Name     string `json:"name"`
-	State    string `json:"state"`
-	Health   string `json:"health"`
-	ExitCode int    `json:"exit_code"`
-	Restarts int    `json:"restarts"`
-}
+// LiveService is one service of a live object: the agent's own type (name, state,
+// health, exit_code, restarts), which the fake fills field by field with its own code
+// (parseLiveService), so that the check stays independent of the agent's.
+type LiveService = tenancy.LiveService
 
 // clone returns a deep copy of l, so that what the server stores is never shared.
 func (l *Live) clone() *Live {

@@ -402,8 +402,8 @@ func (s *Server) Checkins(envID string) []CheckinRequest {
 	out := append([]CheckinRequest(nil), s.env(envID).checkins...)
 	for i := range out {
 		out[i].Live = out[i].Live.clone()
-		out[i].Condition = out[i].Condition.clone()
-		out[i].Deferred = out[i].Deferred.clone()
+		out[i].Condition = clonePtr(out[i].Condition)
+		out[i].Deferred = clonePtr(out[i].Deferred)
 	}
 	return out
 }
@@ -411,25 +411,35 @@ func (s *Server) Checkins(envID string) []CheckinRequest {
 // LastCondition returns the condition object of envID's latest check-in. It is false
 // when there was no check-in or the latest carried none: the box's last run ended 0.
 func (s *Server) LastCondition(envID string) (Condition, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs := s.env(envID).checkins
-	if len(cs) == 0 || cs[len(cs)-1].Condition == nil {
-		return Condition{}, false
-	}
-	return *cs[len(cs)-1].Condition, true
+	return latest(s, envID, func(c *CheckinRequest) *Condition { return c.Condition })
 }
 
 // LastLive returns the live object of envID's latest check-in. It is false when there
 // was no check-in or the latest carried no live object: the box said nothing is live.
 func (s *Server) LastLive(envID string) (Live, bool) {
+	return latest(s, envID, func(c *CheckinRequest) *Live { return c.Live.clone() })
+}
+
+// LastDeferred returns the deferred object of envID's latest check-in. It is false
+// when there was no check-in or the latest carried none: nothing waits on the box.
+func (s *Server) LastDeferred(envID string) (Deferred, bool) {
+	return latest(s, envID, func(c *CheckinRequest) *Deferred { return c.Deferred })
+}
+
+// latest returns the object that of picks (a copy of it) from envID's latest
+// check-in; false when there was no check-in or of picks nil.
+func latest[T any](s *Server, envID string, of func(*CheckinRequest) *T) (T, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cs := s.env(envID).checkins
-	if len(cs) == 0 || cs[len(cs)-1].Live == nil {
-		return Live{}, false
+	var v *T
+	if cs := s.env(envID).checkins; len(cs) > 0 {
+		v = of(&cs[len(cs)-1])
 	}
-	return *cs[len(cs)-1].Live.clone(), true
+	if v == nil {
+		var zero T
+		return zero, false
+	}
+	return *v, true
 }
 
 // Leases returns the leases granted to envID, oldest first.
@@ -623,17 +633,13 @@ func (s *Server) handleCheckin(w http.ResponseWriter, r *http.Request, rec *Requ
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", "last_result must be applied, failed or down")
 		return
 	}
-	live, err := parseLive(body.Live)
+	var err error
+	if req.Live, err = parseLive(body.Live); err == nil {
+		if req.Condition, err = parseCondition(body.Condition); err == nil {
+			req.Deferred, err = parseDeferred(body.Deferred)
+		}
+	}
 	if err != nil {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	req.Live = live
-	if req.Condition, err = parseCondition(body.Condition); err != nil {
-		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
-		return
-	}
-	if req.Deferred, err = parseDeferred(body.Deferred); err != nil {
 		writeError(w, rec, http.StatusBadRequest, "BAD_REQUEST", err.Error())
 		return
 	}
@@ -771,10 +777,7 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 	if a := e.last; a != nil && req.RequestID != "" && a.lease.RequestID == req.RequestID && a.lease.SHA == req.SHA && now.Before(a.lease.ExpiresAt) {
 		// The same request again (its answer was lost): the same lease, free.
 		s.mu.Unlock()
-		writeJSON(w, rec, http.StatusOK, map[string]any{
-			"grant": a.grant, "auth_mount": s.opts.AuthMount,
-			"role": s.opts.Role, "expires_at": a.lease.ExpiresAt.Format(time.RFC3339),
-		})
+		s.writeLease(w, rec, a.grant, a.lease)
 		return
 	}
 	budget := s.opts.LeaseBudget
@@ -820,11 +823,15 @@ func (s *Server) handleLease(w http.ResponseWriter, r *http.Request, rec *Reques
 			"wrap_info": map[string]any{"token": s.opts.Authority.MintGrant(tokenEnv), "ttl": 300, "creation_path": "auth/approle/role/see-env/secret-id"},
 		})
 	default:
-		writeJSON(w, rec, http.StatusOK, map[string]any{
-			"grant": grant, "auth_mount": s.opts.AuthMount,
-			"role": s.opts.Role, "expires_at": lease.ExpiresAt.Format(time.RFC3339),
-		})
+		s.writeLease(w, rec, grant, lease)
 	}
+}
+
+// writeLease answers a lease of the right shape: grant, auth_mount, role, expires_at.
+func (s *Server) writeLease(w http.ResponseWriter, rec *Request, grant string, l Lease) {
+	writeJSON(w, rec, http.StatusOK, map[string]any{
+		"grant": grant, "auth_mount": s.opts.AuthMount, "role": s.opts.Role, "expires_at": l.ExpiresAt.Format(time.RFC3339),
+	})
 }
 
 func (s *Server) handleReport(w http.ResponseWriter, r *http.Request, rec *Request, tokenEnv string) {

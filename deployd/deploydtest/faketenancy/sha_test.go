@@ -22,17 +22,35 @@ import (
 // bundles with the sha the agent computes for each.
 const agentTestdata = "../../bundle/testdata"
 
-// shaSpec is a bundle whose names sort differently bytewise, by locale and by entry
-// order, with nested directories, spaces and UTF-8.
+// vectorFiles are files whose names sort differently bytewise, by locale and by entry
+// order, with nested directories, spaces and UTF-8: with a manifest.json of
+// {"schema":1}, the files of the agent's pinned vector.
+var vectorFiles = [][2]string{
+	{"b.txt", "b\n"}, {"B.txt", "B\n"}, {"a/z.txt", ""}, {"a-b/c.txt", "dash\n"}, {"a.b", "dot\n"},
+	{"_under", "u"}, {"sp ace.txt", "space in name\n"}, {"ünï.txt", "utf-8\n"}, {"deep/er/still/x.bin", "\x00\x01\x02\xff"},
+}
+
+// shaSpec is the sample application with vectorFiles besides.
 func shaSpec() faketenancy.BundleSpec {
 	spec := faketenancy.SampleApp("env-dev-01", 3)
-	for name, body := range map[string]string{
-		"b.txt": "b\n", "B.txt": "B\n", "a/z.txt": "", "a-b/c.txt": "dash\n", "a.b": "dot\n",
-		"_under": "u", "sp ace.txt": "space in name\n", "ünï.txt": "utf-8\n", "deep/er/still/x.bin": "\x00\x01\x02\xff",
-	} {
-		spec.Files[name] = body
+	for _, f := range vectorFiles {
+		spec.Files[f[0]] = f[1]
 	}
 	return spec
+}
+
+// tarOf is a tar of regular files (name, content), in order.
+func tarOf(t *testing.T, files ...[2]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))}))
+		_, err := tw.Write([]byte(f[1]))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	return buf.Bytes()
 }
 
 // TestSHAMatchesCoreutils: the fake's sha of a bundle is what the coreutils pipeline
@@ -81,22 +99,9 @@ func TestSHAMatchesCoreutils(t *testing.T) {
 // TestSHAKnownVector: the fake computes the agent's pinned vector on its files, where
 // coreutils is missing too.
 func TestSHAKnownVector(t *testing.T) {
-	files := [][2]string{
-		{"manifest.json", `{"schema":1}`}, {"b.txt", "b\n"}, {"B.txt", "B\n"}, {"a/z.txt", ""},
-		{"a-b/c.txt", "dash\n"}, {"a.b", "dot\n"}, {"_under", "u"}, {"sp ace.txt", "space in name\n"},
-		{"ünï.txt", "utf-8\n"}, {"deep/er/still/x.bin", "\x00\x01\x02\xff"},
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))}))
-		_, err := tw.Write([]byte(f[1]))
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.Close())
 	want, err := os.ReadFile(filepath.Join(agentTestdata, "sha_vector.txt"))
 	require.NoError(t, err)
-	got, err := faketenancy.SHA(&buf)
+	got, err := faketenancy.SHA(bytes.NewReader(tarOf(t, append([][2]string{{"manifest.json", `{"schema":1}`}}, vectorFiles...)...)))
 	require.NoError(t, err)
 	assert.Equal(t, strings.TrimSpace(string(want)), got)
 }
@@ -137,26 +142,11 @@ func TestSHAAgreesWithTheAgentOnItsFixtures(t *testing.T) {
 // end-of-archive marker, a corrupt gzip stream and a file that appears twice have no
 // sha.
 func TestSHARefusesWhatHasNoSHA(t *testing.T) {
-	content := strings.Repeat("x", 512)
-	var one bytes.Buffer
-	tw := tar.NewWriter(&one)
-	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 512}))
-	_, err := tw.Write([]byte(content))
-	require.NoError(t, err)
-	require.NoError(t, tw.Close())
-	whole := one.Bytes()
+	whole := tarOf(t, [2]string{"a", strings.Repeat("x", 512)})
 	require.Len(t, whole, 2048, "header, content, two zero blocks")
-	_, err = faketenancy.SHA(bytes.NewReader(whole))
+	_, err := faketenancy.SHA(bytes.NewReader(whole))
 	require.NoError(t, err)
-
-	var dup bytes.Buffer
-	tw = tar.NewWriter(&dup)
-	for range 2 {
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "./a", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}))
-		_, err := tw.Write([]byte("a"))
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.Close())
+	dup := tarOf(t, [2]string{"./a", "a"}, [2]string{"./a", "a"})
 
 	gz, err := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: "env-dev-01", Gzip: true})
 	require.NoError(t, err)
@@ -169,7 +159,7 @@ func TestSHARefusesWhatHasNoSHA(t *testing.T) {
 		"one zero block":      whole[:1536],
 		"cut inside an entry": whole[:700],
 		"corrupt gzip":        corrupt,
-		"twice":               dup.Bytes(),
+		"twice":               dup,
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := faketenancy.SHA(bytes.NewReader(data))

@@ -77,13 +77,13 @@ func New(t *faketenancy.Server, b *fakebao.Server, logger *slog.Logger) *API {
 	a.mux.HandleFunc("DELETE /envs/{env}/tokens", a.invalidate)
 	a.mux.HandleFunc("PUT /envs/{env}/secrets/{path...}", a.putSecret)
 	a.mux.HandleFunc("DELETE /envs/{env}/secrets/{path...}", a.deleteSecret)
-	a.mux.HandleFunc("GET /envs/{env}/reports", a.reports)
+	a.mux.HandleFunc("GET /envs/{env}/reports", list(a.tenancy.Reports))
 	a.mux.HandleFunc("GET /envs/{env}/reports/{n}", a.waitReport)
-	a.mux.HandleFunc("GET /envs/{env}/checkins", a.checkins)
-	a.mux.HandleFunc("GET /envs/{env}/live", a.live)
-	a.mux.HandleFunc("GET /envs/{env}/condition", a.condition)
-	a.mux.HandleFunc("GET /envs/{env}/deferred", a.deferred)
-	a.mux.HandleFunc("GET /envs/{env}/leases", a.leases)
+	a.mux.HandleFunc("GET /envs/{env}/checkins", list(a.tenancy.Checkins))
+	a.mux.HandleFunc("GET /envs/{env}/live", latest(a.tenancy.LastLive, "live", "nothing is live"))
+	a.mux.HandleFunc("GET /envs/{env}/condition", latest(a.tenancy.LastCondition, "condition", "its last run ended 0"))
+	a.mux.HandleFunc("GET /envs/{env}/deferred", latest(a.tenancy.LastDeferred, "deferred", "nothing waits on the box"))
+	a.mux.HandleFunc("GET /envs/{env}/leases", list(a.tenancy.Leases))
 	a.mux.HandleFunc("GET /requests", a.requests)
 	a.mux.HandleFunc("GET /faults", a.getFaults)
 	a.mux.HandleFunc("PUT /faults", a.putFaults)
@@ -180,8 +180,23 @@ func (a *API) deleteSecret(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *API) reports(w http.ResponseWriter, r *http.Request) {
-	reply(w, http.StatusOK, nonNil(a.tenancy.Reports(r.PathValue("env"))))
+// list answers what get returns for the path's env, [] for none.
+func list[T any](get func(envID string) []T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { reply(w, http.StatusOK, nonNil(get(r.PathValue("env")))) }
+}
+
+// latest answers the object of the path's env's latest check-in that get returns, or
+// 404 naming it and why a check-in carries none (absent).
+func latest[T any](get func(envID string) (T, bool), object, absent string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		env := r.PathValue("env")
+		v, ok := get(env)
+		if !ok {
+			fail(w, http.StatusNotFound, "the latest check-in of "+env+" carries no "+object+" object ("+absent+", or no check-in yet)")
+			return
+		}
+		reply(w, http.StatusOK, v)
+	}
 }
 
 func (a *API) waitReport(w http.ResponseWriter, r *http.Request) {
@@ -205,46 +220,6 @@ func (a *API) waitReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusOK, rep)
-}
-
-func (a *API) checkins(w http.ResponseWriter, r *http.Request) {
-	reply(w, http.StatusOK, nonNil(a.tenancy.Checkins(r.PathValue("env"))))
-}
-
-func (a *API) live(w http.ResponseWriter, r *http.Request) {
-	env := r.PathValue("env")
-	l, ok := a.tenancy.LastLive(env)
-	if !ok {
-		fail(w, http.StatusNotFound, "the latest check-in of "+env+" carries no live object (nothing is live, or no check-in yet)")
-		return
-	}
-	reply(w, http.StatusOK, l)
-}
-
-func (a *API) condition(w http.ResponseWriter, r *http.Request) {
-	env := r.PathValue("env")
-	c, ok := a.tenancy.LastCondition(env)
-	if !ok {
-		fail(w, http.StatusNotFound, "the latest check-in of "+env+" carries no condition object (its last run ended 0, or no check-in yet)")
-		return
-	}
-	reply(w, http.StatusOK, c)
-}
-
-// deferred answers the deferred object of env's latest check-in: the apply the box
-// prepared and did not switch to.
-func (a *API) deferred(w http.ResponseWriter, r *http.Request) {
-	env := r.PathValue("env")
-	d, ok := a.tenancy.LastDeferred(env)
-	if !ok {
-		fail(w, http.StatusNotFound, "the latest check-in of "+env+" carries no deferred object (nothing waits on the box, or no check-in yet)")
-		return
-	}
-	reply(w, http.StatusOK, d)
-}
-
-func (a *API) leases(w http.ResponseWriter, r *http.Request) {
-	reply(w, http.StatusOK, nonNil(a.tenancy.Leases(r.PathValue("env"))))
 }
 
 func (a *API) requests(w http.ResponseWriter, _ *http.Request) {

@@ -126,11 +126,13 @@ func TestTokensAndSecrets(t *testing.T) {
 
 func TestLive(t *testing.T) {
 	srv, ten, _ := setup(t)
-	status, body := do(t, srv, "GET", "/envs/env-dev-01/live", "")
-	assert.Equal(t, 404, status)
-	assert.Contains(t, body, "carries no live object")
+	for _, object := range []string{"live", "condition", "deferred"} {
+		status, body := do(t, srv, "GET", "/envs/env-dev-01/"+object, "")
+		assert.Equal(t, 404, status)
+		assert.Contains(t, body, "the latest check-in of env-dev-01 carries no "+object+" object")
+	}
 
-	status, body = do(t, srv, "POST", "/envs/env-dev-01/tokens", "")
+	status, body := do(t, srv, "POST", "/envs/env-dev-01/tokens", "")
 	require.Equal(t, 200, status, body)
 	var out struct{ Token string }
 	require.NoError(t, json.Unmarshal([]byte(body), &out))
