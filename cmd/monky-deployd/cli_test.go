@@ -247,8 +247,9 @@ func TestStatus(t *testing.T) {
 	t.Run("after a run", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		sha := b.Publish(faketenancy.SampleApp(b.Env, 4))
-		res := b.tick()
-		require.Equal(t, 0, res.Code, res.Stderr)
+		res := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+		require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
+		assert.Equal(t, `""`, tickCode(t, res.Stderr), "a tick that did its job has no code")
 		tenancyBefore, baoBefore := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests())
 		// No network: the fakes are gone.
 		b.Stack.Tenancy.Close()
@@ -283,10 +284,12 @@ func TestStatus(t *testing.T) {
 
 	t.Run("latched", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
-		res := b.tick()
-		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+		b.placeForeignToken()
+		for range 2 { // the tick that latches, and one that only reads the latch
+			r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+			require.Equal(t, deployd.ExitEnvMismatch, r.Code, r.Stderr)
+			assert.Equal(t, "AGENT_ENV_MISMATCH", tickCode(t, r.Stderr))
+		}
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
 		require.Equal(t, 2, r.Code, "a latched box is critical")
 		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.Stdout)
@@ -523,47 +526,24 @@ func TestOutputFailureIsExit1(t *testing.T) {
 	}
 }
 
-// tickLine finds the tick's own log line in stderr and returns its code attribute.
-func tickLine(t *testing.T, stderr string) string {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^.*msg="tick (?:done|failed|ended on a temporary condition[^"]*)".* code=(\S*) .*$`).FindStringSubmatch(stderr)
-	require.NotNil(t, m, "no tick line in:\n%s", stderr)
-	return m[1]
-}
-
 // TestTickLineCarriesTheCode: every tick line names its code, also when the tick
-// stopped before it had an outcome (a held lock, an unusable state dir, the latch),
-// and the config's error line carries CONFIG_INVALID.
+// stopped before it had an outcome (a held lock, an unusable state dir; the latch's
+// and a tick that applied are TestStatus's), and the config's error line carries
+// CONFIG_INVALID.
 func TestTickLineCarriesTheCode(t *testing.T) {
 	t.Run("lock held", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		b.HoldLock()
 		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
 		require.Equal(t, deployd.ExitTemporary, r.Code, r.Stderr)
-		assert.Equal(t, "LOCKED", tickLine(t, r.Stderr))
+		assert.Equal(t, "LOCKED", tickCode(t, r.Stderr))
 	})
 	t.Run("state dir unusable", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		require.NoError(t, os.WriteFile(b.Cfg.StateDir, nil, 0o600)) // a file where the dir goes
 		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
 		require.Equal(t, deployd.ExitFailed, r.Code, r.Stderr)
-		assert.Equal(t, "STATE_UNAVAILABLE", tickLine(t, r.Stderr))
-	})
-	t.Run("latched", func(t *testing.T) {
-		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
-		for range 2 { // the tick that latches, and one that only reads the latch
-			r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
-			require.Equal(t, deployd.ExitEnvMismatch, r.Code, r.Stderr)
-			assert.Equal(t, "AGENT_ENV_MISMATCH", tickLine(t, r.Stderr))
-		}
-	})
-	t.Run("applied", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
-		require.Equal(t, deployd.ExitOK, r.Code, r.Stderr)
-		assert.Equal(t, `""`, tickLine(t, r.Stderr), "a tick that did its job has no code")
+		assert.Equal(t, "STATE_UNAVAILABLE", tickCode(t, r.Stderr))
 	})
 	t.Run("bad config", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "config.yaml")

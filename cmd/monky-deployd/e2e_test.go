@@ -125,7 +125,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// env mismatch: the token belongs to another env → 78, then 78 again without the
 	// network.
-	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+	b.placeForeignToken()
 	res = b.tick("--metrics-file", metricsPath)
 	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 	assert.Contains(t, res.Stderr, "AGENT_ENV_MISMATCH")
@@ -190,8 +190,7 @@ func TestBinaryLoop(t *testing.T) {
 	testbox.SkipIfShort(t)
 	t.Run("stops on 78", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		b.placeForeignToken()
 		res := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", "100ms"}).Wait(t, 60*time.Second)
 		assert.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "stopping the loop: AGENT_ENV_MISMATCH is never retried")

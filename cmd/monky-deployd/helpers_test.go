@@ -145,12 +145,14 @@ func newBox(t *testing.T, o boxOpts) *box {
 	return b
 }
 
-// foreignToken is a live token of another environment.
-func (b *box) foreignToken(envID string) string {
+// placeForeignToken writes, as the box's token file, a live token of env-dev-02:
+// the box's runs latch AGENT_ENV_MISMATCH.
+func (b *box) placeForeignToken() {
 	b.T.Helper()
-	tok, err := b.Stack.Login(b.T.Context(), envID)
+	tok, err := b.Stack.Login(b.T.Context(), "env-dev-02")
 	require.NoError(b.T, err)
-	return tok
+	require.NoError(b.T, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(b.T, os.WriteFile(b.Cfg.TokenPath(), []byte(tok+"\n"), 0o600))
 }
 
 // procEnv is the process environment of the binary: a PATH that finds the fake

@@ -153,17 +153,6 @@ func unixMilli(t time.Time) float64 {
 	return float64(t.UnixMilli()) / 1000
 }
 
-// bundleGets counts the downloads of the bundle sha (not of its signature).
-func (b *truthBox) bundleGets(sha string) int {
-	n := 0
-	for _, r := range b.Stack.Tenancy.Requests() {
-		if r.Path == "/v1/agent/bundles/"+sha {
-			n++
-		}
-	}
-	return n
-}
-
 // assertCheckinCondition checks that the check-in carried c (the condition the run
 // before it left), as the wire carries it: times to the second.
 func assertCheckinCondition(t *testing.T, c *deployd.Condition, got *faketenancy.Condition, what string) {
@@ -255,7 +244,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	for run := 1; run <= 3; run++ {
 		res := b.tickM()
 		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.Unavailable), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.Unavailable), tickCode(t, res.Stderr))
 		assert.Equal(t, leases, b.Leases(), "run %d: no lease while OpenBao is sealed", run)
 		c := b.State().Condition
 		require.NotNil(t, c, "run %d", run)
@@ -361,8 +350,8 @@ func TestTruthLastingRateLimit(t *testing.T) {
 
 	res := b.tickM()
 	require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-	assert.Equal(t, string(codes.RateLimited), signedTickCode(t, res.Stderr))
-	assert.Equal(t, 1, b.bundleGets(second))
+	assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
+	assert.Equal(t, 1, b.downloads(second))
 	assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "the apply's lease, then the one refused")
 	assert.Equal(t, 1, b.Leases())
 	c := b.State().Condition
@@ -375,10 +364,10 @@ func TestTruthLastingRateLimit(t *testing.T) {
 		checkins := len(b.Stack.Tenancy.Checkins(b.Env))
 		res = b.tickM()
 		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.RateLimited), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "tenancy asked the box to wait; checked in, but neither downloading the bundle nor asking for a lease before then")
 		assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1, "run %d checks in: the heartbeat", run)
-		assert.Equal(t, 1, b.bundleGets(second), "run %d downloads nothing before the Retry-After", run)
+		assert.Equal(t, 1, b.downloads(second), "run %d downloads nothing before the Retry-After", run)
 		assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "run %d asks for no lease before the Retry-After", run)
 		c = b.State().Condition
 		require.NotNil(t, c)
@@ -411,7 +400,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	b.editState(func(st *deployd.State) { st.Condition.NextAttempt = time.Now().Add(-time.Minute) })
 	res = b.tickM()
 	require.Equal(t, 0, res.Code, res.Stderr)
-	assert.Equal(t, 2, b.bundleGets(second))
+	assert.Equal(t, 2, b.downloads(second))
 	assert.Equal(t, 3, b.TenancyCalls("/v1/agent/lease"))
 	assert.Equal(t, 2, b.Leases())
 	assert.Equal(t, second, b.Live())
@@ -445,7 +434,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 
 		res := b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.SecretMissing), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "a secret the bundle names does not exist in OpenBao; no lease taken")
 		assert.Equal(t, leases, b.Leases(), "a missing secret costs no lease")
 		rep := b.LastReport()
@@ -461,11 +450,11 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.True(t, f.Until.Equal(st.Condition.NextAttempt), "the condition names the end of the hold")
 
 		// The next ticks of the hour re-report it: no download, no lease.
-		gets, reports := b.bundleGets(sha), len(b.Stack.Tenancy.Reports(b.Env))
+		gets, reports := b.downloads(sha), len(b.Stack.Tenancy.Reports(b.Env))
 		res = b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "this sha failed on this box and is held until its next attempt")
-		assert.Equal(t, gets, b.bundleGets(sha))
+		assert.Equal(t, gets, b.downloads(sha))
 		assert.Equal(t, leases, b.Leases())
 		require.Len(t, b.Stack.Tenancy.Reports(b.Env), reports+1)
 		assert.Equal(t, string(codes.SecretMissing), b.LastReport().Code)
@@ -538,7 +527,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 
 		res := b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.SecretMissing), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Equal(t, []int{http.StatusOK, http.StatusNotFound}, secretReads(b, secretPath)[reads:], "found before the lease, gone after it")
 		assert.Equal(t, leases+1, b.Leases(), "one lease spent")
 		assert.Equal(t, live, b.Live(), "nothing was promoted")
@@ -552,7 +541,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		for range 2 {
 			res = b.tickM()
 			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-			assert.Equal(t, string(codes.SecretMissing), signedTickCode(t, res.Stderr))
+			assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 			assert.Equal(t, leases+1, b.Leases(), "no lease more within the hour")
 		}
 	})
@@ -590,7 +579,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 
 			res := b.tickM()
 			require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-			assert.Equal(t, string(codes.TenancyProtocol), signedTickCode(t, res.Stderr))
+			assert.Equal(t, string(codes.TenancyProtocol), tickCode(t, res.Stderr))
 			assert.NotContains(t, res.Stderr, string(codes.ApplyFailed))
 			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "nothing is reported")
 			assert.Equal(t, live, b.Live())
@@ -632,7 +621,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 
 			res := b.tickM()
 			require.Equal(t, 0, res.Code, res.Stderr)
-			assert.Equal(t, `""`, signedTickCode(t, res.Stderr))
+			assert.Equal(t, `""`, tickCode(t, res.Stderr))
 			assert.Contains(t, res.Stderr, "state.json did not parse; rebuilt the state from the live release and the kept file")
 			for _, lie := range []string{"interrupted apply", "older agent", string(codes.ApplyFailed)} {
 				assert.NotContains(t, res.Stderr, lie)
@@ -737,7 +726,7 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 
 		res := b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.DiskFull), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.DiskFull), tickCode(t, res.Stderr))
 		v, _ = b.statusJSON()
 		assert.Equal(t, deployd.VerdictCritical, v.Verdict, "not the old healthy view")
 		require.NotEmpty(t, v.Problems)
@@ -781,7 +770,7 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 
 	res := b.tickM()
 	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-	assert.Equal(t, string(codes.Unhealthy), signedTickCode(t, res.Stderr))
+	assert.Equal(t, string(codes.Unhealthy), tickCode(t, res.Stderr))
 	assert.Equal(t, live, b.Live(), "restored")
 	line := tickLogLine(t, res.Stderr, "the release failed its health check")
 	assert.Contains(t, line, "services=web")
@@ -852,7 +841,7 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 		res = s.tick()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "state.json did not parse")
-		assert.Equal(t, string(codes.SignatureReplay), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.SignatureReplay), tickCode(t, res.Stderr))
 		assert.Zero(t, s.downloads(sha1), "refused before the download")
 		assert.Equal(t, leases, s.Leases(), "no lease")
 		assert.Equal(t, sha2, s.Live())
@@ -867,8 +856,7 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 
 	t.Run("the env-mismatch latch", func(t *testing.T) {
 		b := newTruthBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		b.placeForeignToken()
 		res := b.tickM()
 		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 		require.NotNil(t, b.State().EnvMismatch)
