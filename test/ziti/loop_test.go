@@ -247,11 +247,12 @@ var (
 	tickTempRE = regexp.MustCompile(`msg="tick ended on a temporary condition; the next tick retries" .*duration=(\S+) exit=75`)
 )
 
-// startLoop starts `monky-deployd run --loop --interval 1s` at info level (as in
-// production) with the config at cfg. Its stderr is also written to logPath.
-func startLoop(t *testing.T, b *box, cfg, logPath string) *loopRun {
+// startLoop starts `monky-deployd run --loop --interval 1s` with the config at cfg,
+// at info level (as in production) unless extraEnv says otherwise. Its stderr is
+// also written to logPath.
+func startLoop(t *testing.T, b *box, cfg, logPath string, extraEnv ...string) *loopRun {
 	t.Helper()
-	cmd := b.command(context.Background(), nil, "run", "--loop", "--interval", "1s", "--config", cfg)
+	cmd := b.command(context.Background(), extraEnv, "run", "--loop", "--interval", "1s", "--config", cfg)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	logf, err := os.Create(logPath)
@@ -407,6 +408,23 @@ func (l *loopRun) waitCheckins(t *testing.T, count func() int, n int, d time.Dur
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d check-ins, not %d, within %s; %s; stderr:\n%s", what, count(), n, d, p.why(), l.tail(40))
+		}
+	}
+}
+
+// waitTicks waits until the loop has logged ok ticks done and failed temporary
+// failures, for at most d; it fails the test when the loop exits or d passes.
+func (l *loopRun) waitTicks(t *testing.T, ok, failed int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for n, f := l.counts(); n < ok || f < failed; n, f = l.counts() {
+		select {
+		case <-l.done:
+			t.Fatalf("the loop exited (%v) after %d ticks done, %d failed; stderr:\n%s", l.err, n, f, l.all())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ticks done and %d failed, not %d and %d, within %s; stderr:\n%s", n, f, ok, failed, d, l.all())
 		}
 	}
 }
