@@ -75,10 +75,7 @@ func (r *recorder) credentials() []string {
 // recordingProxy serves a reverse proxy to target on loopback and records bodies.
 func recordingProxy(t *testing.T, target string, rec *recorder) string {
 	t.Helper()
-	u, err := url.Parse(target)
-	require.NoError(t, err)
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.ModifyResponse = func(resp *http.Response) error {
+	return proxyWith(t, target, func(resp *http.Response) error {
 		b, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		if err != nil {
@@ -87,11 +84,25 @@ func recordingProxy(t *testing.T, target string, rec *recorder) string {
 		rec.add(b)
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		return nil
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}, func(r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rec.add(b)
 		r.Body = io.NopCloser(bytes.NewReader(b))
+	})
+}
+
+// proxyWith serves a reverse proxy to target on loopback, and returns its URL: every
+// request passes through request first (when not nil), every answer through modify.
+func proxyWith(t *testing.T, target string, modify func(*http.Response) error, request func(*http.Request)) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = modify
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if request != nil {
+			request(r)
+		}
 		p.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -187,24 +184,11 @@ func assertPairing(t *testing.T, cs []faketenancy.CheckinRequest) {
 	}
 }
 
-// proxy serves a reverse proxy to target on loopback whose answers pass through
-// modify first, and returns its URL.
-func proxy(t *testing.T, target string, modify func(*http.Response) error) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	require.NoError(t, err)
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.ModifyResponse = modify
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // checkinProxy is a proxy in front of tenancy that answers every check-in with body
 // (status 200): the fake tenancy still receives and records the check-in.
 func checkinProxy(t *testing.T, target, body string) string {
 	t.Helper()
-	return proxy(t, target, func(resp *http.Response) error {
+	return proxyWith(t, target, func(resp *http.Response) error {
 		if resp.Request.URL.Path != "/v1/agent/checkin" || resp.StatusCode != http.StatusOK {
 			return nil
 		}
@@ -214,7 +198,7 @@ func checkinProxy(t *testing.T, target, body string) string {
 		resp.ContentLength = int64(len(body))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
-	})
+	}, nil)
 }
 
 // corruptState leaves state.json as a write cut in half would: it reads, but does
@@ -512,12 +496,12 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		// OpenBao deletes the secret right after the login with the lease's grant: the
 		// check before the lease found it, the read after the lease does not.
 		var armed atomic.Bool
-		baoURL := proxy(t, b.Stack.Bao.URL(), func(resp *http.Response) error {
+		baoURL := proxyWith(t, b.Stack.Bao.URL(), func(resp *http.Response) error {
 			if strings.HasSuffix(resp.Request.URL.Path, "/login") && resp.StatusCode == http.StatusOK && armed.CompareAndSwap(true, false) {
 				b.Stack.Bao.DeleteSecret(b.Env, "db")
 			}
 			return nil
-		})
+		}, nil)
 		b.Configure(func(c *deployd.Config) { c.Bao.Addr = baoURL })
 		sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
 		leases := b.Leases()
