@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 var (
@@ -485,14 +486,14 @@ func sampleRSS(pid int, period time.Duration, done <-chan struct{}) *rssSamples 
 }
 
 func (s *rssSamples) sample(pid int) {
-	v, err := vmRSS(pid)
+	st, err := testbox.ReadProc(pid)
 	if err != nil {
 		return // the process has ended
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.at = append(s.at, time.Now())
-	s.mib = append(s.mib, v)
+	s.mib = append(s.mib, st.RSSMiB)
 }
 
 // writeCSV writes the samples as "seconds since start,MiB" lines.
@@ -570,24 +571,6 @@ func leastSquares(xs, ys []float64) float64 {
 		return math.NaN()
 	}
 	return sxy / sxx
-}
-
-// vmRSS reads VmRSS of pid in MiB.
-func vmRSS(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("process %d: no VmRSS", pid)
 }
 
 // figures of a phase of the loop.
