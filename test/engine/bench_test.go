@@ -35,28 +35,29 @@ const benchCompose = `services:
 //
 //	MONKY_ENGINE=1 go test -run '^$' -bench ApplyVsComposeWait -benchtime 10x ./test/engine/
 func BenchmarkApplyVsComposeWait(b *testing.B) {
-	if !engineWanted() {
-		b.Skip("needs a docker engine and compose v2: " + enableHint)
-	}
-	buildAll(b)
-	tb := newBox(b, engine, boxOpts{leaseBudget: 1 << 20})
-	benchAgainstCompose(b, tb, "agent-s/op", func(run string) {
+	benchAgainstCompose(b, "agent-s/op", func(tb *box, run string) {
 		// The agent: a new release (RUN differs) on a project with no containers.
 		tb.publish(release{compose: benchCompose, vars: map[string]string{"RUN": run}})
-	}, func(string) {
+	}, func(tb *box, _ string) {
 		if code := tb.tick(); code != 0 {
 			b.Fatalf("the agent's apply exited %d: %s", code, tb.outputs[len(tb.outputs)-1])
 		}
 	})
 }
 
-// benchAgainstCompose alternates b.N times, on the same engine, the agent's side with
-// a bare `docker compose up -d --wait` of benchCompose in a project of its own; both
-// start from no containers. Each round, prepare (untimed) and then agent (timed) run
-// with the round's RUN; it reports the agent's seconds per op as agentMetric, the
-// bare compose's as compose-wait-s/op, and their ratio (agent/compose).
-func benchAgainstCompose(b *testing.B, tb *box, agentMetric string, prepare, agent func(run string)) {
+// benchAgainstCompose alternates b.N times, on the engine (skipped without it), the
+// agent's side on a box with a bare `docker compose up -d --wait` of benchCompose in a
+// project of its own; both start from no containers. Each round, prepare (untimed)
+// and then agent (timed) run with the round's RUN; it reports the agent's seconds per
+// op as agentMetric, the bare compose's as compose-wait-s/op, and their ratio
+// (agent/compose).
+func benchAgainstCompose(b *testing.B, agentMetric string, prepare, agent func(tb *box, run string)) {
 	b.Helper()
+	if !engineWanted() {
+		b.Skip("needs a docker engine and compose v2: " + enableHint)
+	}
+	buildAll(b)
+	tb := newBox(b, engine, boxOpts{leaseBudget: 1 << 20})
 	bare := b.TempDir()
 	project := "monky-e2e-bare-" + randomHex(4)
 	b.Cleanup(func() { removeProject(b, project) })
@@ -66,10 +67,10 @@ func benchAgainstCompose(b *testing.B, tb *box, agentMetric string, prepare, age
 		run := fmt.Sprint(i)
 		b.StopTimer()
 		removeProject(b, tb.project)
-		prepare(run)
+		prepare(tb, run)
 		b.StartTimer()
 		start := time.Now()
-		agent(run)
+		agent(tb, run)
 		agentTime += time.Since(start)
 
 		// Bare compose: the same files, its own project, no containers.

@@ -20,12 +20,7 @@ import (
 //
 //	MONKY_ENGINE=1 go test -run '^$' -bench HoldClearVsComposeWait -benchtime 10x ./test/engine/
 func BenchmarkHoldClearVsComposeWait(b *testing.B) {
-	if !engineWanted() {
-		b.Skip("needs a docker engine and compose v2: " + enableHint)
-	}
-	buildAll(b)
-	tb := newBox(b, engine, boxOpts{leaseBudget: 1 << 20})
-	benchAgainstCompose(b, tb, "switch-s/op", func(run string) {
+	benchAgainstCompose(b, "switch-s/op", func(tb *box, run string) {
 		now := time.Now()
 		if err := hold.Write(tb.Cfg.Holds.Dir, hold.Hold{Owner: "bench", UID: os.Getuid(), Reason: "bench", SetAt: now, Until: now.Add(time.Hour)}); err != nil {
 			b.Fatal(err)
@@ -34,7 +29,7 @@ func BenchmarkHoldClearVsComposeWait(b *testing.B) {
 		if code := tb.tick(); code != 0 || !strings.Contains(tb.outputs[len(tb.outputs)-1], "apply deferred") {
 			b.Fatalf("the deferred tick exited %d: %s", code, tb.outputs[len(tb.outputs)-1])
 		}
-	}, func(string) {
+	}, func(tb *box, _ string) {
 		if res := tb.start("hold", "--clear").Wait(b, time.Minute); res.Code != 0 {
 			b.Fatalf("hold --clear exited %d: %s", res.Code, res.Output())
 		}
