@@ -277,8 +277,7 @@ func TestStatus(t *testing.T) {
 		assert.True(t, v.Healthy)
 		assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore)
 		assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
-		tok, err := os.ReadFile(b.Cfg.TokenPath())
-		require.NoError(t, err)
+		tok := readFile(t, b.Cfg.TokenPath())
 		assert.NotContains(t, r.Stdout, strings.TrimSpace(string(tok)))
 	})
 

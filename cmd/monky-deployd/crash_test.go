@@ -128,8 +128,7 @@ func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
 	slices.Sort(got)
 	require.Equal(t, wantNames, got, "%s: the live release %s holds exactly its bundle's files and .env", when, live[:12])
 	for name, data := range want {
-		have, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
-		require.NoError(t, err)
+		have := readFile(t, filepath.Join(dir, filepath.FromSlash(name)))
 		require.Equal(t, string(data), string(have), "%s: %s of the live release", when, name)
 	}
 	envInfo, err := os.Stat(filepath.Join(dir, ".env"))

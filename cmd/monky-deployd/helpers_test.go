@@ -39,6 +39,14 @@ func agentBinary(t testing.TB) string {
 	return testbox.Build(t, testbox.AgentPkg, agentFlags...)
 }
 
+// readFile is the content of the file at p, which must read.
+func readFile(t testing.TB, p string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return data
+}
+
 // recorder keeps every request and response body that passed a recording proxy, so
 // that a test learns every token and grant that ever existed on the wire.
 type recorder struct {

@@ -205,8 +205,7 @@ func checkinProxy(t *testing.T, target, body string) string {
 // not parse.
 func corruptState(t *testing.T, b *box) {
 	t.Helper()
-	data, err := os.ReadFile(b.Cfg.StatePath())
-	require.NoError(t, err)
+	data := readFile(t, b.Cfg.StatePath())
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data[:len(data)/2], 0o600))
 }
 
@@ -485,8 +484,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.Equal(t, "applied", b.LastReport().Result)
 		assert.NotContains(t, b.State().Failed, sha)
 		assert.Nil(t, b.State().Condition)
-		env, err := os.ReadFile(filepath.Join(b.Cfg.CurrentLink(), ".env"))
-		require.NoError(t, err)
+		env := readFile(t, filepath.Join(b.Cfg.CurrentLink(), ".env"))
 		assert.Contains(t, string(env), "API_TOKEN='api-token-written-later'\n")
 	})
 
@@ -567,8 +565,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			assert.NotContains(t, res.Stderr, string(codes.ApplyFailed))
 			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "nothing is reported")
 			assert.Equal(t, live, b.Live())
-			state, err := os.ReadFile(b.Cfg.StatePath())
-			require.NoError(t, err)
+			state := readFile(t, b.Cfg.StatePath())
 			assert.NotContains(t, string(state), string(codes.ApplyFailed))
 			c := b.State().Condition
 			require.NotNil(t, c)
@@ -768,8 +765,7 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 		assert.Contains(t, f.Evidence, ev)
 	}
 	for _, p := range []string{b.Cfg.StatePath(), b.Cfg.KeepPath()} {
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
+		data := readFile(t, p)
 		assert.NotContains(t, string(data), testbox.DefaultSecret, p)
 	}
 
@@ -878,8 +874,7 @@ func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	require.InDelta(t, 0, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
 	b.assertVerdictMetric(deployd.VerdictOK)
 
-	good, err := os.ReadFile(b.CfgPath)
-	require.NoError(t, err)
+	good := readFile(t, b.CfgPath)
 	typo := filepath.Join(b.Dir, "typo.yaml")
 	require.NoError(t, os.WriteFile(typo, append(bytes.Clone(good), "not_a_key: 1\n"...), 0o600))
 
