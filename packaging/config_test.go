@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/bundle"
 )
 
 // TestKitConfigsParse feeds every config the kit can write to the agent's own strict
@@ -29,6 +30,15 @@ func TestKitConfigsParse(t *testing.T) {
 		c.Compose.KeepReleases = 3
 		c.Compose.AllowPrivileged = []string{"cadvisor", "node-exporter"}
 	}
+	// The kit's configs with trusted keys (install.sh --trusted-key, the role's
+	// monky_deployd_trusted_keys); the others trust none: signatures are not asked for.
+	keyed := func(c *deployd.Config) {
+		c.EnvID = "env-dev-01"
+		c.Tenancy.Transport = "system"
+		c.Tenancy.URL = "https://tenancy.monky.internal"
+		c.Bao.Addr = "https://bao.monky.internal:8200"
+		c.TrustedKeys = []string{trustedKeyDocs, trustedKeyRFC8032}
+	}
 	tests := []struct {
 		file string
 		want func(*deployd.Config) // applied to DefaultConfig
@@ -45,6 +55,8 @@ func TestKitConfigsParse(t *testing.T) {
 			c.Bao.Addr = "https://bao.monky.internal:8200"
 			c.Bao.CAFile = "/etc/ssl/monky/ca.pem"
 		}},
+		{"testdata/config.install-keys.yaml", keyed},
+		{"testdata/config.ansible-keys.yaml", keyed},
 		{"config.yaml.example", func(c *deployd.Config) {
 			c.EnvID = "env-dev-01"
 			c.Tenancy.URL = "https://tenancy.monky.internal"
@@ -54,9 +66,7 @@ func TestKitConfigsParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.file), func(t *testing.T) {
-			data, err := os.ReadFile(tt.file)
-			require.NoError(t, err)
-			got, err := deployd.ParseConfig(tt.file, data)
+			got, err := deployd.LoadConfig(tt.file)
 			require.NoError(t, err)
 
 			want := deployd.DefaultConfig()
@@ -73,6 +83,16 @@ func TestKitConfigsParse(t *testing.T) {
 			assert.Equal(t, want.Compose.HealthTimeout, got.Compose.HealthTimeout)
 			assert.Equal(t, want.Compose.KeepReleases, got.Compose.KeepReleases)
 			assert.ElementsMatch(t, want.Compose.AllowPrivileged, got.Compose.AllowPrivileged)
+			if len(want.TrustedKeys) == 0 {
+				assert.Empty(t, got.TrustedKeys)
+				return
+			}
+			assert.Equal(t, want.TrustedKeys, got.TrustedKeys)
+			ring, err := got.KeyRing()
+			require.NoError(t, err)
+			rfc, err := bundle.ParsePublicKey(trustedKeyRFC8032)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, []bundle.KeyID{trustedKeyDocsID, rfc.ID}, ring.IDs())
 		})
 	}
 }
