@@ -18,13 +18,17 @@ import (
 // testdata/config.ansible*.yaml what the ansible template renders: check.sh regenerates
 // both and fails when they differ from these files, so this test covers the real output.
 func TestKitConfigsParse(t *testing.T) {
-	sdkDev01 := func(c *deployd.Config) {
+	// The URLs every config names; env-dev-01 unless it says otherwise.
+	dev01 := func(c *deployd.Config) {
 		c.EnvID = "env-dev-01"
+		c.Tenancy.URL = "https://tenancy.monky.internal"
+		c.Bao.Addr = "https://bao.monky.internal:8200"
+	}
+	sdkDev01 := func(c *deployd.Config) {
+		dev01(c)
 		c.DeployDir = "/data/monky"
 		c.MinFreeMB = 2048
-		c.Tenancy.URL = "https://tenancy.monky.internal"
 		c.Tenancy.Service = "monky's tenancy"
-		c.Bao.Addr = "https://bao.monky.internal:8200"
 		c.Bao.Namespace = "ops/team-a"
 		c.Compose.HealthTimeout = deployd.Duration(5 * time.Minute)
 		c.Compose.KeepReleases = 3
@@ -33,10 +37,8 @@ func TestKitConfigsParse(t *testing.T) {
 	// The kit's configs with trusted keys (install.sh --trusted-key, the role's
 	// monky_deployd_trusted_keys); the others trust none: signatures are not asked for.
 	keyed := func(c *deployd.Config) {
-		c.EnvID = "env-dev-01"
+		dev01(c)
 		c.Tenancy.Transport = "system"
-		c.Tenancy.URL = "https://tenancy.monky.internal"
-		c.Bao.Addr = "https://bao.monky.internal:8200"
 		c.TrustedKeys = []string{trustedKeyDocs, trustedKeyRFC8032}
 	}
 	tests := []struct {
@@ -46,21 +48,18 @@ func TestKitConfigsParse(t *testing.T) {
 		{"testdata/config.install.yaml", sdkDev01},
 		{"testdata/config.ansible.yaml", sdkDev01},
 		{"testdata/config.ansible-proxy.yaml", func(c *deployd.Config) {
+			dev01(c)
 			c.EnvID = "env-prod-03"
 			c.Tenancy.Transport = "proxy"
-			c.Tenancy.URL = "https://tenancy.monky.internal"
 			c.Tenancy.Proxy = "http://127.0.0.1:8080"
 			c.Tenancy.CAFile = "/etc/ssl/monky/ca.pem"
 			c.Tenancy.ServerName = "tenancy.monky.internal"
-			c.Bao.Addr = "https://bao.monky.internal:8200"
 			c.Bao.CAFile = "/etc/ssl/monky/ca.pem"
 		}},
 		{"testdata/config.install-keys.yaml", keyed},
 		{"testdata/config.ansible-keys.yaml", keyed},
 		{"config.yaml.example", func(c *deployd.Config) {
-			c.EnvID = "env-dev-01"
-			c.Tenancy.URL = "https://tenancy.monky.internal"
-			c.Bao.Addr = "https://bao.monky.internal:8200"
+			dev01(c)
 			c.Compose.AllowPrivileged = []string{}
 		}},
 	}
