@@ -90,6 +90,7 @@ func TestVersion(t *testing.T) {
 
 func TestUsageErrorsExit2(t *testing.T) {
 	bundlePath := fixture(t, "good.tar.gz")
+	privFile, pub := testSigningKey(t, 1)
 	tests := []struct {
 		name string
 		args []string
@@ -106,13 +107,30 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"verify without a bundle", []string{"verify", "--env", "env-dev-01"}, "expected 1 argument(s), got 0"},
 		{"verify of two bundles", []string{"verify", "--env", "env-dev-01", bundlePath, bundlePath}, "expected 1 argument(s), got 2"},
 		{"verify of a missing file", []string{"verify", "--env", "env-dev-01", "testdata/bundles/missing.tar"}, "no such file"},
+		{"pack without --out", []string{"pack", t.TempDir()}, "--out is required"},
+		{"pack of a file", []string{"pack", "--out", filepath.Join(t.TempDir(), "b.tar"), bundlePath}, "is not a directory"},
+		{"pack of two directories", []string{"pack", "--out", "b.tar", t.TempDir(), t.TempDir()}, "expected 1 argument(s), got 2"},
+		{"sign without --key", []string{"sign", bundlePath}, "--key is required"},
+		{"sign without a bundle", []string{"sign", "--key", privFile}, "expected 1 argument(s), got 0"},
+		{"sign with a bad expiry", []string{"sign", "--key", privFile, "--expires", "tomorrow", bundlePath}, "--expires: give a duration"},
+		{"sign with a negative expiry", []string{"sign", "--key", privFile, "--expires", "-1h", bundlePath}, "a duration must be positive"},
+		{"sign of a missing bundle", []string{"sign", "--key", privFile, "nope.tar"}, "no such file"},
+		{"keygen without --out", []string{"keygen"}, "--out is required"},
+		{"keygen with an argument", []string{"keygen", "--out", "k", "extra"}, "expected 0 argument(s)"},
+		{"verify with a bad key", []string{"verify", "--env", "env-dev-01", "--key", "ed25519:AAAA", bundlePath}, "--key: key 1: bundle: invalid key"},
+		{"verify with a private key as --key", []string{"verify", "--env", "env-dev-01", "--key", privFile, bundlePath}, "this is a private key"},
+		{"verify with a missing key file", []string{"verify", "--env", "env-dev-01", "--key", "nope.pub", bundlePath}, "no such file"},
+		{"verify with --sig but no --key", []string{"verify", "--env", "env-dev-01", "--sig", "x.sig", bundlePath}, "--sig needs --key"},
+		{"verify with a missing --sig", []string{"verify", "--env", "env-dev-01", "--key", pub.String(), "--sig", "nope.sig", bundlePath}, "no such file"},
 	}
+	secrets := secretsOf(t, privFile)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runMain(t, nil, tc.args...)
-			assert.Equal(t, exitUsage, r.Code)
+			assert.Equal(t, exitUsage, r.Code, r.Stderr)
 			assert.Contains(t, r.Stderr, tc.want)
 			assert.Empty(t, r.Stdout)
+			assertNoSecret(t, r, secrets)
 		})
 	}
 	t.Run("help is not an error", func(t *testing.T) {

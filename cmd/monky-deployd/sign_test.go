@@ -469,46 +469,6 @@ func TestVerifySignature(t *testing.T) {
 	})
 }
 
-func TestSignUsageErrorsExit2(t *testing.T) {
-	_, pub := testSigningKey(t, 1)
-	good := fixture(t, "good.tar.gz")
-	privPEM, err := bundle.MarshalPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32)))
-	require.NoError(t, err)
-	privFile := filepath.Join(t.TempDir(), "priv.key")
-	require.NoError(t, os.WriteFile(privFile, privPEM, 0o600))
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"pack without --out", []string{"pack", t.TempDir()}, "--out is required"},
-		{"pack of a file", []string{"pack", "--out", filepath.Join(t.TempDir(), "b.tar"), good}, "is not a directory"},
-		{"pack of two directories", []string{"pack", "--out", "b.tar", t.TempDir(), t.TempDir()}, "expected 1 argument(s), got 2"},
-		{"sign without --key", []string{"sign", good}, "--key is required"},
-		{"sign without a bundle", []string{"sign", "--key", privFile}, "expected 1 argument(s), got 0"},
-		{"sign with a bad expiry", []string{"sign", "--key", privFile, "--expires", "tomorrow", good}, "--expires: give a duration"},
-		{"sign with a negative expiry", []string{"sign", "--key", privFile, "--expires", "-1h", good}, "a duration must be positive"},
-		{"sign of a missing bundle", []string{"sign", "--key", privFile, "nope.tar"}, "no such file"},
-		{"keygen without --out", []string{"keygen"}, "--out is required"},
-		{"keygen with an argument", []string{"keygen", "--out", "k", "extra"}, "expected 0 argument(s)"},
-		{"verify with a bad key", []string{"verify", "--env", "env-dev-01", "--key", "ed25519:AAAA", good}, "--key: key 1: bundle: invalid key"},
-		{"verify with a private key as --key", []string{"verify", "--env", "env-dev-01", "--key", privFile, good}, "this is a private key"},
-		{"verify with a missing key file", []string{"verify", "--env", "env-dev-01", "--key", "nope.pub", good}, "no such file"},
-		{"verify with --sig but no --key", []string{"verify", "--env", "env-dev-01", "--sig", "x.sig", good}, "--sig needs --key"},
-		{"verify with a missing --sig", []string{"verify", "--env", "env-dev-01", "--key", pub.String(), "--sig", "nope.sig", good}, "no such file"},
-	}
-	secrets := secretsOf(t, privFile)
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := runMain(t, nil, tc.args...)
-			assert.Equal(t, exitUsage, r.Code, r.Stderr)
-			assert.Contains(t, r.Stderr, tc.want)
-			assert.Empty(t, r.Stdout)
-			assertNoSecret(t, r, secrets)
-		})
-	}
-}
-
 // TestBundleDocRecipe runs the shell recipe of docs/BUNDLE.md ("A reproducible recipe")
 // with the shipped binary, as a renderer's CI would: keygen, pack, sign, verify.
 func TestBundleDocRecipe(t *testing.T) {
