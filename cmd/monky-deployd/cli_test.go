@@ -91,6 +91,8 @@ func TestVersion(t *testing.T) {
 func TestUsageErrorsExit2(t *testing.T) {
 	bundlePath := fixture(t, "good.tar.gz")
 	privFile, pub := testSigningKey(t, 1)
+	holdCfg := newBox(t, boxOpts{}).CfgPath
+	hold := func(args ...string) []string { return append([]string{"hold", "--config", holdCfg}, args...) }
 	tests := []struct {
 		name string
 		args []string
@@ -122,6 +124,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"verify with a missing key file", []string{"verify", "--env", "env-dev-01", "--key", "nope.pub", bundlePath}, "no such file"},
 		{"verify with --sig but no --key", []string{"verify", "--env", "env-dev-01", "--sig", "x.sig", bundlePath}, "--sig needs --key"},
 		{"verify with a missing --sig", []string{"verify", "--env", "env-dev-01", "--key", pub.String(), "--sig", "nope.sig", bundlePath}, "no such file"},
+		{"hold without a reason", hold("--for", "1h"), "--for needs --reason"},
+		{"hold with a reason alone", hold("--reason", "x"), "--reason needs --for"},
+		{"hold for a negative time", hold("--for", "-1h", "--reason", "x"), "--for must be positive"},
+		{"hold clearing and setting", hold("--clear", "--for", "1h", "--reason", "x"), "--clear takes neither"},
+		{"hold with a long reason", hold("--for", "1h", "--reason", strings.Repeat("x", 201)), "longer than 200 bytes"},
+		{"hold with an argument", hold("now"), "expected 0 argument(s)"},
 	}
 	secrets := secretsOf(t, privFile)
 	for _, tc := range tests {
