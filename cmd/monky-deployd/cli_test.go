@@ -88,6 +88,8 @@ func TestVersion(t *testing.T) {
 	assert.Contains(t, res.Stdout, testCommit)
 }
 
+// TestUsageErrorsExit2: every usage error of every command exits 2 with the error on
+// stderr, nothing on stdout, and no private key anywhere; help is not an error.
 func TestUsageErrorsExit2(t *testing.T) {
 	bundlePath := fixture(t, "good.tar.gz")
 	privFile, pub := testSigningKey(t, 1)
@@ -130,6 +132,15 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"hold clearing and setting", hold("--clear", "--for", "1h", "--reason", "x"), "--clear takes neither"},
 		{"hold with a long reason", hold("--for", "1h", "--reason", strings.Repeat("x", 201)), "longer than 200 bytes"},
 		{"hold with an argument", hold("now"), "expected 0 argument(s)"},
+		// An unknown flag prints the command's usage, also next to --help; so does help
+		// of a command that does not exist.
+		{"unknown flag of verify", []string{"verify", "--bogus"}, "flag provided but not defined: -bogus\nusage:\n  monky-deployd verify --env ENV"},
+		{"unknown flag of verify, its flags", []string{"verify", "--bogus"}, "\n  --allow-privileged string\n"},
+		{"unknown flag before --help", []string{"keygen", "--bogus", "--help"}, "flag provided but not defined: -bogus\nusage:\n  monky-deployd keygen"},
+		{"a bad value before --help", []string{"run", "--interval", "soon", "--help"}, `invalid value "soon" for flag -interval`},
+		{"help of an unknown command", []string{"help", "deploy"}, `unknown command "deploy"`},
+		{"help of two commands", []string{"help", "run", "plan"}, "expected at most 1 argument, got 2"},
+		{"version with an argument", []string{"version", "now"}, `expected 0 argument(s), got 1: ["now"]`},
 	}
 	secrets := secretsOf(t, privFile)
 	for _, tc := range tests {
