@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/bundle"
 )
 
 // The two keys of the trusted_keys goldens: the key of docs/OPERATIONS.md ("Trusting
@@ -30,40 +29,6 @@ func trustedKeysKitArgs(root, pub string) []string {
 	return []string{"--root", root, "--skip-package", "--env-id", "env-dev-01",
 		"--tenancy-url", "https://tenancy.monky.internal", "--bao-addr", "https://bao.monky.internal:8200",
 		"--transport", "system", "--trusted-key", trustedKeyDocs, "--trusted-key-file", pub}
-}
-
-// TestKitTrustedKeysConfigsParse loads the kit's configs with trusted keys
-// (install.sh --trusted-key/--trusted-key-file, the role's monky_deployd_trusted_keys)
-// with the agent's own loader: both keys, in order, make the box's key ring.
-func TestKitTrustedKeysConfigsParse(t *testing.T) {
-	for _, file := range []string{"testdata/config.install-keys.yaml", "testdata/config.ansible-keys.yaml"} {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			got, err := deployd.LoadConfig(file)
-			require.NoError(t, err)
-			want := deployd.DefaultConfig()
-			want.EnvID = "env-dev-01"
-			want.Tenancy.Transport = "system"
-			want.Tenancy.URL = "https://tenancy.monky.internal"
-			want.Bao.Addr = "https://bao.monky.internal:8200"
-			assert.Equal(t, want.EnvID, got.EnvID)
-			assert.Equal(t, want.DeployDir, got.DeployDir)
-			assert.Equal(t, want.Tenancy, got.Tenancy)
-			assert.Equal(t, want.Bao, got.Bao)
-			assert.Equal(t, []string{trustedKeyDocs, trustedKeyRFC8032}, got.TrustedKeys)
-
-			ring, err := got.KeyRing()
-			require.NoError(t, err)
-			rfc, err := bundle.ParsePublicKey(trustedKeyRFC8032)
-			require.NoError(t, err)
-			assert.ElementsMatch(t, []bundle.KeyID{trustedKeyDocsID, rfc.ID}, ring.IDs())
-		})
-	}
-	// The configs without keys stay as they were: signatures are not asked for.
-	for _, file := range []string{"testdata/config.install.yaml", "testdata/config.ansible.yaml", "testdata/config.ansible-proxy.yaml"} {
-		got, err := deployd.LoadConfig(file)
-		require.NoError(t, err, file)
-		assert.Empty(t, got.TrustedKeys, file)
-	}
 }
 
 // runKit runs install.sh with args and returns its exit code, stdout and stderr.

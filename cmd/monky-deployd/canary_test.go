@@ -186,8 +186,7 @@ func TestSecretCanary(t *testing.T) {
 	}
 	// The run saw at least: 1 bootstrap login, 3 leases and their logins.
 	require.GreaterOrEqual(t, len(wire), 7, "the recorder must have seen the tokens and grants")
-	tok, err := os.ReadFile(b.Cfg.TokenPath())
-	require.NoError(t, err)
+	tok := readFile(t, b.Cfg.TokenPath())
 	require.Contains(t, wire, strings.TrimSpace(string(tok)), "the live token was seen on the wire")
 	// Tenancy's echo of the bearer did reach the agent.
 	echoed := 0
@@ -234,8 +233,7 @@ func TestSecretCanary(t *testing.T) {
 			return nil
 		}
 		files++
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
+		data := readFile(t, p)
 		if p == b.Cfg.TokenPath() {
 			assertClean(p, string(data), secrets)
 			assert.Equal(t, strings.TrimSpace(string(data)), strings.TrimSpace(string(tok)))
@@ -253,8 +251,7 @@ func TestSecretCanary(t *testing.T) {
 		if d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
 			return nil
 		}
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
+		data := readFile(t, p)
 		if filepath.Base(p) != ".env" {
 			assertClean(p, string(data), all)
 			return nil
@@ -274,8 +271,7 @@ func TestSecretCanary(t *testing.T) {
 	require.Positive(t, envFiles)
 	// The fake docker's own record (argv and the names of the environment).
 	for _, f := range []string{b.Docker.Log, b.Docker.State} {
-		data, err := os.ReadFile(f)
-		require.NoError(t, err)
+		data := readFile(t, f)
 		assertClean(f, string(data), all)
 	}
 }

@@ -88,8 +88,13 @@ func TestVersion(t *testing.T) {
 	assert.Contains(t, res.Stdout, testCommit)
 }
 
+// TestUsageErrorsExit2: every usage error of every command exits 2 with the error on
+// stderr, nothing on stdout, and no private key anywhere; help is not an error.
 func TestUsageErrorsExit2(t *testing.T) {
 	bundlePath := fixture(t, "good.tar.gz")
+	privFile, pub := testSigningKey(t, 1)
+	holdCfg := newBox(t, boxOpts{}).CfgPath
+	hold := func(args ...string) []string { return append([]string{"hold", "--config", holdCfg}, args...) }
 	tests := []struct {
 		name string
 		args []string
@@ -106,13 +111,45 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"verify without a bundle", []string{"verify", "--env", "env-dev-01"}, "expected 1 argument(s), got 0"},
 		{"verify of two bundles", []string{"verify", "--env", "env-dev-01", bundlePath, bundlePath}, "expected 1 argument(s), got 2"},
 		{"verify of a missing file", []string{"verify", "--env", "env-dev-01", "testdata/bundles/missing.tar"}, "no such file"},
+		{"pack without --out", []string{"pack", t.TempDir()}, "--out is required"},
+		{"pack of a file", []string{"pack", "--out", filepath.Join(t.TempDir(), "b.tar"), bundlePath}, "is not a directory"},
+		{"pack of two directories", []string{"pack", "--out", "b.tar", t.TempDir(), t.TempDir()}, "expected 1 argument(s), got 2"},
+		{"sign without --key", []string{"sign", bundlePath}, "--key is required"},
+		{"sign without a bundle", []string{"sign", "--key", privFile}, "expected 1 argument(s), got 0"},
+		{"sign with a bad expiry", []string{"sign", "--key", privFile, "--expires", "tomorrow", bundlePath}, "--expires: give a duration"},
+		{"sign with a negative expiry", []string{"sign", "--key", privFile, "--expires", "-1h", bundlePath}, "a duration must be positive"},
+		{"sign of a missing bundle", []string{"sign", "--key", privFile, "nope.tar"}, "no such file"},
+		{"keygen without --out", []string{"keygen"}, "--out is required"},
+		{"keygen with an argument", []string{"keygen", "--out", "k", "extra"}, "expected 0 argument(s)"},
+		{"verify with a bad key", []string{"verify", "--env", "env-dev-01", "--key", "ed25519:AAAA", bundlePath}, "--key: key 1: bundle: invalid key"},
+		{"verify with a private key as --key", []string{"verify", "--env", "env-dev-01", "--key", privFile, bundlePath}, "this is a private key"},
+		{"verify with a missing key file", []string{"verify", "--env", "env-dev-01", "--key", "nope.pub", bundlePath}, "no such file"},
+		{"verify with --sig but no --key", []string{"verify", "--env", "env-dev-01", "--sig", "x.sig", bundlePath}, "--sig needs --key"},
+		{"verify with a missing --sig", []string{"verify", "--env", "env-dev-01", "--key", pub.String(), "--sig", "nope.sig", bundlePath}, "no such file"},
+		{"hold without a reason", hold("--for", "1h"), "--for needs --reason"},
+		{"hold with a reason alone", hold("--reason", "x"), "--reason needs --for"},
+		{"hold for a negative time", hold("--for", "-1h", "--reason", "x"), "--for must be positive"},
+		{"hold clearing and setting", hold("--clear", "--for", "1h", "--reason", "x"), "--clear takes neither"},
+		{"hold with a long reason", hold("--for", "1h", "--reason", strings.Repeat("x", 201)), "longer than 200 bytes"},
+		{"hold with an argument", hold("now"), "expected 0 argument(s)"},
+		// An unknown flag prints the command's usage, also next to --help; so does help
+		// of a command that does not exist.
+		{"unknown flag of verify", []string{"verify", "--bogus"}, "flag provided but not defined: -bogus\nusage:\n  monky-deployd verify --env ENV"},
+		{"unknown flag of verify, its flags", []string{"verify", "--bogus"}, "\n  --allow-privileged string\n"},
+		{"unknown flag before --help", []string{"keygen", "--bogus", "--help"}, "flag provided but not defined: -bogus\nusage:\n  monky-deployd keygen"},
+		{"a bad value before --help", []string{"run", "--interval", "soon", "--help"}, `invalid value "soon" for flag -interval`},
+		{"help of an unknown command", []string{"help", "deploy"}, `unknown command "deploy"`},
+		{"help of two commands", []string{"help", "run", "plan"}, "expected at most 1 argument, got 2"},
+		{"version with an argument", []string{"version", "now"}, `expected 0 argument(s), got 1: ["now"]`},
 	}
+	secrets := secretsOf(t, privFile)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runMain(t, nil, tc.args...)
-			assert.Equal(t, exitUsage, r.Code)
+			assert.Equal(t, exitUsage, r.Code, r.Stderr)
 			assert.Contains(t, r.Stderr, tc.want)
 			assert.Empty(t, r.Stdout)
+			assertNoSecret(t, r, secrets)
 		})
 	}
 	t.Run("help is not an error", func(t *testing.T) {
@@ -247,8 +284,9 @@ func TestStatus(t *testing.T) {
 	t.Run("after a run", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		sha := b.Publish(faketenancy.SampleApp(b.Env, 4))
-		res := b.tick()
-		require.Equal(t, 0, res.Code, res.Stderr)
+		res := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+		require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
+		assert.Equal(t, `""`, tickCode(t, res.Stderr), "a tick that did its job has no code")
 		tenancyBefore, baoBefore := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests())
 		// No network: the fakes are gone.
 		b.Stack.Tenancy.Close()
@@ -276,17 +314,18 @@ func TestStatus(t *testing.T) {
 		assert.True(t, v.Healthy)
 		assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore)
 		assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
-		tok, err := os.ReadFile(b.Cfg.TokenPath())
-		require.NoError(t, err)
+		tok := readFile(t, b.Cfg.TokenPath())
 		assert.NotContains(t, r.Stdout, strings.TrimSpace(string(tok)))
 	})
 
 	t.Run("latched", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
-		res := b.tick()
-		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+		b.placeForeignToken()
+		for range 2 { // the tick that latches, and one that only reads the latch
+			r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
+			require.Equal(t, deployd.ExitEnvMismatch, r.Code, r.Stderr)
+			assert.Equal(t, "AGENT_ENV_MISMATCH", tickCode(t, r.Stderr))
+		}
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
 		require.Equal(t, 2, r.Code, "a latched box is critical")
 		assert.Regexp(t, `(?m)^latch:\s+AGENT_ENV_MISMATCH since 20\d\d-.*: runs exit 78 until env_id changes or you bootstrap$`, r.Stdout)
@@ -320,8 +359,8 @@ func TestStatus(t *testing.T) {
 	})
 }
 
-// TestRunBadConfig: a config error exits 1 with a message that names the key (and its
-// line), before any network.
+// TestRunBadConfig: a config error exits 1 (status 3) with a message that names the
+// key (and its line) and carries CONFIG_INVALID, before any network.
 func TestRunBadConfig(t *testing.T) {
 	b := newBox(t, boxOpts{})
 	// The config as an operator writes it: the line numbers below are its own.
@@ -363,7 +402,7 @@ compose:
 			require.NoError(t, os.WriteFile(p, []byte(tc.config), 0o600))
 			for _, cmd := range []string{"run", "bootstrap", "status"} {
 				r := runMain(t, b.procEnv(), cmd, "--config", p)
-				assert.Contains(t, r.Stderr, "the config is invalid", cmd)
+				assert.Regexp(t, `msg="the config is invalid; fix it and run again" .*code=CONFIG_INVALID`, r.Stderr, cmd)
 				for _, w := range tc.want {
 					// slog's text handler escapes the quotes of the error text.
 					assert.Contains(t, strings.ReplaceAll(r.Stderr, `\"`, `"`), w, cmd)
@@ -523,59 +562,23 @@ func TestOutputFailureIsExit1(t *testing.T) {
 	}
 }
 
-// tickLine finds the tick's own log line in stderr and returns its code attribute.
-func tickLine(t *testing.T, stderr string) string {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^.*msg="tick (?:done|failed|ended on a temporary condition[^"]*)".* code=(\S*) .*$`).FindStringSubmatch(stderr)
-	require.NotNil(t, m, "no tick line in:\n%s", stderr)
-	return m[1]
-}
-
 // TestTickLineCarriesTheCode: every tick line names its code, also when the tick
-// stopped before it had an outcome (a held lock, an unusable state dir, the latch),
-// and the config's error line carries CONFIG_INVALID.
+// stopped before it had an outcome: a held lock, an unusable state dir. (The latch's
+// and a tick that applied are TestStatus's; the config's error line, which carries
+// CONFIG_INVALID, TestRunBadConfig's.)
 func TestTickLineCarriesTheCode(t *testing.T) {
 	t.Run("lock held", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		b.HoldLock()
 		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
 		require.Equal(t, deployd.ExitTemporary, r.Code, r.Stderr)
-		assert.Equal(t, "LOCKED", tickLine(t, r.Stderr))
+		assert.Equal(t, "LOCKED", tickCode(t, r.Stderr))
 	})
 	t.Run("state dir unusable", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		require.NoError(t, os.WriteFile(b.Cfg.StateDir, nil, 0o600)) // a file where the dir goes
 		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
 		require.Equal(t, deployd.ExitFailed, r.Code, r.Stderr)
-		assert.Equal(t, "STATE_UNAVAILABLE", tickLine(t, r.Stderr))
-	})
-	t.Run("latched", func(t *testing.T) {
-		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
-		for range 2 { // the tick that latches, and one that only reads the latch
-			r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
-			require.Equal(t, deployd.ExitEnvMismatch, r.Code, r.Stderr)
-			assert.Equal(t, "AGENT_ENV_MISMATCH", tickLine(t, r.Stderr))
-		}
-	})
-	t.Run("applied", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
-		require.Equal(t, deployd.ExitOK, r.Code, r.Stderr)
-		assert.Equal(t, `""`, tickLine(t, r.Stderr), "a tick that did its job has no code")
-	})
-	t.Run("bad config", func(t *testing.T) {
-		p := filepath.Join(t.TempDir(), "config.yaml")
-		require.NoError(t, os.WriteFile(p, []byte("env_id: production\n"), 0o600))
-		for _, cmd := range []string{"run", "status", "bootstrap"} {
-			r := runMain(t, nil, cmd, "--config", p)
-			want := deployd.ExitFailed
-			if cmd == "status" {
-				want = deployd.VerdictUnknown.Exit()
-			}
-			require.Equal(t, want, r.Code, r.Stderr)
-			assert.Regexp(t, `msg="the config is invalid; fix it and run again" .*code=CONFIG_INVALID`, r.Stderr, cmd)
-		}
+		assert.Equal(t, "STATE_UNAVAILABLE", tickCode(t, r.Stderr))
 	})
 }

@@ -68,8 +68,7 @@ func TestRunWithoutComposeV2(t *testing.T) {
 
 	b := newBox(t, boxOpts{})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	cfg, err := os.ReadFile(b.CfgPath)
-	require.NoError(t, err)
+	cfg := readFile(t, b.CfgPath)
 	plain := strings.Replace(string(cfg), "  docker: "+b.Docker.Path+"\n", "  docker: docker\n", 1)
 	require.NotEqual(t, string(cfg), plain)
 	require.NoError(t, os.WriteFile(b.CfgPath, []byte(plain), 0o600))

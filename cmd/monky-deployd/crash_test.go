@@ -128,8 +128,7 @@ func (c *crashBox) checkInvariant(t *testing.T, when string) (live string) {
 	slices.Sort(got)
 	require.Equal(t, wantNames, got, "%s: the live release %s holds exactly its bundle's files and .env", when, live[:12])
 	for name, data := range want {
-		have, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
-		require.NoError(t, err)
+		have := readFile(t, filepath.Join(dir, filepath.FromSlash(name)))
 		require.Equal(t, string(data), string(have), "%s: %s of the live release", when, name)
 	}
 	envInfo, err := os.Stat(filepath.Join(dir, ".env"))
@@ -229,8 +228,23 @@ type crashPoint struct {
 	reached func(c *crashBox, p *testbox.Proc) bool
 	// word, instead of reached: the kill point is a call of this docker command.
 	word string
-	// wantLive is the release current points at after the kill.
-	wantLive func(c *crashBox) string
+	// switched: current points at the new release after the kill, not the old one.
+	switched bool
+}
+
+// wantLive is the release current points at after a stop at cp.
+func (cp crashPoint) wantLive(c *crashBox) string {
+	if cp.switched {
+		return c.newSHA
+	}
+	return c.oldSHA
+}
+
+// delayTenancy arms a crash point at the tenancy call of the fake's fault key.
+func delayTenancy(call string) func(c *crashBox) {
+	return func(c *crashBox) {
+		c.Stack.Tenancy.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{call: time.Minute}})
+	}
 }
 
 // crashPoints are the kill points: every docker call of an apply, the download, the
@@ -244,26 +258,19 @@ func crashPoints() []crashPoint {
 				c.setScript(fastScript(map[string]fakedocker.Command{"version": {Delay: delay}}))
 				c.expireDockerVersion(c.T)
 			},
-			word:     "version",
-			wantLive: func(c *crashBox) string { return c.oldSHA },
+			word: "version",
 		},
 		{
 			name: "download",
-			arm: func(c *crashBox) {
-				c.Stack.Tenancy.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"bundle": time.Minute}})
-			},
+			arm:  delayTenancy("bundle"),
 			reached: func(c *crashBox, _ *testbox.Proc) bool {
 				return exists(filepath.Join(c.Cfg.ReleasesDir(), "."+c.newSHA+".bundle"))
 			},
-			wantLive: func(c *crashBox) string { return c.oldSHA },
 		},
 		{
-			name: "lease",
-			arm: func(c *crashBox) {
-				c.Stack.Tenancy.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"lease": time.Minute}})
-			},
-			reached:  logged("bundle verified"),
-			wantLive: func(c *crashBox) string { return c.oldSHA },
+			name:    "lease",
+			arm:     delayTenancy("lease"),
+			reached: logged("bundle verified"),
 		},
 		{
 			name: "compose up",
@@ -271,7 +278,7 @@ func crashPoints() []crashPoint {
 				c.setScript(fastScript(map[string]fakedocker.Command{"up": {Delay: delay}}))
 			},
 			word:     "up",
-			wantLive: func(c *crashBox) string { return c.newSHA },
+			switched: true,
 		},
 		{
 			// The new release's web stays "starting": the wait polls until the kill. (A
@@ -287,15 +294,13 @@ func crashPoints() []crashPoint {
 			reached: func(c *crashBox, p *testbox.Proc) bool {
 				return strings.Contains(p.Stderr.String(), "docker compose up done") && len(c.DockerCalls("ps")) > 0
 			},
-			wantLive: func(c *crashBox) string { return c.newSHA },
+			switched: true,
 		},
 		{
-			name: "report",
-			arm: func(c *crashBox) {
-				c.Stack.Tenancy.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"report": time.Minute}})
-			},
+			name:     "report",
+			arm:      delayTenancy("report"),
 			reached:  logged("applied: every service is running and healthy"),
-			wantLive: func(c *crashBox) string { return c.newSHA },
+			switched: true,
 		},
 	}
 }

@@ -49,8 +49,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	res = b.tick("--metrics-file", metricsPath)
 	require.Equal(t, 0, res.Code, res.Stderr)
 	assert.Equal(t, sha, b.Live())
-	env, err := os.ReadFile(filepath.Join(b.Cfg.CurrentLink(), ".env"))
-	require.NoError(t, err)
+	env := readFile(t, filepath.Join(b.Cfg.CurrentLink(), ".env"))
 	assert.Contains(t, string(env), "s3cr3t-db-password")
 	assert.NotContains(t, res.Stderr, "s3cr3t-db-password")
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
@@ -112,12 +111,14 @@ func TestBinaryLifecycle(t *testing.T) {
 	assert.Equal(t, 0.0, m[`monky_deployd_service_restarts{service="web"}`])
 	assert.Positive(t, m["monky_deployd_live_observed_timestamp_seconds"])
 
-	// tenancy down: 503 on the check-in is 75, and so is a tenancy that is gone.
+	// tenancy down: 503 on the check-in is 75 (a tenancy that is gone is 75 too:
+	// deployd's TestExitCodes, "tenancy unreachable is 75").
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 	res = b.tick("--metrics-file", metricsPath)
 	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
 	assert.Contains(t, res.Stderr, "level=WARN")
+	assert.Contains(t, res.Stderr, "tenancy unavailable")
 	assert.Equal(t, 75.0, parseMetrics(t, metricsPath)["monky_deployd_exit_code"])
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	res = b.tick()
@@ -125,7 +126,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// env mismatch: the token belongs to another env → 78, then 78 again without the
 	// network.
-	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+	b.placeForeignToken()
 	res = b.tick("--metrics-file", metricsPath)
 	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 	assert.Contains(t, res.Stderr, "AGENT_ENV_MISMATCH")
@@ -147,15 +148,6 @@ func TestBinaryLifecycle(t *testing.T) {
 	res = b.tick()
 	require.Equal(t, 0, res.Code, res.Stderr)
 	assert.Nil(t, b.State().EnvMismatch)
-}
-
-func TestBinaryTenancyUnreachable(t *testing.T) {
-	testbox.SkipIfShort(t)
-	b := newBox(t, boxOpts{})
-	b.Stack.Tenancy.Close()
-	res := b.tick()
-	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-	assert.Contains(t, res.Stderr, "tenancy unavailable")
 }
 
 func TestBinaryNoCredentials(t *testing.T) {
@@ -190,8 +182,7 @@ func TestBinaryLoop(t *testing.T) {
 	testbox.SkipIfShort(t)
 	t.Run("stops on 78", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		b.placeForeignToken()
 		res := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", "100ms"}).Wait(t, 60*time.Second)
 		assert.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "stopping the loop: AGENT_ENV_MISMATCH is never retried")
@@ -435,52 +426,25 @@ func TestBinaryRefusesFifoFiles(t *testing.T) {
 	})
 }
 
-// TestBinaryCorruptToken: a token file a crash or a disk left unusable (NULs, not
-// printable, empty, too long) is known as corrupt when read, never sent (it would be
-// an invalid header, an endless exit 75): with a grant present the run bootstraps
-// from it; without one it exits 1 with UNAUTHENTICATED and says what to do.
+// TestBinaryCorruptToken: a token file a crash or a disk left unusable (NULs) is known
+// as corrupt when read, never sent (it would be an invalid header, an endless exit
+// 75): without a grant every run exits 1 with UNAUTHENTICATED and says what to do.
+// (With a grant the run bootstraps from it: deployd's TestCorruptTokenFile; every
+// kind of corrupt file is the same ErrTokenCorrupt: deployd's TestReadTokenFileCorrupt.)
 func TestBinaryCorruptToken(t *testing.T) {
-	corrupt := map[string][]byte{
-		"nul":       make([]byte, 96),
-		"binary":    []byte("hvs.abc\xff\xfe\x01def\n"),
-		"blank":     []byte(" \n\t\n"),
-		"inner nul": []byte("hvs.CAESIJ\x00\x00\x00\x00\n"),
-		"too long":  []byte(strings.Repeat("a", 8192) + "\n"),
+	b := newBox(t, boxOpts{noGrant: true})
+	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 96), 0o600))
+	for range 2 {
+		res := b.tick()
+		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		assert.Contains(t, res.Stderr, "code=UNAUTHENTICATED")
+		assert.Contains(t, res.Stderr, "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt")
+		assert.Contains(t, res.Stderr, "place a fresh bootstrap grant at "+b.Cfg.BootstrapGrant+" and run `monky-deployd bootstrap`")
+		assert.NotContains(t, res.Stderr, "invalid header field value")
 	}
-	for name, data := range corrupt {
-		t.Run(name+", grant present", func(t *testing.T) {
-			b := newBox(t, boxOpts{})
-			b.SetDesired(faketenancy.Desired{Action: "none"})
-			require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-			require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), data, 0o600))
-			res := b.tick()
-			require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
-			assert.Contains(t, res.Stderr, "the OpenBao token file is corrupt; bootstrapping from the grant file")
-			assert.Equal(t, 1, countBao(b, "/login"))
-			_, err := os.Stat(b.Cfg.BootstrapGrant)
-			assert.ErrorIs(t, err, os.ErrNotExist, "the grant is consumed")
-			tok, err := os.ReadFile(b.Cfg.TokenPath())
-			require.NoError(t, err)
-			env, ok := b.Stack.Bao.TokenEnv(strings.TrimSpace(string(tok)))
-			assert.True(t, ok, "a live token replaced the corrupt one")
-			assert.Equal(t, b.Env, env)
-		})
-	}
-	t.Run("nul, no grant", func(t *testing.T) {
-		b := newBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 96), 0o600))
-		for range 2 {
-			res := b.tick()
-			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-			assert.Contains(t, res.Stderr, "code=UNAUTHENTICATED")
-			assert.Contains(t, res.Stderr, "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt")
-			assert.Contains(t, res.Stderr, "place a fresh bootstrap grant at "+b.Cfg.BootstrapGrant+" and run `monky-deployd bootstrap`")
-			assert.NotContains(t, res.Stderr, "invalid header field value")
-		}
-		assert.Empty(t, b.Stack.Bao.Requests(), "the corrupt token is never sent")
-		assert.Empty(t, b.Stack.Tenancy.Requests())
-	})
+	assert.Empty(t, b.Stack.Bao.Requests(), "the corrupt token is never sent")
+	assert.Empty(t, b.Stack.Tenancy.Requests())
 }
 
 // TestBinaryBootstrap: bootstrap with a grant of another env is refused before the
@@ -497,8 +461,7 @@ func TestBinaryBootstrap(t *testing.T) {
 		assert.Contains(t, res.Stderr, "is for env env-dev-02, and this box is env-dev-01")
 		assert.NotContains(t, res.Stderr, "consumed the grant")
 		assert.NotContains(t, res.Stderr, grant)
-		kept, err := os.ReadFile(b.Cfg.BootstrapGrant)
-		require.NoError(t, err)
+		kept := readFile(t, b.Cfg.BootstrapGrant)
 		assert.Equal(t, grant+"\n", string(kept), "the grant is kept")
 		assert.Zero(t, countBao(b, "/login"))
 		res = b.tick()
@@ -522,15 +485,14 @@ func TestBinaryBootstrap(t *testing.T) {
 		assert.Equal(t, 0, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "already bootstrapped")
 		assert.Equal(t, logins, countBao(b, "/login"))
-		kept, err := os.ReadFile(b.Cfg.BootstrapGrant)
-		require.NoError(t, err)
+		kept := readFile(t, b.Cfg.BootstrapGrant)
 		assert.Equal(t, grant+"\n", string(kept), "the grant is not consumed")
 
 		res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--force"})
 		assert.Equal(t, 0, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "bootstrap confirmed by a check-in")
 		assert.Equal(t, logins+1, countBao(b, "/login"))
-		_, err = os.Stat(b.Cfg.BootstrapGrant)
+		_, err := os.Stat(b.Cfg.BootstrapGrant)
 		assert.ErrorIs(t, err, os.ErrNotExist, "consumed with --force")
 	})
 }

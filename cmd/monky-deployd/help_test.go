@@ -123,32 +123,3 @@ func TestCommandHelp(t *testing.T) {
 		assert.Empty(t, r.Stderr, "the config is not read")
 	})
 }
-
-// TestHelpUsageErrors: an unknown flag stays a usage error (2), with the command's
-// usage on stderr and nothing on stdout, also next to --help; so is help of a command
-// that does not exist.
-func TestHelpUsageErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		want []string // on stderr
-	}{
-		{"unknown flag of verify", []string{"verify", "--bogus"},
-			[]string{"flag provided but not defined: -bogus\nusage:\n  monky-deployd verify --env ENV", "\n  --allow-privileged string\n"}},
-		{"unknown flag before --help", []string{"keygen", "--bogus", "--help"}, []string{"flag provided but not defined: -bogus\nusage:\n  monky-deployd keygen"}},
-		{"a bad value before --help", []string{"run", "--interval", "soon", "--help"}, []string{`invalid value "soon" for flag -interval`}},
-		{"help of an unknown command", []string{"help", "deploy"}, []string{`unknown command "deploy"`}},
-		{"help of two commands", []string{"help", "run", "plan"}, []string{"expected at most 1 argument, got 2"}},
-		{"version with an argument", []string{"version", "now"}, []string{`expected 0 argument(s), got 1: ["now"]`}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := runMain(t, nil, tc.args...)
-			assert.Equal(t, exitUsage, r.Code)
-			for _, w := range tc.want {
-				assert.Contains(t, r.Stderr, w)
-			}
-			assert.Empty(t, r.Stdout)
-		})
-	}
-}

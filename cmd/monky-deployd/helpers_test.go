@@ -39,6 +39,14 @@ func agentBinary(t testing.TB) string {
 	return testbox.Build(t, testbox.AgentPkg, agentFlags...)
 }
 
+// readFile is the content of the file at p, which must read.
+func readFile(t testing.TB, p string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return data
+}
+
 // recorder keeps every request and response body that passed a recording proxy, so
 // that a test learns every token and grant that ever existed on the wire.
 type recorder struct {
@@ -75,10 +83,7 @@ func (r *recorder) credentials() []string {
 // recordingProxy serves a reverse proxy to target on loopback and records bodies.
 func recordingProxy(t *testing.T, target string, rec *recorder) string {
 	t.Helper()
-	u, err := url.Parse(target)
-	require.NoError(t, err)
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.ModifyResponse = func(resp *http.Response) error {
+	return proxyWith(t, target, func(resp *http.Response) error {
 		b, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		if err != nil {
@@ -87,11 +92,25 @@ func recordingProxy(t *testing.T, target string, rec *recorder) string {
 		rec.add(b)
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		return nil
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}, func(r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rec.add(b)
 		r.Body = io.NopCloser(bytes.NewReader(b))
+	})
+}
+
+// proxyWith serves a reverse proxy to target on loopback, and returns its URL: every
+// request passes through request first (when not nil), every answer through modify.
+func proxyWith(t *testing.T, target string, modify func(*http.Response) error, request func(*http.Request)) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = modify
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if request != nil {
+			request(r)
+		}
 		p.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -145,12 +164,14 @@ func newBox(t *testing.T, o boxOpts) *box {
 	return b
 }
 
-// foreignToken is a live token of another environment.
-func (b *box) foreignToken(envID string) string {
+// placeForeignToken writes, as the box's token file, a live token of env-dev-02:
+// the box's runs latch AGENT_ENV_MISMATCH.
+func (b *box) placeForeignToken() {
 	b.T.Helper()
-	tok, err := b.Stack.Login(b.T.Context(), envID)
+	tok, err := b.Stack.Login(b.T.Context(), "env-dev-02")
 	require.NoError(b.T, err)
-	return tok
+	require.NoError(b.T, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	require.NoError(b.T, os.WriteFile(b.Cfg.TokenPath(), []byte(tok+"\n"), 0o600))
 }
 
 // procEnv is the process environment of the binary: a PATH that finds the fake

@@ -70,35 +70,14 @@ func TestHoldCommand(t *testing.T) {
 	}
 }
 
+// TestHoldCommandErrors: hold refuses a hold directory that does not exist, exit 1.
+// (Its usage errors, exit 2, are TestUsageErrorsExit2's.)
 func TestHoldCommandErrors(t *testing.T) {
 	b := newBox(t, boxOpts{})
-	tests := []struct {
-		name string
-		args []string
-		code int
-		want string
-	}{
-		{"no reason", []string{"--for", "1h"}, exitUsage, "--for needs --reason"},
-		{"reason alone", []string{"--reason", "x"}, exitUsage, "--reason needs --for"},
-		{"negative", []string{"--for", "-1h", "--reason", "x"}, exitUsage, "--for must be positive"},
-		{"clear and set", []string{"--clear", "--for", "1h", "--reason", "x"}, exitUsage, "--clear takes neither"},
-		{"long reason", []string{"--for", "1h", "--reason", strings.Repeat("x", 201)}, exitUsage, "longer than 200 bytes"},
-		{"an argument", []string{"now"}, exitUsage, "expected 0 argument(s)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := runMain(t, nil, append([]string{"hold", "--config", b.CfgPath}, tt.args...)...)
-			assert.Equal(t, tt.code, r.Code)
-			assert.Contains(t, r.Stderr, tt.want)
-			assert.Empty(t, r.Stdout)
-		})
-	}
-	t.Run("no hold directory", func(t *testing.T) {
-		p := b.WriteConfig("nodir.yaml", func(c *deployd.Config) { c.Holds.Dir = filepath.Join(b.Dir, "missing") })
-		r := runMain(t, nil, "hold", "--config", p, "--for", "1h", "--reason", "x")
-		assert.Equal(t, deployd.ExitFailed, r.Code)
-		assert.Contains(t, r.Stderr, "the hold directory does not exist")
-	})
+	p := b.WriteConfig("nodir.yaml", func(c *deployd.Config) { c.Holds.Dir = filepath.Join(b.Dir, "missing") })
+	r := runMain(t, nil, "hold", "--config", p, "--for", "1h", "--reason", "x")
+	assert.Equal(t, deployd.ExitFailed, r.Code)
+	assert.Contains(t, r.Stderr, "the hold directory does not exist")
 }
 
 // TestBinaryHold drives the shipped binary against the shipped fakes: a hold defers

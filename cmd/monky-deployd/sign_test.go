@@ -42,8 +42,7 @@ func testSigningKey(t *testing.T, n byte) (path string, pub bundle.PublicKey) {
 // lines and its seed.
 func secretsOf(t *testing.T, keyPath string) []string {
 	t.Helper()
-	data, err := os.ReadFile(keyPath)
-	require.NoError(t, err)
+	data := readFile(t, keyPath)
 	priv, err := bundle.ParsePrivateKey(data)
 	require.NoError(t, err)
 	out := []string{base64.StdEncoding.EncodeToString(priv.Seed()), base64.StdEncoding.EncodeToString(priv.Seed())[:16]}
@@ -99,13 +98,11 @@ func TestKeygen(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm())
 
-	pubText, err := os.ReadFile(key + ".pub")
-	require.NoError(t, err)
+	pubText := readFile(t, key+".pub")
 	pub, err := bundle.ParsePublicKey(string(pubText))
 	require.NoError(t, err)
 	assert.Equal(t, pub.String()+"\n", string(pubText))
-	data, err := os.ReadFile(key)
-	require.NoError(t, err)
+	data := readFile(t, key)
 	priv, err := bundle.ParsePrivateKey(data)
 	require.NoError(t, err)
 	assert.Equal(t, pub.Key, priv.Public(), "the .pub is the private key's public half")
@@ -117,8 +114,7 @@ func TestKeygen(t *testing.T) {
 	r = runMain(t, nil, "keygen", "--out", key)
 	assert.Equal(t, 1, r.Code)
 	assert.Contains(t, r.Stderr, "exists; a key is never overwritten")
-	again, err := os.ReadFile(key)
-	require.NoError(t, err)
+	again := readFile(t, key)
 	assert.Equal(t, data, again)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "other.pub"), nil, 0o644))
 	r = runMain(t, nil, "keygen", "--out", filepath.Join(dir, "other"))
@@ -128,8 +124,7 @@ func TestKeygen(t *testing.T) {
 	// Two runs, two keys.
 	r = runMain(t, nil, "keygen", "--out", filepath.Join(dir, "second"))
 	require.Equal(t, 0, r.Code)
-	second, err := os.ReadFile(filepath.Join(dir, "second.pub"))
-	require.NoError(t, err)
+	second := readFile(t, filepath.Join(dir, "second.pub"))
 	assert.NotEqual(t, pubText, second)
 }
 
@@ -140,8 +135,7 @@ func TestPack(t *testing.T) {
 	r := runMain(t, nil, "pack", "--out", a, dir)
 	require.Equal(t, 0, r.Code, r.Stderr)
 	assert.Empty(t, r.Stderr)
-	data, err := os.ReadFile(a)
-	require.NoError(t, err)
+	data := readFile(t, a)
 	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], ".tar.gz: gzip")
 	sha := bundleSHA(t, data)
 	assert.Equal(t, "packed "+sha+" (env-dev-01 serial 7, 3 files, "+sizeOf(t, dir)+" bytes) to "+a+"\n", r.Stdout)
@@ -152,8 +146,7 @@ func TestPack(t *testing.T) {
 	require.NoError(t, os.Chtimes(filepath.Join(dir, "config", "app.toml"), time0, time0))
 	r = runMain(t, nil, "pack", "--out", b, "--json", dir)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	again, err := os.ReadFile(b)
-	require.NoError(t, err)
+	again := readFile(t, b)
 	assert.Equal(t, data, again)
 	var j map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &j))
@@ -172,8 +165,7 @@ func TestPack(t *testing.T) {
 	// A plain tar for any other name; verify accepts what pack wrote.
 	plain := filepath.Join(out, "bundle.tar")
 	require.Equal(t, 0, runMain(t, nil, "pack", "--out", plain, dir).Code)
-	pdata, err := os.ReadFile(plain)
-	require.NoError(t, err)
+	pdata := readFile(t, plain)
 	assert.Equal(t, "ustar", string(pdata[257:262]))
 	assert.Equal(t, sha, bundleSHA(t, pdata))
 	r = runMain(t, nil, "verify", "--env", "env-dev-01", "--sha", sha, plain)
@@ -255,8 +247,7 @@ func TestSign(t *testing.T) {
 	assertNoSecret(t, r, secrets)
 	assert.Empty(t, r.Stderr)
 	assert.Equal(t, "signed "+sha+" (env-dev-01 serial 7) with key "+string(pub.ID)+", expires never, to "+bundlePath+".sig\n", r.Stdout)
-	sig, err := os.ReadFile(bundlePath + ".sig")
-	require.NoError(t, err)
+	sig := readFile(t, bundlePath+".sig")
 	golden.Assert(t, "golden/good.tar.gz.sig", sig)
 	st, err := os.Stat(bundlePath + ".sig")
 	require.NoError(t, err)
@@ -271,14 +262,12 @@ func TestSign(t *testing.T) {
 		r := runMain(t, nil, "sign", "--key", key, "--expires", "2100-01-02T03:04:05+01:00", "--out", out, "--json", bundlePath)
 		require.Equal(t, 0, r.Code, r.Stderr)
 		assert.JSONEq(t, `{"sha":"`+sha+`","env_id":"env-dev-01","serial":7,"key_id":"`+string(pub.ID)+`","expires":"2100-01-02T02:04:05Z","out":"`+out+`"}`, r.Stdout)
-		sig, err := os.ReadFile(out)
-		require.NoError(t, err)
+		sig := readFile(t, out)
 		assert.Contains(t, string(sig), "\nexpires 2100-01-02T02:04:05Z\n")
 
 		r = runMain(t, nil, "sign", "--key", key, "--expires", "720h", "--out", out, bundlePath)
 		require.Equal(t, 0, r.Code, r.Stderr)
-		s, err := os.ReadFile(out)
-		require.NoError(t, err)
+		s := readFile(t, out)
 		parsed, err := bundle.ParseSignature(s)
 		require.NoError(t, err)
 		assert.WithinDuration(t, time.Now().Add(720*time.Hour), parsed.Expires, time.Minute)
@@ -299,8 +288,7 @@ func TestSign(t *testing.T) {
 	})
 	t.Run("a key readable by others is used, with a warning", func(t *testing.T) {
 		loose := filepath.Join(t.TempDir(), "loose.key")
-		data, err := os.ReadFile(key)
-		require.NoError(t, err)
+		data := readFile(t, key)
 		require.NoError(t, os.WriteFile(loose, data, 0o644))
 		r := runMain(t, nil, "sign", "--key", loose, "--out", filepath.Join(t.TempDir(), "x.sig"), bundlePath)
 		assert.Equal(t, 0, r.Code)
@@ -312,8 +300,7 @@ func TestSign(t *testing.T) {
 		pubFile := filepath.Join(dir, "renderer.key.pub")
 		require.NoError(t, os.WriteFile(pubFile, []byte(pub.String()+"\n"), 0o600))
 		corrupt := filepath.Join(dir, "corrupt.key")
-		data, err := os.ReadFile(key)
-		require.NoError(t, err)
+		data := readFile(t, key)
 		require.NoError(t, os.WriteFile(corrupt, bytes.Replace(data, []byte("MC4C"), []byte("MD4C"), 1), 0o600))
 		for name, tt := range map[string]struct {
 			path string
@@ -341,8 +328,7 @@ func TestSign(t *testing.T) {
 // goes there.
 func copyFixture(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(fixture(t, name))
-	require.NoError(t, err)
+	data := readFile(t, fixture(t, name))
 	p := filepath.Join(t.TempDir(), name)
 	require.NoError(t, os.WriteFile(p, data, 0o644))
 	return p
@@ -375,8 +361,7 @@ func TestVerifySignature(t *testing.T) {
 	sigKey2 := signed(t, key2)
 	sigExpired := signed(t, key1, "--expires", "2001-01-01T00:00:00Z")
 	truncated := filepath.Join(t.TempDir(), "t.sig")
-	data, err := os.ReadFile(sigNever)
-	require.NoError(t, err)
+	data := readFile(t, sigNever)
 	require.NoError(t, os.WriteFile(truncated, data[:len(data)-30], 0o644))
 	otherSerial := filepath.Join(t.TempDir(), "o.sig")
 	otherSig, err := bundle.Sign(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32)), bundle.Statement{SHA: sha, EnvID: "env-dev-01", Serial: 6}, bundle.SignOptions{})
@@ -484,54 +469,13 @@ func TestVerifySignature(t *testing.T) {
 	})
 }
 
-func TestSignUsageErrorsExit2(t *testing.T) {
-	_, pub := testSigningKey(t, 1)
-	good := fixture(t, "good.tar.gz")
-	privPEM, err := bundle.MarshalPrivateKey(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32)))
-	require.NoError(t, err)
-	privFile := filepath.Join(t.TempDir(), "priv.key")
-	require.NoError(t, os.WriteFile(privFile, privPEM, 0o600))
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"pack without --out", []string{"pack", t.TempDir()}, "--out is required"},
-		{"pack of a file", []string{"pack", "--out", filepath.Join(t.TempDir(), "b.tar"), good}, "is not a directory"},
-		{"pack of two directories", []string{"pack", "--out", "b.tar", t.TempDir(), t.TempDir()}, "expected 1 argument(s), got 2"},
-		{"sign without --key", []string{"sign", good}, "--key is required"},
-		{"sign without a bundle", []string{"sign", "--key", privFile}, "expected 1 argument(s), got 0"},
-		{"sign with a bad expiry", []string{"sign", "--key", privFile, "--expires", "tomorrow", good}, "--expires: give a duration"},
-		{"sign with a negative expiry", []string{"sign", "--key", privFile, "--expires", "-1h", good}, "a duration must be positive"},
-		{"sign of a missing bundle", []string{"sign", "--key", privFile, "nope.tar"}, "no such file"},
-		{"keygen without --out", []string{"keygen"}, "--out is required"},
-		{"keygen with an argument", []string{"keygen", "--out", "k", "extra"}, "expected 0 argument(s)"},
-		{"verify with a bad key", []string{"verify", "--env", "env-dev-01", "--key", "ed25519:AAAA", good}, "--key: key 1: bundle: invalid key"},
-		{"verify with a private key as --key", []string{"verify", "--env", "env-dev-01", "--key", privFile, good}, "this is a private key"},
-		{"verify with a missing key file", []string{"verify", "--env", "env-dev-01", "--key", "nope.pub", good}, "no such file"},
-		{"verify with --sig but no --key", []string{"verify", "--env", "env-dev-01", "--sig", "x.sig", good}, "--sig needs --key"},
-		{"verify with a missing --sig", []string{"verify", "--env", "env-dev-01", "--key", pub.String(), "--sig", "nope.sig", good}, "no such file"},
-	}
-	secrets := secretsOf(t, privFile)
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := runMain(t, nil, tc.args...)
-			assert.Equal(t, exitUsage, r.Code, r.Stderr)
-			assert.Contains(t, r.Stderr, tc.want)
-			assert.Empty(t, r.Stdout)
-			assertNoSecret(t, r, secrets)
-		})
-	}
-}
-
 // TestBundleDocRecipe runs the shell recipe of docs/BUNDLE.md ("A reproducible recipe")
 // with the shipped binary, as a renderer's CI would: keygen, pack, sign, verify.
 func TestBundleDocRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "BUNDLE.md"))
-	require.NoError(t, err)
+	doc := readFile(t, filepath.Join("..", "..", "docs", "BUNDLE.md"))
 	m := regexp.MustCompile("(?s)### A reproducible recipe\n.*?```sh\n(.*?)```").FindSubmatch(doc)
 	require.NotNil(t, m, "docs/BUNDLE.md has the recipe")
 	recipe := string(m[1])
@@ -548,8 +492,7 @@ func TestBundleDocRecipe(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "accepted ")
 	assert.Contains(t, string(out), "signature: valid, key ")
-	data, err := os.ReadFile(filepath.Join(work, "bundle.tar.gz"))
-	require.NoError(t, err)
+	data := readFile(t, filepath.Join(work, "bundle.tar.gz"))
 	sha := bundleSHA(t, data)
 	assert.Contains(t, string(out), sha, "the recipe's sha lines agree")
 	assert.Equal(t, 4, strings.Count(string(out), sha), "pack, the coreutils line, sign and verify print the same sha:\n%s", out)
@@ -559,7 +502,6 @@ func TestBundleDocRecipe(t *testing.T) {
 // fixtureSHAOf is bundleSHA of the bundle file at path.
 func fixtureSHAOf(t *testing.T, path string) string {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
+	data := readFile(t, path)
 	return bundleSHA(t, data)
 }

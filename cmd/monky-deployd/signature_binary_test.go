@@ -18,14 +18,14 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
-// signedTickRE finds the tick's own log line and its code attribute ("" when the tick
+// tickRE finds the tick's own log line and its code attribute ("" when the tick
 // did its job).
-var signedTickRE = regexp.MustCompile(`(?m)^.*msg="tick (?:done|failed|ended on a temporary condition[^"]*)".* code=(\S*)(?: .*)?$`)
+var tickRE = regexp.MustCompile(`(?m)^.*msg="tick (?:done|failed|ended on a temporary condition[^"]*)".* code=(\S*)(?: .*)?$`)
 
 // signedTickCode returns the code of the tick line in stderr.
-func signedTickCode(t testing.TB, stderr string) string {
+func tickCode(t testing.TB, stderr string) string {
 	t.Helper()
-	m := signedTickRE.FindStringSubmatch(stderr)
+	m := tickRE.FindStringSubmatch(stderr)
 	require.NotNil(t, m, "no tick line in:\n%s", stderr)
 	return m[1]
 }
@@ -83,9 +83,9 @@ func (s *sigBox) sign(file, sha, key string, id bundle.KeyID) {
 }
 
 // downloads counts the downloads of the bundle sha (not of its signature).
-func (s *sigBox) downloads(sha string) int {
+func (b *box) downloads(sha string) int {
 	n := 0
-	for _, r := range s.Stack.Tenancy.Requests() {
+	for _, r := range b.Stack.Tenancy.Requests() {
 		if r.Path == "/v1/agent/bundles/"+sha {
 			n++
 		}
@@ -101,7 +101,7 @@ func (s *sigBox) refusedForSignature(sha string, code codes.Code, leases int, li
 	sigCalls := s.TenancyCalls("/v1/agent/bundles/" + sha + "/signature")
 	res := s.tick()
 	require.Equal(s.T, deployd.ExitFailed, res.Code, res.Stderr)
-	assert.Equal(s.T, string(code), signedTickCode(s.T, res.Stderr))
+	assert.Equal(s.T, string(code), tickCode(s.T, res.Stderr))
 	assert.Contains(s.T, res.Stderr, "bundle refused for its signature (no lease taken")
 	assert.Equal(s.T, sigCalls+1, s.TenancyCalls("/v1/agent/bundles/"+sha+"/signature"), "the tick asked tenancy for the signature")
 	assert.Zero(s.T, s.downloads(sha), "a bundle refused for its signature is not downloaded")
@@ -137,7 +137,7 @@ func TestBinarySignatures(t *testing.T) {
 	s.sign(file, sha, trusted, trustedPub.ID)
 	res := s.tick()
 	require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
-	assert.Equal(t, `""`, signedTickCode(t, res.Stderr), "a tick that applied has no code")
+	assert.Equal(t, `""`, tickCode(t, res.Stderr), "a tick that applied has no code")
 	assert.Contains(t, res.Stderr, "signature checked: signed by a trusted key for this env, sha and serial; downloading the bundle")
 	assert.Contains(t, res.Stderr, "key_id="+string(trustedPub.ID))
 	assert.Equal(t, 1, s.Leases())

@@ -96,8 +96,7 @@ func TestStatusAfterRevokedToken(t *testing.T) {
 func TestStatusLatchOfAnotherEnv(t *testing.T) {
 	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{noGrant: true})
-	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+	b.placeForeignToken()
 	res := b.tick()
 	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,18 +71,12 @@ func (b *truthBox) apply(serial int64) string {
 // exit with its verdict's code.
 func (b *truthBox) statusJSON() (deployd.Status, string) {
 	b.t.Helper()
-	return statusJSONAt(b.t, b.box, b.CfgPath)
-}
-
-// statusJSONAt is statusJSON with the config at cfg.
-func statusJSONAt(t *testing.T, b *box, cfg string) (deployd.Status, string) {
-	t.Helper()
-	res := b.run([]string{"status", "--config", cfg, "--json"})
+	res := b.run([]string{"status", "--config", b.CfgPath, "--json"})
 	dec := json.NewDecoder(strings.NewReader(res.Stdout))
 	var v deployd.Status
-	require.NoError(t, dec.Decode(&v), "status --json prints a JSON object:\n%s", res.Output())
-	require.False(t, dec.More(), "status --json prints one JSON object:\n%s", res.Stdout)
-	require.Equal(t, v.Verdict.Exit(), res.Code, "status exits with its verdict's code:\n%s", res.Output())
+	require.NoError(b.t, dec.Decode(&v), "status --json prints a JSON object:\n%s", res.Output())
+	require.False(b.t, dec.More(), "status --json prints one JSON object:\n%s", res.Stdout)
+	require.Equal(b.t, v.Verdict.Exit(), res.Code, "status exits with its verdict's code:\n%s", res.Output())
 	return v, res.Stdout
 }
 
@@ -153,17 +144,6 @@ func unixMilli(t time.Time) float64 {
 	return float64(t.UnixMilli()) / 1000
 }
 
-// bundleGets counts the downloads of the bundle sha (not of its signature).
-func (b *truthBox) bundleGets(sha string) int {
-	n := 0
-	for _, r := range b.Stack.Tenancy.Requests() {
-		if r.Path == "/v1/agent/bundles/"+sha {
-			n++
-		}
-	}
-	return n
-}
-
 // assertCheckinCondition checks that the check-in carried c (the condition the run
 // before it left), as the wire carries it: times to the second.
 func assertCheckinCondition(t *testing.T, c *deployd.Condition, got *faketenancy.Condition, what string) {
@@ -198,24 +178,11 @@ func assertPairing(t *testing.T, cs []faketenancy.CheckinRequest) {
 	}
 }
 
-// proxy serves a reverse proxy to target on loopback whose answers pass through
-// modify first, and returns its URL.
-func proxy(t *testing.T, target string, modify func(*http.Response) error) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	require.NoError(t, err)
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.ModifyResponse = modify
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // checkinProxy is a proxy in front of tenancy that answers every check-in with body
 // (status 200): the fake tenancy still receives and records the check-in.
 func checkinProxy(t *testing.T, target, body string) string {
 	t.Helper()
-	return proxy(t, target, func(resp *http.Response) error {
+	return proxyWith(t, target, func(resp *http.Response) error {
 		if resp.Request.URL.Path != "/v1/agent/checkin" || resp.StatusCode != http.StatusOK {
 			return nil
 		}
@@ -225,15 +192,14 @@ func checkinProxy(t *testing.T, target, body string) string {
 		resp.ContentLength = int64(len(body))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
-	})
+	}, nil)
 }
 
 // corruptState leaves state.json as a write cut in half would: it reads, but does
 // not parse.
 func corruptState(t *testing.T, b *box) {
 	t.Helper()
-	data, err := os.ReadFile(b.Cfg.StatePath())
-	require.NoError(t, err)
+	data := readFile(t, b.Cfg.StatePath())
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), data[:len(data)/2], 0o600))
 }
 
@@ -255,7 +221,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	for run := 1; run <= 3; run++ {
 		res := b.tickM()
 		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.Unavailable), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.Unavailable), tickCode(t, res.Stderr))
 		assert.Equal(t, leases, b.Leases(), "run %d: no lease while OpenBao is sealed", run)
 		c := b.State().Condition
 		require.NotNil(t, c, "run %d", run)
@@ -361,8 +327,8 @@ func TestTruthLastingRateLimit(t *testing.T) {
 
 	res := b.tickM()
 	require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-	assert.Equal(t, string(codes.RateLimited), signedTickCode(t, res.Stderr))
-	assert.Equal(t, 1, b.bundleGets(second))
+	assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
+	assert.Equal(t, 1, b.downloads(second))
 	assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "the apply's lease, then the one refused")
 	assert.Equal(t, 1, b.Leases())
 	c := b.State().Condition
@@ -375,10 +341,10 @@ func TestTruthLastingRateLimit(t *testing.T) {
 		checkins := len(b.Stack.Tenancy.Checkins(b.Env))
 		res = b.tickM()
 		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.RateLimited), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "tenancy asked the box to wait; checked in, but neither downloading the bundle nor asking for a lease before then")
 		assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1, "run %d checks in: the heartbeat", run)
-		assert.Equal(t, 1, b.bundleGets(second), "run %d downloads nothing before the Retry-After", run)
+		assert.Equal(t, 1, b.downloads(second), "run %d downloads nothing before the Retry-After", run)
 		assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "run %d asks for no lease before the Retry-After", run)
 		c = b.State().Condition
 		require.NotNil(t, c)
@@ -411,7 +377,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	b.editState(func(st *deployd.State) { st.Condition.NextAttempt = time.Now().Add(-time.Minute) })
 	res = b.tickM()
 	require.Equal(t, 0, res.Code, res.Stderr)
-	assert.Equal(t, 2, b.bundleGets(second))
+	assert.Equal(t, 2, b.downloads(second))
 	assert.Equal(t, 3, b.TenancyCalls("/v1/agent/lease"))
 	assert.Equal(t, 2, b.Leases())
 	assert.Equal(t, second, b.Live())
@@ -445,7 +411,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 
 		res := b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.SecretMissing), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "a secret the bundle names does not exist in OpenBao; no lease taken")
 		assert.Equal(t, leases, b.Leases(), "a missing secret costs no lease")
 		rep := b.LastReport()
@@ -461,11 +427,11 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.True(t, f.Until.Equal(st.Condition.NextAttempt), "the condition names the end of the hold")
 
 		// The next ticks of the hour re-report it: no download, no lease.
-		gets, reports := b.bundleGets(sha), len(b.Stack.Tenancy.Reports(b.Env))
+		gets, reports := b.downloads(sha), len(b.Stack.Tenancy.Reports(b.Env))
 		res = b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "this sha failed on this box and is held until its next attempt")
-		assert.Equal(t, gets, b.bundleGets(sha))
+		assert.Equal(t, gets, b.downloads(sha))
 		assert.Equal(t, leases, b.Leases())
 		require.Len(t, b.Stack.Tenancy.Reports(b.Env), reports+1)
 		assert.Equal(t, string(codes.SecretMissing), b.LastReport().Code)
@@ -512,8 +478,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.Equal(t, "applied", b.LastReport().Result)
 		assert.NotContains(t, b.State().Failed, sha)
 		assert.Nil(t, b.State().Condition)
-		env, err := os.ReadFile(filepath.Join(b.Cfg.CurrentLink(), ".env"))
-		require.NoError(t, err)
+		env := readFile(t, filepath.Join(b.Cfg.CurrentLink(), ".env"))
 		assert.Contains(t, string(env), "API_TOKEN='api-token-written-later'\n")
 	})
 
@@ -523,12 +488,12 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		// OpenBao deletes the secret right after the login with the lease's grant: the
 		// check before the lease found it, the read after the lease does not.
 		var armed atomic.Bool
-		baoURL := proxy(t, b.Stack.Bao.URL(), func(resp *http.Response) error {
+		baoURL := proxyWith(t, b.Stack.Bao.URL(), func(resp *http.Response) error {
 			if strings.HasSuffix(resp.Request.URL.Path, "/login") && resp.StatusCode == http.StatusOK && armed.CompareAndSwap(true, false) {
 				b.Stack.Bao.DeleteSecret(b.Env, "db")
 			}
 			return nil
-		})
+		}, nil)
 		b.Configure(func(c *deployd.Config) { c.Bao.Addr = baoURL })
 		sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
 		leases := b.Leases()
@@ -538,7 +503,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 
 		res := b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.SecretMissing), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Equal(t, []int{http.StatusOK, http.StatusNotFound}, secretReads(b, secretPath)[reads:], "found before the lease, gone after it")
 		assert.Equal(t, leases+1, b.Leases(), "one lease spent")
 		assert.Equal(t, live, b.Live(), "nothing was promoted")
@@ -552,7 +517,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		for range 2 {
 			res = b.tickM()
 			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-			assert.Equal(t, string(codes.SecretMissing), signedTickCode(t, res.Stderr))
+			assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 			assert.Equal(t, leases+1, b.Leases(), "no lease more within the hour")
 		}
 	})
@@ -590,12 +555,11 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 
 			res := b.tickM()
 			require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
-			assert.Equal(t, string(codes.TenancyProtocol), signedTickCode(t, res.Stderr))
+			assert.Equal(t, string(codes.TenancyProtocol), tickCode(t, res.Stderr))
 			assert.NotContains(t, res.Stderr, string(codes.ApplyFailed))
 			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "nothing is reported")
 			assert.Equal(t, live, b.Live())
-			state, err := os.ReadFile(b.Cfg.StatePath())
-			require.NoError(t, err)
+			state := readFile(t, b.Cfg.StatePath())
 			assert.NotContains(t, string(state), string(codes.ApplyFailed))
 			c := b.State().Condition
 			require.NotNil(t, c)
@@ -632,7 +596,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 
 			res := b.tickM()
 			require.Equal(t, 0, res.Code, res.Stderr)
-			assert.Equal(t, `""`, signedTickCode(t, res.Stderr))
+			assert.Equal(t, `""`, tickCode(t, res.Stderr))
 			assert.Contains(t, res.Stderr, "state.json did not parse; rebuilt the state from the live release and the kept file")
 			for _, lie := range []string{"interrupted apply", "older agent", string(codes.ApplyFailed)} {
 				assert.NotContains(t, res.Stderr, lie)
@@ -737,7 +701,7 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 
 		res := b.tickM()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-		assert.Equal(t, string(codes.DiskFull), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.DiskFull), tickCode(t, res.Stderr))
 		v, _ = b.statusJSON()
 		assert.Equal(t, deployd.VerdictCritical, v.Verdict, "not the old healthy view")
 		require.NotEmpty(t, v.Problems)
@@ -781,7 +745,7 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 
 	res := b.tickM()
 	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-	assert.Equal(t, string(codes.Unhealthy), signedTickCode(t, res.Stderr))
+	assert.Equal(t, string(codes.Unhealthy), tickCode(t, res.Stderr))
 	assert.Equal(t, live, b.Live(), "restored")
 	line := tickLogLine(t, res.Stderr, "the release failed its health check")
 	assert.Contains(t, line, "services=web")
@@ -795,8 +759,7 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 		assert.Contains(t, f.Evidence, ev)
 	}
 	for _, p := range []string{b.Cfg.StatePath(), b.Cfg.KeepPath()} {
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
+		data := readFile(t, p)
 		assert.NotContains(t, string(data), testbox.DefaultSecret, p)
 	}
 
@@ -852,7 +815,7 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 		res = s.tick()
 		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "state.json did not parse")
-		assert.Equal(t, string(codes.SignatureReplay), signedTickCode(t, res.Stderr))
+		assert.Equal(t, string(codes.SignatureReplay), tickCode(t, res.Stderr))
 		assert.Zero(t, s.downloads(sha1), "refused before the download")
 		assert.Equal(t, leases, s.Leases(), "no lease")
 		assert.Equal(t, sha2, s.Live())
@@ -867,8 +830,7 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 
 	t.Run("the env-mismatch latch", func(t *testing.T) {
 		b := newTruthBox(t, boxOpts{noGrant: true})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(b.foreignToken("env-dev-02")+"\n"), 0o600))
+		b.placeForeignToken()
 		res := b.tickM()
 		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
 		require.NotNil(t, b.State().EnvMismatch)
@@ -896,8 +858,8 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 
 // TestTruthMetricsAfterAConfigTypo: a run whose config has an unknown key exits 1 and
 // still writes the metrics file, replacing the one an earlier run left: exit_code 1,
-// the status unknown (3). `status --json` with that config prints one JSON object
-// that says why.
+// the status unknown (3). (What `status` and `status --json` say of that config is
+// TestStatusOfAnUnreadableConfig's.)
 func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	b := newTruthBox(t, boxOpts{})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
@@ -906,8 +868,7 @@ func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	require.InDelta(t, 0, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
 	b.assertVerdictMetric(deployd.VerdictOK)
 
-	good, err := os.ReadFile(b.CfgPath)
-	require.NoError(t, err)
+	good := readFile(t, b.CfgPath)
 	typo := filepath.Join(b.Dir, "typo.yaml")
 	require.NoError(t, os.WriteFile(typo, append(bytes.Clone(good), "not_a_key: 1\n"...), 0o600))
 
@@ -917,13 +878,4 @@ func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	assert.Contains(t, res.Stderr, "code="+string(codes.ConfigInvalid))
 	assert.InDelta(t, 1, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0, "the metrics file of the earlier run is replaced")
 	b.assertVerdictMetric(deployd.VerdictUnknown)
-
-	v, _ := statusJSONAt(t, b.box, typo)
-	assert.Equal(t, deployd.VerdictUnknown, v.Verdict)
-	assert.Contains(t, v.Error, "not_a_key")
-	require.NotEmpty(t, v.Problems)
-	assert.Equal(t, codes.ConfigInvalid, v.Problems[0].Code)
-	text := b.run([]string{"status", "--config", typo})
-	assert.Equal(t, 3, text.Code, text.Output())
-	assert.Regexp(t, `^status:\s+UNKNOWN: .*not_a_key`, text.Stdout)
 }

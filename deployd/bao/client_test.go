@@ -47,6 +47,16 @@ func newClient(t *testing.T, addr string, reg secret.Registry) *bao.Client {
 	return c
 }
 
+// baoError requires err to be of kind, a *bao.Error with code, and returns it.
+func baoError(t *testing.T, err error, kind error, code codes.Code) *bao.Error {
+	t.Helper()
+	require.ErrorIs(t, err, kind)
+	var be *bao.Error
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, code, be.Code())
+	return be
+}
+
 func TestTokenLifecycle(t *testing.T) {
 	ctx := context.Background()
 	clk := deploydtest.NewClock(time.Now())
@@ -154,10 +164,7 @@ func TestLoginRejected(t *testing.T) {
 			c, err := bao.New(cfg)
 			require.NoError(t, err)
 			_, err = c.Login(ctx, secret.New(tc.grant))
-			require.ErrorIs(t, err, bao.ErrUnauthenticated)
-			var be *bao.Error
-			require.ErrorAs(t, err, &be)
-			assert.Equal(t, codes.Unauthenticated, be.Code())
+			be := baoError(t, err, bao.ErrUnauthenticated, codes.Unauthenticated)
 			assert.Equal(t, "login", be.Op)
 			assert.Contains(t, err.Error(), tc.detail)
 			if len(tc.grant) > 8 {
@@ -180,10 +187,7 @@ func TestLoginShapes(t *testing.T) {
 			s := newFake(t, fakebao.Options{})
 			s.SetLoginFault(fault)
 			_, err := newClient(t, s.URL(), nil).Login(context.Background(), secret.New(s.MintGrant(env)))
-			require.ErrorIs(t, err, bao.ErrLeaseShape)
-			var be *bao.Error
-			require.ErrorAs(t, err, &be)
-			assert.Equal(t, codes.LeaseShape, be.Code())
+			be := baoError(t, err, bao.ErrLeaseShape, codes.LeaseShape)
 			assert.Equal(t, http.StatusOK, be.Status)
 		})
 	}
@@ -255,10 +259,7 @@ func TestRead(t *testing.T) {
 			vals, err := c.Read(ctx, info.Token, tc.refs)
 			require.Error(t, err)
 			assert.Nil(t, vals)
-			require.ErrorIs(t, err, tc.kind)
-			var be *bao.Error
-			require.ErrorAs(t, err, &be)
-			assert.Equal(t, tc.code, be.Code())
+			baoError(t, err, tc.kind, tc.code)
 			for _, d := range tc.detail {
 				assert.Contains(t, err.Error(), d)
 			}
@@ -278,10 +279,7 @@ func TestRead(t *testing.T) {
 		// A token of env-dev-01 used by a client pinned to env-dev-02: the server's
 		// policy refuses it.
 		_, err = other.Read(ctx, info.Token, map[string]bao.Ref{"P": {Path: "db", Key: "password"}})
-		require.ErrorIs(t, err, bao.ErrSecretDenied)
-		var be *bao.Error
-		require.ErrorAs(t, err, &be)
-		assert.Equal(t, codes.SecretDenied, be.Code())
+		be := baoError(t, err, bao.ErrSecretDenied, codes.SecretDenied)
 		assert.Equal(t, http.StatusForbidden, be.Status)
 		assert.Equal(t, "P", be.Var)
 		assert.Equal(t, "secret/data/envs/env-dev-02/db", be.Path)
@@ -314,12 +312,9 @@ func TestSealedAndUnreachable(t *testing.T) {
 	for name, call := range calls {
 		t.Run("sealed "+name, func(t *testing.T) {
 			err := call()
-			require.ErrorIs(t, err, bao.ErrUnavailable)
 			assert.True(t, deployd.IsTemporary(err))
 			assert.Contains(t, err.Error(), "OpenBao is sealed")
-			var be *bao.Error
-			require.ErrorAs(t, err, &be)
-			assert.Equal(t, codes.Unavailable, be.Code())
+			be := baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 			assert.Equal(t, http.StatusServiceUnavailable, be.Status)
 		})
 	}

@@ -1,8 +1,6 @@
 package tenancy_test
 
 import (
-	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -39,20 +37,13 @@ func TestCheckinDeferred(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &checkinCapture{}
-			srv := httptest.NewServer(rec)
-			t.Cleanup(srv.Close)
-			c := client(t, srv.URL, "tok", nil, nil)
-			_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, AgentVersion: "0.1.0", Deferred: tt.d})
+			body, err := sendCheckin(t, tenancy.Checkin{Deferred: tt.d})
 			if tt.wantErr != "" {
 				require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
 				assert.Contains(t, err.Error(), tt.wantErr)
-				assert.Zero(t, rec.count(), "nothing is sent")
 				return
 			}
 			require.NoError(t, err)
-			var body map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal(rec.bodies[0], &body))
 			if tt.want == "" {
 				assert.NotContains(t, body, "deferred")
 				return

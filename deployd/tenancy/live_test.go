@@ -40,19 +40,32 @@ func (c *checkinCapture) count() int {
 	return len(c.bodies)
 }
 
-// sendLive posts a check-in carrying live and returns the body's live object as raw
-// JSON, nil when the body has no "live" key.
-func sendLive(t *testing.T, live *tenancy.Live) json.RawMessage {
+// sendCheckin posts ci (EnvID and AgentVersion filled in) to a capturing server. A
+// refused check-in returns the error, and must have sent nothing; a sent one must
+// be one body, returned as its keys.
+func sendCheckin(t *testing.T, ci tenancy.Checkin) (map[string]json.RawMessage, error) {
 	t.Helper()
 	rec := &checkinCapture{}
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
-	c := client(t, srv.URL, "tok", nil, nil)
-	_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, AgentVersion: "0.1.0", Live: live})
-	require.NoError(t, err)
+	ci.EnvID, ci.AgentVersion = env, "0.1.0"
+	_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), ci)
+	if err != nil {
+		assert.Zero(t, rec.count(), "nothing is sent")
+		return nil, err
+	}
 	require.Equal(t, 1, rec.count())
 	var body map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(rec.bodies[0], &body))
+	return body, nil
+}
+
+// sendLive posts a check-in carrying live and returns the body's live object as raw
+// JSON, nil when the body has no "live" key.
+func sendLive(t *testing.T, live *tenancy.Live) json.RawMessage {
+	t.Helper()
+	body, err := sendCheckin(t, tenancy.Checkin{Live: live})
+	require.NoError(t, err)
 	return body["live"]
 }
 
@@ -171,14 +184,9 @@ func TestCheckinLiveRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &checkinCapture{}
-			srv := httptest.NewServer(rec)
-			t.Cleanup(srv.Close)
-			c := client(t, srv.URL, "tok", nil, nil)
-			_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, Live: &tt.live})
+			_, err := sendCheckin(t, tenancy.Checkin{Live: &tt.live})
 			require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
 			assert.Contains(t, err.Error(), tt.field)
-			assert.Zero(t, rec.count(), "nothing is sent")
 		})
 	}
 }

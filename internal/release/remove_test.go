@@ -31,6 +31,18 @@ func stagedSecret(t *testing.T, s *Store, serial int, at time.Time) string {
 	return sha
 }
 
+// threeStaged stages three releases with a secret (serials 1 to 3, at now) and
+// promotes the first two in turn: the live release is b, the previous one a.
+func threeStaged(t *testing.T, s *Store, now time.Time) (a, b, c string, live Live) {
+	t.Helper()
+	a, b, c = stagedSecret(t, s, 1, now), stagedSecret(t, s, 2, now), stagedSecret(t, s, 3, now)
+	live, err := s.Promote(Live{}, a, 1, now)
+	require.NoError(t, err)
+	live, err = s.Promote(Confirm(live), b, 2, now)
+	require.NoError(t, err)
+	return a, b, c, live
+}
+
 // secretsUnder lists the files under dir (symlinks not followed) that hold theSecret.
 func secretsUnder(t *testing.T, dir string) []string {
 	t.Helper()
@@ -165,13 +177,8 @@ func TestPurgeLeavesNoSecret(t *testing.T) {
 // directory whose .env went but whose rest cannot be removed is out of the store's
 // view, holds no secret, and the next repair removes it.
 func TestPurgeThatCannotRemoveASecret(t *testing.T) {
-	s := New(t.TempDir(), nil)
-	now := time.Now()
-	a, b, c := stagedSecret(t, s, 1, now), stagedSecret(t, s, 2, now), stagedSecret(t, s, 3, now)
-	live, err := s.Promote(Live{}, a, 1, now)
-	require.NoError(t, err)
-	live, err = s.Promote(Confirm(live), b, 2, now)
-	require.NoError(t, err)
+	s, now := New(t.TempDir(), nil), time.Now()
+	a, b, c, live := threeStaged(t, s, now)
 	// A container wrote data/ under c's release; b's .env cannot be removed.
 	require.NoError(t, os.MkdirAll(filepath.Join(s.Dir(c), "data"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(c), "data", "db"), []byte("rows"), 0o644))
@@ -283,13 +290,8 @@ func boolInt(b bool) int {
 // alone whatever it lacks. A crash after the rename leaves a hidden leftover that
 // the sweep removes.
 func TestRepairFinishesAnInterruptedRemoval(t *testing.T) {
-	s := New(t.TempDir(), nil)
-	now := time.Now()
-	a, b, c := stagedSecret(t, s, 1, now), stagedSecret(t, s, 2, now), stagedSecret(t, s, 3, now)
-	live, err := s.Promote(Live{}, a, 1, now)
-	require.NoError(t, err)
-	live, err = s.Promote(Confirm(live), b, 2, now)
-	require.NoError(t, err)
+	s, now := New(t.TempDir(), nil), time.Now()
+	a, b, c, live := threeStaged(t, s, now)
 	require.Equal(t, Live{SHA: b, Serial: 2, Previous: a}, live)
 
 	// The purge removed current and a's .env, then stopped; c was renamed away.
@@ -304,7 +306,7 @@ func TestRepairFinishesAnInterruptedRemoval(t *testing.T) {
 	assert.True(t, s.Tidy())
 
 	// The live release without its .env (removed by hand) is not the repair's to remove.
-	live, err = s.Promote(got, b, 2, now)
+	live, err := s.Promote(got, b, 2, now)
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(filepath.Join(s.Dir(b), bundle.EnvFileName)))
 	assert.Equal(t, live, s.Repair(live))

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,17 @@ func TestNewBox(t *testing.T) {
 	for _, c := range list {
 		assert.Equal(t, b.Cfg.Compose.Project, c.Labels["com.docker.compose.project"])
 	}
+}
+
+func TestReadProc(t *testing.T) {
+	st, err := testbox.ReadProc(os.Getpid())
+	require.NoError(t, err)
+	assert.Positive(t, st.RSSMiB)
+	assert.Positive(t, st.Threads)
+	assert.Positive(t, st.FDs)
+
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	_, err = testbox.ReadProc(cmd.Process.Pid)
+	require.Error(t, err, "a process that has ended")
 }

@@ -31,6 +31,15 @@ func get(ctx context.Context, t *testing.T, c *Client, rawURL string) (string, e
 	return transporttest.Get(ctx, t, c.HTTP, rawURL)
 }
 
+// open is New with cfg, closed when the test ends.
+func open(t *testing.T, cfg Config) *Client {
+	t.Helper()
+	c, err := New(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func TestSystemTransport(t *testing.T) {
 	ts := newTenancyServer(t)
 	base := "https://" + ts.addr()
@@ -55,32 +64,28 @@ func TestSystemTransport(t *testing.T) {
 		assert.False(t, tr.ForceAttemptHTTP2)
 	})
 
-	t.Run("without the override the certificate does not cover 127.0.0.1", func(t *testing.T) {
-		c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: ts.CAFile})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		_, err = get(t.Context(), t, c, base+"/")
-		var hostErr x509.HostnameError
-		require.ErrorAs(t, err, &hostErr)
-	})
-
-	t.Run("without ca_file the test CA is not trusted", func(t *testing.T) {
-		c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, ServerName: transporttest.TenancyName})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		_, err = get(t.Context(), t, c, base+"/")
-		var authErr x509.UnknownAuthorityError
-		require.ErrorAs(t, err, &authErr)
-	})
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want error // a pointer to the kind of error the GET fails with
+	}{
+		{"without the override the certificate does not cover 127.0.0.1",
+			Config{Transport: TransportSystem, URL: base, CAFile: ts.CAFile}, new(x509.HostnameError)},
+		{"without ca_file the test CA is not trusted",
+			Config{Transport: TransportSystem, URL: base, ServerName: transporttest.TenancyName}, new(x509.UnknownAuthorityError)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := get(t.Context(), t, open(t, tc.cfg), base+"/")
+			require.ErrorAs(t, err, tc.want)
+		})
+	}
 
 	t.Run("a refused connection is a *net.OpError", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		addr := ln.Addr().String()
 		require.NoError(t, ln.Close())
-		c, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://" + addr, CAFile: ts.CAFile})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
+		c := open(t, Config{Transport: TransportSystem, URL: "https://" + addr, CAFile: ts.CAFile})
 		_, err = get(t.Context(), t, c, "https://"+addr+"/")
 		var op *net.OpError
 		require.ErrorAs(t, err, &op)
@@ -181,9 +186,7 @@ func TestProxyTransport(t *testing.T) {
 
 	t.Run("https goes through CONNECT with TLS end to end", func(t *testing.T) {
 		p := newConnectProxy(t, ts.addr(), 0)
-		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
+		c := open(t, Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 
 		body, err := get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
 		require.NoError(t, err)
@@ -199,9 +202,7 @@ func TestProxyTransport(t *testing.T) {
 
 	t.Run("http goes in absolute form", func(t *testing.T) {
 		p := newConnectProxy(t, ts.addr(), 0)
-		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "http://127.0.0.1:9", Proxy: p.url()})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
+		c := open(t, Config{Transport: TransportProxy, URL: "http://127.0.0.1:9", Proxy: p.url()})
 		body, err := get(t.Context(), t, c, "http://127.0.0.1:9/v1/agent/report")
 		require.NoError(t, err)
 		assert.Equal(t, "answered by the proxy for http://127.0.0.1:9/v1/agent/report", body)
@@ -211,10 +212,8 @@ func TestProxyTransport(t *testing.T) {
 
 	t.Run("a refused CONNECT is an ErrUnreachable network error", func(t *testing.T) {
 		p := newConnectProxy(t, ts.addr(), http.StatusBadGateway)
-		c, err := New(t.Context(), Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		_, err = get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/")
+		c := open(t, Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
+		_, err := get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/")
 		require.ErrorIs(t, err, ErrUnreachable)
 		var op *net.OpError
 		require.ErrorAs(t, err, &op)
@@ -259,6 +258,31 @@ type dialerFunc func(service string) (net.Conn, error)
 
 func (f dialerFunc) Dial(service string) (net.Conn, error) { return f(service) }
 
+// openSDK is NewWithDialer with cfg and d, closed when the test ends.
+func openSDK(t *testing.T, cfg Config, d Dialer) *Client {
+	t.Helper()
+	c, err := NewWithDialer(cfg, d)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// hangingDialer is a Dialer whose dials wait for unblock, then connect to one end
+// of a pipe: late, whose closing the test can wait for. started is closed at the
+// first dial.
+func hangingDialer(t *testing.T, unblock <-chan struct{}) (d dialerFunc, late *trackedConn, started chan struct{}) {
+	late, started = &trackedConn{}, make(chan struct{})
+	var once sync.Once
+	return func(string) (net.Conn, error) {
+		once.Do(func() { close(started) })
+		<-unblock
+		a, b := net.Pipe()
+		late.Conn = a
+		t.Cleanup(func() { _ = b.Close() })
+		return late, nil
+	}, late, started
+}
+
 func TestSDKTransport(t *testing.T) {
 	ts := newTenancyServer(t)
 	base := "https://" + transporttest.TenancyName
@@ -266,9 +290,7 @@ func TestSDKTransport(t *testing.T) {
 
 	t.Run("Host and SNI are the URL host, the service is dialed", func(t *testing.T) {
 		d := &loopDialer{addr: ts.addr()}
-		c, err := NewWithDialer(cfg, d)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
+		c := openSDK(t, cfg, d)
 		assert.Equal(t, TransportSDK, c.Transport())
 
 		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
@@ -288,10 +310,8 @@ func TestSDKTransport(t *testing.T) {
 		c2 := cfg
 		c2.URL = "https://tenancy.example.org"
 		c2.ServerName = transporttest.TenancyName
-		c, err := NewWithDialer(c2, d)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		_, err = get(t.Context(), t, c, c2.URL+"/")
+		c := openSDK(t, c2, d)
+		_, err := get(t.Context(), t, c, c2.URL+"/")
 		require.NoError(t, err)
 		reqs := ts.requests()
 		last := reqs[len(reqs)-1]
@@ -315,9 +335,7 @@ func TestSDKTransport(t *testing.T) {
 		d := &loopDialer{addr: srv.addr()}
 		c3 := cfg
 		c3.CAFile = srv.CAFile
-		c, err := NewWithDialer(c3, d)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
+		c := openSDK(t, c3, d)
 
 		errs := make(chan error, n)
 		for range n {
@@ -346,16 +364,7 @@ func TestSDKTransport(t *testing.T) {
 
 	t.Run("a cancelled request returns at once and Close interrupts its hanging dial", func(t *testing.T) {
 		unblock := make(chan struct{})
-		late := &trackedConn{}
-		started := make(chan struct{})
-		d := dialerFunc(func(string) (net.Conn, error) {
-			close(started)
-			<-unblock
-			a, b := net.Pipe()
-			late.Conn = a
-			t.Cleanup(func() { _ = b.Close() })
-			return late, nil
-		})
+		d, late, started := hangingDialer(t, unblock)
 		c, err := NewWithDialer(cfg, d)
 		require.NoError(t, err)
 
@@ -397,16 +406,8 @@ func TestSDKTransport(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				unblock := make(chan struct{})
-				late := &trackedConn{}
-				var dialed atomic.Bool
-				dial := sdkDial(dialerFunc(func(string) (net.Conn, error) {
-					dialed.Store(true)
-					<-unblock
-					a, b := net.Pipe()
-					late.Conn = a
-					t.Cleanup(func() { _ = b.Close() })
-					return late, nil
-				}), "monky-tenancy", time.Minute, discard())
+				d, late, started := hangingDialer(t, unblock)
+				dial := sdkDial(d, "monky-tenancy", time.Minute, discard())
 				ctx, cancel := tc.ctx()
 				defer cancel()
 				start := time.Now()
@@ -419,8 +420,10 @@ func TestSDKTransport(t *testing.T) {
 				require.ErrorAs(t, err, &op)
 				assert.Equal(t, tc.timeout, op.Timeout())
 				close(unblock)
-				if dialed.Load() {
+				select {
+				case <-started: // dialed
 					require.Eventually(t, late.isClosed, 5*time.Second, 5*time.Millisecond)
+				default:
 				}
 			})
 		}
@@ -435,10 +438,8 @@ func TestSDKTransport(t *testing.T) {
 		})
 		c4 := cfg
 		c4.Timeout = 100 * time.Millisecond
-		c, err := NewWithDialer(c4, d)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.Close() })
-		_, err = get(t.Context(), t, c, base+"/")
+		c := openSDK(t, c4, d)
+		_, err := get(t.Context(), t, c, base+"/")
 		var ue *url.Error
 		require.ErrorAs(t, err, &ue)
 		assert.True(t, ue.Timeout())
@@ -459,10 +460,8 @@ func TestSDKTransport(t *testing.T) {
 			{"controller", &Error{Kind: ErrController, Err: syscallRefused()}, []error{ErrController, ErrUnreachable}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				c, err := NewWithDialer(cfg, dialerFunc(func(string) (net.Conn, error) { return nil, tc.dialErr }))
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = c.Close() })
-				_, err = get(t.Context(), t, c, base+"/")
+				c := openSDK(t, cfg, dialerFunc(func(string) (net.Conn, error) { return nil, tc.dialErr }))
+				_, err := get(t.Context(), t, c, base+"/")
 				require.Error(t, err)
 				var op *net.OpError
 				require.ErrorAs(t, err, &op)
@@ -608,9 +607,7 @@ func (c *trackedConn) isClosed() bool { return c.closed.Load() }
 
 func TestSettings(t *testing.T) {
 	ts := newTenancyServer(t)
-	c, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://" + ts.addr(), CAFile: ts.CAFile, Timeout: 7 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := open(t, Config{Transport: TransportSystem, URL: "https://" + ts.addr(), CAFile: ts.CAFile, Timeout: 7 * time.Second})
 	tr := c.HTTP.Transport.(*http.Transport)
 	assert.Equal(t, 7*time.Second, tr.TLSHandshakeTimeout)
 	assert.Equal(t, 7*time.Second, tr.ResponseHeaderTimeout)
@@ -714,9 +711,7 @@ func TestRedirects(t *testing.T) {
 		}
 	}))
 	base := "https://" + addr
-	c, err := New(t.Context(), Config{Transport: TransportSystem, URL: base, CAFile: transporttest.WriteFile(t, "ca.pem", ca.PEM)})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
+	c := open(t, Config{Transport: TransportSystem, URL: base, CAFile: transporttest.WriteFile(t, "ca.pem", ca.PEM)})
 
 	do := func(path string) (*http.Response, error) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+path, nil)

@@ -35,6 +35,24 @@ const benchCompose = `services:
 //
 //	MONKY_ENGINE=1 go test -run '^$' -bench ApplyVsComposeWait -benchtime 10x ./test/engine/
 func BenchmarkApplyVsComposeWait(b *testing.B) {
+	benchAgainstCompose(b, "agent-s/op", func(tb *box, run string) {
+		// The agent: a new release (RUN differs) on a project with no containers.
+		tb.publish(release{compose: benchCompose, vars: map[string]string{"RUN": run}})
+	}, func(tb *box, _ string) {
+		if code := tb.tick(); code != 0 {
+			b.Fatalf("the agent's apply exited %d: %s", code, tb.outputs[len(tb.outputs)-1])
+		}
+	})
+}
+
+// benchAgainstCompose alternates b.N times, on the engine (skipped without it), the
+// agent's side on a box with a bare `docker compose up -d --wait` of benchCompose in a
+// project of its own; both start from no containers. Each round, prepare (untimed)
+// and then agent (timed) run with the round's RUN; it reports the agent's seconds per
+// op as agentMetric, the bare compose's as compose-wait-s/op, and their ratio
+// (agent/compose).
+func benchAgainstCompose(b *testing.B, agentMetric string, prepare, agent func(tb *box, run string)) {
+	b.Helper()
 	if !engineWanted() {
 		b.Skip("needs a docker engine and compose v2: " + enableHint)
 	}
@@ -43,20 +61,17 @@ func BenchmarkApplyVsComposeWait(b *testing.B) {
 	bare := b.TempDir()
 	project := "monky-e2e-bare-" + randomHex(4)
 	b.Cleanup(func() { removeProject(b, project) })
-	var agent, compose time.Duration
+	var agentTime, compose time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		run := fmt.Sprint(i)
-		// The agent: a new release (RUN differs) on a project with no containers.
 		b.StopTimer()
 		removeProject(b, tb.project)
-		tb.publish(release{compose: benchCompose, vars: map[string]string{"RUN": run}})
+		prepare(tb, run)
 		b.StartTimer()
 		start := time.Now()
-		if code := tb.tick(); code != 0 {
-			b.Fatalf("the agent's apply exited %d: %s", code, tb.outputs[len(tb.outputs)-1])
-		}
-		agent += time.Since(start)
+		agent(tb, run)
+		agentTime += time.Since(start)
 
 		// Bare compose: the same files, its own project, no containers.
 		b.StopTimer()
@@ -75,7 +90,7 @@ func BenchmarkApplyVsComposeWait(b *testing.B) {
 		compose += time.Since(start)
 	}
 	b.StopTimer()
-	b.ReportMetric(agent.Seconds()/float64(b.N), "agent-s/op")
+	b.ReportMetric(agentTime.Seconds()/float64(b.N), agentMetric)
 	b.ReportMetric(compose.Seconds()/float64(b.N), "compose-wait-s/op")
-	b.ReportMetric(float64(agent)/float64(compose), "ratio")
+	b.ReportMetric(float64(agentTime)/float64(compose), "ratio")
 }

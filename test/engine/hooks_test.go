@@ -94,6 +94,25 @@ func hookServices(backupExit, smokeExit string) string {
 	return hook("backup", backupExit) + hook("smoke", smokeExit)
 }
 
+// markedBackup is web and a backup hook (behind the monky-hooks profile) that marks
+// its runs in the marks volume, with the extra environment line env.
+func markedBackup(env string) string {
+	return "services:\n" + webService + `  backup:
+    image: {{image}}
+    command: ["hook", "DB_PASSWORD"]
+    environment:
+      SERVICE: backup
+      HOOK_MARK: /marks/backup
+      ` + env + `
+      DB_PASSWORD: ${DB_PASSWORD}
+    volumes:
+      - marks:/marks
+    profiles: [monky-hooks]
+volumes:
+  marks: {}
+`
+}
+
 // hookScript plays the hooks on the fake as testapp's hook command does on the engine.
 func hookScript(backupExit, smokeExit int) fakedocker.Script {
 	h := func(name string, exit int) fakedocker.Hook {
@@ -158,20 +177,7 @@ func hooksAroundTheSwitch(t *testing.T, be backend) {
 // running) and runs the hook again, then applies.
 func killInHook(t *testing.T, be backend, phase string) {
 	b := newBox(t, be, boxOpts{})
-	compose := "services:\n" + webService + `  backup:
-    image: {{image}}
-    command: ["hook", "DB_PASSWORD"]
-    environment:
-      SERVICE: backup
-      HOOK_MARK: /marks/backup
-      HOOK_SLEEP: 60s
-      DB_PASSWORD: ${DB_PASSWORD}
-    volumes:
-      - marks:/marks
-    profiles: [monky-hooks]
-volumes:
-  marks: {}
-`
+	compose := markedBackup("HOOK_SLEEP: 60s")
 	sha := b.publish(release{compose: compose, vars: map[string]string{"LOG_LEVEL": "info"}, secret: true,
 		hooks: hooksIn(phase, faketenancy.HookSpec{Service: "backup", TimeoutSeconds: 300, Repeatable: true})})
 	b.script(fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "60s"}}})
@@ -213,20 +219,7 @@ func laterOnce(t *testing.T, be backend) {
 	good := b.publish(release{compose: "services:\n" + webService, vars: vars, secret: true})
 	require.Equal(t, 0, b.tick())
 	before := b.runID()
-	compose := "services:\n" + webService + `  backup:
-    image: {{image}}
-    command: ["hook", "DB_PASSWORD"]
-    environment:
-      SERVICE: backup
-      HOOK_MARK: /marks/backup
-      HOOK_FIRST_EXIT: "75"
-      DB_PASSWORD: ${DB_PASSWORD}
-    volumes:
-      - marks:/marks
-    profiles: [monky-hooks]
-volumes:
-  marks: {}
-`
+	compose := markedBackup(`HOOK_FIRST_EXIT: "75"`)
 	sha := b.publish(release{compose: compose, vars: vars, secret: true,
 		hooks: &faketenancy.HooksSpec{BeforeSwitch: []faketenancy.HookSpec{{Service: "backup", TimeoutSeconds: 60}}}})
 	b.script(fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Exit: 75, FailTimes: 1}}})

@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -285,10 +283,10 @@ func TestSoak(t *testing.T) {
 			}
 			now := time.Since(start)
 			if cur := binAgent.current(); cur != nil {
-				if st, err := readProc(cur.cmd.Process.Pid); err == nil && time.Since(cur.started) >= warmup {
-					rss = append(rss, sample{seg: cur.gen, t: now, v: st.rssMiB})
-					threads = append(threads, sample{seg: cur.gen, t: now, v: float64(st.threads)})
-					fds = append(fds, sample{seg: cur.gen, t: now, v: float64(st.fds)})
+				if st, err := testbox.ReadProc(cur.cmd.Process.Pid); err == nil && time.Since(cur.started) >= warmup {
+					rss = append(rss, sample{seg: cur.gen, t: now, v: st.RSSMiB})
+					threads = append(threads, sample{seg: cur.gen, t: now, v: float64(st.Threads)})
+					fds = append(fds, sample{seg: cur.gen, t: now, v: float64(st.FDs)})
 				}
 			}
 			if now >= warmup {
@@ -474,53 +472,6 @@ func applied(s *fakestack.Stack, env, sha string) bool {
 		}
 	}
 	return false
-}
-
-// procStat is what /proc says about a process.
-type procStat struct {
-	rssMiB  float64
-	threads int
-	fds     int
-}
-
-func readProc(pid int) (procStat, error) {
-	var st procStat
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return st, err
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) == 0 {
-			continue
-		}
-		n, _ := strconv.Atoi(fields[0])
-		switch k {
-		case "VmRSS":
-			st.rssMiB = float64(n) / 1024
-		case "Threads":
-			st.threads = n
-		case "State":
-			if fields[0] == "Z" {
-				return st, fmt.Errorf("process %d is a zombie", pid)
-			}
-		}
-	}
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return st, err
-	}
-	st.fds = len(ents)
-	if st.rssMiB == 0 {
-		return st, fmt.Errorf("process %d: no VmRSS", pid)
-	}
-	return st, sc.Err()
 }
 
 // goroutines counts the test process's goroutines, all of them and those outside the

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 var (
@@ -247,11 +248,12 @@ var (
 	tickTempRE = regexp.MustCompile(`msg="tick ended on a temporary condition; the next tick retries" .*duration=(\S+) exit=75`)
 )
 
-// startLoop starts `monky-deployd run --loop --interval 1s` at info level (as in
-// production) with the config at cfg. Its stderr is also written to logPath.
-func startLoop(t *testing.T, b *box, cfg, logPath string) *loopRun {
+// startLoop starts `monky-deployd run --loop --interval 1s` with the config at cfg,
+// at info level (as in production) unless extraEnv says otherwise. Its stderr is
+// also written to logPath.
+func startLoop(t *testing.T, b *box, cfg, logPath string, extraEnv ...string) *loopRun {
 	t.Helper()
-	cmd := b.command(context.Background(), nil, "run", "--loop", "--interval", "1s", "--config", cfg)
+	cmd := b.command(context.Background(), extraEnv, "run", "--loop", "--interval", "1s", "--config", cfg)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	logf, err := os.Create(logPath)
@@ -411,6 +413,23 @@ func (l *loopRun) waitCheckins(t *testing.T, count func() int, n int, d time.Dur
 	}
 }
 
+// waitTicks waits until the loop has logged ok ticks done and failed temporary
+// failures, for at most d; it fails the test when the loop exits or d passes.
+func (l *loopRun) waitTicks(t *testing.T, ok, failed int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for n, f := l.counts(); n < ok || f < failed; n, f = l.counts() {
+		select {
+		case <-l.done:
+			t.Fatalf("the loop exited (%v) after %d ticks done, %d failed; stderr:\n%s", l.err, n, f, l.all())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ticks done and %d failed, not %d and %d, within %s; stderr:\n%s", n, f, ok, failed, d, l.all())
+		}
+	}
+}
+
 // sleepUntil waits until at, failing the test if the loop exits meanwhile.
 func (l *loopRun) sleepUntil(t *testing.T, at time.Time) {
 	t.Helper()
@@ -467,14 +486,14 @@ func sampleRSS(pid int, period time.Duration, done <-chan struct{}) *rssSamples 
 }
 
 func (s *rssSamples) sample(pid int) {
-	v, err := vmRSS(pid)
+	st, err := testbox.ReadProc(pid)
 	if err != nil {
 		return // the process has ended
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.at = append(s.at, time.Now())
-	s.mib = append(s.mib, v)
+	s.mib = append(s.mib, st.RSSMiB)
 }
 
 // writeCSV writes the samples as "seconds since start,MiB" lines.
@@ -552,24 +571,6 @@ func leastSquares(xs, ys []float64) float64 {
 		return math.NaN()
 	}
 	return sxy / sxx
-}
-
-// vmRSS reads VmRSS of pid in MiB.
-func vmRSS(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return 0, err
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("process %d: no VmRSS", pid)
 }
 
 // figures of a phase of the loop.

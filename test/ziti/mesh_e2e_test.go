@@ -1,7 +1,6 @@
 package zitimesh
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"path/filepath"
@@ -171,57 +170,38 @@ func readToken(tb testing.TB, b *box) string {
 // what the SDK logs about its lost edge router must come out as slog records.
 func testLoop(t *testing.T, w *world, b *box) {
 	cfg := b.config(t, "loop.yaml", sdkTenancy(w, w.ids[loopBoxID], tenancyService))
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := b.command(ctx, []string{"MONKY_DEPLOYD_DEBUG=1"}, "run", "--loop", "--interval", "1s", "--config", cfg)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var seen []string
-	// next returns the next line that matches re, or fails the test.
-	next := func(re *regexp.Regexp) []string {
-		timeout := time.After(time.Minute)
-		for {
-			select {
-			case line, ok := <-lines:
-				require.True(t, ok, "the loop ended; stderr:\n%s", strings.Join(seen, "\n"))
-				seen = append(seen, line)
-				if m := re.FindStringSubmatch(line); m != nil {
-					return m
-				}
-			case <-timeout:
-				t.Fatalf("no line matching %s within a minute; stderr:\n%s", re, strings.Join(seen, "\n"))
-			}
-		}
-	}
-
+	l := startLoop(t, b, cfg, filepath.Join(t.TempDir(), "loop.log"), "MONKY_DEPLOYD_DEBUG=1")
 	const ticks = 5
-	tickDone := regexp.MustCompile(`msg="tick done" .*duration=(\S+) exit=0`)
+	l.waitTicks(t, ticks, 0, ticks*time.Minute)
+	l.mu.Lock()
 	durations := make([]string, 0, ticks)
-	for range ticks {
-		durations = append(durations, next(tickDone)[1])
+	for _, r := range l.ticks[:ticks] {
+		durations = append(durations, r.duration.String())
 	}
+	dials := countMatching(l.lines, `msg="transport: OpenZiti dial"`)
+	l.mu.Unlock()
 	t.Logf("run --loop tick durations over the mesh: %s", strings.Join(durations, " "))
-	assert.Equal(t, 1, countMatching(seen, `msg="transport: OpenZiti dial"`), "%d ticks of one loop dial tenancy once", ticks)
+	assert.Equal(t, 1, dials, "%d ticks of one loop dial tenancy once", ticks)
 
 	w.mesh.stop()
-	failed := next(regexp.MustCompile(`msg="tick ended on a temporary condition; the next tick retries".* exit=75`))
-	t.Logf("loop tick after the controller stopped: %s", failed[0])
-
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	for line := range lines {
-		seen = append(seen, line)
+	l.waitTicks(t, ticks, 1, time.Minute)
+	l.mu.Lock()
+	for _, r := range l.ticks {
+		if !r.ok {
+			t.Logf("loop tick after the controller stopped: %s", r.line)
+			break
+		}
 	}
-	require.NoError(t, cmd.Wait(), "the loop stops with 0 on SIGTERM")
-	all := strings.Join(seen, "\n")
+	l.mu.Unlock()
+
+	require.NoError(t, l.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-l.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the loop did not stop within a minute of SIGTERM; stderr:\n%s", l.tail(40))
+	}
+	require.NoError(t, l.err, "the loop stops with 0 on SIGTERM")
+	all := l.all()
 	requireSlog(t, all)
 	assert.Regexp(t, sdkRecord, all, "no record of the OpenZiti SDK reached the log; stderr:\n%s", all)
 	t.Logf("an OpenZiti SDK record, as the agent logged it: %s", sdkRecord.FindString(all))
