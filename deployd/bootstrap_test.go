@@ -46,6 +46,7 @@ func assertGrantKept(t *testing.T, b *box, want []byte) {
 // not a JWT or has no env_id is refused before any login, UNAUTHENTICATED, naming what
 // is wrong, and kept; so is one OpenBao refuses. Nothing is latched.
 func TestBootstrapChecksTheGrant(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	for name, tc := range map[string]struct {
 		grant func(b *box) string
@@ -126,6 +127,7 @@ func TestBootstrapChecksTheGrant(t *testing.T) {
 // TestRunChecksTheGrant: a run that bootstraps itself checks the grant the same way:
 // a grant of another env is refused and kept, not consumed and then latched.
 func TestRunChecksTheGrant(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{noGrant: true})
 	want := placeGrant(t, b, b.Stack.Bao.MintGrant("env-dev-02"))
 	for range 2 {
@@ -145,6 +147,7 @@ func TestRunChecksTheGrant(t *testing.T) {
 // (the old one revoked). Without a grant, --force says there is no grant, not that
 // there is no token.
 func TestBootstrapOfABootstrappedBox(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick() // bootstraps from the grant
 	old, err := os.ReadFile(b.Cfg.TokenPath())
@@ -201,6 +204,7 @@ func TestBootstrapOfABootstrappedBox(t *testing.T) {
 // another env (latched) is no bootstrapped box: bootstrap logs in with the grant
 // without --force.
 func TestBootstrapOverAnUnusableToken(t *testing.T) {
+	t.Parallel()
 	for name, spoil := range map[string]func(b *box){
 		"revoked": func(b *box) { b.Stack.Bao.InvalidateTokens(b.Env) },
 		"corrupt": func(b *box) { require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 32), 0o600)) },
@@ -232,6 +236,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 // TestBootstrapWhileOpenBaoIsDown: when OpenBao cannot say whether the stored token
 // is valid, bootstrap consumes nothing and ends on a temporary condition.
 func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	want := placeGrant(t, b, b.PlaceGrant())
@@ -246,6 +251,7 @@ func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
 // TestBootstrapCorruptTokenNoGrant: a corrupt token and no grant: the bootstrap says
 // both, not that there is no token.
 func TestBootstrapCorruptTokenNoGrant(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{noGrant: true})
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 32), 0o600))
@@ -289,6 +295,7 @@ func (b *box) latchedTick() {
 // AGENT_ENV_MISMATCH latch; a bootstrap without a grant leaves later runs at 78
 // without the network.
 func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
+	t.Parallel()
 	b := latchedBox(t)
 
 	// No grant: the bootstrap fails, and the latch stays.

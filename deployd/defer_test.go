@@ -38,6 +38,7 @@ func bundleDownloads(b *box) int { return b.TenancyCalls("/v1/agent/bundles/") }
 // the deferral and download nothing; once the hold is cleared the next tick applies
 // with one lease and no second download.
 func TestHoldDefersPreparedNotQueued(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	first := b.applySample(1)
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
@@ -100,6 +101,7 @@ func TestHoldDefersPreparedNotQueued(t *testing.T) {
 // TestKeptBundleChangedIsDownloadedAgain: a kept bundle whose bytes changed is not
 // used; the switch downloads it again.
 func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
@@ -122,6 +124,7 @@ func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
 
 // TestOverrideHold: tenancy's override_hold applies under a hold.
 func TestOverrideHold(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
@@ -136,6 +139,7 @@ func TestOverrideHold(t *testing.T) {
 
 // TestDownIsNotDeferred: a down is the console's decision; a hold does not defer it.
 func TestDownIsNotDeferred(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
@@ -150,6 +154,7 @@ func TestDownIsNotDeferred(t *testing.T) {
 // TestHostileHoldFilesAreIgnored: a hold file the agent must not trust is refused
 // with a message that says why, and the box applies as without a hold.
 func TestHostileHoldFilesAreIgnored(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, p string)
@@ -204,6 +209,7 @@ func (c *clock) Set(t time.Time) {
 
 // TestHoldIsCutToMax: a hold longer than holds.max ends holds.max after it was set.
 func TestHoldIsCutToMax(t *testing.T) {
+	t.Parallel()
 	start := time.Now().Truncate(time.Second)
 	c := &clock{t: start}
 	b := newBox(t, boxOptions{stack: &fakestack.Options{Now: c.Now}, now: c.Now,
@@ -228,6 +234,7 @@ func TestHoldIsCutToMax(t *testing.T) {
 // (the check-in says when the next opens) and one inside applies; a window across
 // midnight is open after midnight; a DST change moves the wall-clock window with it.
 func TestWindows(t *testing.T) {
+	t.Parallel()
 	loc, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Skip("no tzdata:", err)
@@ -287,6 +294,7 @@ func TestWindows(t *testing.T) {
 // lease call answers 503) leaves the kept bundle: the next tick switches from it, with
 // no second download; once the release is live and healthy, the kept copy is gone.
 func TestSwitchEndingOn75KeepsTheBundle(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	setHold(t, b, time.Now(), time.Now().Add(time.Hour))

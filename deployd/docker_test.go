@@ -19,6 +19,7 @@ import (
 )
 
 func TestDockerEnv(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		environ []string
@@ -58,6 +59,7 @@ func TestDockerEnv(t *testing.T) {
 
 // TestDockerEnvNamesNoFake: the production allow-list names no fake's variable.
 func TestDockerEnvNamesNoFake(t *testing.T) {
+	t.Parallel()
 	names := deployd.DockerEnvNames()
 	assert.Contains(t, names, "PATH")
 	for _, n := range names {
@@ -73,6 +75,7 @@ func TestDockerEnvNamesNoFake(t *testing.T) {
 // context's meta.json. Were the context ignored, the reads would go to
 // /var/run/docker.sock and the live health would not be the fake's.
 func TestReadsTheDockerContext(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	cfgDir := filepath.Join(b.Dir, "docker-config")
 	sum := sha256.Sum256([]byte("laptop"))
@@ -122,6 +125,7 @@ func dockerDownEnv(b *box) []string {
 // against the sha, and the first tick after docker is back applies with one lease,
 // without a retry from tenancy.
 func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	down := b.NewAgent(deployd.Options{DockerEnv: dockerDownEnv(b)})
@@ -151,6 +155,7 @@ func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
 // the 5 s bound of the check before the lease, is DOCKER_TIMEOUT, not "cannot be
 // reached": exit 75, no lease, no report, nothing remembered; the next tick applies.
 func TestDockerTooSlowBeforeTheLeaseIsTemporary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out the 5 s bound of docker's answer before the lease")
 	}
@@ -179,6 +184,7 @@ func TestDockerTooSlowBeforeTheLeaseIsTemporary(t *testing.T) {
 // compose up spends the lease it took, but the failure is the box's: reported as
 // DOCKER_UNAVAILABLE, not remembered, and the next tick applies with one more lease.
 func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: daemonDown, Exit: 1, FailTimes: 1},
 	}}})
@@ -198,6 +204,7 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 // TestDockerDownAfterPromoteRestores: a box fault after promote still puts the
 // previous release back.
 func TestDockerDownAfterPromoteRestores(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	first := b.applySample(1)
 

@@ -90,6 +90,7 @@ func testWaitFor(t *testing.T, cond func() bool) {
 // within WakePoll (under 5 s); before the wall clock passes the tick's time, polls
 // do not tick.
 func TestLoopChecksInAfterAWake(t *testing.T) {
+	t.Parallel()
 	c := &clock{t: time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC)}
 	b := newBox(t, boxOptions{now: c.Now})
 	l := startSleepyLoop(t, b, time.Minute, 2)
@@ -112,6 +113,7 @@ func TestLoopChecksInAfterAWake(t *testing.T) {
 // TestLoopWakesOnHoldClear: clearing a hold ends the loop's pause (an hour long) at
 // the first poll at least 10 s after the tick before: the switch starts at once.
 func TestLoopWakesOnHoldClear(t *testing.T) {
+	t.Parallel()
 	c := &clock{t: time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC)}
 	b := newBox(t, boxOptions{now: c.Now})
 	require.NoError(t, holdfile.Write(b.Cfg.Holds.Dir, holdfile.Hold{Owner: "alice", UID: os.Getuid(), Reason: "demo", SetAt: c.Now(), Until: c.Now().Add(time.Hour)}))
@@ -135,6 +137,7 @@ func TestLoopWakesOnHoldClear(t *testing.T) {
 // while it lasts, but not once its expiry passed while the machine slept (judged by
 // the wall clock): the tick asks for a new lease.
 func TestLeaseExpiredDuringSleepIsNotUsed(t *testing.T) {
+	t.Parallel()
 	for _, slept := range []time.Duration{0, 2 * time.Hour} {
 		t.Run(slept.String(), func(t *testing.T) {
 			c := &clock{t: time.Now().Truncate(time.Second)}

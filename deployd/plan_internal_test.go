@@ -63,6 +63,7 @@ func goldenPlan(t *testing.T) Plan {
 }
 
 func TestPlanGolden(t *testing.T) {
+	t.Parallel()
 	p := goldenPlan(t)
 	golden.Assert(t, "plan/plan.txt", []byte(p.Text()))
 	data, err := json.MarshalIndent(p, "", "  ")
@@ -79,6 +80,7 @@ func TestPlanGolden(t *testing.T) {
 // TestPlanNoValues: neither the text nor the JSON of a plan carries the value of a
 // var or the placeholder of a secret, whatever changed.
 func TestPlanNoValues(t *testing.T) {
+	t.Parallel()
 	p := goldenPlan(t)
 	data, err := json.Marshal(p)
 	require.NoError(t, err)

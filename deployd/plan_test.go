@@ -78,6 +78,7 @@ func (b *box) applied(spec faketenancy.BundleSpec) string {
 }
 
 func TestPlan(t *testing.T) {
+	t.Parallel()
 	t.Run("nothing live: every service is added, no lease, no report", func(t *testing.T) {
 		b := planBox(t)
 		reports := len(b.Stack.Tenancy.Reports(b.Env))

@@ -17,6 +17,7 @@ import (
 // earlier (crashed) process has read no secret from OpenBao; the values in the
 // release's .env must still be redacted from the report's tail and the log.
 func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
+	t.Parallel()
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
 	sha := b.applySample(1)
@@ -47,6 +48,7 @@ func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 // compose down that prints a value of the release's .env must not carry it into the
 // report's tail.
 func TestDownRedactsTheReleaseSecrets(t *testing.T) {
+	t.Parallel()
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
@@ -67,6 +69,7 @@ func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 // TestComposeOutputIsLoggedRedacted: what compose up prints reaches the log line by
 // line as it comes, also when up succeeds, with every secret value masked.
 func TestComposeOutputIsLoggedRedacted(t *testing.T) {
+	t.Parallel()
 	const value = "s3cr3t-db-password"
 	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stdout: "web Pulling\nweb Pulled\n", Stderr: "warning: DB_PASSWORD=" + value + "\n"},

@@ -18,6 +18,7 @@ import (
 // TestReportDetailIsBounded: the report's detail (and the state's copy of it) is
 // bounded like the tail, and stays valid UTF-8 where it is cut.
 func TestReportDetailIsBounded(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	bn := faketenancy.SampleApp(b.Env, 1)
 	var c strings.Builder
@@ -44,6 +45,7 @@ func TestReportDetailIsBounded(t *testing.T) {
 // there), the tick's UNAUTHENTICATED is in the state with its time, for status; a
 // bootstrap with a fresh grant is a run that ends 0.
 func TestRevokedTokenIsTheLastFailure(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	assert.Nil(t, b.State().LastFailure)
@@ -72,6 +74,7 @@ func TestRevokedTokenIsTheLastFailure(t *testing.T) {
 // TestFailedBootstrapIsTheLastFailure: a bootstrap that fails is a run that ends
 // non-zero, with its code.
 func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{noGrant: true})
 	_, err := b.agent.Bootstrap(t.Context(), "")
 	require.Error(t, err)
@@ -86,6 +89,7 @@ func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
 // TestRefusedBundleIsTheLastFailure: a sha that fails on the box is the run's failure
 // with its code.
 func TestRefusedBundleIsTheLastFailure(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.refusePrivileged()
 	st := b.State()
@@ -96,6 +100,7 @@ func TestRefusedBundleIsTheLastFailure(t *testing.T) {
 
 // TestNextStepCoversEveryCode: every code of the vocabulary has its own next step; a code added without one fails here.
 func TestNextStepCoversEveryCode(t *testing.T) {
+	t.Parallel()
 	all := codes.All()
 	generic := deployd.NextStep("NOT_A_CODE")
 	assert.Equal(t, deployd.NextStepUnknown, generic)
@@ -112,6 +117,7 @@ func TestNextStepCoversEveryCode(t *testing.T) {
 
 // TestNextStepSaysWhatToDo: the steps an operator is sent to for the box's own codes.
 func TestNextStepSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[codes.Code]string{
 		codes.Unauthenticated:   "monky-deployd bootstrap",
 		codes.DiskLow:           "free space",

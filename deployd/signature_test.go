@@ -119,6 +119,7 @@ func (b *box) requireSignatureRefusal(out deployd.Outcome, exit int, sha string,
 }
 
 func TestSignedBundleApplies(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.publishSigned(r, 1)
@@ -147,6 +148,7 @@ func TestSignedBundleApplies(t *testing.T) {
 }
 
 func TestSignatureRefusals(t *testing.T) {
+	t.Parallel()
 	r, stranger := newRenderer(t, 1), newRenderer(t, 2)
 	tests := []struct {
 		name string
@@ -208,6 +210,7 @@ func TestSignatureRefusals(t *testing.T) {
 // A refusal is not remembered: publishing the signature mends the sha at the next
 // tick, without a retry from tenancy.
 func TestSignatureAddedLaterApplies(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.publishAt(1)
@@ -223,6 +226,7 @@ func TestSignatureAddedLaterApplies(t *testing.T) {
 }
 
 func TestSignatureCallUnavailableIsTemporary(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.publishSigned(r, 1)
@@ -238,6 +242,7 @@ func TestSignatureCallUnavailableIsTemporary(t *testing.T) {
 // A signed bundle whose manifest names another serial than the check-in and the
 // signature is refused after Verify, before the lease.
 func TestSignedManifestSerialMustMatch(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 3))
@@ -250,6 +255,7 @@ func TestSignedManifestSerialMustMatch(t *testing.T) {
 }
 
 func TestSignatureReplayAndRollback(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha1 := b.applySigned(r, 1)
@@ -291,6 +297,7 @@ func TestSignatureReplayAndRollback(t *testing.T) {
 // A rollback is let through only as a signed bundle: an expired signature of the
 // older serial stays refused.
 func TestRollbackNeedsAValidSignature(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha1 := b.applySigned(r, 1)
@@ -306,6 +313,7 @@ func TestRollbackNeedsAValidSignature(t *testing.T) {
 }
 
 func TestSignatureKeyRotation(t *testing.T) {
+	t.Parallel()
 	oldKey, newKey := newRenderer(t, 1), newRenderer(t, 2)
 	b := signedBox(t, oldKey, newKey)
 	b.publishSigned(oldKey, 1)
@@ -345,6 +353,7 @@ func TestSignatureKeyRotation(t *testing.T) {
 
 // Without trusted keys the box asks for no signature and ignores a published one.
 func TestWithoutKeysNoSignatureAsked(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.publishAt(1)
 	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, []byte("not a signature")))
@@ -357,12 +366,14 @@ func TestWithoutKeysNoSignatureAsked(t *testing.T) {
 }
 
 func TestMaxSignatureSizeAgrees(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, bundle.MaxSignatureSize, tenancy.MaxSignatureSize, "the client reads what the format allows")
 }
 
 // TestLeaseDefaultsAgree: tenancy (which may not import deployd/bao) expects a lease
 // to name the auth mount and role the OpenBao client logs in with by default.
 func TestLeaseDefaultsAgree(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, bao.DefaultAuthMount, tenancy.DefaultAuthMount)
 	assert.Equal(t, bao.DefaultRole, tenancy.DefaultRole)
 	d := deployd.DefaultConfig()

@@ -22,6 +22,7 @@ import (
 // one that never does ends HEALTH_TIMEOUT after health_timeout of awake time, not at
 // the wake.
 func TestHealthWaitAcrossASleep(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		states  []fakedocker.State

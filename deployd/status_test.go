@@ -68,6 +68,7 @@ func statusGolden(t *testing.T, b *box, name string, verdict deployd.Verdict) de
 // TestStatusView: the text and the versioned JSON of the status for the states an
 // operator meets, with their verdicts: ok (0), warning (1), critical (2).
 func TestStatusView(t *testing.T) {
+	t.Parallel()
 	sha, bad := strings.Repeat("a", 64), strings.Repeat("c", 64)
 	tokenExpires := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	applied := deployd.State{
@@ -244,6 +245,7 @@ func TestStatusView(t *testing.T) {
 // TestStatusListsFailedSHAsNewestFirst: status prints the failed shas newest first
 // (by the time they failed; equal times by sha), never in map order.
 func TestStatusListsFailedSHAsNewestFirst(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	st := deployd.State{Failed: map[string]deployd.Failure{}, LastTick: statusAt}
 	var want []string
@@ -270,6 +272,7 @@ func TestStatusListsFailedSHAsNewestFirst(t *testing.T) {
 // TestStatusPrintsLiveHealthWithoutControlCharacters: the live health shows each
 // service; names and states come from docker and never reach the terminal raw.
 func TestStatusPrintsLiveHealthWithoutControlCharacters(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := strings.Repeat("a", 64)
 	writeState(t, b, deployd.State{LiveSHA: sha, LiveSerial: 3, Confirmed: true, LastTick: statusAt, Live: &deployd.LiveHealth{
@@ -288,6 +291,7 @@ func TestStatusPrintsLiveHealthWithoutControlCharacters(t *testing.T) {
 // TestStatusSaysWhetherBundlesAreSigned: without trusted_keys, status says bundles are
 // not signed; with them, it names the trusted key ids and the replay ratchet.
 func TestStatusSaysWhetherBundlesAreSigned(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	v := deployd.ReadStatus(b.Cfg, deployd.StatusOptions{Now: statusAt})
 	assert.False(t, v.Signatures.Required)

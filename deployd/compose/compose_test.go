@@ -80,6 +80,7 @@ func (f fixture) status() fakedocker.Status {
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	abs := t.TempDir()
 	for _, tc := range []struct {
 		name    string
@@ -112,6 +113,7 @@ func TestNewValidates(t *testing.T) {
 
 // TestValidProjectName: compose's rule, which New and the agent's config check share.
 func TestValidProjectName(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]bool{
 		"monky": true, "m": true, "0": true, "monky-dev_01": true,
 		"": false, "Monky": false, "-monky": false, "_monky": false, "mon.ky": false, "mon ky": false,
@@ -121,7 +123,8 @@ func TestValidProjectName(t *testing.T) {
 }
 
 // TestArgv checks the exact command lines, the working directory and that docker
-// runs with exactly Config.Env.
+// runs with exactly Config.Env. Serial: its subtests set a variable of the process
+// environment (t.Setenv) that docker must not see.
 func TestArgv(t *testing.T) {
 	base := []string{"compose", "--project-name", "monky", "--project-directory", "DIR", "-f", "compose.yaml", "-f", "override.yaml"}
 	for _, tc := range []struct {
@@ -167,6 +170,8 @@ func TestArgv(t *testing.T) {
 	}
 }
 
+// TestDockerLookedUpInConfigEnvPath: docker is found on Config.Env's PATH only. Serial:
+// a subtest sets the process's PATH (t.Setenv).
 func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
 	t.Run("process PATH is not used", func(t *testing.T) {
 		d := deploydtest.NewDocker(t, nil)
@@ -204,6 +209,7 @@ func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
 }
 
 func TestUp(t *testing.T) {
+	t.Parallel()
 	t.Run("success", func(t *testing.T) {
 		f := newFixture(t, nil)
 		out, err := f.client.Up(t.Context())
@@ -285,6 +291,7 @@ func TestUp(t *testing.T) {
 }
 
 func TestDown(t *testing.T) {
+	t.Parallel()
 	for _, volumes := range []bool{false, true} {
 		t.Run(map[bool]string{false: "keep volumes", true: "remove volumes"}[volumes], func(t *testing.T) {
 			f := newFixture(t, nil)
@@ -309,6 +316,7 @@ func TestDown(t *testing.T) {
 }
 
 func TestPS(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{fakedocker.PSLines, fakedocker.PSArray} {
 		t.Run(format, func(t *testing.T) {
 			f := newFixture(t, &fakedocker.Script{PSFormat: format, Services: map[string]fakedocker.Service{
@@ -347,6 +355,7 @@ func TestPS(t *testing.T) {
 }
 
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	var lines strings.Builder
 	for i := range 500 {
 		lines.WriteString(strings.Repeat("x", 40) + " line " + string(rune('a'+i%26)) + "\n")
@@ -378,6 +387,7 @@ func TestLogs(t *testing.T) {
 }
 
 func TestDockerVersion(t *testing.T) {
+	t.Parallel()
 	t.Run("server version", func(t *testing.T) {
 		f := newFixture(t, &fakedocker.Script{ServerVersion: "28.0.1"})
 		v, err := f.client.DockerVersion(t.Context())
@@ -401,6 +411,7 @@ func TestDockerVersion(t *testing.T) {
 }
 
 func TestErrorCodes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		kind error
 		code codes.Code
@@ -424,6 +435,7 @@ func TestErrorCodes(t *testing.T) {
 }
 
 func TestValidServerVersion(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]bool{
 		"27.3.1": true, "20.10.24+dfsg1": true, "": false, "27.3.1 extra": false, "a\nb": false,
 		"x\x1b[31m": false, strings.Repeat("9", 64): true, strings.Repeat("9", 65): false,
@@ -438,6 +450,7 @@ func TestValidServerVersion(t *testing.T) {
 // the containerd image store, what docker pull printed on dockerd 20.10 against a
 // local registry, and reports of users).
 func TestPullFailureWhoseFault(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		said string
 		kind error
@@ -526,6 +539,7 @@ func FuzzPullFailure(f *testing.F) {
 // TestPullProgress: the layers docker pull's plain output names are counted, done
 // when complete or already there, whatever chunks the output comes in.
 func TestPullProgress(t *testing.T) {
+	t.Parallel()
 	p := newPullProgress(nil, "x")
 	out := "1.27: Pulling from library/nginx\n" +
 		"a2318d6c47ec: Already exists\n" +
@@ -561,6 +575,7 @@ func FuzzPullProgress(f *testing.F) {
 // are held. A missing tag is
 // ErrImageMissing naming the image and what the daemon said.
 func TestPullThroughTheFake(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, &fakedocker.Script{
 		MissingImages: []string{"registry.monky.internal/web:9"},
 		Commands:      map[string]fakedocker.Command{"pull": {Delay: 150 * time.Millisecond}},

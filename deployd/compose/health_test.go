@@ -21,6 +21,7 @@ import (
 type states = []fakedocker.State
 
 func TestWaitHealthy(t *testing.T) {
+	t.Parallel()
 	const fast = 5 * time.Millisecond
 	for _, tc := range []struct {
 		name         string
@@ -249,6 +250,7 @@ func TestWaitHealthy(t *testing.T) {
 // web still starting, not by a deadline: on a loaded machine a short deadline passed
 // before the first ps answered, and no states were seen.
 func TestWaitHealthyCancelled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	polls := 0
@@ -294,6 +296,7 @@ func (h onMessage) WithGroup(name string) slog.Handler {
 }
 
 func TestJudge(t *testing.T) {
+	t.Parallel()
 	was := func(up time.Duration) map[string]sighting {
 		return map[string]sighting{"a": {uptime: up, hasUptime: true}}
 	}
@@ -331,6 +334,7 @@ func TestJudge(t *testing.T) {
 // TestMinUptime: the least uptime each wording of docker allows (hours, days and weeks
 // come from rounded hours: half an hour less).
 func TestMinUptime(t *testing.T) {
+	t.Parallel()
 	for status, want := range map[string]time.Duration{
 		"Up Less than a second":            0,
 		"Up 1 second":                      time.Second,
@@ -379,6 +383,7 @@ func (r *downReader) Inspect(context.Context, []string) ([]Inspected, error) { r
 // health timeout; the failed reads are warned about once, with a count, not at every
 // poll.
 func TestWaitHealthyDockerGoesAway(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	r := &downReader{up: 1, containers: []Container{{ID: "a", Service: "web", State: "running", Health: "starting"}}}
 	f.client.reader = r
@@ -402,6 +407,7 @@ func TestWaitHealthyDockerGoesAway(t *testing.T) {
 // TestWaitHealthyDockerComesBack: a daemon that is away for less than the grace (a
 // dockerd restart) does not end the wait.
 func TestWaitHealthyDockerComesBack(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.client.reader = &downReader{up: 1, back: 3, containers: []Container{{ID: "a", Service: "web", State: "running", Health: "healthy"}}}
 	got, err := f.client.WaitHealthy(t.Context(), WaitOptions{Services: []string{"web"}, Timeout: time.Minute, Poll: 2 * time.Millisecond,
@@ -413,6 +419,7 @@ func TestWaitHealthyDockerComesBack(t *testing.T) {
 // TestWaitHealthySaysWhatItWaitsFor: a long wait logs what it still waits for once
 // per Progress, at info.
 func TestWaitHealthySaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.client.reader = &downReader{up: 1 << 30, containers: []Container{{ID: "a", Service: "web", State: "running", Health: "starting"}}}
 	_, err := f.client.WaitHealthy(t.Context(), WaitOptions{Services: []string{"web"}, Timeout: 300 * time.Millisecond, Poll: 5 * time.Millisecond,
@@ -427,6 +434,7 @@ func TestWaitHealthySaysWhatItWaitsFor(t *testing.T) {
 // go-units' HumanDuration), minUptime of the text is never more than the uptime — a
 // container is never taken for older than it is — and not much less.
 func TestMinUptimeBoundsDocker(t *testing.T) {
+	t.Parallel()
 	sweep := []struct{ to, step time.Duration }{
 		{2 * time.Minute, 100 * time.Millisecond},
 		{3 * time.Hour, 7 * time.Second},

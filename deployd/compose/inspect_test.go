@@ -16,6 +16,7 @@ import (
 // TestParseInspectEngine reads what a real engine (dockerd 20.10, compose v2.40)
 // printed for an unhealthy service, a one-shot that exited 3 and a plain service.
 func TestParseInspectEngine(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("testdata", "inspect-engine-20.10.json"))
 	require.NoError(t, err)
 	got, err := ParseInspect(data)
@@ -44,6 +45,7 @@ func TestParseInspectEngine(t *testing.T) {
 }
 
 func TestParseInspectRefusesWhatIsNotAContainerList(t *testing.T) {
+	t.Parallel()
 	for name, in := range map[string]string{
 		"object":      `{"Id":"abc"}`,
 		"text":        `Error: No such container: x`,
@@ -88,6 +90,7 @@ func FuzzParseInspect(f *testing.F) {
 // TestHealthEvidence: per failing service, its state, its last healthchecks with exit
 // codes and output, then the logs; a one-shot's exit code.
 func TestHealthEvidence(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, &fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy", HealthOutput: "GET /healthz: 503 database unavailable"}},
 			Logs: "web booting\nweb: cannot reach the database\n"},
@@ -120,6 +123,7 @@ func TestHealthEvidence(t *testing.T) {
 // TestHealthEvidenceSaysWhatItCannotRead: a failing inspect is said in the text, and
 // the logs still follow.
 func TestHealthEvidenceSaysWhatItCannotRead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, &fakedocker.Script{
 		Commands: map[string]fakedocker.Command{"inspect": {Stderr: "Cannot connect to the Docker daemon\n", Exit: 1}},
 		Services: map[string]fakedocker.Service{"web": {Logs: "web log line\n"}},
@@ -134,6 +138,7 @@ func TestHealthEvidenceSaysWhatItCannotRead(t *testing.T) {
 }
 
 func TestInspectRefusesAFlagAsAContainer(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	_, err := f.client.Inspect(t.Context(), []string{"--format={{.}}"})
 	require.ErrorIs(t, err, ErrCommandFailed)

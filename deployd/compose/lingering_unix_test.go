@@ -56,6 +56,7 @@ func lingeringClient(t *testing.T, script string) (*Client, *bytes.Buffer) {
 // open. Its exit status decides: 0 is a success (logged, naming the holder), 1 is
 // that exit's failure with what it printed; neither waits for the child.
 func TestOutputOutlivesDocker(t *testing.T) {
+	t.Parallel()
 	t.Run("compose up exits 0", func(t *testing.T) {
 		c, logs := lingeringClient(t, "echo 'Container monky-web-1  Started'\n$HOLD\nexit 0")
 		start := time.Now()
@@ -116,6 +117,7 @@ func TestOutputOutlivesDocker(t *testing.T) {
 // TestCutOutputIsNotRead: ps and inspect parse their output whole; one that stayed
 // open past the wait delay may be cut, so it is an error, never a shorter list.
 func TestCutOutputIsNotRead(t *testing.T) {
+	t.Parallel()
 	c, _ := lingeringClient(t, `echo '{"Name":"monky-web-1","Service":"web","State":"running"}'`+"\n$HOLD\nexit 0")
 	_, err := c.PS(t.Context())
 	require.ErrorIs(t, err, ErrCommandFailed)
@@ -141,6 +143,7 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 // agent has not read all of it when the wait delay passes: it waits for the rest (one
 // more delay) instead of cutting it, and calls nothing held.
 func TestSlowReaderIsNotALinger(t *testing.T) {
+	t.Parallel()
 	c, logs := lingeringClient(t, "echo one\necho two\nexit 0")
 	// Wide margins: the reader must be late past one delay and in time for the
 	// second, on a loaded machine too.
@@ -156,6 +159,7 @@ func TestSlowReaderIsNotALinger(t *testing.T) {
 // TestDockerThatDidNotExit: a docker the agent killed at its own deadline, or that a
 // signal killed, is DOCKER_TIMEOUT with ExitCode -1 and says which it was.
 func TestDockerThatDidNotExit(t *testing.T) {
+	t.Parallel()
 	t.Run("the agent's deadline", func(t *testing.T) {
 		c, _ := lingeringClient(t, "echo pulling\nexec sleep 60")
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)

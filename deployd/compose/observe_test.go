@@ -47,6 +47,7 @@ func ctr(id, service, state, health, status string, exit int) compose.Container 
 }
 
 func TestObserve(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		services []string
@@ -161,6 +162,7 @@ func TestObserve(t *testing.T) {
 }
 
 func TestObserveReadFailure(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("engine not answering")
 	c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: &stubReader{err: boom}})
 	require.NoError(t, err)
@@ -171,6 +173,7 @@ func TestObserveReadFailure(t *testing.T) {
 // The health wait and the evidence read through the Reader: no docker program is
 // needed (the Docker path names nothing).
 func TestWaitHealthyAndEvidenceReadThroughTheReader(t *testing.T) {
+	t.Parallel()
 	r := &stubReader{
 		cs:  []compose.Container{ctr("a", "web", "running", "unhealthy", "Up 9 seconds (unhealthy)", 0)},
 		ins: []compose.Inspected{{ID: "a", Name: "monky-web-1", Service: "web", State: "running", Health: "unhealthy"}},
@@ -206,6 +209,7 @@ func (r *stepReader) Inspect(context.Context, []string) ([]compose.Inspected, er
 // container without a healthcheck counts as ready only once it has run for a second,
 // so that a one-shot that fails a moment after it starts does not pass for a service.
 func TestWaitHealthySettles(t *testing.T) {
+	t.Parallel()
 	young := ctr("a", "job", "running", "", "Up Less than a second", 0)
 	t.Run("a one-shot that fails after 100ms fails the wait", func(t *testing.T) {
 		steps := make([][]compose.Container, 10) // 10 polls of 10ms: running
@@ -255,6 +259,7 @@ func containerIDsOf(cs []compose.Container, service string) []string {
 // and have run since before it keeps its restart count without an inspection; any
 // other service is inspected.
 func TestObserveAfter(t *testing.T) {
+	t.Parallel()
 	prevAt := time.Now().Add(-time.Minute)
 	prev := compose.Observation{At: prevAt, Services: []compose.ObservedService{
 		{Name: "web", State: "running", Restarts: 4, Containers: []string{"a"}, InspectedAt: prevAt.Add(-5 * time.Minute)},

@@ -20,6 +20,7 @@ import (
 // must kill that child too, not only docker. The fake docker is one process, so this
 // test uses a docker that starts a child of its own.
 func TestCancelKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
 	docker := filepath.Join(dir, "docker")
@@ -59,7 +60,8 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 }
 
 // TestEmptyEnvInheritsNothing: an empty Config.Env runs docker with no environment,
-// not with the process's (os/exec inherits on a nil Env).
+// not with the process's (os/exec inherits on a nil Env). Serial: it sets a variable
+// of the process environment (t.Setenv).
 func TestEmptyEnvInheritsNothing(t *testing.T) {
 	t.Setenv("MONKY_PROCESS_ONLY", "leak")
 	dir := t.TempDir()
