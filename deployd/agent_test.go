@@ -19,6 +19,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -462,15 +463,12 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 
 func TestTokenRenewal(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
-	clock := &now
-	nowFn := func() time.Time { return *clock }
-	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: nowFn}, now: nowFn})
+	c := deploydtest.NewClock(time.Now())
+	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: c.Now}, now: c.Now})
 	b.idleTick()
 	assert.Zero(t, b.BaoCalls("renew-self"))
 	// Forty-five minutes later, under a third of the TTL is left: renew.
-	later := now.Add(45 * time.Minute)
-	clock = &later
+	c.Advance(45 * time.Minute)
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, 1, b.BaoCalls("renew-self"))

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	holdfile "github.com/monky/monky-deployd/internal/hold"
@@ -189,41 +189,23 @@ func TestHostileHoldFilesAreIgnored(t *testing.T) {
 	}
 }
 
-// clock is a settable clock for an agent and its fakes.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 // TestHoldIsCutToMax: a hold longer than holds.max ends holds.max after it was set.
 func TestHoldIsCutToMax(t *testing.T) {
 	t.Parallel()
 	start := time.Now().Truncate(time.Second)
-	c := &clock{t: start}
+	c := deploydtest.NewClock(start)
 	b := newBox(t, boxOptions{stack: &fakestack.Options{Now: c.Now}, now: c.Now,
 		config: func(cfg *deployd.Config) { cfg.Holds.Max = deployd.Duration(time.Hour) }})
 	b.applySample(1)
 	setHold(t, b, start, start.Add(5*time.Hour))
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	c.Set(start.Add(59 * time.Minute))
+	c.Advance(59 * time.Minute)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 	assert.Equal(t, deployd.DeferHold, out.Deferred)
 	require.NotNil(t, b.State().Deferral)
 	assert.True(t, start.Add(time.Hour).Equal(b.State().Deferral.Until), "the end is set_at + holds.max")
-	c.Set(start.Add(61 * time.Minute))
+	c.Advance(2 * time.Minute) // 61 minutes after start
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 	assert.Empty(t, out.Deferred)
@@ -257,7 +239,7 @@ func TestWindows(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &clock{t: tt.now}
+			c := deploydtest.NewClock(tt.now)
 			b := newBox(t, boxOptions{stack: &fakestack.Options{Now: c.Now, TokenTTL: 96 * time.Hour}, now: c.Now, config: func(cfg *deployd.Config) {
 				cfg.Windows = []deployd.WindowConfig{{Days: "mon-fri", From: "19:00", To: "07:00", TZ: "Europe/Berlin"}}
 			}})
@@ -280,7 +262,7 @@ func TestWindows(t *testing.T) {
 			assert.Equal(t, "window", d.Why)
 			assert.True(t, tt.next.Equal(d.Until), "next opening %s, want %s", d.Until, tt.next)
 			// The window opens: the next tick applies.
-			c.Set(tt.next.Add(time.Minute))
+			c.Advance(tt.next.Add(time.Minute).Sub(c.Now()))
 			out, code = b.tick()
 			require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 			assert.Empty(t, out.Deferred)

@@ -270,11 +270,11 @@ func TestAfterHookRunsOnceHealthy(t *testing.T) {
 // container is removed.
 func TestHookTimeout(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "10s"}}}})
-	start := time.Now()
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "60s"}}}})
 	b.Publish(hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: "backup", TimeoutSeconds: 1})))
+	start := time.Now()
 	out, code := b.tick()
-	assert.Less(t, time.Since(start), 8*time.Second)
+	assert.Less(t, time.Since(start), 25*time.Second, "the hook's 1s timeout ends it, not its 60s (nor the tick's own 30s bound)")
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, codes.HookFailed, out.Code)
 	assert.Contains(t, b.LastReport().Detail, "did not finish within 1s; its container was removed")
@@ -282,6 +282,22 @@ func TestHookTimeout(t *testing.T) {
 	require.Len(t, rm, 1)
 	assert.Contains(t, strings.Join(rm[0].Argv, " "), "rm -f -- monky-hook-backup-")
 	assert.Equal(t, "", b.Live())
+}
+
+// tickStoppedInAHook runs a tick that is stopped (its context cancelled) once docker
+// runs a hook; it must end 75.
+func (b *box) tickStoppedInAHook() {
+	b.T.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for len(b.DockerCalls("run")) == 0 && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := b.agent.Tick(ctx)
+	require.Equal(b.T, deployd.ExitTemporary, deployd.ExitCode(err))
 }
 
 // TestHookInterrupted: a tick stopped in a hook leaves it recorded as running; the
@@ -294,16 +310,7 @@ func TestHookInterrupted(t *testing.T) {
 			b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "20s"}}}})
 			b.idleTick()
 			sha := b.Publish(hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: "backup", Repeatable: repeatable})))
-			ctx, cancel := context.WithCancel(context.Background())
-			go func() {
-				for len(b.DockerCalls("run")) == 0 {
-					time.Sleep(20 * time.Millisecond)
-				}
-				cancel()
-			}()
-			_, err := b.agent.Tick(ctx)
-			cancel()
-			require.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err))
+			b.tickStoppedInAHook()
 			st := b.State()
 			require.NotNil(t, st.Hooks)
 			require.NotNil(t, st.Hooks.Running, "the hook is recorded as running")
@@ -397,16 +404,7 @@ func TestStaleHookOfAnotherSHA(t *testing.T) {
 	b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "20s"}}}})
 	b.idleTick()
 	b.Publish(hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: "backup"})))
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for len(b.DockerCalls("run")) == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		cancel()
-	}()
-	_, err := b.agent.Tick(ctx)
-	cancel()
-	require.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err))
+	b.tickStoppedInAHook()
 	stale := b.State().Hooks.Running.Container
 
 	require.NoError(t, b.Docker.SetScript(nil))

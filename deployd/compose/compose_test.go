@@ -79,6 +79,20 @@ func (f fixture) status() fakedocker.Status {
 	return st
 }
 
+// requireDockerError requires err to be an *Error of kind with code, of a docker whose
+// exit code, in out and in the error, is exit (-1: it did not exit); it returns the
+// *Error.
+func requireDockerError(t *testing.T, out Output, err error, kind error, code codes.Code, exit int) *Error {
+	t.Helper()
+	require.ErrorIs(t, err, kind)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, code, e.Code())
+	assert.Equal(t, exit, out.ExitCode)
+	assert.Equal(t, exit, e.ExitCode)
+	return e
+}
+
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	abs := t.TempDir()
@@ -226,13 +240,7 @@ func TestUp(t *testing.T) {
 			"up": {Stdout: noise, Stderr: "Error response from daemon: pull access denied for registry.monky.internal/web\n", Exit: 18},
 		}}, func(c *Config) { c.OutputLimit = 4096 })
 		out, err := f.client.Up(t.Context())
-		require.Error(t, err)
-		assert.ErrorIs(t, err, ErrApplyFailed)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, codes.ApplyFailed, e.Code())
-		assert.Equal(t, 18, e.ExitCode)
-		assert.Equal(t, 18, out.ExitCode)
+		requireDockerError(t, out, err, ErrApplyFailed, codes.ApplyFailed, 18)
 		assert.Len(t, out.Tail, 4096)
 		assert.Equal(t, int64(len(noise)+len("Error response from daemon: pull access denied for registry.monky.internal/web\n")-4096), out.Dropped)
 		assert.True(t, strings.HasSuffix(out.String(), "pull access denied for registry.monky.internal/web\n"))

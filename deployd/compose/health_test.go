@@ -200,6 +200,7 @@ func TestWaitHealthy(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t, &fakedocker.Script{PSFormat: tc.format, Services: tc.services})
 			_, err := f.client.Up(t.Context())
 			require.NoError(t, err)
