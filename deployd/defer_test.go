@@ -33,6 +33,26 @@ func newerApp(env string, serial int64) faketenancy.BundleSpec {
 
 func bundleDownloads(b *box) int { return b.TenancyCalls("/v1/agent/bundles/") }
 
+// heldBox is a box serving the sample app of serial 1 under a hold of an hour.
+func heldBox(t *testing.T) *box {
+	t.Helper()
+	b := newBox(t, boxOptions{})
+	b.applySample(1)
+	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
+	return b
+}
+
+// deferSample publishes the sample app of serial and runs a tick that must defer it
+// under b's hold, keeping its bundle; it returns the bundle's sha.
+func (b *box) deferSample(serial int64) string {
+	b.T.Helper()
+	sha := b.Publish(faketenancy.SampleApp(b.Env, serial))
+	out, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code)
+	require.Equal(b.T, deployd.DeferHold, out.Deferred)
+	return sha
+}
+
 // TestHoldDefersPreparedNotQueued: under a hold an apply downloads, verifies and
 // pulls once, takes no lease and reports nothing (exit 0); later ticks check in with
 // the deferral and download nothing; once the hold is cleared the next tick applies
@@ -102,12 +122,8 @@ func TestHoldDefersPreparedNotQueued(t *testing.T) {
 // used; the switch downloads it again.
 func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b := heldBox(t)
+	sha := b.deferSample(2)
 	kept := filepath.Join(b.Cfg.PreparedDir(), sha+".bundle")
 	data, err := os.ReadFile(kept)
 	require.NoError(t, err)
@@ -115,7 +131,7 @@ func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
 	require.NoError(t, os.WriteFile(kept, data, 0o600))
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
 	downloads := bundleDownloads(b)
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, downloads+1, bundleDownloads(b))
@@ -125,9 +141,7 @@ func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
 // TestOverrideHold: tenancy's override_hold applies under a hold.
 func TestOverrideHold(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
+	b := heldBox(t)
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, OverrideHold: true})
 	out, code := b.tick()
@@ -140,9 +154,7 @@ func TestOverrideHold(t *testing.T) {
 // TestDownIsNotDeferred: a down is the console's decision; a hold does not defer it.
 func TestDownIsNotDeferred(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
+	b := heldBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "down"})
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
@@ -277,16 +289,12 @@ func TestWindows(t *testing.T) {
 // no second download; once the release is live and healthy, the kept copy is gone.
 func TestSwitchEndingOn75KeepsTheBundle(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b := heldBox(t)
+	sha := b.deferSample(2)
 	downloads := bundleDownloads(b)
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"lease": 503}})
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitTemporary, code)
 	assert.FileExists(t, filepath.Join(b.Cfg.PreparedDir(), sha+".bundle"), "kept for the next try")
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})

@@ -13,12 +13,14 @@ import (
 )
 
 // exampleBox is a box of the examples: the fake OpenBao and tenancy, a config in a
-// temporary directory and the grant beside it, and an agent; close ends them all.
-func exampleBox(ctx context.Context) (agent *deployd.Agent, ten *faketenancy.Server, closeAll func(), err error) {
+// temporary directory and the grant beside it, and an agent, with a context of ten
+// seconds for its calls; closeAll ends them all.
+func exampleBox() (ctx context.Context, agent *deployd.Agent, ten *faketenancy.Server, closeAll func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	bao := fakebao.New(fakebao.Options{})
 	ten = faketenancy.New(faketenancy.Options{Authority: bao})
 	dir, _ := os.MkdirTemp("", "deployd-example-")
-	closeFakes := func() { ten.Close(); bao.Close(); _ = os.RemoveAll(dir) }
+	closeFakes := func() { ten.Close(); bao.Close(); _ = os.RemoveAll(dir); cancel() }
 	cfg, err := deployd.ParseConfig("config.yaml", fmt.Appendf(nil, `env_id: env-dev-01
 deploy_dir: %[1]s/srv
 state_dir: %[1]s/state
@@ -37,17 +39,15 @@ bao:
 	}
 	if err != nil {
 		closeFakes()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return agent, ten, func() { _ = agent.Close(); closeFakes() }, nil
+	return ctx, agent, ten, func() { _ = agent.Close(); closeFakes() }, nil
 }
 
 // Example runs one tick of a box against the fake tenancy and OpenBao: the box
 // bootstraps itself from its grant and checks in; tenancy has nothing for it.
 func Example() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	agent, _, closeAll, err := exampleBox(ctx)
+	ctx, agent, _, closeAll, err := exampleBox()
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -62,9 +62,7 @@ func Example() {
 // tick bootstraps the box (plan never logs into OpenBao), then tenancy publishes a
 // bundle and the plan lists its services as added, without a lease.
 func ExampleAgent_Plan() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	agent, ten, closeAll, err := exampleBox(ctx)
+	ctx, agent, ten, closeAll, err := exampleBox()
 	if err != nil {
 		fmt.Println(err)
 		return

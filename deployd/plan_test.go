@@ -116,26 +116,26 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, leases, b.Leases())
 		assert.Empty(t, p.Notes, "nothing to pull, nothing to note")
 	})
-	t.Run("none: nothing changes, the live services are kept", func(t *testing.T) {
-		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		p, err := b.plan()
-		require.NoError(t, err)
-		assert.Equal(t, "none", p.Action)
-		assert.False(t, p.Changes)
-		assert.Equal(t, deployd.PlanSummary{Kept: 2}, p.Summary)
-	})
-	t.Run("down: every live service is removed", func(t *testing.T) {
-		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
-		b.SetDesired(faketenancy.Desired{Action: "down"})
-		p, err := b.plan()
-		require.NoError(t, err)
-		assert.True(t, p.Changes)
-		assert.Equal(t, deployd.PlanSummary{Removed: 2}, p.Summary)
-		assert.NotEmpty(t, b.Live(), "plan takes nothing down")
-	})
+	for _, tc := range []struct {
+		name, action string
+		changes      bool
+		summary      deployd.PlanSummary
+	}{
+		{"none: nothing changes, the live services are kept", "none", false, deployd.PlanSummary{Kept: 2}},
+		{"down: every live service is removed", "down", true, deployd.PlanSummary{Removed: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := planBox(t)
+			b.applied(faketenancy.SampleApp(b.Env, 1))
+			b.SetDesired(faketenancy.Desired{Action: tc.action})
+			p, err := b.plan()
+			require.NoError(t, err)
+			assert.Equal(t, tc.action, p.Action)
+			assert.Equal(t, tc.changes, p.Changes)
+			assert.Equal(t, tc.summary, p.Summary)
+			assert.NotEmpty(t, b.Live(), "plan takes nothing down")
+		})
+	}
 	t.Run("image change: recreated with the reason", func(t *testing.T) {
 		b := planBox(t)
 		b.applied(faketenancy.SampleApp(b.Env, 1))

@@ -81,15 +81,10 @@ func (b *box) applySigned(r renderer, serial int64) string {
 	return sha
 }
 
-// downloads counts the downloads of the bundle sha (not its signature).
+// downloads counts the downloads of the bundle sha: the requests under its path
+// (GET /v1/agent/bundles/<sha>, and its signature) but its signature's.
 func (b *box) downloads(sha string) int {
-	n := 0
-	for _, r := range b.Stack.Tenancy.Requests() {
-		if r.Path == "/v1/agent/bundles/"+sha {
-			n++
-		}
-	}
-	return n
+	return b.TenancyCalls("/v1/agent/bundles/"+sha) - b.signatureCalls(sha)
 }
 
 // signatureCalls counts the signature calls for sha.
