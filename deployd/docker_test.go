@@ -174,10 +174,7 @@ func TestDockerTooSlowBeforeTheLeaseIsTemporary(t *testing.T) {
 	assert.NotContains(t, b.Logs.String(), "docker cannot be reached")
 
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{}))
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, sha, b.Live())
-	assert.Equal(t, 1, b.Leases())
+	b.tickApplies(sha, 1)
 }
 
 // TestDockerDownAtComposeUpIsTheBoxs: docker that goes away between the check and
@@ -195,10 +192,7 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 	assert.Equal(t, "DOCKER_UNAVAILABLE", b.LastReport().Code)
 	assert.Empty(t, b.State().Failed)
 
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, first, b.Live())
-	assert.Equal(t, 2, b.Leases(), "at most one extra lease")
+	b.tickApplies(first, 2) // at most one extra lease
 }
 
 // TestDockerDownAfterPromoteRestores: a box fault after promote still puts the

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
@@ -167,6 +168,16 @@ func (b *box) apply(bn faketenancy.BundleSpec) string {
 	_, code := b.tick()
 	require.Equal(b.T, deployd.ExitOK, code)
 	return sha
+}
+
+// tickApplies runs a tick that must apply sha: exit 0, sha live, and leases leases
+// granted to the box in all.
+func (b *box) tickApplies(sha string, leases int) {
+	b.T.Helper()
+	out, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code, "%+v", out)
+	assert.Equal(b.T, sha, b.Live())
+	assert.Equal(b.T, leases, b.Leases())
 }
 
 // applySample applies the sample app of serial; it returns the bundle's sha.

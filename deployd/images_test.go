@@ -270,10 +270,7 @@ func TestPullFailedIsTheBoxs(t *testing.T) {
 	assert.Contains(t, b.Logs.String(), "docker could not pull an image of the release for a reason of this box")
 	assert.NotContains(t, b.Logs.String(), "registry cannot be reached")
 
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, sha, b.Live())
-	assert.Equal(t, 1, b.Leases())
+	b.tickApplies(sha, 1)
 }
 
 // TestPullPolicies: build services and images from secrets are left to compose up;
