@@ -15,6 +15,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	holdfile "github.com/monky/monky-deployd/internal/hold"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // sleepyLoop runs Agent.Loop with a monotonic timer that never fires after the first
@@ -39,7 +40,7 @@ func (l *sleepyLoop) poll() {
 	case <-time.After(10 * time.Second):
 		l.t.Fatal("the loop does not wait for a poll")
 	}
-	testWaitFor(l.t, func() bool { return l.looks.Load() > n || l.exited.Load() })
+	testbox.WaitFor(l.t, 10*time.Second, "the loop to take the poll", func() bool { return l.looks.Load() > n || l.exited.Load() })
 }
 
 func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int32) *sleepyLoop {
@@ -73,17 +74,8 @@ func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int
 			},
 		})
 	}()
-	testWaitFor(t, func() bool { return l.ticks.Load() == 1 })
+	testbox.WaitFor(t, 10*time.Second, "the first tick", func() bool { return l.ticks.Load() == 1 })
 	return l
-}
-
-func testWaitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "timed out")
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestLoopChecksInAfterAWake: a loop whose pause spans a 2-hour sleep (the monotonic

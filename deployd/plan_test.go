@@ -22,9 +22,7 @@ import (
 func planBox(t *testing.T) *box {
 	t.Helper()
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	return b
 }
 
@@ -68,15 +66,6 @@ func assertNoValues(t *testing.T, p deployd.Plan, values ...string) {
 	}
 }
 
-// applied publishes spec and applies it with a tick.
-func (b *box) applied(spec faketenancy.BundleSpec) string {
-	b.T.Helper()
-	sha := b.Publish(spec)
-	_, code := b.tick()
-	require.Equal(b.T, deployd.ExitOK, code, b.Logs.String())
-	return sha
-}
-
 func TestPlan(t *testing.T) {
 	t.Parallel()
 	t.Run("nothing live: every service is added, no lease, no report", func(t *testing.T) {
@@ -105,7 +94,7 @@ func TestPlan(t *testing.T) {
 	})
 	t.Run("the live bundle: nothing changes", func(t *testing.T) {
 		b := planBox(t)
-		sha := b.applied(faketenancy.SampleApp(b.Env, 1))
+		sha := b.apply(faketenancy.SampleApp(b.Env, 1))
 		leases := b.Leases()
 		p, err := b.plan()
 		require.NoError(t, err)
@@ -126,7 +115,7 @@ func TestPlan(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := planBox(t)
-			b.applied(faketenancy.SampleApp(b.Env, 1))
+			b.apply(faketenancy.SampleApp(b.Env, 1))
 			b.SetDesired(faketenancy.Desired{Action: tc.action})
 			p, err := b.plan()
 			require.NoError(t, err)
@@ -138,7 +127,7 @@ func TestPlan(t *testing.T) {
 	}
 	t.Run("image change: recreated with the reason", func(t *testing.T) {
 		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
+		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "busybox:1.36", "busybox:1.37", 1)
 		spec.Files["config/app.toml"] = faketenancy.SampleApp(b.Env, 1).Files["config/app.toml"]
@@ -160,7 +149,7 @@ func TestPlan(t *testing.T) {
 	})
 	t.Run("env var value change: recreated naming the var only", func(t *testing.T) {
 		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
+		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Vars["LOG_LEVEL"] = "debug-value-7731"
 		b.Publish(spec)
@@ -182,7 +171,7 @@ func TestPlan(t *testing.T) {
 	})
 	t.Run("added and removed services", func(t *testing.T) {
 		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
+		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "  migrate:", "  worker:", 1)
 		b.Publish(spec)
