@@ -430,7 +430,6 @@ func TestExitCodes(t *testing.T) {
 // TestEnvMismatchLatch: AGENT_ENV_MISMATCH exits 78 and latches: later runs exit 78
 // without the network until env_id changes or the operator bootstraps.
 func TestEnvMismatchLatch(t *testing.T) {
-	t.Parallel()
 	b := latchedBox(t)
 	b.latchedTick()
 
@@ -462,7 +461,6 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 }
 
 func TestTokenRenewal(t *testing.T) {
-	t.Parallel()
 	c := deploydtest.NewClock(time.Now())
 	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: c.Now}, now: c.Now})
 	b.idleTick()
@@ -497,7 +495,6 @@ func TestCorruptStateIsMovedAside(t *testing.T) {
 // neither the memory of failed shas nor the latch: they come back from the kept file
 // (Config.KeepPath), and a refused sha costs no second download.
 func TestCorruptStateKeepsWhatMustSurvive(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.refusePrivileged()
 	require.Contains(t, b.State().Failed, sha)
@@ -586,7 +583,6 @@ func TestIdleTickRunsNoSubprocess(t *testing.T) {
 // the operator has freed space — without a retry from tenancy, and without a lease
 // while refused.
 func TestDiskLowIsVerifiedAgain(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	bn := faketenancy.SampleApp(b.Env, 1)
 	bn.MinFreeMB = 1 << 40
@@ -631,7 +627,6 @@ func (c *idleCounter) CloseIdleConnections() { c.closed.Add(1) }
 // OpenBao (found by the soak: a closed agent left an fd and two goroutines behind
 // for the 90 s idle timeout).
 func TestCloseReleasesOpenBaoConnections(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	cfg := deployd.DefaultConfig()
 	cfg.EnvID = "env-dev-01"

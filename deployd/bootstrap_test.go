@@ -127,7 +127,6 @@ func TestBootstrapChecksTheGrant(t *testing.T) {
 // TestRunChecksTheGrant: a run that bootstraps itself checks the grant the same way:
 // a grant of another env is refused and kept, not consumed and then latched.
 func TestRunChecksTheGrant(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{noGrant: true})
 	want := placeGrant(t, b, b.Stack.Bao.MintGrant("env-dev-02"))
 	for range 2 {
@@ -147,7 +146,6 @@ func TestRunChecksTheGrant(t *testing.T) {
 // (the old one revoked). Without a grant, --force says there is no grant, not that
 // there is no token.
 func TestBootstrapOfABootstrappedBox(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick() // bootstraps from the grant
 	old, err := os.ReadFile(b.Cfg.TokenPath())
@@ -236,7 +234,6 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 // TestBootstrapWhileOpenBaoIsDown: when OpenBao cannot say whether the stored token
 // is valid, bootstrap consumes nothing and ends on a temporary condition.
 func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	want := placeGrant(t, b, b.PlaceGrant())
@@ -251,7 +248,6 @@ func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
 // TestBootstrapCorruptTokenNoGrant: a corrupt token and no grant: the bootstrap says
 // both, not that there is no token.
 func TestBootstrapCorruptTokenNoGrant(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{noGrant: true})
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 32), 0o600))
@@ -295,7 +291,6 @@ func (b *box) latchedTick() {
 // AGENT_ENV_MISMATCH latch; a bootstrap without a grant leaves later runs at 78
 // without the network.
 func TestFailedBootstrapKeepsTheLatch(t *testing.T) {
-	t.Parallel()
 	b := latchedBox(t)
 
 	// No grant: the bootstrap fails, and the latch stays.

@@ -45,7 +45,6 @@ func (b *box) tickWithin(t *testing.T) (deployd.Outcome, error) {
 // tick bootstraps from the grant when one is there; without one it is UNAUTHENTICATED
 // (exit 1, not an endless 75), it says what to do, and the file is never sent.
 func TestCorruptTokenFile(t *testing.T) {
-	t.Parallel()
 	t.Run("grant present", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
 		b.SetDesired(faketenancy.Desired{Action: "none"})
@@ -77,7 +76,6 @@ func TestCorruptTokenFile(t *testing.T) {
 // TestNonRegularStateAndGrant: a state.json or a grant that is a fifo is refused at
 // once, naming the path; the fifo is left where it is.
 func TestNonRegularStateAndGrant(t *testing.T) {
-	t.Parallel()
 	t.Run("state", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
 		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
@@ -113,7 +111,6 @@ func TestNonRegularStateAndGrant(t *testing.T) {
 // ignores file modes, so the read error is made with a symlink into a directory that
 // is, for a while, a file (ENOTDIR), as a volume that is not mounted.
 func TestUnreadableStateIsTheBoxs(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.refusePrivileged()
 	require.Contains(t, b.State().Failed, sha)

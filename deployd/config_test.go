@@ -30,7 +30,6 @@ func configGolden(t testing.TB, c deployd.Config) string {
 }
 
 func TestParseConfigGoldens(t *testing.T) {
-	t.Parallel()
 	for _, name := range []string{"minimal", "full", "spec"} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join("testdata", "config", name+".yaml")
@@ -49,7 +48,6 @@ func TestParseConfigGoldens(t *testing.T) {
 }
 
 func TestParseConfigDefaults(t *testing.T) {
-	t.Parallel()
 	c, err := deployd.LoadConfig(filepath.Join("testdata", "config", "minimal.yaml"))
 	require.NoError(t, err)
 	d := deployd.DefaultConfig()
@@ -77,7 +75,6 @@ func TestParseConfigDefaults(t *testing.T) {
 }
 
 func TestParseConfigNullKeepsDefault(t *testing.T) {
-	t.Parallel()
 	c, err := deployd.ParseConfig("config.yaml", []byte(configBase+"deploy_dir:\ncompose:\n  keep_releases: ~\n  allow_privileged:\n"))
 	require.NoError(t, err)
 	assert.Equal(t, "/srv/monky", c.DeployDir)
@@ -86,7 +83,6 @@ func TestParseConfigNullKeepsDefault(t *testing.T) {
 }
 
 func TestParseConfigAliases(t *testing.T) {
-	t.Parallel()
 	src := "env_id: &e env-dev-01\ntenancy:\n  url: &u https://t.monky.internal\n  service: *e\nbao:\n  addr: https://b.monky.internal\n"
 	c, err := deployd.ParseConfig("config.yaml", []byte(src))
 	require.NoError(t, err)
@@ -94,7 +90,6 @@ func TestParseConfigAliases(t *testing.T) {
 }
 
 func TestTier(t *testing.T) {
-	t.Parallel()
 	tests := []struct{ env, tier string }{
 		{"env-prod-03", "prod"},
 		{"env-dev-01", "dev"},
@@ -215,7 +210,6 @@ var configBadCases = []struct {
 }
 
 func TestParseConfigBad(t *testing.T) {
-	t.Parallel()
 	for _, tt := range configBadCases {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := deployd.ParseConfig("config.yaml", []byte(tt.src))
@@ -240,7 +234,6 @@ func TestParseConfigBad(t *testing.T) {
 }
 
 func TestLoadConfigErrors(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	t.Run("missing file", func(t *testing.T) {
 		p := filepath.Join(dir, "missing.yaml")
@@ -270,7 +263,6 @@ func TestLoadConfigErrors(t *testing.T) {
 }
 
 func TestValidateBuiltInCode(t *testing.T) {
-	t.Parallel()
 	c := deployd.DefaultConfig()
 	err := c.Validate()
 	require.Error(t, err)
@@ -353,7 +345,6 @@ bao:
 }
 
 func TestConfigKeyRing(t *testing.T) {
-	t.Parallel()
 	c, err := deployd.LoadConfig(filepath.Join("testdata", "config", "full.yaml"))
 	require.NoError(t, err)
 	ring, err := c.KeyRing()
@@ -376,7 +367,6 @@ func TestConfigKeyRing(t *testing.T) {
 // would wait for a writer for ever) or a directory is refused at once, naming the
 // path and what it is.
 func TestLoadConfigRefusesWhatIsNotAFile(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "config.yaml")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))

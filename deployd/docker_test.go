@@ -19,7 +19,6 @@ import (
 )
 
 func TestDockerEnv(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name    string
 		environ []string
@@ -59,7 +58,6 @@ func TestDockerEnv(t *testing.T) {
 
 // TestDockerEnvNamesNoFake: the production allow-list names no fake's variable.
 func TestDockerEnvNamesNoFake(t *testing.T) {
-	t.Parallel()
 	names := deployd.DockerEnvNames()
 	assert.Contains(t, names, "PATH")
 	for _, n := range names {

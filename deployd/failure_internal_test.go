@@ -29,7 +29,6 @@ import (
 // it is reported, how long its sha is held, whether a promoted release is restored,
 // and the exit code.
 func TestDispose(t *testing.T) {
-	t.Parallel()
 	refused := func(codes ...codes.Code) error {
 		r := &bundle.RefusedError{}
 		for _, c := range codes {
@@ -105,7 +104,6 @@ func TestDispose(t *testing.T) {
 
 // TestRepeatedErrorCarriesTheRememberedCode: a failure told again keeps its code.
 func TestRepeatedErrorCarriesTheRememberedCode(t *testing.T) {
-	t.Parallel()
 	err := &repeatedError{sha: fmt.Sprintf("%064d", 7), f: Failure{Code: codes.Unhealthy, Detail: "web: unhealthy"}}
 	assert.Equal(t, codes.Unhealthy, CodeOf(err))
 	assert.Contains(t, err.Error(), "failed before on this box (UNHEALTHY): web: unhealthy")
@@ -115,7 +113,6 @@ func TestRepeatedErrorCarriesTheRememberedCode(t *testing.T) {
 // a next step of its own and a hold that its fault allows: only the bundle's faults
 // hold a sha.
 func TestEveryCodeHasARule(t *testing.T) {
-	t.Parallel()
 	steps := map[string]codes.Code{}
 	for _, c := range codes.All() {
 		r, ok := rules[c]
@@ -143,7 +140,6 @@ func TestEveryCodeHasARule(t *testing.T) {
 // TestOperationsTableIsTheRules: the table of docs/OPERATIONS.md ("What each code
 // means") is rendered from rules; `go test ./deployd/ -update` rewrites it.
 func TestOperationsTableIsTheRules(t *testing.T) {
-	t.Parallel()
 	p := filepath.Join("..", "docs", "OPERATIONS.md")
 	doc, err := os.ReadFile(p)
 	require.NoError(t, err)

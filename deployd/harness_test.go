@@ -22,6 +22,10 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
+// The tests of a box (or of anything else that waits) call t.Parallel: every box has
+// its own directory, fakes and fake docker, and the agent reads no process state. A
+// test that runs in a few milliseconds stays serial, as it would gain nothing.
+
 // box is one box under test (testbox.Box: the fakes, the fake docker, a config built
 // from DefaultConfig in a temporary directory) with an in-process agent whose log goes
 // to the box's Logs.

@@ -11,7 +11,6 @@ import (
 // records never outgrow the images waiting to be removed. Kept releases' records are
 // untouched.
 func TestKeepPending(t *testing.T) {
-	t.Parallel()
 	st := &State{Images: map[string][]string{
 		"gone-a": {"sha256:1", "sha256:2"},
 		"gone-b": {"sha256:3"},

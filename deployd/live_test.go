@@ -205,7 +205,6 @@ func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 // TestEngineVersionIsChecked: a server version the engine answers goes through the
 // same check as the CLI's: one that is not a version is not sent.
 func TestEngineVersionIsChecked(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{script: &fakedocker.Script{ServerVersion: "27.3.1\x1b[2J"}})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)

@@ -58,7 +58,6 @@ func high(n int64) int64 { return n - 1 }
 // TestLoopFirstTickIsJittered: the first tick waits a random part of a tenth of the
 // interval, never the full interval and never a fixed 0 for every box.
 func TestLoopFirstTickIsJittered(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	r, code := runLoop(t, b, time.Minute, high, 0)
 	assert.Equal(t, 0, code)
@@ -73,7 +72,6 @@ func TestLoopFirstTickIsJittered(t *testing.T) {
 // TestLoopBacksOff: after consecutive 75s the pause doubles from the interval up to 15
 // minutes (each ±10%); a success goes back to the interval.
 func TestLoopBacksOff(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	const m = time.Minute
 	codes := []int{75, 75, 75, 75, 75, 75, 0, 75, 1}
@@ -93,7 +91,6 @@ func TestLoopBacksOff(t *testing.T) {
 
 // TestLoopWaitsWhatTenancyAsked: after a tick the pause is State.NextCheckin when set.
 func TestLoopWaitsWhatTenancyAsked(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), fmt.Appendf(nil, `{"schema":1,"env_id":%q,"next_checkin_ns":%d}`, b.Env, 5*time.Second), 0o600))
@@ -103,7 +100,6 @@ func TestLoopWaitsWhatTenancyAsked(t *testing.T) {
 
 // TestLoopStopsOnEnvMismatch: 78 ends the loop at once, with 78.
 func TestLoopStopsOnEnvMismatch(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	r, code := runLoop(t, b, time.Minute, low, 0, 78, 0)
 	assert.Equal(t, deployd.ExitEnvMismatch, code)
@@ -113,7 +109,6 @@ func TestLoopStopsOnEnvMismatch(t *testing.T) {
 
 // TestLoopRunsRealTicks: without a Tick, the loop runs Agent.Tick.
 func TestLoopRunsRealTicks(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -134,7 +129,6 @@ func TestLoopRunsRealTicks(t *testing.T) {
 // pause is at least that (capped at 15 minutes, spread only after it); without one the
 // back-off applies.
 func TestLoopHonoursRetryAfter(t *testing.T) {
-	t.Parallel()
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	b := newBox(t, boxOptions{now: func() time.Time { return at }})
 	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
@@ -164,7 +158,6 @@ func TestLoopHonoursRetryAfter(t *testing.T) {
 // state's condition keeps the next attempt for the loop and the next ticks; the next
 // tick that succeeds ends it.
 func TestTickRemembersRetryAfter(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if strings.HasSuffix(req.URL.Path, "/v1/agent/checkin") {

@@ -83,7 +83,6 @@ func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int
 // within WakePoll (under 5 s); before the wall clock passes the tick's time, polls
 // do not tick.
 func TestLoopChecksInAfterAWake(t *testing.T) {
-	t.Parallel()
 	c := deploydtest.NewClock(time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC))
 	b := newBox(t, boxOptions{now: c.Now})
 	l := startSleepyLoop(t, b, time.Minute, 2)

@@ -80,7 +80,6 @@ func TestPlanGolden(t *testing.T) {
 // TestPlanNoValues: neither the text nor the JSON of a plan carries the value of a
 // var or the placeholder of a secret, whatever changed.
 func TestPlanNoValues(t *testing.T) {
-	t.Parallel()
 	p := goldenPlan(t)
 	data, err := json.Marshal(p)
 	require.NoError(t, err)

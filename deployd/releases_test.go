@@ -43,7 +43,6 @@ func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 }
 
 func TestRestoreDegraded(t *testing.T) {
-	t.Parallel()
 	for result, want := range map[string]bool{
 		deployd.RestoreHealthy: false, deployd.RestoreNone: false,
 		deployd.RestoreUnhealthy: true, deployd.RestoreFailed: true,

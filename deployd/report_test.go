@@ -45,7 +45,6 @@ func TestReportDetailIsBounded(t *testing.T) {
 // there), the tick's UNAUTHENTICATED is in the state with its time, for status; a
 // bootstrap with a fresh grant is a run that ends 0.
 func TestRevokedTokenIsTheLastFailure(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	assert.Nil(t, b.State().LastFailure)
@@ -74,7 +73,6 @@ func TestRevokedTokenIsTheLastFailure(t *testing.T) {
 // TestFailedBootstrapIsTheLastFailure: a bootstrap that fails is a run that ends
 // non-zero, with its code.
 func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{noGrant: true})
 	_, err := b.agent.Bootstrap(t.Context(), "")
 	require.Error(t, err)
@@ -100,7 +98,6 @@ func TestRefusedBundleIsTheLastFailure(t *testing.T) {
 
 // TestNextStepCoversEveryCode: every code of the vocabulary has its own next step; a code added without one fails here.
 func TestNextStepCoversEveryCode(t *testing.T) {
-	t.Parallel()
 	all := codes.All()
 	generic := deployd.NextStep("NOT_A_CODE")
 	assert.Equal(t, deployd.NextStepUnknown, generic)
@@ -117,7 +114,6 @@ func TestNextStepCoversEveryCode(t *testing.T) {
 
 // TestNextStepSaysWhatToDo: the steps an operator is sent to for the box's own codes.
 func TestNextStepSaysWhatToDo(t *testing.T) {
-	t.Parallel()
 	for code, want := range map[codes.Code]string{
 		codes.Unauthenticated:   "monky-deployd bootstrap",
 		codes.DiskLow:           "free space",

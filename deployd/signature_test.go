@@ -361,14 +361,12 @@ func TestWithoutKeysNoSignatureAsked(t *testing.T) {
 }
 
 func TestMaxSignatureSizeAgrees(t *testing.T) {
-	t.Parallel()
 	assert.Equal(t, bundle.MaxSignatureSize, tenancy.MaxSignatureSize, "the client reads what the format allows")
 }
 
 // TestLeaseDefaultsAgree: tenancy (which may not import deployd/bao) expects a lease
 // to name the auth mount and role the OpenBao client logs in with by default.
 func TestLeaseDefaultsAgree(t *testing.T) {
-	t.Parallel()
 	assert.Equal(t, bao.DefaultAuthMount, tenancy.DefaultAuthMount)
 	assert.Equal(t, bao.DefaultRole, tenancy.DefaultRole)
 	d := deployd.DefaultConfig()

@@ -23,7 +23,6 @@ import (
 // 0600 and through the redactor; a missing file is an empty state, a broken one
 // ErrStateCorrupt.
 func TestSaveRead(t *testing.T) {
-	t.Parallel()
 	p := filepath.Join(t.TempDir(), "state.json")
 	st, err := readStateFile(p, "env-dev-01")
 	require.NoError(t, err)
@@ -60,7 +59,6 @@ func TestSaveRead(t *testing.T) {
 // TestSetServingForgetsTheReplacedRelease: what was known of the live release is not
 // true of another one.
 func TestSetServingForgetsTheReplacedRelease(t *testing.T) {
-	t.Parallel()
 	st := State{LiveSHA: "a", LiveServices: []string{"web"}, LiveOneShots: []string{}, Live: &LiveHealth{SHA: "a"}}
 	setServing(&st, release.Live{SHA: "a", Confirmed: true})
 	assert.NotNil(t, st.Live, "the same release keeps it")
@@ -72,7 +70,6 @@ func TestSetServingForgetsTheReplacedRelease(t *testing.T) {
 
 // TestReadToken: the token file trimmed of line ends and blanks around it; none is "".
 func TestReadToken(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	tok, err := readTokenFile(filepath.Join(dir, "none"))
 	require.NoError(t, err)
@@ -87,7 +84,6 @@ func TestReadToken(t *testing.T) {
 // TestDockerVersionFresh: the docker version is reused for an hour, and not from a
 // time in the future.
 func TestDockerVersionFresh(t *testing.T) {
-	t.Parallel()
 	now := time.Now()
 	for at, want := range map[time.Duration]bool{-time.Minute: true, -59 * time.Minute: true, -time.Hour: false, time.Minute: false} {
 		st := State{DockerVersion: "27.3.1", DockerVersionAt: now.Add(at)}
@@ -99,7 +95,6 @@ func TestDockerVersionFresh(t *testing.T) {
 // TestEndRunRecordsTheLastFailure: a run that ends non-zero is recorded with its time,
 // exit code and code; a later success keeps it.
 func TestEndRunRecordsTheLastFailure(t *testing.T) {
-	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	var st State
 	endRun(&st, t0, t0, "", nil, redactNothing)
@@ -130,7 +125,6 @@ func TestEndRunRecordsTheLastFailure(t *testing.T) {
 // with the time its streak and its code began, the latest run and a count; a run that
 // ends 0 ends it.
 func TestEndRunKeepsTheCondition(t *testing.T) {
-	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	sha := strings.Repeat("b", 64)
 	var st State
@@ -173,7 +167,6 @@ func redactNothing(s string) string { return s }
 // corrupt when read (never sent as a bearer), with why and the path, and never with
 // what the file holds.
 func TestReadTokenFileCorrupt(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	for name, tc := range map[string]struct {
 		data []byte
@@ -210,7 +203,6 @@ func TestReadTokenFileCorrupt(t *testing.T) {
 // TestReadTokenFileNotRegular: a token path that is a fifo or a directory is an error
 // naming it, at once; it is not a corrupt token (nothing to bootstrap over).
 func TestReadTokenFileNotRegular(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "bao.token")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))

@@ -245,7 +245,6 @@ func TestStatusView(t *testing.T) {
 // TestStatusListsFailedSHAsNewestFirst: status prints the failed shas newest first
 // (by the time they failed; equal times by sha), never in map order.
 func TestStatusListsFailedSHAsNewestFirst(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	st := deployd.State{Failed: map[string]deployd.Failure{}, LastTick: statusAt}
 	var want []string
@@ -272,7 +271,6 @@ func TestStatusListsFailedSHAsNewestFirst(t *testing.T) {
 // TestStatusPrintsLiveHealthWithoutControlCharacters: the live health shows each
 // service; names and states come from docker and never reach the terminal raw.
 func TestStatusPrintsLiveHealthWithoutControlCharacters(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := strings.Repeat("a", 64)
 	writeState(t, b, deployd.State{LiveSHA: sha, LiveSerial: 3, Confirmed: true, LastTick: statusAt, Live: &deployd.LiveHealth{
@@ -291,7 +289,6 @@ func TestStatusPrintsLiveHealthWithoutControlCharacters(t *testing.T) {
 // TestStatusSaysWhetherBundlesAreSigned: without trusted_keys, status says bundles are
 // not signed; with them, it names the trusted key ids and the replay ratchet.
 func TestStatusSaysWhetherBundlesAreSigned(t *testing.T) {
-	t.Parallel()
 	b := newBox(t, boxOptions{})
 	v := deployd.ReadStatus(b.Cfg, deployd.StatusOptions{Now: statusAt})
 	assert.False(t, v.Signatures.Required)

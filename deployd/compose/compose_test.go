@@ -94,7 +94,6 @@ func requireDockerError(t *testing.T, out Output, err error, kind error, code co
 }
 
 func TestNewValidates(t *testing.T) {
-	t.Parallel()
 	abs := t.TempDir()
 	for _, tc := range []struct {
 		name    string
@@ -127,7 +126,6 @@ func TestNewValidates(t *testing.T) {
 
 // TestValidProjectName: compose's rule, which New and the agent's config check share.
 func TestValidProjectName(t *testing.T) {
-	t.Parallel()
 	for name, want := range map[string]bool{
 		"monky": true, "m": true, "0": true, "monky-dev_01": true,
 		"": false, "Monky": false, "-monky": false, "_monky": false, "mon.ky": false, "mon ky": false,
@@ -419,7 +417,6 @@ func TestDockerVersion(t *testing.T) {
 }
 
 func TestErrorCodes(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		kind error
 		code codes.Code
@@ -443,7 +440,6 @@ func TestErrorCodes(t *testing.T) {
 }
 
 func TestValidServerVersion(t *testing.T) {
-	t.Parallel()
 	for v, want := range map[string]bool{
 		"27.3.1": true, "20.10.24+dfsg1": true, "": false, "27.3.1 extra": false, "a\nb": false,
 		"x\x1b[31m": false, strings.Repeat("9", 64): true, strings.Repeat("9", 65): false,
@@ -458,7 +454,6 @@ func TestValidServerVersion(t *testing.T) {
 // the containerd image store, what docker pull printed on dockerd 20.10 against a
 // local registry, and reports of users).
 func TestPullFailureWhoseFault(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		said string
 		kind error
@@ -547,7 +542,6 @@ func FuzzPullFailure(f *testing.F) {
 // TestPullProgress: the layers docker pull's plain output names are counted, done
 // when complete or already there, whatever chunks the output comes in.
 func TestPullProgress(t *testing.T) {
-	t.Parallel()
 	p := newPullProgress(nil, "x")
 	out := "1.27: Pulling from library/nginx\n" +
 		"a2318d6c47ec: Already exists\n" +

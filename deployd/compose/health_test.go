@@ -297,7 +297,6 @@ func (h onMessage) WithGroup(name string) slog.Handler {
 }
 
 func TestJudge(t *testing.T) {
-	t.Parallel()
 	was := func(up time.Duration) map[string]sighting {
 		return map[string]sighting{"a": {uptime: up, hasUptime: true}}
 	}
@@ -335,7 +334,6 @@ func TestJudge(t *testing.T) {
 // TestMinUptime: the least uptime each wording of docker allows (hours, days and weeks
 // come from rounded hours: half an hour less).
 func TestMinUptime(t *testing.T) {
-	t.Parallel()
 	for status, want := range map[string]time.Duration{
 		"Up Less than a second":            0,
 		"Up 1 second":                      time.Second,
@@ -408,7 +406,6 @@ func TestWaitHealthyDockerGoesAway(t *testing.T) {
 // TestWaitHealthyDockerComesBack: a daemon that is away for less than the grace (a
 // dockerd restart) does not end the wait.
 func TestWaitHealthyDockerComesBack(t *testing.T) {
-	t.Parallel()
 	f := newFixture(t, nil)
 	f.client.reader = &downReader{up: 1, back: 3, containers: []Container{{ID: "a", Service: "web", State: "running", Health: "healthy"}}}
 	got, err := f.client.WaitHealthy(t.Context(), WaitOptions{Services: []string{"web"}, Timeout: time.Minute, Poll: 2 * time.Millisecond,

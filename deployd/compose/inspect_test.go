@@ -16,7 +16,6 @@ import (
 // TestParseInspectEngine reads what a real engine (dockerd 20.10, compose v2.40)
 // printed for an unhealthy service, a one-shot that exited 3 and a plain service.
 func TestParseInspectEngine(t *testing.T) {
-	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("testdata", "inspect-engine-20.10.json"))
 	require.NoError(t, err)
 	got, err := ParseInspect(data)
@@ -45,7 +44,6 @@ func TestParseInspectEngine(t *testing.T) {
 }
 
 func TestParseInspectRefusesWhatIsNotAContainerList(t *testing.T) {
-	t.Parallel()
 	for name, in := range map[string]string{
 		"object":      `{"Id":"abc"}`,
 		"text":        `Error: No such container: x`,
@@ -138,7 +136,6 @@ func TestHealthEvidenceSaysWhatItCannotRead(t *testing.T) {
 }
 
 func TestInspectRefusesAFlagAsAContainer(t *testing.T) {
-	t.Parallel()
 	f := newFixture(t, nil)
 	_, err := f.client.Inspect(t.Context(), []string{"--format={{.}}"})
 	require.ErrorIs(t, err, ErrCommandFailed)

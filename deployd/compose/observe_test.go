@@ -47,7 +47,6 @@ func ctr(id, service, state, health, status string, exit int) compose.Container 
 }
 
 func TestObserve(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name     string
 		services []string
@@ -162,7 +161,6 @@ func TestObserve(t *testing.T) {
 }
 
 func TestObserveReadFailure(t *testing.T) {
-	t.Parallel()
 	boom := errors.New("engine not answering")
 	c, err := compose.New(compose.Config{Project: "monky", Dir: t.TempDir(), Reader: &stubReader{err: boom}})
 	require.NoError(t, err)
@@ -173,7 +171,6 @@ func TestObserveReadFailure(t *testing.T) {
 // The health wait and the evidence read through the Reader: no docker program is
 // needed (the Docker path names nothing).
 func TestWaitHealthyAndEvidenceReadThroughTheReader(t *testing.T) {
-	t.Parallel()
 	r := &stubReader{
 		cs:  []compose.Container{ctr("a", "web", "running", "unhealthy", "Up 9 seconds (unhealthy)", 0)},
 		ins: []compose.Inspected{{ID: "a", Name: "monky-web-1", Service: "web", State: "running", Health: "unhealthy"}},
@@ -259,7 +256,6 @@ func containerIDsOf(cs []compose.Container, service string) []string {
 // and have run since before it keeps its restart count without an inspection; any
 // other service is inspected.
 func TestObserveAfter(t *testing.T) {
-	t.Parallel()
 	prevAt := time.Now().Add(-time.Minute)
 	prev := compose.Observation{At: prevAt, Services: []compose.ObservedService{
 		{Name: "web", State: "running", Restarts: 4, Containers: []string{"a"}, InspectedAt: prevAt.Add(-5 * time.Minute)},

@@ -15,7 +15,6 @@ import (
 
 // TestParsePSGolden parses the captured shapes of record and compares with goldens.
 func TestParsePSGolden(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		file  string
 		count int
@@ -42,7 +41,6 @@ func TestParsePSGolden(t *testing.T) {
 // TestParsePSShapesAgree: the same project printed by compose 2.20 and 2.21 gives the
 // same services, states, health and exit codes.
 func TestParsePSShapesAgree(t *testing.T) {
-	t.Parallel()
 	read := func(name string) []Container {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		require.NoError(t, err)
@@ -112,7 +110,6 @@ var parsePSCases = []struct {
 }
 
 func TestParsePS(t *testing.T) {
-	t.Parallel()
 	for _, tc := range parsePSCases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParsePS([]byte(tc.in))
@@ -129,7 +126,6 @@ func TestParsePS(t *testing.T) {
 
 // TestParsePSErrorsHideContent: an error never quotes what ps printed.
 func TestParsePSErrorsHideContent(t *testing.T) {
-	t.Parallel()
 	for _, in := range []string{`{"ID":"s3cr3t-value"`, `{"ID":"a","ExitCode":"s3cr3t-value"}`, `s3cr3t-value`, `["s3cr3t-value"]`} {
 		_, err := ParsePS([]byte(in))
 		require.Error(t, err)

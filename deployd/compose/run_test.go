@@ -18,7 +18,6 @@ import (
 // code an up (or any command of Kind ErrApplyFailed) reports: the exit status
 // first, then who killed it.
 func TestEndingResult(t *testing.T) {
-	t.Parallel()
 	exit1 := exitError(t, 1)
 	for _, tc := range []struct {
 		name string
@@ -92,7 +91,6 @@ func exitError(t *testing.T, code int) error {
 // TestPullErrorOfAKill: a pull that did not exit by itself is DOCKER_TIMEOUT when the
 // agent's bound passed or a signal killed it; a cancelled one stays a cancel.
 func TestPullErrorOfAKill(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		e    ending

@@ -12,7 +12,6 @@ import (
 )
 
 func TestTailBuffer(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		limit       int
@@ -46,7 +45,6 @@ func TestTailBuffer(t *testing.T) {
 // TestTailBufferBounded: a chatty writer never grows the buffer past 2×limit, and
 // the tail is always the last bytes written.
 func TestTailBufferBounded(t *testing.T) {
-	t.Parallel()
 	const limit = 1000
 	b := newTailBuffer(limit)
 	var all bytes.Buffer
@@ -63,7 +61,6 @@ func TestTailBufferBounded(t *testing.T) {
 }
 
 func TestCapBuffer(t *testing.T) {
-	t.Parallel()
 	c := &capBuffer{max: 4}
 	_, err := c.Write([]byte("abc"))
 	require.NoError(t, err)
@@ -77,7 +74,6 @@ func TestCapBuffer(t *testing.T) {
 // chunks it comes in; \r (a progress redraw) ends a line too; blank lines are
 // skipped, long lines cut, and past maxLoggedLines lines are only counted.
 func TestLineLog(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		chunks []string
