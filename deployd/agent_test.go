@@ -19,6 +19,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -28,6 +29,7 @@ import (
 // TestApplyNoneDown walks a box through its life: self-bootstrap, apply, apply of the
 // live sha (no lease), none, and down with purge on a dev tier (-v).
 func TestApplyNoneDown(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 
@@ -95,6 +97,7 @@ func TestApplyNoneDown(t *testing.T) {
 }
 
 func TestProdNeverPurges(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{env: "env-prod-03"})
 	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
@@ -120,6 +123,7 @@ func sampleWith(edit func(bn *faketenancy.BundleSpec)) func(b *box) []byte {
 // TestRefusalsCostNoLease: every refusal code reaches a failed report, and no lease
 // and no OpenBao login are spent on a refused bundle.
 func TestRefusalsCostNoLease(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		code   codes.Code
@@ -213,6 +217,7 @@ func serveBundle(b *box, data []byte) {
 // TestFailedSHAMemoryAndRetry: a sha that failed is re-reported without a download or
 // a lease, until tenancy asks with retry.
 func TestFailedSHAMemoryAndRetry(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.refusePrivileged()
 	downloads := b.TenancyCalls("/v1/agent/bundles/")
@@ -234,6 +239,7 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 // TestRollbackNeedsExplicitFlag: a lower serial is refused unless the check-in makes
 // the rollback explicit.
 func TestRollbackNeedsExplicitFlag(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	older := b.refuseRollback()
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"), "only the lease of serial 5: the refusal costs none")
@@ -250,6 +256,7 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 // the compose file) makes compose see a new bind source, so the container using it is
 // recreated with the new content.
 func TestChangedConfigFileReachesContainers(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	first := b.applySample(1)
 	second := faketenancy.SampleApp(b.Env, 2)
@@ -272,6 +279,7 @@ func TestChangedConfigFileReachesContainers(t *testing.T) {
 // TestRestoreAfterUnhealthy: an unhealthy service after promote restores the previous
 // release, reports failed with the failing service's log lines (redacted), exit 1.
 func TestRestoreAfterUnhealthy(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	good := b.applySample(1)
 
@@ -311,6 +319,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 // TestRestoreUnhealthyIsSaid: when the restored release does not come back healthy
 // either, the report, the outcome and the state say the box is degraded.
 func TestRestoreUnhealthyIsSaid(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	good := b.applySample(1)
 
@@ -335,6 +344,7 @@ func TestRestoreUnhealthyIsSaid(t *testing.T) {
 // TestFirstApplyFailureTakesItDown: with nothing to restore, the failed release is
 // taken down and current removed.
 func TestFirstApplyFailureTakesItDown(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: "Error response from daemon: pull access denied for nginx\n", Exit: 1},
 	}}})
@@ -348,6 +358,7 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	t.Run("lock held is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
 		b.HoldLock()
@@ -433,6 +444,7 @@ func TestEnvMismatchLatch(t *testing.T) {
 }
 
 func TestLeaseShapesAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, shape := range []string{"approle", "wrapped"} {
 		t.Run(shape, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
@@ -449,21 +461,19 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 }
 
 func TestTokenRenewal(t *testing.T) {
-	now := time.Now()
-	clock := &now
-	nowFn := func() time.Time { return *clock }
-	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: nowFn}, now: nowFn})
+	c := deploydtest.NewClock(time.Now())
+	b := newBox(t, boxOptions{stack: &fakestack.Options{TokenTTL: time.Hour, Now: c.Now}, now: c.Now})
 	b.idleTick()
 	assert.Zero(t, b.BaoCalls("renew-self"))
 	// Forty-five minutes later, under a third of the TTL is left: renew.
-	later := now.Add(45 * time.Minute)
-	clock = &later
+	c.Advance(45 * time.Minute)
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
 	assert.Equal(t, 1, b.BaoCalls("renew-self"))
 }
 
 func TestCorruptStateIsMovedAside(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{not json"), 0o600))
@@ -506,6 +516,7 @@ func TestCorruptStateKeepsWhatMustSurvive(t *testing.T) {
 
 // TestPrune keeps keep_releases releases.
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	for serial := int64(1); serial <= 4; serial++ {
 		b.apply(faketenancy.SampleApp(b.Env, serial))
@@ -521,6 +532,7 @@ func TestPrune(t *testing.T) {
 }
 
 func TestStateHoldsNoSecret(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	data, err := os.ReadFile(b.Cfg.StatePath())
@@ -537,6 +549,7 @@ func TestStateHoldsNoSecret(t *testing.T) {
 // timer) execs no docker: the live health and the docker version come from the Engine
 // API, and the version is kept in the state for an hour.
 func TestIdleTickRunsNoSubprocess(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
@@ -589,6 +602,7 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 // TestEnvMismatchAtReportLatches: AGENT_ENV_MISMATCH on the report latches like at the
 // check-in: exit 78, and the next run touches no network.
 func TestEnvMismatchAtReportLatches(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"report": 409}})

@@ -46,6 +46,7 @@ func assertGrantKept(t *testing.T, b *box, want []byte) {
 // not a JWT or has no env_id is refused before any login, UNAUTHENTICATED, naming what
 // is wrong, and kept; so is one OpenBao refuses. Nothing is latched.
 func TestBootstrapChecksTheGrant(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	for name, tc := range map[string]struct {
 		grant func(b *box) string
@@ -201,6 +202,7 @@ func TestBootstrapOfABootstrappedBox(t *testing.T) {
 // another env (latched) is no bootstrapped box: bootstrap logs in with the grant
 // without --force.
 func TestBootstrapOverAnUnusableToken(t *testing.T) {
+	t.Parallel()
 	for name, spoil := range map[string]func(b *box){
 		"revoked": func(b *box) { b.Stack.Bao.InvalidateTokens(b.Env) },
 		"corrupt": func(b *box) { require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 32), 0o600)) },

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	holdfile "github.com/monky/monky-deployd/internal/hold"
@@ -33,11 +33,32 @@ func newerApp(env string, serial int64) faketenancy.BundleSpec {
 
 func bundleDownloads(b *box) int { return b.TenancyCalls("/v1/agent/bundles/") }
 
+// heldBox is a box serving the sample app of serial 1 under a hold of an hour.
+func heldBox(t *testing.T) *box {
+	t.Helper()
+	b := newBox(t, boxOptions{})
+	b.applySample(1)
+	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
+	return b
+}
+
+// deferSample publishes the sample app of serial and runs a tick that must defer it
+// under b's hold, keeping its bundle; it returns the bundle's sha.
+func (b *box) deferSample(serial int64) string {
+	b.T.Helper()
+	sha := b.Publish(faketenancy.SampleApp(b.Env, serial))
+	out, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code)
+	require.Equal(b.T, deployd.DeferHold, out.Deferred)
+	return sha
+}
+
 // TestHoldDefersPreparedNotQueued: under a hold an apply downloads, verifies and
 // pulls once, takes no lease and reports nothing (exit 0); later ticks check in with
 // the deferral and download nothing; once the hold is cleared the next tick applies
 // with one lease and no second download.
 func TestHoldDefersPreparedNotQueued(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	first := b.applySample(1)
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
@@ -100,12 +121,9 @@ func TestHoldDefersPreparedNotQueued(t *testing.T) {
 // TestKeptBundleChangedIsDownloadedAgain: a kept bundle whose bytes changed is not
 // used; the switch downloads it again.
 func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	t.Parallel()
+	b := heldBox(t)
+	sha := b.deferSample(2)
 	kept := filepath.Join(b.Cfg.PreparedDir(), sha+".bundle")
 	data, err := os.ReadFile(kept)
 	require.NoError(t, err)
@@ -113,7 +131,7 @@ func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
 	require.NoError(t, os.WriteFile(kept, data, 0o600))
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
 	downloads := bundleDownloads(b)
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, downloads+1, bundleDownloads(b))
@@ -122,9 +140,8 @@ func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
 
 // TestOverrideHold: tenancy's override_hold applies under a hold.
 func TestOverrideHold(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
+	t.Parallel()
+	b := heldBox(t)
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, OverrideHold: true})
 	out, code := b.tick()
@@ -136,9 +153,8 @@ func TestOverrideHold(t *testing.T) {
 
 // TestDownIsNotDeferred: a down is the console's decision; a hold does not defer it.
 func TestDownIsNotDeferred(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
+	t.Parallel()
+	b := heldBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "down"})
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
@@ -150,6 +166,7 @@ func TestDownIsNotDeferred(t *testing.T) {
 // TestHostileHoldFilesAreIgnored: a hold file the agent must not trust is refused
 // with a message that says why, and the box applies as without a hold.
 func TestHostileHoldFilesAreIgnored(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, p string)
@@ -184,40 +201,23 @@ func TestHostileHoldFilesAreIgnored(t *testing.T) {
 	}
 }
 
-// clock is a settable clock for an agent and its fakes.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 // TestHoldIsCutToMax: a hold longer than holds.max ends holds.max after it was set.
 func TestHoldIsCutToMax(t *testing.T) {
+	t.Parallel()
 	start := time.Now().Truncate(time.Second)
-	c := &clock{t: start}
+	c := deploydtest.NewClock(start)
 	b := newBox(t, boxOptions{stack: &fakestack.Options{Now: c.Now}, now: c.Now,
 		config: func(cfg *deployd.Config) { cfg.Holds.Max = deployd.Duration(time.Hour) }})
 	b.applySample(1)
 	setHold(t, b, start, start.Add(5*time.Hour))
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	c.Set(start.Add(59 * time.Minute))
+	c.Advance(59 * time.Minute)
 	out, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 	assert.Equal(t, deployd.DeferHold, out.Deferred)
 	require.NotNil(t, b.State().Deferral)
 	assert.True(t, start.Add(time.Hour).Equal(b.State().Deferral.Until), "the end is set_at + holds.max")
-	c.Set(start.Add(61 * time.Minute))
+	c.Advance(2 * time.Minute) // 61 minutes after start
 	out, code = b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 	assert.Empty(t, out.Deferred)
@@ -228,6 +228,7 @@ func TestHoldIsCutToMax(t *testing.T) {
 // (the check-in says when the next opens) and one inside applies; a window across
 // midnight is open after midnight; a DST change moves the wall-clock window with it.
 func TestWindows(t *testing.T) {
+	t.Parallel()
 	loc, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Skip("no tzdata:", err)
@@ -250,7 +251,7 @@ func TestWindows(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &clock{t: tt.now}
+			c := deploydtest.NewClock(tt.now)
 			b := newBox(t, boxOptions{stack: &fakestack.Options{Now: c.Now, TokenTTL: 96 * time.Hour}, now: c.Now, config: func(cfg *deployd.Config) {
 				cfg.Windows = []deployd.WindowConfig{{Days: "mon-fri", From: "19:00", To: "07:00", TZ: "Europe/Berlin"}}
 			}})
@@ -273,7 +274,7 @@ func TestWindows(t *testing.T) {
 			assert.Equal(t, "window", d.Why)
 			assert.True(t, tt.next.Equal(d.Until), "next opening %s, want %s", d.Until, tt.next)
 			// The window opens: the next tick applies.
-			c.Set(tt.next.Add(time.Minute))
+			c.Advance(tt.next.Add(time.Minute).Sub(c.Now()))
 			out, code = b.tick()
 			require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 			assert.Empty(t, out.Deferred)
@@ -287,16 +288,13 @@ func TestWindows(t *testing.T) {
 // lease call answers 503) leaves the kept bundle: the next tick switches from it, with
 // no second download; once the release is live and healthy, the kept copy is gone.
 func TestSwitchEndingOn75KeepsTheBundle(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
-	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	t.Parallel()
+	b := heldBox(t)
+	sha := b.deferSample(2)
 	downloads := bundleDownloads(b)
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"lease": 503}})
-	_, code = b.tick()
+	_, code := b.tick()
 	require.Equal(t, deployd.ExitTemporary, code)
 	assert.FileExists(t, filepath.Join(b.Cfg.PreparedDir(), sha+".bundle"), "kept for the next try")
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})

@@ -73,6 +73,7 @@ func TestDockerEnvNamesNoFake(t *testing.T) {
 // context's meta.json. Were the context ignored, the reads would go to
 // /var/run/docker.sock and the live health would not be the fake's.
 func TestReadsTheDockerContext(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	cfgDir := filepath.Join(b.Dir, "docker-config")
 	sum := sha256.Sum256([]byte("laptop"))
@@ -122,6 +123,7 @@ func dockerDownEnv(b *box) []string {
 // against the sha, and the first tick after docker is back applies with one lease,
 // without a retry from tenancy.
 func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	down := b.NewAgent(deployd.Options{DockerEnv: dockerDownEnv(b)})
@@ -151,6 +153,7 @@ func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
 // the 5 s bound of the check before the lease, is DOCKER_TIMEOUT, not "cannot be
 // reached": exit 75, no lease, no report, nothing remembered; the next tick applies.
 func TestDockerTooSlowBeforeTheLeaseIsTemporary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out the 5 s bound of docker's answer before the lease")
 	}
@@ -169,16 +172,14 @@ func TestDockerTooSlowBeforeTheLeaseIsTemporary(t *testing.T) {
 	assert.NotContains(t, b.Logs.String(), "docker cannot be reached")
 
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{}))
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, sha, b.Live())
-	assert.Equal(t, 1, b.Leases())
+	b.tickApplies(sha, 1)
 }
 
 // TestDockerDownAtComposeUpIsTheBoxs: docker that goes away between the check and
 // compose up spends the lease it took, but the failure is the box's: reported as
 // DOCKER_UNAVAILABLE, not remembered, and the next tick applies with one more lease.
 func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
 		"up": {Stderr: daemonDown, Exit: 1, FailTimes: 1},
 	}}})
@@ -189,15 +190,13 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 	assert.Equal(t, "DOCKER_UNAVAILABLE", b.LastReport().Code)
 	assert.Empty(t, b.State().Failed)
 
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, first, b.Live())
-	assert.Equal(t, 2, b.Leases(), "at most one extra lease")
+	b.tickApplies(first, 2) // at most one extra lease
 }
 
 // TestDockerDownAfterPromoteRestores: a box fault after promote still puts the
 // previous release back.
 func TestDockerDownAfterPromoteRestores(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	first := b.applySample(1)
 

@@ -12,13 +12,19 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
-// exampleBox is a box of the examples: the fake OpenBao and tenancy, a config in a
-// temporary directory and the grant beside it, and an agent; close ends them all.
-func exampleBox(ctx context.Context) (agent *deployd.Agent, ten *faketenancy.Server, closeAll func(), err error) {
+// withExampleBox runs example on a box of the examples: the fake OpenBao and tenancy,
+// a config in a temporary directory and the grant beside it, and an agent, with a
+// context of ten seconds; it prints the error example (or the box) ends on, and ends
+// them all.
+func withExampleBox(example func(ctx context.Context, agent *deployd.Agent, ten *faketenancy.Server) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	bao := fakebao.New(fakebao.Options{})
-	ten = faketenancy.New(faketenancy.Options{Authority: bao})
+	defer bao.Close()
+	ten := faketenancy.New(faketenancy.Options{Authority: bao})
+	defer ten.Close()
 	dir, _ := os.MkdirTemp("", "deployd-example-")
-	closeFakes := func() { ten.Close(); bao.Close(); _ = os.RemoveAll(dir) }
+	defer os.RemoveAll(dir)
 	cfg, err := deployd.ParseConfig("config.yaml", fmt.Appendf(nil, `env_id: env-dev-01
 deploy_dir: %[1]s/srv
 state_dir: %[1]s/state
@@ -32,29 +38,27 @@ bao:
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "grant.jwt"), []byte(bao.MintGrant("env-dev-01")), 0o600)
 	}
+	var agent *deployd.Agent
 	if err == nil {
 		agent, err = deployd.New(ctx, cfg, deployd.Options{DockerEnv: []string{"PATH=/nonexistent"}})
 	}
-	if err != nil {
-		closeFakes()
-		return nil, nil, nil, err
+	if err == nil {
+		err = example(ctx, agent, ten)
+		_ = agent.Close()
 	}
-	return agent, ten, func() { _ = agent.Close(); closeFakes() }, nil
+	if err != nil {
+		fmt.Println(err)
+	}
 }
 
 // Example runs one tick of a box against the fake tenancy and OpenBao: the box
 // bootstraps itself from its grant and checks in; tenancy has nothing for it.
 func Example() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	agent, _, closeAll, err := exampleBox(ctx)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer closeAll()
-	out, err := agent.Tick(ctx)
-	fmt.Println("action:", out.Action, "exit:", deployd.ExitCode(err))
+	withExampleBox(func(ctx context.Context, agent *deployd.Agent, _ *faketenancy.Server) error {
+		out, err := agent.Tick(ctx)
+		fmt.Println("action:", out.Action, "exit:", deployd.ExitCode(err))
+		return nil
+	})
 	// Output: action: none exit: 0
 }
 
@@ -62,36 +66,27 @@ func Example() {
 // tick bootstraps the box (plan never logs into OpenBao), then tenancy publishes a
 // bundle and the plan lists its services as added, without a lease.
 func ExampleAgent_Plan() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	agent, ten, closeAll, err := exampleBox(ctx)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer closeAll()
-	if _, err := agent.Tick(ctx); err != nil { // bootstraps; nothing to do yet
-		fmt.Println(err)
-		return
-	}
-	b, err := faketenancy.BuildBundle(faketenancy.SampleApp("env-dev-01", 1))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if _, _, err := ten.PublishBundle("env-dev-01", b.Data); err != nil {
-		fmt.Println(err)
-		return
-	}
-	p, err := agent.Plan(ctx)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, s := range p.Services {
-		fmt.Println(s.Name, s.Change)
-	}
-	fmt.Println("changes:", p.Changes, "leases:", len(ten.Leases("env-dev-01")))
+	withExampleBox(func(ctx context.Context, agent *deployd.Agent, ten *faketenancy.Server) error {
+		if _, err := agent.Tick(ctx); err != nil { // bootstraps; nothing to do yet
+			return err
+		}
+		b, err := faketenancy.BuildBundle(faketenancy.SampleApp("env-dev-01", 1))
+		if err != nil {
+			return err
+		}
+		if _, _, err := ten.PublishBundle("env-dev-01", b.Data); err != nil {
+			return err
+		}
+		p, err := agent.Plan(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range p.Services {
+			fmt.Println(s.Name, s.Change)
+		}
+		fmt.Println("changes:", p.Changes, "leases:", len(ten.Leases("env-dev-01")))
+		return nil
+	})
 	// Output:
 	// migrate added
 	// web added

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
@@ -20,6 +21,10 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
+
+// The tests of a box (or of anything else that waits) call t.Parallel: every box has
+// its own directory, fakes and fake docker, and the agent reads no process state. A
+// test that runs in a few milliseconds stays serial, as it would gain nothing.
 
 // box is one box under test (testbox.Box: the fakes, the fake docker, a config built
 // from DefaultConfig in a temporary directory) with an in-process agent whose log goes
@@ -167,6 +172,16 @@ func (b *box) apply(bn faketenancy.BundleSpec) string {
 	_, code := b.tick()
 	require.Equal(b.T, deployd.ExitOK, code)
 	return sha
+}
+
+// tickApplies runs a tick that must apply sha: exit 0, sha live, and leases leases
+// granted to the box in all.
+func (b *box) tickApplies(sha string, leases int) {
+	b.T.Helper()
+	out, code := b.tick()
+	require.Equal(b.T, deployd.ExitOK, code, "%+v", out)
+	assert.Equal(b.T, sha, b.Live())
+	assert.Equal(b.T, leases, b.Leases())
 }
 
 // applySample applies the sample app of serial; it returns the bundle's sha.

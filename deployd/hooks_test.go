@@ -58,6 +58,7 @@ func unhealthy(sha string) map[string]map[string]fakedocker.Service {
 // after the switch is not restored: it stays live as compose left it, the report and
 // status say so and that a person decides; the same release marked safe is restored.
 func TestRestoreSafety(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		restore  string
 		restored bool
@@ -121,6 +122,7 @@ func TestRestoreSafety(t *testing.T) {
 // spent, reported as HOOK_FAILED with its output redacted, remembered against the
 // sha.
 func TestBeforeHookFails(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	good := b.applySample(1)
 	idsBefore := liveContainerIDs(t, b)
@@ -186,6 +188,7 @@ func liveContainerIDs(t *testing.T, b *box) string {
 // TestBeforeHookLater: exit 75 is "try again later": exit 75, no report, nothing
 // held; the next tick runs the hook again under the same lease and applies.
 func TestBeforeHookLater(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	good := b.applySample(1)
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Hooks: map[string]fakedocker.Hook{
@@ -214,6 +217,7 @@ func TestBeforeHookLater(t *testing.T) {
 // unhealthy: restored when the release says restore is safe, left for a person when
 // it says unsafe.
 func TestAfterHookFailure(t *testing.T) {
+	t.Parallel()
 	for _, restore := range []string{"safe", "unsafe"} {
 		t.Run(restore, func(t *testing.T) {
 			b := newBox(t, boxOptions{})
@@ -241,6 +245,7 @@ func TestAfterHookFailure(t *testing.T) {
 // TestAfterHookRunsOnceHealthy: the smoke test runs after the health wait, and an
 // applied release ran it.
 func TestAfterHookRunsOnceHealthy(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.apply(hookApp(b.Env, 1, "", afterHook(faketenancy.HookSpec{Service: "smoke"})))
 	assert.Equal(t, sha, b.Live())
@@ -264,11 +269,12 @@ func TestAfterHookRunsOnceHealthy(t *testing.T) {
 // TestHookTimeout: a hook that does not finish within its timeout fails, and its
 // container is removed.
 func TestHookTimeout(t *testing.T) {
-	b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "10s"}}}})
-	start := time.Now()
+	t.Parallel()
+	b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "60s"}}}})
 	b.Publish(hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: "backup", TimeoutSeconds: 1})))
+	start := time.Now()
 	out, code := b.tick()
-	assert.Less(t, time.Since(start), 8*time.Second)
+	assert.Less(t, time.Since(start), 25*time.Second, "the hook's 1s timeout ends it, not its 60s (nor the tick's own 30s bound)")
 	assert.Equal(t, deployd.ExitFailed, code)
 	assert.Equal(t, codes.HookFailed, out.Code)
 	assert.Contains(t, b.LastReport().Detail, "did not finish within 1s; its container was removed")
@@ -278,25 +284,33 @@ func TestHookTimeout(t *testing.T) {
 	assert.Equal(t, "", b.Live())
 }
 
+// tickStoppedInAHook runs a tick that is stopped (its context cancelled) once docker
+// runs a hook; it must end 75.
+func (b *box) tickStoppedInAHook() {
+	b.T.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for len(b.DockerCalls("run")) == 0 && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := b.agent.Tick(ctx)
+	require.Equal(b.T, deployd.ExitTemporary, deployd.ExitCode(err))
+}
+
 // TestHookInterrupted: a tick stopped in a hook leaves it recorded as running; the
 // next tick goes on under the same lease, removes its container and runs it again
 // only when the release marks it repeatable, else reports HOOK_INTERRUPTED.
 func TestHookInterrupted(t *testing.T) {
+	t.Parallel()
 	for _, repeatable := range []bool{true, false} {
 		t.Run(map[bool]string{true: "repeatable", false: "once"}[repeatable], func(t *testing.T) {
 			b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "20s"}}}})
 			b.idleTick()
 			sha := b.Publish(hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: "backup", Repeatable: repeatable})))
-			ctx, cancel := context.WithCancel(context.Background())
-			go func() {
-				for len(b.DockerCalls("run")) == 0 {
-					time.Sleep(20 * time.Millisecond)
-				}
-				cancel()
-			}()
-			_, err := b.agent.Tick(ctx)
-			cancel()
-			require.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err))
+			b.tickStoppedInAHook()
 			st := b.State()
 			require.NotNil(t, st.Hooks)
 			require.NotNil(t, st.Hooks.Running, "the hook is recorded as running")
@@ -326,6 +340,7 @@ func TestHookInterrupted(t *testing.T) {
 // TestPlanShowsHooks: plan names the hooks an apply would run and whether a failure
 // after the switch would be restored, and runs none of them.
 func TestPlanShowsHooks(t *testing.T) {
+	t.Parallel()
 	b := planBox(t)
 	b.applySample(1)
 	b.Publish(hookApp(b.Env, 2, "unsafe", &faketenancy.HooksSpec{
@@ -359,6 +374,7 @@ func TestPlanShowsHooks(t *testing.T) {
 // TestHookInvalidCostsNoLease: a manifest whose hook names a missing or a
 // long-running service is refused before the lease with HOOK_INVALID, and held.
 func TestHookInvalidCostsNoLease(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, service, detail string }{
 		{"missing", "restore-db", "hook service restore-db is not a service of the compose files"},
 		{"long-running", "web", "hook service web is not behind the monky-hooks profile"},
@@ -384,19 +400,11 @@ func TestHookInvalidCostsNoLease(t *testing.T) {
 // TestStaleHookOfAnotherSHA: a hook a crash left running, of a sha tenancy no longer
 // asks for, has its container removed when the next sha's hooks run.
 func TestStaleHookOfAnotherSHA(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "20s"}}}})
 	b.idleTick()
 	b.Publish(hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: "backup"})))
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for len(b.DockerCalls("run")) == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		cancel()
-	}()
-	_, err := b.agent.Tick(ctx)
-	cancel()
-	require.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err))
+	b.tickStoppedInAHook()
 	stale := b.State().Hooks.Running.Container
 
 	require.NoError(t, b.Docker.SetScript(nil))

@@ -22,6 +22,7 @@ import (
 // OpenBao sealed, an apply exits 75 before the lease instead of spending one on a
 // login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
 func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	b.Stack.Bao.SetSealed(true)
@@ -48,6 +49,7 @@ func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 // as failed, and the next tick leases again and applies it without a retry from
 // tenancy.
 func TestSupersededGrant(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
@@ -111,6 +113,7 @@ func (f *flakyBao) RoundTrip(req *http.Request) (*http.Response, error) {
 // instead of asking again: one publish, one lease. The report ends the record. A
 // record whose expiry passed is not used.
 func TestOnePublishOneLease(t *testing.T) {
+	t.Parallel()
 	for _, expired := range []bool{false, true} {
 		t.Run(map[bool]string{false: "within the lease", true: "after its expiry"}[expired], func(t *testing.T) {
 			b := newBox(t, boxOptions{})
@@ -162,6 +165,7 @@ func (errBody) Close() error             { return nil }
 // before sending it, and the next tick asks again under the same id: tenancy answers
 // with the same lease, and the publish costs one lease.
 func TestLeaseAnswerLostInTransit(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.idleTick()
 	lost := 0
@@ -208,6 +212,7 @@ func TestLeaseAnswerLostInTransit(t *testing.T) {
 // would cost a second one at the next tick. A login that keeps failing ends the tick
 // 75 after loginAttempts.
 func TestLoginRetriedUnderOneLease(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		failLogins int
 		want       int

@@ -18,6 +18,7 @@ import (
 // release's health; a container that dies later turns it unhealthy, and the tick that
 // sees it takes no lease, runs no compose command and reports nothing: it only tells.
 func TestLiveHealthInEveryCheckin(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code)
@@ -66,6 +67,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 
 // TestLiveHealthWhenDockerCannotBeAsked: the check-in goes out with a reason.
 func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
@@ -85,6 +87,7 @@ func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 // (ssh here; the fake docker CLI ignores it), the agent reads through docker compose
 // ps and docker inspect, and the live health is the same.
 func TestLiveHealthThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	var env []string
 	for _, kv := range b.Docker.Env() {
@@ -109,6 +112,7 @@ func TestLiveHealthThroughTheCLI(t *testing.T) {
 // release came up stays ready when exited 0; a service that stops with exit 0 later
 // (docker compose stop, a reboot without a restart policy) is not ready.
 func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	done := fakedocker.State{State: "exited", ExitCode: 0}
@@ -140,6 +144,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 // repaired) has no record of the live release's services; the check-in reads them from
 // the release and records them, so that a service with no container is "missing".
 func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	b.editState(func(raw map[string]any) {
@@ -157,6 +162,7 @@ func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 // release is apply of the same sha with retry: the agent runs compose up on it again,
 // without a new lease, and reports what it finds.
 func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.applySample(1)
 	leases, ups := b.Leases(), len(b.DockerCalls("up"))
@@ -178,6 +184,7 @@ func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 // service with no name, from a hand-edited state.json) is replaced by a reason, and the
 // check-in goes out.
 func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.applySample(1)
 	b.editState(func(raw map[string]any) {
@@ -210,6 +217,7 @@ func TestEngineVersionIsChecked(t *testing.T) {
 // crash-loops can be seen running at every check-in; a restart count that rose since
 // the last one makes it not ready for that check-in.
 func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "none"})

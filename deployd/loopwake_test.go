@@ -11,9 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	holdfile "github.com/monky/monky-deployd/internal/hold"
+	"github.com/monky/monky-deployd/internal/testbox"
 )
 
 // sleepyLoop runs Agent.Loop with a monotonic timer that never fires after the first
@@ -38,7 +40,7 @@ func (l *sleepyLoop) poll() {
 	case <-time.After(10 * time.Second):
 		l.t.Fatal("the loop does not wait for a poll")
 	}
-	testWaitFor(l.t, func() bool { return l.looks.Load() > n || l.exited.Load() })
+	testbox.WaitFor(l.t, 10*time.Second, "the loop to take the poll", func() bool { return l.looks.Load() > n || l.exited.Load() })
 }
 
 func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int32) *sleepyLoop {
@@ -72,17 +74,8 @@ func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int
 			},
 		})
 	}()
-	testWaitFor(t, func() bool { return l.ticks.Load() == 1 })
+	testbox.WaitFor(t, 10*time.Second, "the first tick", func() bool { return l.ticks.Load() == 1 })
 	return l
-}
-
-func testWaitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "timed out")
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestLoopChecksInAfterAWake: a loop whose pause spans a 2-hour sleep (the monotonic
@@ -90,13 +83,13 @@ func testWaitFor(t *testing.T, cond func() bool) {
 // within WakePoll (under 5 s); before the wall clock passes the tick's time, polls
 // do not tick.
 func TestLoopChecksInAfterAWake(t *testing.T) {
-	c := &clock{t: time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC)}
+	c := deploydtest.NewClock(time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC))
 	b := newBox(t, boxOptions{now: c.Now})
 	l := startSleepyLoop(t, b, time.Minute, 2)
 	l.poll()
 	l.poll()
 	assert.Equal(t, int32(1), l.ticks.Load(), "awake and within the interval: no tick")
-	c.Set(c.Now().Add(2 * time.Hour)) // the lid was closed for two hours
+	c.Advance(2 * time.Hour) // the lid was closed for two hours
 	l.poll()
 	select {
 	case code := <-l.done:
@@ -112,7 +105,8 @@ func TestLoopChecksInAfterAWake(t *testing.T) {
 // TestLoopWakesOnHoldClear: clearing a hold ends the loop's pause (an hour long) at
 // the first poll at least 10 s after the tick before: the switch starts at once.
 func TestLoopWakesOnHoldClear(t *testing.T) {
-	c := &clock{t: time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC)}
+	t.Parallel()
+	c := deploydtest.NewClock(time.Date(2026, 12, 4, 13, 0, 0, 0, time.UTC))
 	b := newBox(t, boxOptions{now: c.Now})
 	require.NoError(t, holdfile.Write(b.Cfg.Holds.Dir, holdfile.Hold{Owner: "alice", UID: os.Getuid(), Reason: "demo", SetAt: c.Now(), Until: c.Now().Add(time.Hour)}))
 	l := startSleepyLoop(t, b, time.Hour, 2)
@@ -121,7 +115,7 @@ func TestLoopWakesOnHoldClear(t *testing.T) {
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
 	l.poll() // sees the change, 0 s after the tick: not before 10 s
 	assert.Equal(t, int32(1), l.ticks.Load(), "toggling a hold cannot make the box check in more than every 10 s")
-	c.Set(c.Now().Add(11 * time.Second))
+	c.Advance(11 * time.Second)
 	l.poll()
 	select {
 	case <-l.done:
@@ -135,9 +129,10 @@ func TestLoopWakesOnHoldClear(t *testing.T) {
 // while it lasts, but not once its expiry passed while the machine slept (judged by
 // the wall clock): the tick asks for a new lease.
 func TestLeaseExpiredDuringSleepIsNotUsed(t *testing.T) {
+	t.Parallel()
 	for _, slept := range []time.Duration{0, 2 * time.Hour} {
 		t.Run(slept.String(), func(t *testing.T) {
-			c := &clock{t: time.Now().Truncate(time.Second)}
+			c := deploydtest.NewClock(time.Now().Truncate(time.Second))
 			b := newBox(t, boxOptions{now: c.Now, stack: &fakestack.Options{Now: c.Now, TokenTTL: 24 * time.Hour}})
 			b.idleTick()
 			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -145,7 +140,7 @@ func TestLeaseExpiredDuringSleepIsNotUsed(t *testing.T) {
 			b.editState(func(raw map[string]any) {
 				raw["lease"] = map[string]any{"sha": sha, "at": c.Now().Format(time.RFC3339), "expires_at": expires.Format(time.RFC3339)}
 			})
-			c.Set(c.Now().Add(slept))
+			c.Advance(slept)
 			_, code := b.tick()
 			require.Equal(t, deployd.ExitOK, code, b.Logs.String())
 			assert.Equal(t, sha, b.Live())

@@ -15,6 +15,7 @@ import (
 // running and status says since when tenancy was not reached; the first check-in
 // answered clears it and converges the box without a console action.
 func TestOfflineStatus(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	first := b.applySample(1)
 	reached := b.State().LastCheckin

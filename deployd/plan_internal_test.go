@@ -63,6 +63,7 @@ func goldenPlan(t *testing.T) Plan {
 }
 
 func TestPlanGolden(t *testing.T) {
+	t.Parallel()
 	p := goldenPlan(t)
 	golden.Assert(t, "plan/plan.txt", []byte(p.Text()))
 	data, err := json.MarshalIndent(p, "", "  ")

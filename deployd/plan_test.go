@@ -22,9 +22,7 @@ import (
 func planBox(t *testing.T) *box {
 	t.Helper()
 	b := newBox(t, boxOptions{})
-	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.idleTick()
 	return b
 }
 
@@ -68,16 +66,8 @@ func assertNoValues(t *testing.T, p deployd.Plan, values ...string) {
 	}
 }
 
-// applied publishes spec and applies it with a tick.
-func (b *box) applied(spec faketenancy.BundleSpec) string {
-	b.T.Helper()
-	sha := b.Publish(spec)
-	_, code := b.tick()
-	require.Equal(b.T, deployd.ExitOK, code, b.Logs.String())
-	return sha
-}
-
 func TestPlan(t *testing.T) {
+	t.Parallel()
 	t.Run("nothing live: every service is added, no lease, no report", func(t *testing.T) {
 		b := planBox(t)
 		reports := len(b.Stack.Tenancy.Reports(b.Env))
@@ -104,7 +94,7 @@ func TestPlan(t *testing.T) {
 	})
 	t.Run("the live bundle: nothing changes", func(t *testing.T) {
 		b := planBox(t)
-		sha := b.applied(faketenancy.SampleApp(b.Env, 1))
+		sha := b.apply(faketenancy.SampleApp(b.Env, 1))
 		leases := b.Leases()
 		p, err := b.plan()
 		require.NoError(t, err)
@@ -115,29 +105,29 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, leases, b.Leases())
 		assert.Empty(t, p.Notes, "nothing to pull, nothing to note")
 	})
-	t.Run("none: nothing changes, the live services are kept", func(t *testing.T) {
-		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
-		b.SetDesired(faketenancy.Desired{Action: "none"})
-		p, err := b.plan()
-		require.NoError(t, err)
-		assert.Equal(t, "none", p.Action)
-		assert.False(t, p.Changes)
-		assert.Equal(t, deployd.PlanSummary{Kept: 2}, p.Summary)
-	})
-	t.Run("down: every live service is removed", func(t *testing.T) {
-		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
-		b.SetDesired(faketenancy.Desired{Action: "down"})
-		p, err := b.plan()
-		require.NoError(t, err)
-		assert.True(t, p.Changes)
-		assert.Equal(t, deployd.PlanSummary{Removed: 2}, p.Summary)
-		assert.NotEmpty(t, b.Live(), "plan takes nothing down")
-	})
+	for _, tc := range []struct {
+		name, action string
+		changes      bool
+		summary      deployd.PlanSummary
+	}{
+		{"none: nothing changes, the live services are kept", "none", false, deployd.PlanSummary{Kept: 2}},
+		{"down: every live service is removed", "down", true, deployd.PlanSummary{Removed: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := planBox(t)
+			b.apply(faketenancy.SampleApp(b.Env, 1))
+			b.SetDesired(faketenancy.Desired{Action: tc.action})
+			p, err := b.plan()
+			require.NoError(t, err)
+			assert.Equal(t, tc.action, p.Action)
+			assert.Equal(t, tc.changes, p.Changes)
+			assert.Equal(t, tc.summary, p.Summary)
+			assert.NotEmpty(t, b.Live(), "plan takes nothing down")
+		})
+	}
 	t.Run("image change: recreated with the reason", func(t *testing.T) {
 		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
+		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "busybox:1.36", "busybox:1.37", 1)
 		spec.Files["config/app.toml"] = faketenancy.SampleApp(b.Env, 1).Files["config/app.toml"]
@@ -159,7 +149,7 @@ func TestPlan(t *testing.T) {
 	})
 	t.Run("env var value change: recreated naming the var only", func(t *testing.T) {
 		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
+		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Vars["LOG_LEVEL"] = "debug-value-7731"
 		b.Publish(spec)
@@ -181,7 +171,7 @@ func TestPlan(t *testing.T) {
 	})
 	t.Run("added and removed services", func(t *testing.T) {
 		b := planBox(t)
-		b.applied(faketenancy.SampleApp(b.Env, 1))
+		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "  migrate:", "  worker:", 1)
 		b.Publish(spec)

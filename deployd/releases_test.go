@@ -20,6 +20,7 @@ import (
 // remedy docs/OPERATIONS.md names ("roll back explicitly from the console, which sets
 // rollback"); the refusal was about the missing flag, not about the sha.
 func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	older := b.refuseRollback()
 
@@ -54,6 +55,7 @@ func TestRestoreDegraded(t *testing.T) {
 // serial of the release it took down (tenancy.Report's doc), and "" and 0 when nothing
 // was live.
 func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.applySample(3)
 	require.Equal(t, sha, b.Live())
@@ -83,6 +85,7 @@ func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 // two renames must not cost the box that release (it may be the previous one, the
 // restore target): the next tick's repair puts it back.
 func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	first := b.applySample(1)
 	b.applySample(2)
@@ -107,6 +110,7 @@ func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 // (compose hashes a config by name only: docs/ARCHITECTURE.md "Configs and
 // secrets"); a release without configs gets none, and compose sees its files alone.
 func TestConfigsGetTheLabelsFile(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	withConfigs := b.apply(faketenancy.BundleSpec{EnvID: b.Env, Serial: 1, Files: map[string]string{
 		"compose.yaml": "services:\n  web:\n    image: nginx:1.27\n    configs: [app]\n  plain:\n    image: nginx:1.27\nconfigs:\n  app:\n    file: ./app.conf\n",

@@ -18,6 +18,7 @@ import (
 // TestReportDetailIsBounded: the report's detail (and the state's copy of it) is
 // bounded like the tail, and stays valid UTF-8 where it is cut.
 func TestReportDetailIsBounded(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	bn := faketenancy.SampleApp(b.Env, 1)
 	var c strings.Builder
@@ -86,6 +87,7 @@ func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
 // TestRefusedBundleIsTheLastFailure: a sha that fails on the box is the run's failure
 // with its code.
 func TestRefusedBundleIsTheLastFailure(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.refusePrivileged()
 	st := b.State()

@@ -81,15 +81,10 @@ func (b *box) applySigned(r renderer, serial int64) string {
 	return sha
 }
 
-// downloads counts the downloads of the bundle sha (not its signature).
+// downloads counts the downloads of the bundle sha: the requests under its path
+// (GET /v1/agent/bundles/<sha>, and its signature) but its signature's.
 func (b *box) downloads(sha string) int {
-	n := 0
-	for _, r := range b.Stack.Tenancy.Requests() {
-		if r.Path == "/v1/agent/bundles/"+sha {
-			n++
-		}
-	}
-	return n
+	return b.TenancyCalls("/v1/agent/bundles/"+sha) - b.signatureCalls(sha)
 }
 
 // signatureCalls counts the signature calls for sha.
@@ -119,6 +114,7 @@ func (b *box) requireSignatureRefusal(out deployd.Outcome, exit int, sha string,
 }
 
 func TestSignedBundleApplies(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.publishSigned(r, 1)
@@ -147,6 +143,7 @@ func TestSignedBundleApplies(t *testing.T) {
 }
 
 func TestSignatureRefusals(t *testing.T) {
+	t.Parallel()
 	r, stranger := newRenderer(t, 1), newRenderer(t, 2)
 	tests := []struct {
 		name string
@@ -208,6 +205,7 @@ func TestSignatureRefusals(t *testing.T) {
 // A refusal is not remembered: publishing the signature mends the sha at the next
 // tick, without a retry from tenancy.
 func TestSignatureAddedLaterApplies(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.publishAt(1)
@@ -223,6 +221,7 @@ func TestSignatureAddedLaterApplies(t *testing.T) {
 }
 
 func TestSignatureCallUnavailableIsTemporary(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.publishSigned(r, 1)
@@ -238,6 +237,7 @@ func TestSignatureCallUnavailableIsTemporary(t *testing.T) {
 // A signed bundle whose manifest names another serial than the check-in and the
 // signature is refused after Verify, before the lease.
 func TestSignedManifestSerialMustMatch(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 3))
@@ -250,6 +250,7 @@ func TestSignedManifestSerialMustMatch(t *testing.T) {
 }
 
 func TestSignatureReplayAndRollback(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha1 := b.applySigned(r, 1)
@@ -291,6 +292,7 @@ func TestSignatureReplayAndRollback(t *testing.T) {
 // A rollback is let through only as a signed bundle: an expired signature of the
 // older serial stays refused.
 func TestRollbackNeedsAValidSignature(t *testing.T) {
+	t.Parallel()
 	r := newRenderer(t, 1)
 	b := signedBox(t, r)
 	sha1 := b.applySigned(r, 1)
@@ -306,6 +308,7 @@ func TestRollbackNeedsAValidSignature(t *testing.T) {
 }
 
 func TestSignatureKeyRotation(t *testing.T) {
+	t.Parallel()
 	oldKey, newKey := newRenderer(t, 1), newRenderer(t, 2)
 	b := signedBox(t, oldKey, newKey)
 	b.publishSigned(oldKey, 1)
@@ -345,6 +348,7 @@ func TestSignatureKeyRotation(t *testing.T) {
 
 // Without trusted keys the box asks for no signature and ignores a published one.
 func TestWithoutKeysNoSignatureAsked(t *testing.T) {
+	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.publishAt(1)
 	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, []byte("not a signature")))

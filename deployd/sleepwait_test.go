@@ -9,6 +9,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -22,6 +23,7 @@ import (
 // one that never does ends HEALTH_TIMEOUT after health_timeout of awake time, not at
 // the wake.
 func TestHealthWaitAcrossASleep(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		states  []fakedocker.State
@@ -30,10 +32,11 @@ func TestHealthWaitAcrossASleep(t *testing.T) {
 		timeout time.Duration
 	}{
 		{"turns healthy after the wake", []fakedocker.State{{Health: "starting", Times: 40}, {Health: "healthy"}}, "", deployd.ExitOK, 30 * time.Second},
-		{"never healthy", []fakedocker.State{{Health: "starting"}}, codes.HealthTimeout, deployd.ExitFailed, 2 * time.Second},
+		{"never healthy", []fakedocker.State{{Health: "starting"}}, codes.HealthTimeout, deployd.ExitFailed, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &clock{t: time.Now().Truncate(time.Second)}
+			t.Parallel()
+			c := deploydtest.NewClock(time.Now().Truncate(time.Second))
 			b := newBox(t, boxOptions{now: c.Now, stack: &fakestack.Options{Now: c.Now, TokenTTL: 24 * time.Hour},
 				config: func(cfg *deployd.Config) { cfg.Compose.HealthTimeout = deployd.Duration(tc.timeout) }})
 			b.idleTick()
@@ -48,7 +51,7 @@ func TestHealthWaitAcrossASleep(t *testing.T) {
 				for len(b.DockerCalls("up")) == 0 {
 					time.Sleep(5 * time.Millisecond)
 				}
-				c.Set(c.Now().Add(2 * time.Hour))
+				c.Advance(2 * time.Hour)
 				upAt <- time.Now()
 			}()
 			out, code := b.tick()

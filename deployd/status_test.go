@@ -68,6 +68,7 @@ func statusGolden(t *testing.T, b *box, name string, verdict deployd.Verdict) de
 // TestStatusView: the text and the versioned JSON of the status for the states an
 // operator meets, with their verdicts: ok (0), warning (1), critical (2).
 func TestStatusView(t *testing.T) {
+	t.Parallel()
 	sha, bad := strings.Repeat("a", 64), strings.Repeat("c", 64)
 	tokenExpires := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	applied := deployd.State{

@@ -79,6 +79,20 @@ func (f fixture) status() fakedocker.Status {
 	return st
 }
 
+// requireDockerError requires err to be an *Error of kind with code, of a docker whose
+// exit code, in out and in the error, is exit (-1: it did not exit); it returns the
+// *Error.
+func requireDockerError(t *testing.T, out Output, err error, kind error, code codes.Code, exit int) *Error {
+	t.Helper()
+	require.ErrorIs(t, err, kind)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, code, e.Code())
+	assert.Equal(t, exit, out.ExitCode)
+	assert.Equal(t, exit, e.ExitCode)
+	return e
+}
+
 func TestNewValidates(t *testing.T) {
 	abs := t.TempDir()
 	for _, tc := range []struct {
@@ -121,7 +135,8 @@ func TestValidProjectName(t *testing.T) {
 }
 
 // TestArgv checks the exact command lines, the working directory and that docker
-// runs with exactly Config.Env.
+// runs with exactly Config.Env. Serial: its subtests set a variable of the process
+// environment (t.Setenv) that docker must not see.
 func TestArgv(t *testing.T) {
 	base := []string{"compose", "--project-name", "monky", "--project-directory", "DIR", "-f", "compose.yaml", "-f", "override.yaml"}
 	for _, tc := range []struct {
@@ -167,6 +182,8 @@ func TestArgv(t *testing.T) {
 	}
 }
 
+// TestDockerLookedUpInConfigEnvPath: docker is found on Config.Env's PATH only. Serial:
+// a subtest sets the process's PATH (t.Setenv).
 func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
 	t.Run("process PATH is not used", func(t *testing.T) {
 		d := deploydtest.NewDocker(t, nil)
@@ -204,6 +221,7 @@ func TestDockerLookedUpInConfigEnvPath(t *testing.T) {
 }
 
 func TestUp(t *testing.T) {
+	t.Parallel()
 	t.Run("success", func(t *testing.T) {
 		f := newFixture(t, nil)
 		out, err := f.client.Up(t.Context())
@@ -220,13 +238,7 @@ func TestUp(t *testing.T) {
 			"up": {Stdout: noise, Stderr: "Error response from daemon: pull access denied for registry.monky.internal/web\n", Exit: 18},
 		}}, func(c *Config) { c.OutputLimit = 4096 })
 		out, err := f.client.Up(t.Context())
-		require.Error(t, err)
-		assert.ErrorIs(t, err, ErrApplyFailed)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, codes.ApplyFailed, e.Code())
-		assert.Equal(t, 18, e.ExitCode)
-		assert.Equal(t, 18, out.ExitCode)
+		requireDockerError(t, out, err, ErrApplyFailed, codes.ApplyFailed, 18)
 		assert.Len(t, out.Tail, 4096)
 		assert.Equal(t, int64(len(noise)+len("Error response from daemon: pull access denied for registry.monky.internal/web\n")-4096), out.Dropped)
 		assert.True(t, strings.HasSuffix(out.String(), "pull access denied for registry.monky.internal/web\n"))
@@ -285,6 +297,7 @@ func TestUp(t *testing.T) {
 }
 
 func TestDown(t *testing.T) {
+	t.Parallel()
 	for _, volumes := range []bool{false, true} {
 		t.Run(map[bool]string{false: "keep volumes", true: "remove volumes"}[volumes], func(t *testing.T) {
 			f := newFixture(t, nil)
@@ -309,6 +322,7 @@ func TestDown(t *testing.T) {
 }
 
 func TestPS(t *testing.T) {
+	t.Parallel()
 	for _, format := range []string{fakedocker.PSLines, fakedocker.PSArray} {
 		t.Run(format, func(t *testing.T) {
 			f := newFixture(t, &fakedocker.Script{PSFormat: format, Services: map[string]fakedocker.Service{
@@ -347,6 +361,7 @@ func TestPS(t *testing.T) {
 }
 
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	var lines strings.Builder
 	for i := range 500 {
 		lines.WriteString(strings.Repeat("x", 40) + " line " + string(rune('a'+i%26)) + "\n")
@@ -378,6 +393,7 @@ func TestLogs(t *testing.T) {
 }
 
 func TestDockerVersion(t *testing.T) {
+	t.Parallel()
 	t.Run("server version", func(t *testing.T) {
 		f := newFixture(t, &fakedocker.Script{ServerVersion: "28.0.1"})
 		v, err := f.client.DockerVersion(t.Context())
@@ -561,6 +577,7 @@ func FuzzPullProgress(f *testing.F) {
 // are held. A missing tag is
 // ErrImageMissing naming the image and what the daemon said.
 func TestPullThroughTheFake(t *testing.T) {
+	t.Parallel()
 	fx := newFixture(t, &fakedocker.Script{
 		MissingImages: []string{"registry.monky.internal/web:9"},
 		Commands:      map[string]fakedocker.Command{"pull": {Delay: 150 * time.Millisecond}},

@@ -21,6 +21,7 @@ import (
 type states = []fakedocker.State
 
 func TestWaitHealthy(t *testing.T) {
+	t.Parallel()
 	const fast = 5 * time.Millisecond
 	for _, tc := range []struct {
 		name         string
@@ -199,6 +200,7 @@ func TestWaitHealthy(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t, &fakedocker.Script{PSFormat: tc.format, Services: tc.services})
 			_, err := f.client.Up(t.Context())
 			require.NoError(t, err)
@@ -249,6 +251,7 @@ func TestWaitHealthy(t *testing.T) {
 // web still starting, not by a deadline: on a loaded machine a short deadline passed
 // before the first ps answered, and no states were seen.
 func TestWaitHealthyCancelled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	polls := 0
@@ -379,6 +382,7 @@ func (r *downReader) Inspect(context.Context, []string) ([]Inspected, error) { r
 // health timeout; the failed reads are warned about once, with a count, not at every
 // poll.
 func TestWaitHealthyDockerGoesAway(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	r := &downReader{up: 1, containers: []Container{{ID: "a", Service: "web", State: "running", Health: "starting"}}}
 	f.client.reader = r
@@ -413,6 +417,7 @@ func TestWaitHealthyDockerComesBack(t *testing.T) {
 // TestWaitHealthySaysWhatItWaitsFor: a long wait logs what it still waits for once
 // per Progress, at info.
 func TestWaitHealthySaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, nil)
 	f.client.reader = &downReader{up: 1 << 30, containers: []Container{{ID: "a", Service: "web", State: "running", Health: "starting"}}}
 	_, err := f.client.WaitHealthy(t.Context(), WaitOptions{Services: []string{"web"}, Timeout: 300 * time.Millisecond, Poll: 5 * time.Millisecond,
@@ -427,6 +432,7 @@ func TestWaitHealthySaysWhatItWaitsFor(t *testing.T) {
 // go-units' HumanDuration), minUptime of the text is never more than the uptime — a
 // container is never taken for older than it is — and not much less.
 func TestMinUptimeBoundsDocker(t *testing.T) {
+	t.Parallel()
 	sweep := []struct{ to, step time.Duration }{
 		{2 * time.Minute, 100 * time.Millisecond},
 		{3 * time.Hour, 7 * time.Second},

@@ -22,6 +22,7 @@ func hookFixture(t *testing.T, script *fakedocker.Script) fixture {
 }
 
 func TestRunHook(t *testing.T) {
+	t.Parallel()
 	base := []string{"compose", "--project-name", "monky", "--project-directory", "DIR", "-f", "compose.yaml", "-f", "override.yaml"}
 	for _, tc := range []struct {
 		name   string
@@ -65,6 +66,7 @@ func TestRunHook(t *testing.T) {
 }
 
 func TestRemoveContainer(t *testing.T) {
+	t.Parallel()
 	f := hookFixture(t, nil)
 	require.NoError(t, f.client.RemoveContainer(t.Context(), "monky-hook-backup-1"), "no such container is not an error")
 	calls := f.calls()

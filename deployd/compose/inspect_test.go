@@ -88,6 +88,7 @@ func FuzzParseInspect(f *testing.F) {
 // TestHealthEvidence: per failing service, its state, its last healthchecks with exit
 // codes and output, then the logs; a one-shot's exit code.
 func TestHealthEvidence(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, &fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy", HealthOutput: "GET /healthz: 503 database unavailable"}},
 			Logs: "web booting\nweb: cannot reach the database\n"},
@@ -120,6 +121,7 @@ func TestHealthEvidence(t *testing.T) {
 // TestHealthEvidenceSaysWhatItCannotRead: a failing inspect is said in the text, and
 // the logs still follow.
 func TestHealthEvidenceSaysWhatItCannotRead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, &fakedocker.Script{
 		Commands: map[string]fakedocker.Command{"inspect": {Stderr: "Cannot connect to the Docker daemon\n", Exit: 1}},
 		Services: map[string]fakedocker.Service{"web": {Logs: "web log line\n"}},

@@ -206,6 +206,7 @@ func (r *stepReader) Inspect(context.Context, []string) ([]compose.Inspected, er
 // container without a healthcheck counts as ready only once it has run for a second,
 // so that a one-shot that fails a moment after it starts does not pass for a service.
 func TestWaitHealthySettles(t *testing.T) {
+	t.Parallel()
 	young := ctr("a", "job", "running", "", "Up Less than a second", 0)
 	t.Run("a one-shot that fails after 100ms fails the wait", func(t *testing.T) {
 		steps := make([][]compose.Container, 10) // 10 polls of 10ms: running

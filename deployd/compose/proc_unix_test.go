@@ -20,10 +20,10 @@ import (
 // must kill that child too, not only docker. The fake docker is one process, so this
 // test uses a docker that starts a child of its own.
 func TestCancelKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "child.pid")
-	docker := filepath.Join(dir, "docker")
-	require.NoError(t, os.WriteFile(docker, []byte("#!/bin/sh\nsleep 60 &\necho $! > "+pidFile+"\nwait\n"), 0o755))
+	docker := writeDocker(t, dir, "sleep 60 &\necho $! > "+pidFile+"\nwait")
 	c, err := New(Config{Docker: docker, Project: "monky", Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
 	require.NoError(t, err)
 
@@ -59,13 +59,13 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 }
 
 // TestEmptyEnvInheritsNothing: an empty Config.Env runs docker with no environment,
-// not with the process's (os/exec inherits on a nil Env).
+// not with the process's (os/exec inherits on a nil Env). Serial: it sets a variable
+// of the process environment (t.Setenv).
 func TestEmptyEnvInheritsNothing(t *testing.T) {
 	t.Setenv("MONKY_PROCESS_ONLY", "leak")
 	dir := t.TempDir()
 	envFile := filepath.Join(dir, "env.txt")
-	docker := filepath.Join(dir, "docker")
-	require.NoError(t, os.WriteFile(docker, []byte("#!/bin/sh\n/usr/bin/env > "+envFile+"\n"), 0o755))
+	docker := writeDocker(t, dir, "/usr/bin/env > "+envFile)
 	c, err := New(Config{Docker: docker, Project: "monky", Dir: dir})
 	require.NoError(t, err)
 	_, err = c.Up(t.Context())
