@@ -47,6 +47,9 @@ func ReadProc(pid int) (ProcStat, error) {
 			}
 		}
 	}
+	if err := sc.Err(); err != nil {
+		return st, err
+	}
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		return st, err
@@ -55,5 +58,5 @@ func ReadProc(pid int) (ProcStat, error) {
 	if st.RSSMiB == 0 {
 		return st, fmt.Errorf("process %d: no VmRSS", pid)
 	}
-	return st, sc.Err()
+	return st, nil
 }

@@ -87,7 +87,10 @@ func readJSON[T any](path, what string) (T, error) {
 
 // writeJSON replaces the file path with v as indented JSON and mode perm, atomically
 // (a temporary file in the same directory, then rename), so that a reader sees the
-// old file or the new one, never a part.
+// old file or the new one, never a part. It is not internal/fsutil.WriteFileAtomic on
+// purpose: that one syncs the file and its directory, as the agent's state must be,
+// and the fake program writes its state on every call (hundreds of calls a test run),
+// where a crash of the machine loses nothing worth keeping.
 func writeJSON(path string, v any, perm os.FileMode) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
