@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/deployd/secret"
+	"github.com/monky/monky-deployd/internal/fsutil"
 )
 
 // Defaults of Config.
@@ -32,6 +32,10 @@ const (
 
 // maxBody bounds every response body read from OpenBao.
 const maxBody = 1 << 20
+
+// maxCAFile bounds bao.ca_file, as tenancy.ca_file is bounded; the Debian system
+// bundle is about 220 KB.
+const maxCAFile = 4 << 20
 
 // Config configures a Client. Zero values are the documented defaults.
 type Config struct {
@@ -183,9 +187,11 @@ func buildHTTPClient(base *http.Client, caFile string) (*http.Client, error) {
 	if caFile == "" {
 		return &hc, nil
 	}
-	pem, err := os.ReadFile(caFile)
+	// Read as every file of the config is (fsutil.ReadRegular): a fifo or a device
+	// named here is refused at once instead of blocking or filling the agent.
+	pem, err := fsutil.ReadRegular(caFile, maxCAFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %s", caFile, fsutil.Problem(err))
 	}
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
