@@ -11,12 +11,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/monky/monky-deployd/internal/fakes/loopback"
 )
 
 // Defaults of Options.
@@ -74,7 +75,6 @@ type Request struct {
 type Server struct {
 	opts    Options
 	key     []byte
-	ln      net.Listener
 	srv     *http.Server
 	handler http.Handler
 	url     string
@@ -115,32 +115,16 @@ type kvVersion struct {
 // New starts a Server listening on 127.0.0.1:0 (plain HTTP). It panics if it cannot
 // listen, as httptest.NewServer does; Start returns the error instead. Stop it with
 // Close.
-func New(opts Options) *Server {
-	s, err := Start(opts)
-	if err != nil {
-		panic(err.Error())
-	}
-	return s
-}
+func New(opts Options) *Server { return loopback.Must(Start(opts)) }
 
 // Start starts a Server listening on 127.0.0.1:0 (plain HTTP); stop it with Close. It
 // fails when the loopback listener cannot be opened.
 func Start(opts Options) (*Server, error) {
-	if opts.AuthMount == "" {
-		opts.AuthMount = DefaultAuthMount
-	}
-	if opts.Role == "" {
-		opts.Role = DefaultRole
-	}
-	if opts.KVMount == "" {
-		opts.KVMount = DefaultKVMount
-	}
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = DefaultTokenTTL
-	}
-	if opts.RootToken == "" {
-		opts.RootToken = DefaultRootToken
-	}
+	loopback.Default(&opts.AuthMount, DefaultAuthMount)
+	loopback.Default(&opts.Role, DefaultRole)
+	loopback.Default(&opts.KVMount, DefaultKVMount)
+	loopback.Default(&opts.TokenTTL, DefaultTokenTTL)
+	loopback.Default(&opts.RootToken, DefaultRootToken)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -157,14 +141,11 @@ func Start(opts Options) (*Server, error) {
 		entityIDs: map[string]string{},
 	}
 	s.handler = http.HandlerFunc(s.serve)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, ln, err := loopback.Serve(s.handler)
 	if err != nil {
 		return nil, fmt.Errorf("fakebao: listen on 127.0.0.1:0: %w", err)
 	}
-	s.ln = ln
-	s.url = "http://" + ln.Addr().String()
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	s.srv, s.url = srv, "http://"+ln.Addr().String()
 	return s, nil
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
+	"github.com/monky/monky-deployd/internal/fakes/loopback"
 )
 
 // Authority judges bearers and mints deploy grants. The fake OpenBao implements it.
@@ -225,26 +226,17 @@ func (s *Server) Delayed() int {
 // New starts a Server on 127.0.0.1:0. It panics when opts.Authority is nil or the
 // loopback listener cannot be opened, like net/http/httptest; Start returns the
 // listener's error instead.
-func New(opts Options) *Server {
-	s, err := Start(opts)
-	if err != nil {
-		panic(err.Error())
-	}
-	return s
-}
+func New(opts Options) *Server { return loopback.Must(Start(opts)) }
 
 // Start starts a Server on 127.0.0.1:0; stop it with Close. It panics when
 // opts.Authority is nil (a programming error) and fails when the loopback listener
 // cannot be opened.
 func Start(opts Options) (*Server, error) {
 	s := NewUnstarted(opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var err error
+	if s.srv, s.ln, err = loopback.Serve(s.Handler()); err != nil {
 		return nil, fmt.Errorf("faketenancy: listen on loopback: %w", err)
 	}
-	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
 
@@ -253,24 +245,12 @@ func NewUnstarted(opts Options) *Server {
 	if opts.Authority == nil {
 		panic("faketenancy: Options.Authority is required")
 	}
-	if opts.LeaseBudget <= 0 {
-		opts.LeaseBudget = 5
-	}
-	if opts.LeaseWindow <= 0 {
-		opts.LeaseWindow = time.Hour
-	}
-	if opts.LeaseTTL <= 0 {
-		opts.LeaseTTL = 10 * time.Minute
-	}
-	if opts.AuthMount == "" {
-		opts.AuthMount = "jwt-tenancy"
-	}
-	if opts.Role == "" {
-		opts.Role = "see-env"
-	}
-	if opts.NextCheckin <= 0 {
-		opts.NextCheckin = time.Minute
-	}
+	loopback.Default(&opts.LeaseBudget, 5)
+	loopback.Default(&opts.LeaseWindow, time.Hour)
+	loopback.Default(&opts.LeaseTTL, 10*time.Minute)
+	loopback.Default(&opts.AuthMount, "jwt-tenancy")
+	loopback.Default(&opts.Role, "see-env")
+	loopback.Default(&opts.NextCheckin, time.Minute)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
