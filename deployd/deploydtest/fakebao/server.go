@@ -341,7 +341,8 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
-// statusWriter records the status a handler wrote.
+// statusWriter records the status a handler wrote; 0 until it writes one (a body
+// written first is 200).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -352,13 +353,6 @@ func (w *statusWriter) WriteHeader(code int) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -575,8 +569,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, msg)
 		return
 	}
-	switch s.fault {
-	case FaultWrapped:
+	if s.fault == FaultWrapped {
 		writeJSON(w, http.StatusOK, envelope(nil, map[string]any{
 			"token":            "s." + b64.EncodeToString(randomBytes(18)),
 			"accessor":         b64.EncodeToString(randomBytes(18)),
@@ -586,25 +579,20 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			"wrapped_accessor": b64.EncodeToString(randomBytes(18)),
 		}, nil))
 		return
-	case FaultAppRole:
-		tok, t := s.issue(env)
-		a := s.authBlock(tok, t, s.ttl)
-		a["metadata"] = map[string]string{"role_name": s.opts.Role}
-		writeJSON(w, http.StatusOK, envelope(a, nil, map[string]any{"role_id": randomID()}))
-		return
-	case FaultNoToken:
-		_, t := s.issue(env)
-		writeJSON(w, http.StatusOK, envelope(s.authBlock("", t, s.ttl), nil, nil))
-		return
-	case FaultLimitedUse:
-		tok, t := s.issue(env)
-		a := s.authBlock(tok, t, s.ttl)
-		a["num_uses"] = 3
-		writeJSON(w, http.StatusOK, envelope(a, nil, nil))
-		return
 	}
 	tok, t := s.issue(env)
-	writeJSON(w, http.StatusOK, envelope(s.authBlock(tok, t, s.ttl), nil, nil))
+	a := s.authBlock(tok, t, s.ttl)
+	var data any
+	switch s.fault {
+	case FaultAppRole:
+		a["metadata"] = map[string]string{"role_name": s.opts.Role}
+		data = map[string]any{"role_id": randomID()}
+	case FaultNoToken:
+		a["client_token"] = ""
+	case FaultLimitedUse:
+		a["num_uses"] = 3
+	}
+	writeJSON(w, http.StatusOK, envelope(a, nil, data))
 }
 
 // self serves a call on the request's own token under s.mu: h runs with the token
