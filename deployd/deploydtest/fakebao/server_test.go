@@ -331,25 +331,29 @@ func TestKVThroughVaultAPI(t *testing.T) {
 		assert.Nil(t, data["data"])
 		assert.NotEmpty(t, data["metadata"].(map[string]any)["deletion_time"])
 	})
-	t.Run("destroyed", func(t *testing.T) {
-		s.PutSecret("env-dev-01", "api", map[string]string{"key": "k"})
-		s.DestroySecret("env-dev-01", "api")
-		got, err := kv.Get(ctx, "envs/env-dev-01/api")
-		require.NoError(t, err)
-		assert.Nil(t, got.Data)
-		assert.True(t, got.VersionMetadata.Destroyed)
-		s.PutSecret("env-dev-01", "api", map[string]string{"key": "k2"})
-		got, err = kv.Get(ctx, "envs/env-dev-01/api")
-		require.NoError(t, err)
-		assert.Equal(t, "k2", got.Data["key"])
-	})
-	t.Run("DeleteSecret", func(t *testing.T) {
-		s.PutSecret("env-dev-01", "mail", map[string]string{"key": "m"})
-		s.DeleteSecret("env-dev-01", "mail")
-		got, err := kv.Get(ctx, "envs/env-dev-01/mail")
-		require.NoError(t, err)
-		assert.Nil(t, got.Data)
-	})
+	// DestroySecret and DeleteSecret: no data (destroyed, or a deletion time), until
+	// a new version is put.
+	for _, tc := range []struct {
+		name   string
+		remove func(env, path string)
+		gone   func(*api.KVVersionMetadata) bool
+	}{
+		{"DestroySecret", s.DestroySecret, func(m *api.KVVersionMetadata) bool { return m.Destroyed }},
+		{"DeleteSecret", s.DeleteSecret, func(m *api.KVVersionMetadata) bool { return !m.DeletionTime.IsZero() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.PutSecret("env-dev-01", tc.name, map[string]string{"key": "k"})
+			tc.remove("env-dev-01", tc.name)
+			got, err := kv.Get(ctx, "envs/env-dev-01/"+tc.name)
+			require.NoError(t, err)
+			assert.Nil(t, got.Data)
+			assert.True(t, tc.gone(got.VersionMetadata))
+			s.PutSecret("env-dev-01", tc.name, map[string]string{"key": "k2"})
+			got, err = kv.Get(ctx, "envs/env-dev-01/"+tc.name)
+			require.NoError(t, err)
+			assert.Equal(t, "k2", got.Data["key"])
+		})
+	}
 }
 
 func TestSealed(t *testing.T) {
