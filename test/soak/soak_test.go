@@ -290,7 +290,7 @@ func TestSoak(t *testing.T) {
 				}
 			}
 			if now >= warmup {
-				total, outside := goroutines()
+				total, outside, _ := goroutineCensus()
 				gor = append(gor, sample{t: now, v: float64(outside)})
 				gorTotal = append(gorTotal, sample{t: now, v: float64(total)})
 			}
@@ -474,16 +474,10 @@ func applied(s *fakestack.Stack, env, sha string) bool {
 	return false
 }
 
-// goroutines counts the test process's goroutines, all of them and those outside the
-// fakes' HTTP servers (one per connection the agents hold open to them, which the
-// agent's keep-alive and the fakes' held calls make come and go).
-func goroutines() (total, outside int) {
-	total, outside, _ = goroutineCensus()
-	return total, outside
-}
-
-// goroutineCensus is goroutines with the outside ones grouped by the function that
-// created them, for the report.
+// goroutineCensus counts the test process's goroutines, all of them and those outside
+// the fakes' HTTP servers (one per connection the agents hold open to them, which the
+// agent's keep-alive and the fakes' held calls make come and go), with the outside
+// ones grouped by the function that created them, for the report.
 func goroutineCensus() (total, outside int, creators map[string]int) {
 	creators = map[string]int{}
 	buf := make([]byte, 1<<20)

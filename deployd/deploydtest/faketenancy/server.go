@@ -693,19 +693,25 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Reque
 	if len(b.data) >= 2 && b.data[0] == 0x1f && b.data[1] == 0x8b {
 		ct = "application/gzip"
 	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Content-Length", strconv.Itoa(len(b.data)))
-	w.WriteHeader(http.StatusOK)
-	rec.Status = http.StatusOK
-	if truncate {
-		_, _ = w.Write(b.data[:len(b.data)/2])
-		if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = buf.Flush()
-			_ = conn.Close()
-		}
+	if !truncate {
+		writeBytes(w, rec, ct, len(b.data), b.data)
 		return
 	}
-	_, _ = w.Write(b.data)
+	writeBytes(w, rec, ct, len(b.data), b.data[:len(b.data)/2])
+	if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = buf.Flush()
+		_ = conn.Close()
+	}
+}
+
+// writeBytes answers 200 announcing length bytes of the content type ct, and writes
+// body.
+func writeBytes(w http.ResponseWriter, rec *Request, ct string, length int, body []byte) {
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(length))
+	w.WriteHeader(http.StatusOK)
+	rec.Status = http.StatusOK
+	_, _ = w.Write(body)
 }
 
 // handleSignature serves the signature published with a bundle: 404 when none is,
@@ -720,11 +726,7 @@ func (s *Server) handleSignature(w http.ResponseWriter, r *http.Request, rec *Re
 		writeError(w, rec, http.StatusNotFound, "SIGNATURE_NOT_FOUND", "no signature is published for bundle "+r.PathValue("sha"))
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(sig)))
-	w.WriteHeader(http.StatusOK)
-	rec.Status = http.StatusOK
-	_, _ = w.Write(sig)
+	writeBytes(w, rec, "text/plain; charset=utf-8", len(sig), sig)
 }
 
 type leaseRequest struct {
