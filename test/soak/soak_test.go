@@ -23,6 +23,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -463,15 +464,9 @@ func writeSamples(path string, series map[string][]sample) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// applied reports whether env's newest report says sha was applied.
+// applied reports whether a report of env says sha was applied.
 func applied(s *fakestack.Stack, env, sha string) bool {
-	rs := s.Tenancy.Reports(env)
-	for i := len(rs) - 1; i >= 0; i-- {
-		if rs[i].SHA == sha && rs[i].Result == "applied" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Tenancy.Reports(env), func(r faketenancy.Report) bool { return r.SHA == sha && r.Result == "applied" })
 }
 
 // goroutineCensus counts the test process's goroutines, all of them and those outside
