@@ -285,19 +285,12 @@ func (b *Box) DockerCalls(word string) []fakedocker.Call {
 	if word == "" {
 		return calls
 	}
-	var out []fakedocker.Call
-	for _, c := range calls {
+	return slices.DeleteFunc(calls, func(c fakedocker.Call) bool {
 		if c.Argv[0] == fakedocker.EngineArgv0 {
-			if c.EngineCommand() == word {
-				out = append(out, c)
-			}
-			continue
+			return c.EngineCommand() != word
 		}
-		if slices.Contains(c.Argv, word) {
-			out = append(out, c)
-		}
-	}
-	return out
+		return !slices.Contains(c.Argv, word)
+	})
 }
 
 // DockerStatus is what the fake docker remembers (is the project up, how often was
