@@ -476,14 +476,6 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, rec *Request, toke
 // KiB); the rest of a larger one is still read by the handler.
 const maxHeldBody = 1 << 20
 
-// readCloser reads from r and closes c.
-type readCloser struct {
-	io.Reader
-	c io.Closer
-}
-
-func (rc readCloser) Close() error { return rc.c.Close() }
-
 // hold holds the call r for d, and reports false when the client gave up first. It
 // reads the body first (and puts it back for the handler): net/http learns that the
 // client closed its connection only once the request body has been read.
@@ -492,7 +484,10 @@ func (s *Server) hold(r *http.Request, d time.Duration) bool {
 	if err != nil {
 		return false
 	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 	s.mu.Lock()
 	s.delayed++
 	s.mu.Unlock()
