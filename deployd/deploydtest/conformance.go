@@ -19,6 +19,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/deployd/ids"
+	"github.com/monky/monky-deployd/internal/fakes/loopback"
 )
 
 // ConformanceTarget is a server under test by Conformance: the fake tenancy or the
@@ -89,18 +90,10 @@ func newConformance(t *testing.T, tg ConformanceTarget) *conformance {
 	if tg.Client == nil {
 		tg.Client = &http.Client{Timeout: 30 * time.Second}
 	}
-	if tg.LeaseBudget <= 0 {
-		tg.LeaseBudget = 5
-	}
-	if tg.LeaseWindow <= 0 {
-		tg.LeaseWindow = time.Hour
-	}
-	if tg.AuthMount == "" {
-		tg.AuthMount = "jwt-tenancy"
-	}
-	if tg.Role == "" {
-		tg.Role = "see-env"
-	}
+	loopback.Default(&tg.LeaseBudget, 5)
+	loopback.Default(&tg.LeaseWindow, time.Hour)
+	loopback.Default(&tg.AuthMount, "jwt-tenancy")
+	loopback.Default(&tg.Role, "see-env")
 	tg.BaseURL = strings.TrimRight(tg.BaseURL, "/")
 	return &conformance{tg}
 }

@@ -11,8 +11,6 @@ import (
 func MakeBundle(tb testing.TB, spec faketenancy.BundleSpec) faketenancy.Bundle {
 	tb.Helper()
 	b, err := faketenancy.BuildBundle(spec)
-	if err != nil {
-		tb.Fatalf("deploydtest: MakeBundle: %v", err)
-	}
+	fatal(tb, err)
 	return b
 }

@@ -33,9 +33,7 @@ func started[O any, F interface{ Close() error }](tb testing.TB, opts *O, start 
 		opts = new(O)
 	}
 	f, err := start(tb.Context(), *opts)
-	if err != nil {
-		tb.Fatalf("deploydtest: %v", err)
-	}
+	fatal(tb, err)
 	tb.Cleanup(func() {
 		if err := f.Close(); err != nil {
 			tb.Errorf("deploydtest: %v", err)
@@ -54,26 +52,28 @@ func StackTarget(s *fakestack.Stack, envA, envB string) ConformanceTarget {
 		Token: func(t testing.TB, envID string) string {
 			t.Helper()
 			tok, err := s.Login(t.Context(), envID)
-			if err != nil {
-				t.Fatalf("deploydtest: %v", err)
-			}
+			fatal(t, err)
 			return tok
 		},
 		Publish: func(t testing.TB, envID string, data []byte) (string, int64) {
 			t.Helper()
 			sha, serial, err := s.Tenancy.PublishBundle(envID, data)
-			if err != nil {
-				t.Fatalf("deploydtest: %v", err)
-			}
+			fatal(t, err)
 			return sha, serial
 		},
 		SetDesired: func(_ testing.TB, envID string, d faketenancy.Desired) { s.Tenancy.SetDesired(envID, d) },
 		LastLive:   func(_ testing.TB, envID string) (faketenancy.Live, bool) { return s.Tenancy.LastLive(envID) },
 		PublishSignature: func(t testing.TB, envID, sha string, sig []byte) {
 			t.Helper()
-			if err := s.Tenancy.PublishSignature(envID, sha, sig); err != nil {
-				t.Fatalf("deploydtest: %v", err)
-			}
+			fatal(t, s.Tenancy.PublishSignature(envID, sha, sig))
 		},
+	}
+}
+
+// fatal fails t on err.
+func fatal(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("deploydtest: %v", err)
 	}
 }

@@ -148,9 +148,7 @@ func New(tb testing.TB, o Options) *Box {
 	c.Compose.HealthTimeout = deployd.Duration(3 * time.Second)
 	c.Compose.KeepReleases = 2
 	c.Holds.Dir = filepath.Join(b.Dir, "hold")
-	if err := os.MkdirAll(c.Holds.Dir, 0o770); err != nil {
-		tb.Fatalf("testbox: hold dir: %v", err)
-	}
+	check(tb, os.MkdirAll(c.Holds.Dir, 0o770))
 	b.Cfg = c
 	b.Configure(o.Config)
 	if b.Stack != nil {
@@ -196,13 +194,9 @@ func (b *Box) writeConfig(p string, c deployd.Config) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(c); err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
+	check(b.T, enc.Encode(c))
 	data := buf.Bytes()
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
+	check(b.T, os.WriteFile(p, data, 0o600))
 	if back, err := deployd.LoadConfig(p); err != nil || !reflect.DeepEqual(back, c) {
 		b.T.Fatalf("testbox: the written config does not read back as built: %v\n%s", err, data)
 	}
@@ -212,13 +206,8 @@ func (b *Box) writeConfig(p string, c deployd.Config) {
 // the test ends.
 func (b *Box) HoldLock() {
 	b.T.Helper()
-	if err := os.MkdirAll(b.Cfg.StateDir, 0o700); err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
-	l, err := fsutil.TryLock(b.Cfg.LockPath())
-	if err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
+	check(b.T, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	l := must(fsutil.TryLock(b.Cfg.LockPath()))(b.T)
 	b.T.Cleanup(func() { _ = l.Unlock() })
 }
 
@@ -228,9 +217,7 @@ func (b *Box) PlaceGrant() string {
 	b.T.Helper()
 	g := b.Stack.Bao.MintGrant(b.Env)
 	b.Grants = append(b.Grants, g)
-	if err := os.WriteFile(b.Cfg.BootstrapGrant, []byte(g+"\n"), 0o600); err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
+	check(b.T, os.WriteFile(b.Cfg.BootstrapGrant, []byte(g+"\n"), 0o600))
 	return g
 }
 
@@ -246,9 +233,7 @@ func Tarball(tb testing.TB, spec faketenancy.BundleSpec, gz bool) []byte {
 func (b *Box) Publish(spec faketenancy.BundleSpec) string {
 	b.T.Helper()
 	sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, Tarball(b.T, spec, true))
-	if err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
+	check(b.T, err)
 	return sha
 }
 
@@ -296,26 +281,16 @@ func count[T any](s []T, match func(T) bool) int {
 // call, oldest first. It fails the test when the record cannot be read.
 func (b *Box) DockerCalls(word string) []fakedocker.Call {
 	b.T.Helper()
-	calls, err := b.Docker.Calls()
-	if err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
+	calls := must(b.Docker.Calls())(b.T)
 	if word == "" {
 		return calls
 	}
-	var out []fakedocker.Call
-	for _, c := range calls {
+	return slices.DeleteFunc(calls, func(c fakedocker.Call) bool {
 		if c.Argv[0] == fakedocker.EngineArgv0 {
-			if c.EngineCommand() == word {
-				out = append(out, c)
-			}
-			continue
+			return c.EngineCommand() != word
 		}
-		if slices.Contains(c.Argv, word) {
-			out = append(out, c)
-		}
-	}
-	return out
+		return !slices.Contains(c.Argv, word)
+	})
 }
 
 // DockerStatus is what the fake docker remembers (is the project up, how often was
@@ -323,11 +298,7 @@ func (b *Box) DockerCalls(word string) []fakedocker.Call {
 // be read.
 func (b *Box) DockerStatus() fakedocker.Status {
 	b.T.Helper()
-	st, err := b.Docker.Status()
-	if err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
-	return st
+	return must(b.Docker.Status())(b.T)
 }
 
 // Live is the sha `current` points to, "" when there is none.
@@ -342,12 +313,8 @@ func (b *Box) Live() string {
 // Releases lists the release directories under deploy_dir.
 func (b *Box) Releases() []string {
 	b.T.Helper()
-	entries, err := os.ReadDir(filepath.Join(b.Cfg.DeployDir, "releases"))
-	if err != nil {
-		b.T.Fatalf("testbox: %v", err)
-	}
 	var names []string
-	for _, e := range entries {
+	for _, e := range must(os.ReadDir(filepath.Join(b.Cfg.DeployDir, "releases")))(b.T) {
 		names = append(names, e.Name())
 	}
 	return names
@@ -356,11 +323,25 @@ func (b *Box) Releases() []string {
 // State reads the agent's state.json.
 func (b *Box) State() deployd.State {
 	b.T.Helper()
-	st, err := deployd.ReadState(b.Cfg)
+	return must(deployd.ReadState(b.Cfg))(b.T)
+}
+
+// check fails tb on err.
+func check(tb testing.TB, err error) {
+	tb.Helper()
 	if err != nil {
-		b.T.Fatalf("testbox: %v", err)
+		tb.Fatalf("testbox: %v", err)
 	}
-	return st
+}
+
+// must returns v, after failing the test given to what it returns on err:
+// must(f())(tb).
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(tb testing.TB) T {
+		tb.Helper()
+		check(tb, err)
+		return v
+	}
 }
 
 // NewAgent builds an in-process agent over the box's config, closed by tb.Cleanup.

@@ -32,20 +32,35 @@ func TestWriteConfig(t *testing.T) {
 	assert.NoFileExists(t, b.Cfg.BootstrapGrant)
 }
 
-// TestStartSkipsUnderShort: under -short, Box.Start skips the test before it builds or
-// runs the agent (testprog's tests check Build and SkipIfShort themselves).
-func TestStartSkipsUnderShort(t *testing.T) {
+// TestSkipIfShort: under -short, SkipIfShort, Build (testprog's, re-exported) and
+// Box.Start skip the test that asks for a program, before they build or run anything;
+// without -short nothing skips.
+func TestSkipIfShort(t *testing.T) {
 	was := flag.Lookup("test.short").Value.String()
 	t.Cleanup(func() { require.NoError(t, flag.Set("test.short", was)) })
 	require.NoError(t, flag.Set("test.short", "true"))
-	var skipped, went bool
-	t.Run("Box.Start", func(t *testing.T) {
-		defer func() { skipped = t.Skipped() }()
-		testbox.New(t, testbox.Options{}).Start([]string{"version"})
+	for name, ask := range map[string]func(t *testing.T){
+		"SkipIfShort": func(t *testing.T) { testbox.SkipIfShort(t) },
+		"Build":       func(t *testing.T) { testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp") },
+		"Box.Start":   func(t *testing.T) { testbox.New(t, testbox.Options{}).Start([]string{"version"}) },
+	} {
+		var skipped, went bool
+		t.Run(name, func(t *testing.T) {
+			defer func() { skipped = t.Skipped() }()
+			ask(t)
+			went = true
+		})
+		assert.True(t, skipped, "%s skips under -short", name)
+		assert.False(t, went, "%s ends the test", name)
+	}
+	require.NoError(t, flag.Set("test.short", "false"))
+	var went bool
+	t.Run("not short", func(t *testing.T) {
+		testbox.SkipIfShort(t)
 		went = true
 	})
-	assert.True(t, skipped, "Box.Start skips under -short")
-	assert.False(t, went, "Box.Start ends the test")
+	assert.True(t, went, "without -short the test goes on")
+	assert.False(t, testing.Short())
 }
 
 // TestNewBox: the config file reads back as the box's config, the grant is placed, the

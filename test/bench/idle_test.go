@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -188,6 +187,12 @@ func BenchmarkIdleTickNoSystemRoots(b *testing.B) {
 func BenchmarkIdleTickFloor(b *testing.B) {
 	x := idleBox(b)
 	floor := floorRun(b, x)
+	floorAlone(b, x, func() { floor() })
+}
+
+// floorAlone measures floor alone after one run to warm up; every run must have
+// checked in.
+func floorAlone(b *testing.B, x *box, floor func()) {
 	floor()
 	before := x.checkins()
 	b.ResetTimer()
@@ -261,15 +266,7 @@ func BenchmarkIdleTickCold(b *testing.B) {
 // BenchmarkIdleTickInProcessFloor is the in-process floor alone.
 func BenchmarkIdleTickInProcessFloor(b *testing.B) {
 	x := idleBox(b)
-	p := newPoster(b, x)
-	p.post()
-	before := x.checkins()
-	b.ResetTimer()
-	for range b.N {
-		p.post()
-	}
-	b.StopTimer()
-	expectCheckins(b, x, before, b.N)
+	floorAlone(b, x, newPoster(b, x).post)
 }
 
 // poster sends the in-process floor's check-in: the floor program's request, with a
@@ -304,28 +301,21 @@ func newPoster(tb testing.TB, x *box) *poster {
 }
 
 func (p *poster) post() {
-	if err := p.do(); err != nil {
-		p.tb.Fatal(err)
-	}
-}
-
-func (p *poster) do() error {
 	req, err := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(p.body))
 	if err != nil {
-		return err
+		p.tb.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+p.bearer)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return err
+		p.tb.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("floor check-in answered %d", resp.StatusCode)
+		p.tb.Fatalf("floor check-in answered %d", resp.StatusCode)
 	}
-	return nil
 }
 
 // BenchmarkDockerVersion is the `docker version` subprocess that every timer tick

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -188,7 +189,7 @@ func runFleet(t *testing.T, mode string, rnd func(int64) int64) fleetFigures {
 				seen[r.EnvID] = r.Time.Sub(from)
 			}
 		}
-		return slices.Collect(mapsValues(seen))
+		return slices.Collect(maps.Values(seen))
 	}
 	waitFor := func(what string, bound time.Duration, done func() bool) {
 		if !waitUntil(bound, done) {
@@ -335,16 +336,6 @@ func history(s *fakestack.Stack, m *member) string {
 		}
 	}
 	return b.String()
-}
-
-func mapsValues(m map[string]time.Duration) func(func(time.Duration) bool) {
-	return func(yield func(time.Duration) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
-		}
-	}
 }
 
 // checkinTimes returns the times of check-ins answered with status in [from, to).

@@ -103,7 +103,6 @@ type policyCase struct {
 
 // policyFigures is what one scenario measured; times in seconds.
 type policyFigures struct {
-	Steady60m      rate   `json:"steady_minute_60"`
 	Start          spread `json:"start"`
 	Peak1stMinute  int    `json:"peak_per_s_first_minute"`
 	PeakMinute10   int    `json:"peak_per_s_minute_10"`

@@ -20,25 +20,18 @@ type faultSet struct {
 	docker  fakedocker.Script
 }
 
-func (f *faultSet) status(call string, code int) {
-	if f.tenancy.Status == nil {
-		f.tenancy.Status = map[string]int{}
-	}
-	f.tenancy.Status[call] = code
-}
+func (f *faultSet) status(call string, code int) { set(&f.tenancy.Status, call, code) }
 
-func (f *faultSet) delay(call string, d time.Duration) {
-	if f.tenancy.Delay == nil {
-		f.tenancy.Delay = map[string]time.Duration{}
-	}
-	f.tenancy.Delay[call] = d
-}
+func (f *faultSet) delay(call string, d time.Duration) { set(&f.tenancy.Delay, call, d) }
 
-func (f *faultSet) command(name string, c fakedocker.Command) {
-	if f.docker.Commands == nil {
-		f.docker.Commands = map[string]fakedocker.Command{}
+func (f *faultSet) command(name string, c fakedocker.Command) { set(&f.docker.Commands, name, c) }
+
+// set sets m[k] to v, making the map first when it is nil.
+func set[V any](m *map[string]V, k string, v V) {
+	if *m == nil {
+		*m = map[string]V{}
 	}
-	f.docker.Commands[name] = c
+	(*m)[k] = v
 }
 
 // episode kinds: a fault that lasts a while. The delays are longer than the boxes'
@@ -69,10 +62,7 @@ var episodes = []struct {
 	}},
 	{"docker ps slow", 1, func(f *faultSet) { f.command("ps", fakedocker.Command{Delay: 3 * time.Second}) }},
 	{"docker web unhealthy", 2, func(f *faultSet) {
-		if f.docker.Services == nil {
-			f.docker.Services = map[string]fakedocker.Service{}
-		}
-		f.docker.Services["web"] = fakedocker.Service{States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy", HealthOutput: "injected by the soak"}}}
+		set(&f.docker.Services, "web", fakedocker.Service{States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy", HealthOutput: "injected by the soak"}}})
 	}},
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
@@ -290,7 +291,7 @@ func TestSoak(t *testing.T) {
 				}
 			}
 			if now >= warmup {
-				total, outside := goroutines()
+				total, outside, _ := goroutineCensus()
 				gor = append(gor, sample{t: now, v: float64(outside)})
 				gorTotal = append(gorTotal, sample{t: now, v: float64(total)})
 			}
@@ -463,27 +464,15 @@ func writeSamples(path string, series map[string][]sample) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// applied reports whether env's newest report says sha was applied.
+// applied reports whether a report of env says sha was applied.
 func applied(s *fakestack.Stack, env, sha string) bool {
-	rs := s.Tenancy.Reports(env)
-	for i := len(rs) - 1; i >= 0; i-- {
-		if rs[i].SHA == sha && rs[i].Result == "applied" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Tenancy.Reports(env), func(r faketenancy.Report) bool { return r.SHA == sha && r.Result == "applied" })
 }
 
-// goroutines counts the test process's goroutines, all of them and those outside the
-// fakes' HTTP servers (one per connection the agents hold open to them, which the
-// agent's keep-alive and the fakes' held calls make come and go).
-func goroutines() (total, outside int) {
-	total, outside, _ = goroutineCensus()
-	return total, outside
-}
-
-// goroutineCensus is goroutines with the outside ones grouped by the function that
-// created them, for the report.
+// goroutineCensus counts the test process's goroutines, all of them and those outside
+// the fakes' HTTP servers (one per connection the agents hold open to them, which the
+// agent's keep-alive and the fakes' held calls make come and go), with the outside
+// ones grouped by the function that created them, for the report.
 func goroutineCensus() (total, outside int, creators map[string]int) {
 	creators = map[string]int{}
 	buf := make([]byte, 1<<20)

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -112,13 +113,7 @@ func TestPooledSlope(t *testing.T) {
 		}
 		return out
 	}
-	cat := func(parts ...[]sample) []sample {
-		var out []sample
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
+	cat := slices.Concat[[]sample]
 	tests := []struct {
 		name      string
 		samples   []sample

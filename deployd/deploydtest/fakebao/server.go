@@ -11,12 +11,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/monky/monky-deployd/internal/fakes/loopback"
 )
 
 // Defaults of Options.
@@ -74,7 +75,6 @@ type Request struct {
 type Server struct {
 	opts    Options
 	key     []byte
-	ln      net.Listener
 	srv     *http.Server
 	handler http.Handler
 	url     string
@@ -115,32 +115,16 @@ type kvVersion struct {
 // New starts a Server listening on 127.0.0.1:0 (plain HTTP). It panics if it cannot
 // listen, as httptest.NewServer does; Start returns the error instead. Stop it with
 // Close.
-func New(opts Options) *Server {
-	s, err := Start(opts)
-	if err != nil {
-		panic(err.Error())
-	}
-	return s
-}
+func New(opts Options) *Server { return loopback.Must(Start(opts)) }
 
 // Start starts a Server listening on 127.0.0.1:0 (plain HTTP); stop it with Close. It
 // fails when the loopback listener cannot be opened.
 func Start(opts Options) (*Server, error) {
-	if opts.AuthMount == "" {
-		opts.AuthMount = DefaultAuthMount
-	}
-	if opts.Role == "" {
-		opts.Role = DefaultRole
-	}
-	if opts.KVMount == "" {
-		opts.KVMount = DefaultKVMount
-	}
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = DefaultTokenTTL
-	}
-	if opts.RootToken == "" {
-		opts.RootToken = DefaultRootToken
-	}
+	loopback.Default(&opts.AuthMount, DefaultAuthMount)
+	loopback.Default(&opts.Role, DefaultRole)
+	loopback.Default(&opts.KVMount, DefaultKVMount)
+	loopback.Default(&opts.TokenTTL, DefaultTokenTTL)
+	loopback.Default(&opts.RootToken, DefaultRootToken)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -157,14 +141,11 @@ func Start(opts Options) (*Server, error) {
 		entityIDs: map[string]string{},
 	}
 	s.handler = http.HandlerFunc(s.serve)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, ln, err := loopback.Serve(s.handler)
 	if err != nil {
 		return nil, fmt.Errorf("fakebao: listen on 127.0.0.1:0: %w", err)
 	}
-	s.ln = ln
-	s.url = "http://" + ln.Addr().String()
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
+	s.srv, s.url = srv, "http://"+ln.Addr().String()
 	return s, nil
 }
 
@@ -360,7 +341,8 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
-// statusWriter records the status a handler wrote.
+// statusWriter records the status a handler wrote; 0 until it writes one (a body
+// written first is 200).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -371,13 +353,6 @@ func (w *statusWriter) WriteHeader(code int) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -594,8 +569,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusBadRequest, msg)
 		return
 	}
-	switch s.fault {
-	case FaultWrapped:
+	if s.fault == FaultWrapped {
 		writeJSON(w, http.StatusOK, envelope(nil, map[string]any{
 			"token":            "s." + b64.EncodeToString(randomBytes(18)),
 			"accessor":         b64.EncodeToString(randomBytes(18)),
@@ -605,25 +579,20 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			"wrapped_accessor": b64.EncodeToString(randomBytes(18)),
 		}, nil))
 		return
-	case FaultAppRole:
-		tok, t := s.issue(env)
-		a := s.authBlock(tok, t, s.ttl)
-		a["metadata"] = map[string]string{"role_name": s.opts.Role}
-		writeJSON(w, http.StatusOK, envelope(a, nil, map[string]any{"role_id": randomID()}))
-		return
-	case FaultNoToken:
-		_, t := s.issue(env)
-		writeJSON(w, http.StatusOK, envelope(s.authBlock("", t, s.ttl), nil, nil))
-		return
-	case FaultLimitedUse:
-		tok, t := s.issue(env)
-		a := s.authBlock(tok, t, s.ttl)
-		a["num_uses"] = 3
-		writeJSON(w, http.StatusOK, envelope(a, nil, nil))
-		return
 	}
 	tok, t := s.issue(env)
-	writeJSON(w, http.StatusOK, envelope(s.authBlock(tok, t, s.ttl), nil, nil))
+	a := s.authBlock(tok, t, s.ttl)
+	var data any
+	switch s.fault {
+	case FaultAppRole:
+		a["metadata"] = map[string]string{"role_name": s.opts.Role}
+		data = map[string]any{"role_id": randomID()}
+	case FaultNoToken:
+		a["client_token"] = ""
+	case FaultLimitedUse:
+		a["num_uses"] = 3
+	}
+	writeJSON(w, http.StatusOK, envelope(a, nil, data))
 }
 
 // self serves a call on the request's own token under s.mu: h runs with the token

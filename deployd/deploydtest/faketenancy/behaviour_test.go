@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,12 +240,7 @@ func TestDelayedCallSeesTheClientGiveUp(t *testing.T) {
 	cancel()
 	<-done
 	require.Eventually(t, func() bool {
-		for _, r := range s.Requests() {
-			if r.Path == "/v1/agent/checkin" && r.Status == 499 {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(s.Requests(), func(r faketenancy.Request) bool { return r.Path == "/v1/agent/checkin" && r.Status == 499 })
 	}, 10*time.Second, 10*time.Millisecond, "the held check-in is recorded as given up within seconds, not after the minute")
 	assert.Zero(t, s.Delayed())
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -139,10 +138,7 @@ func manifestOf(spec BundleSpec, files map[string]string) manifest {
 	if m.Secrets == nil {
 		m.Secrets = map[string]SecretRef{}
 	}
-	for p := range files {
-		m.Files = append(m.Files, p)
-	}
-	sort.Strings(m.Files)
+	m.Files = slices.Sorted(maps.Keys(files))
 	return m
 }
 

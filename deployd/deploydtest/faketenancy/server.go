@@ -19,6 +19,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
+	"github.com/monky/monky-deployd/internal/fakes/loopback"
 )
 
 // Authority judges bearers and mints deploy grants. The fake OpenBao implements it.
@@ -225,26 +226,17 @@ func (s *Server) Delayed() int {
 // New starts a Server on 127.0.0.1:0. It panics when opts.Authority is nil or the
 // loopback listener cannot be opened, like net/http/httptest; Start returns the
 // listener's error instead.
-func New(opts Options) *Server {
-	s, err := Start(opts)
-	if err != nil {
-		panic(err.Error())
-	}
-	return s
-}
+func New(opts Options) *Server { return loopback.Must(Start(opts)) }
 
 // Start starts a Server on 127.0.0.1:0; stop it with Close. It panics when
 // opts.Authority is nil (a programming error) and fails when the loopback listener
 // cannot be opened.
 func Start(opts Options) (*Server, error) {
 	s := NewUnstarted(opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	var err error
+	if s.srv, s.ln, err = loopback.Serve(s.Handler()); err != nil {
 		return nil, fmt.Errorf("faketenancy: listen on loopback: %w", err)
 	}
-	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
 
@@ -253,24 +245,12 @@ func NewUnstarted(opts Options) *Server {
 	if opts.Authority == nil {
 		panic("faketenancy: Options.Authority is required")
 	}
-	if opts.LeaseBudget <= 0 {
-		opts.LeaseBudget = 5
-	}
-	if opts.LeaseWindow <= 0 {
-		opts.LeaseWindow = time.Hour
-	}
-	if opts.LeaseTTL <= 0 {
-		opts.LeaseTTL = 10 * time.Minute
-	}
-	if opts.AuthMount == "" {
-		opts.AuthMount = "jwt-tenancy"
-	}
-	if opts.Role == "" {
-		opts.Role = "see-env"
-	}
-	if opts.NextCheckin <= 0 {
-		opts.NextCheckin = time.Minute
-	}
+	loopback.Default(&opts.LeaseBudget, 5)
+	loopback.Default(&opts.LeaseWindow, time.Hour)
+	loopback.Default(&opts.LeaseTTL, 10*time.Minute)
+	loopback.Default(&opts.AuthMount, "jwt-tenancy")
+	loopback.Default(&opts.Role, "see-env")
+	loopback.Default(&opts.NextCheckin, time.Minute)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -496,14 +476,6 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, rec *Request, toke
 // KiB); the rest of a larger one is still read by the handler.
 const maxHeldBody = 1 << 20
 
-// readCloser reads from r and closes c.
-type readCloser struct {
-	io.Reader
-	c io.Closer
-}
-
-func (rc readCloser) Close() error { return rc.c.Close() }
-
 // hold holds the call r for d, and reports false when the client gave up first. It
 // reads the body first (and puts it back for the handler): net/http learns that the
 // client closed its connection only once the request body has been read.
@@ -512,7 +484,10 @@ func (s *Server) hold(r *http.Request, d time.Duration) bool {
 	if err != nil {
 		return false
 	}
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 	s.mu.Lock()
 	s.delayed++
 	s.mu.Unlock()
@@ -713,19 +688,25 @@ func (s *Server) handleBundle(w http.ResponseWriter, r *http.Request, rec *Reque
 	if len(b.data) >= 2 && b.data[0] == 0x1f && b.data[1] == 0x8b {
 		ct = "application/gzip"
 	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Content-Length", strconv.Itoa(len(b.data)))
-	w.WriteHeader(http.StatusOK)
-	rec.Status = http.StatusOK
-	if truncate {
-		_, _ = w.Write(b.data[:len(b.data)/2])
-		if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = buf.Flush()
-			_ = conn.Close()
-		}
+	if !truncate {
+		writeBytes(w, rec, ct, len(b.data), b.data)
 		return
 	}
-	_, _ = w.Write(b.data)
+	writeBytes(w, rec, ct, len(b.data), b.data[:len(b.data)/2])
+	if conn, buf, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = buf.Flush()
+		_ = conn.Close()
+	}
+}
+
+// writeBytes answers 200 announcing length bytes of the content type ct, and writes
+// body.
+func writeBytes(w http.ResponseWriter, rec *Request, ct string, length int, body []byte) {
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(length))
+	w.WriteHeader(http.StatusOK)
+	rec.Status = http.StatusOK
+	_, _ = w.Write(body)
 }
 
 // handleSignature serves the signature published with a bundle: 404 when none is,
@@ -740,11 +721,7 @@ func (s *Server) handleSignature(w http.ResponseWriter, r *http.Request, rec *Re
 		writeError(w, rec, http.StatusNotFound, "SIGNATURE_NOT_FOUND", "no signature is published for bundle "+r.PathValue("sha"))
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(sig)))
-	w.WriteHeader(http.StatusOK)
-	rec.Status = http.StatusOK
-	_, _ = w.Write(sig)
+	writeBytes(w, rec, "text/plain; charset=utf-8", len(sig), sig)
 }
 
 type leaseRequest struct {

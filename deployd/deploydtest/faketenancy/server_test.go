@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
+	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
@@ -28,23 +29,11 @@ func newFake(t *testing.T, opts faketenancy.Options) (*faketenancy.Server, *fake
 	return s, auth
 }
 
+// target is StackTarget's over s alone, with the tokens of auth.
 func target(s *faketenancy.Server, auth *faketenancy.MemoryAuthority) deploydtest.ConformanceTarget {
-	return deploydtest.ConformanceTarget{
-		BaseURL: s.URL(),
-		EnvA:    "env-dev-01",
-		EnvB:    "env-dev-02",
-		Token:   func(_ testing.TB, env string) string { return auth.Token(env) },
-		Publish: func(t testing.TB, env string, data []byte) (string, int64) {
-			sha, serial, err := s.PublishBundle(env, data)
-			require.NoError(t, err)
-			return sha, serial
-		},
-		SetDesired: func(_ testing.TB, env string, d faketenancy.Desired) { s.SetDesired(env, d) },
-		LastLive:   func(_ testing.TB, env string) (faketenancy.Live, bool) { return s.LastLive(env) },
-		PublishSignature: func(t testing.TB, env, sha string, sig []byte) {
-			require.NoError(t, s.PublishSignature(env, sha, sig))
-		},
-	}
+	tg := deploydtest.StackTarget(&fakestack.Stack{Tenancy: s}, "env-dev-01", "env-dev-02")
+	tg.Token = func(_ testing.TB, env string) string { return auth.Token(env) }
+	return tg
 }
 
 func TestConformance(t *testing.T) {

@@ -1,7 +1,6 @@
 package testprog_test
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,35 +51,6 @@ func TestBuildOnce(t *testing.T) {
 	st, err := os.Stat(a)
 	require.NoError(t, err)
 	assert.NotZero(t, st.Mode().Perm()&0o111)
-}
-
-// TestSkipIfShort: under -short, Build skips the test that asks for a program, before
-// it builds anything; without -short nothing skips.
-func TestSkipIfShort(t *testing.T) {
-	was := flag.Lookup("test.short").Value.String()
-	t.Cleanup(func() { require.NoError(t, flag.Set("test.short", was)) })
-	require.NoError(t, flag.Set("test.short", "true"))
-	for name, ask := range map[string]func(t *testing.T){
-		"SkipIfShort": func(t *testing.T) { testprog.SkipIfShort(t) },
-		"Build":       func(t *testing.T) { testprog.Build(t, "github.com/monky/monky-deployd/test/engine/testapp") },
-	} {
-		var skipped, went bool
-		t.Run(name, func(t *testing.T) {
-			defer func() { skipped = t.Skipped() }()
-			ask(t)
-			went = true
-		})
-		assert.True(t, skipped, "%s skips under -short", name)
-		assert.False(t, went, "%s ends the test", name)
-	}
-	require.NoError(t, flag.Set("test.short", "false"))
-	var went bool
-	t.Run("not short", func(t *testing.T) {
-		testprog.SkipIfShort(t)
-		went = true
-	})
-	assert.True(t, went, "without -short the test goes on")
-	assert.False(t, testing.Short())
 }
 
 // TestDeps: Deps lists a package with what it links, standard library included;

@@ -12,11 +12,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
 func TestRun(t *testing.T) {
 	const bearer = "hvs.floor-test-bearer"
-	var got checkin
+	var got faketenancy.CheckinRequest // the body as the fake tenancy reads it
 	var gotAuth string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gotAuth = r.Header.Get("Authorization")
