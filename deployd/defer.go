@@ -275,6 +275,6 @@ func (a *Agent) deferredForCheckin(st *State, now time.Time) *tenancy.Deferred {
 	if d == nil || a.deferCauseLog(now, false, false) == nil {
 		return nil
 	}
-	return &tenancy.Deferred{Why: d.Why, Owner: d.Owner, Reason: d.Reason, Until: d.Until, SHA: d.SHA,
-		Serial: d.Serial, Since: d.Since, Prepared: d.Prepared}
+	c := *d // a copy: the tick goes on changing the state's
+	return &c
 }

@@ -76,72 +76,80 @@ type rule struct {
 	next string
 }
 
+// The rows of rules, by fault: a failure that is the bundle's holds its sha until
+// tenancy asks with retry (bundleHeldFor: for a while); any other holds nothing.
+func bundleFault(next string) rule                    { return rule{faultBundle, holdUntilRetry, next} }
+func bundleHeldFor(d time.Duration, next string) rule { return rule{faultBundle, d, next} }
+func boxFault(next string) rule                       { return rule{faultBox, 0, next} }
+func temporaryFault(next string) rule                 { return rule{faultTemporary, 0, next} }
+func tenancyFault(next string) rule                   { return rule{faultTenancy, 0, next} }
+
 // rules is the one table of what each code means. A code missing from it fails
 // TestEveryCodeHasARule; docs/OPERATIONS.md's table is rendered from it
 // (TestOperationsTableIsTheRules).
 var rules = map[codes.Code]rule{
 	// Bundle refusals: before the lease; the sha is held until tenancy asks again.
-	codes.BundleMalformed: {faultBundle, holdUntilRetry, "re-publish the bundle (a renderer bug or a corrupted upload); `monky-deployd verify --env ENV BUNDLE` reproduces the refusal offline"},
-	codes.SHAMismatch:     {faultBundle, holdUntilRetry, "re-publish the bundle: the bytes received are not the sha tenancy asked for (a corrupted store or a proxy in the path)"},
-	codes.EnvMismatch:     {faultBundle, holdUntilRetry, "publish the bundle to the right env, or fix env_id in the config if the box's is wrong"},
-	codes.ManifestPaths:   {faultBundle, holdUntilRetry, "fix the renderer's output: an unsafe path, a non-regular entry or a files list that is not the tar's"},
-	codes.ComposeInvalid:  {faultBundle, holdUntilRetry, "fix the compose file; the detail has compose-go's message"},
-	codes.UnresolvedVars:  {faultBundle, holdUntilRetry, "add the variable to the manifest's vars or secrets, or give it a default (${X:-v})"},
-	codes.SecretPath:      {faultBundle, holdUntilRetry, "fix the manifest: secret paths are relative to envs/<env_id>/"},
-	codes.Privileged:      {faultBundle, holdUntilRetry, "remove the privilege from the bundle, or list the service in the box's compose.allow_privileged"},
-	codes.Rollback:        {faultBundle, holdUntilRetry, "roll back explicitly from the console (the check-in's rollback: true)"},
-	codes.HookInvalid:     {faultBundle, holdUntilRetry, "fix the manifest's hooks: each names a one-shot service (no restart always or unless-stopped) of the compose files, behind the monky-hooks profile, once"},
+	codes.BundleMalformed: bundleFault("re-publish the bundle (a renderer bug or a corrupted upload); `monky-deployd verify --env ENV BUNDLE` reproduces the refusal offline"),
+	codes.SHAMismatch:     bundleFault("re-publish the bundle: the bytes received are not the sha tenancy asked for (a corrupted store or a proxy in the path)"),
+	codes.EnvMismatch:     bundleFault("publish the bundle to the right env, or fix env_id in the config if the box's is wrong"),
+	codes.ManifestPaths:   bundleFault("fix the renderer's output: an unsafe path, a non-regular entry or a files list that is not the tar's"),
+	codes.ComposeInvalid:  bundleFault("fix the compose file; the detail has compose-go's message"),
+	codes.UnresolvedVars:  bundleFault("add the variable to the manifest's vars or secrets, or give it a default (${X:-v})"),
+	codes.SecretPath:      bundleFault("fix the manifest: secret paths are relative to envs/<env_id>/"),
+	codes.Privileged:      bundleFault("remove the privilege from the bundle, or list the service in the box's compose.allow_privileged"),
+	codes.Rollback:        bundleFault("roll back explicitly from the console (the check-in's rollback: true)"),
+	codes.HookInvalid:     bundleFault("fix the manifest's hooks: each names a one-shot service (no restart always or unless-stopped) of the compose files, behind the monky-hooks profile, once"),
 	// DISK_LOW is a refusal of the box: freeing space keeps the sha.
-	codes.DiskLow: {faultBox, 0, "free space under deploy_dir (lower compose.keep_releases, remove the images the detail names); the next tick verifies the bundle again"},
+	codes.DiskLow: boxFault("free space under deploy_dir (lower compose.keep_releases, remove the images the detail names); the next tick verifies the bundle again"),
 
 	// Signature refusals: their fix (a new signature, a key added to the box) keeps
 	// the sha, and checking again costs a small GET, never a lease.
-	codes.SignatureMissing:    {faultBox, 0, "sign the bundle (`monky-deployd sign`) and publish its signature, or remove trusted_keys from the config to run unsigned bundles"},
-	codes.SignatureInvalid:    {faultBox, 0, "sign this very bundle again for this env, sha and serial: the detail names the field that differs; if nobody re-packed it, treat it as an attack"},
-	codes.SignatureUnknownKey: {faultBox, 0, "add the signing key to trusted_keys, or sign with a key the box trusts"},
-	codes.SignatureExpired:    {faultBox, 0, "sign the bundle again with a later --expires (or none); check the box's clock"},
-	codes.SignatureReplay:     {faultBox, 0, "publish a newer serial, or roll back explicitly from the console (rollback: true) to a signed older bundle"},
+	codes.SignatureMissing:    boxFault("sign the bundle (`monky-deployd sign`) and publish its signature, or remove trusted_keys from the config to run unsigned bundles"),
+	codes.SignatureInvalid:    boxFault("sign this very bundle again for this env, sha and serial: the detail names the field that differs; if nobody re-packed it, treat it as an attack"),
+	codes.SignatureUnknownKey: boxFault("add the signing key to trusted_keys, or sign with a key the box trusts"),
+	codes.SignatureExpired:    boxFault("sign the bundle again with a later --expires (or none); check the box's clock"),
+	codes.SignatureReplay:     boxFault("publish a newer serial, or roll back explicitly from the console (rollback: true) to a signed older bundle"),
 
 	// Later phases.
-	codes.LeaseShape: {faultBundle, holdUntilRetry, "fix tenancy's lease issuer or the OpenBao role: the lease or login answer has the wrong shape (there is no AppRole path)"},
+	codes.LeaseShape: bundleFault("fix tenancy's lease issuer or the OpenBao role: the lease or login answer has the wrong shape (there is no AppRole path)"),
 	// Writing the secret (or fixing the policy) mends the box by itself: the sha is
 	// held an hour, then tried again.
-	codes.SecretMissing: {faultBundle, secretHold, "write the secret at <kv_mount>/data/envs/<env_id>/<path> (the detail names the variable, path and key); the box tries again by itself within the hour (status names when)"},
-	codes.SecretDenied:  {faultBundle, secretHold, "fix the see-env policy or role in OpenBao (docs/OPERATIONS.md, \"Server side\"); the box tries again by itself within the hour (status names when)"},
-	codes.ApplyFailed:   {faultBundle, holdUntilRetry, "read the report's tail (compose's output): compose refused or could not start the release; the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
-	codes.Unhealthy:     {faultBundle, holdUntilRetry, "read the health evidence `monky-deployd status` shows (each failing service's last healthchecks and log lines); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
-	codes.HealthTimeout: {faultBundle, holdUntilRetry, "a slow start: read the health evidence `monky-deployd status` shows, or raise compose.health_timeout (and the unit's TimeoutStartSec); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"},
-	codes.ConfigInvalid: {faultBox, 0, "fix the config: the message names the file, the key and its line"},
+	codes.SecretMissing: bundleHeldFor(secretHold, "write the secret at <kv_mount>/data/envs/<env_id>/<path> (the detail names the variable, path and key); the box tries again by itself within the hour (status names when)"),
+	codes.SecretDenied:  bundleHeldFor(secretHold, "fix the see-env policy or role in OpenBao (docs/OPERATIONS.md, \"Server side\"); the box tries again by itself within the hour (status names when)"),
+	codes.ApplyFailed:   bundleFault("read the report's tail (compose's output): compose refused or could not start the release; the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"),
+	codes.Unhealthy:     bundleFault("read the health evidence `monky-deployd status` shows (each failing service's last healthchecks and log lines); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"),
+	codes.HealthTimeout: bundleFault("a slow start: read the health evidence `monky-deployd status` shows, or raise compose.health_timeout (and the unit's TimeoutStartSec); the previous release was restored, unless the release says restore: unsafe (then status says a person decides)"),
+	codes.ConfigInvalid: boxFault("fix the config: the message names the file, the key and its line"),
 	// Hooks (docs/BUNDLE.md, "Hooks"). A hook that fails is the release's; one that
 	// asks for later (exit 75) costs no report and no new lease while the lease lasts.
-	codes.HookFailed:      {faultBundle, holdUntilRetry, "read the hook's output (`monky-deployd status`, the report's tail); before the switch nothing changed, after it the previous release was restored unless the release says restore is unsafe (then status says a person decides)"},
-	codes.HookLater:       {faultTemporary, 0, "nothing unless it lasts: a hook asked to try again later (exit 75); the next tick runs it again under the same lease"},
-	codes.HookInterrupted: {faultBundle, holdUntilRetry, "a crash interrupted a hook the release does not mark repeatable: check what it did (its service's containers and data), then retry from the console"},
-	codes.Config:          {faultBox, 0, "fix the config's bao section (addr, mounts, role, ca_file): the message names the key"},
+	codes.HookFailed:      bundleFault("read the hook's output (`monky-deployd status`, the report's tail); before the switch nothing changed, after it the previous release was restored unless the release says restore is unsafe (then status says a person decides)"),
+	codes.HookLater:       temporaryFault("nothing unless it lasts: a hook asked to try again later (exit 75); the next tick runs it again under the same lease"),
+	codes.HookInterrupted: bundleFault("a crash interrupted a hook the release does not mark repeatable: check what it did (its service's containers and data), then retry from the console"),
+	codes.Config:          boxFault("fix the config's bao section (addr, mounts, role, ca_file): the message names the key"),
 
 	// Tenancy phase. UNAUTHENTICATED is the box's credentials: from OpenBao (the
 	// lease's grant refused at login, most often superseded by a newer lease) it is
 	// reported; from tenancy itself it is tenancy's (classify).
-	codes.AgentEnvMismatch: {faultTenancy, 0, "fix env_id in the config, or place a fresh grant of this env and run `monky-deployd bootstrap`"},
-	codes.RateLimited:      {faultTemporary, 0, "wait: the lease budget refills within the hour (status names when the box asks again); look for a flapping deploy burning leases"},
-	codes.Unauthenticated:  {faultBox, 0, "re-bootstrap: place a fresh bootstrap grant (mode 0600) at the config's bootstrap_grant and run `monky-deployd bootstrap`"},
-	codes.Unavailable:      {faultTemporary, 0, "nothing unless it lasts: then check the mesh or tunneler, tenancy and OpenBao"},
-	codes.TenancyProtocol:  {faultTemporary, 0, "nothing unless it lasts: then look for a proxy answering in tenancy's place, or a tenancy of another version (the log line names the call and the field)"},
+	codes.AgentEnvMismatch: tenancyFault("fix env_id in the config, or place a fresh grant of this env and run `monky-deployd bootstrap`"),
+	codes.RateLimited:      temporaryFault("wait: the lease budget refills within the hour (status names when the box asks again); look for a flapping deploy burning leases"),
+	codes.Unauthenticated:  boxFault("re-bootstrap: place a fresh bootstrap grant (mode 0600) at the config's bootstrap_grant and run `monky-deployd bootstrap`"),
+	codes.Unavailable:      temporaryFault("nothing unless it lasts: then check the mesh or tunneler, tenancy and OpenBao"),
+	codes.TenancyProtocol:  temporaryFault("nothing unless it lasts: then look for a proxy answering in tenancy's place, or a tenancy of another version (the log line names the call and the field)"),
 
 	// The box itself.
-	codes.Locked:            {faultTemporary, 0, "nothing: another run holds the lock; if it lasts, look for a hung `docker compose up`"},
-	codes.Interrupted:       {faultTemporary, 0, "nothing: the next tick resumes where this one stopped"},
-	codes.ComposeMissing:    {faultBox, 0, "install the docker compose v2 plugin (docker-compose-plugin, docker-compose-v2 or docker-compose 2.x)"},
-	codes.StateUnavailable:  {faultBox, 0, "fix the file system of state_dir or deploy_dir (mode, space, mount, ReadWritePaths=): the log line names the file and the error"},
-	codes.DockerUnavailable: {faultBox, 0, "start docker (`systemctl start docker`) or fix the agent's access to its socket; the next tick goes on"},
-	codes.DiskFull:          {faultBox, 0, "free space on the file systems of deploy_dir and state_dir; the next tick goes on"},
-	codes.DockerTimeout:     {faultTemporary, 0, "nothing unless it lasts: then the box is overloaded or dockerd hangs (`systemctl status docker`, `journalctl -u docker`); the next tick tries again"},
-	codes.Unclassified:      {faultBox, 0, "read the tick's log line (`journalctl -u monky-deployd -p warning`): its err says what failed; the next tick tries again"},
+	codes.Locked:            temporaryFault("nothing: another run holds the lock; if it lasts, look for a hung `docker compose up`"),
+	codes.Interrupted:       temporaryFault("nothing: the next tick resumes where this one stopped"),
+	codes.ComposeMissing:    boxFault("install the docker compose v2 plugin (docker-compose-plugin, docker-compose-v2 or docker-compose 2.x)"),
+	codes.StateUnavailable:  boxFault("fix the file system of state_dir or deploy_dir (mode, space, mount, ReadWritePaths=): the log line names the file and the error"),
+	codes.DockerUnavailable: boxFault("start docker (`systemctl start docker`) or fix the agent's access to its socket; the next tick goes on"),
+	codes.DiskFull:          boxFault("free space on the file systems of deploy_dir and state_dir; the next tick goes on"),
+	codes.DockerTimeout:     temporaryFault("nothing unless it lasts: then the box is overloaded or dockerd hangs (`systemctl status docker`, `journalctl -u docker`); the next tick tries again"),
+	codes.Unclassified:      boxFault("read the tick's log line (`journalctl -u monky-deployd -p warning`): its err says what failed; the next tick tries again"),
 
 	// Images, before the lease.
-	codes.ImageMissing:        {faultBox, 0, "push the image the failure names, fix its reference in the renderer, or `docker login` to its registry as root on this box; the next tick pulls again without a lease"},
-	codes.RegistryUnavailable: {faultTemporary, 0, "check that this box reaches the image's registry (`docker pull <image>` as root); the next tick pulls again without a lease"},
-	codes.PullFailed:          {faultBox, 0, "read what docker said (the detail) and `journalctl -u docker`: the box's docker could not store the image; the next tick pulls again without a lease"},
+	codes.ImageMissing:        boxFault("push the image the failure names, fix its reference in the renderer, or `docker login` to its registry as root on this box; the next tick pulls again without a lease"),
+	codes.RegistryUnavailable: temporaryFault("check that this box reaches the image's registry (`docker pull <image>` as root); the next tick pulls again without a lease"),
+	codes.PullFailed:          boxFault("read what docker said (the detail) and `journalctl -u docker`: the box's docker could not store the image; the next tick pulls again without a lease"),
 }
 
 // ruleOf is the rule of code; a code the table does not know is UNCLASSIFIED's.

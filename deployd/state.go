@@ -475,24 +475,10 @@ func dockerVersionFresh(s *State, now time.Time) bool {
 }
 
 // Deferral is an apply the box prepared and did not switch to, kept in state.json
-// while it waits; status shows it on its first line, and the check-in carries it.
-type Deferral struct {
-	// Why is DeferHold or DeferWindow.
-	Why string `json:"why"`
-	// Owner and Reason are the hold's (DeferHold).
-	Owner  string `json:"owner,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Until is when the box switches by itself at the latest: the hold's end (capped
-	// by holds.max), or the next opening of a window.
-	Until time.Time `json:"until,omitzero"`
-	// SHA and Serial are what waits.
-	SHA    string `json:"sha"`
-	Serial int64  `json:"serial"`
-	// Since is when the box first deferred this sha.
-	Since time.Time `json:"since"`
-	// Prepared is true once the bundle was verified, kept and its images pulled.
-	Prepared bool `json:"prepared"`
-}
+// while it waits: exactly what the check-in carries of it (tenancy.Deferred, whose
+// JSON form state.json, status --json and the hold directory's note share). status
+// shows it on its first line.
+type Deferral = tenancy.Deferred
 
 // KeptBundle is the verified bundle a deferral kept under Config.PreparedDir: the
 // switch reads it (after checking its digest) instead of downloading it again.

@@ -344,7 +344,7 @@ type checkinBody struct {
 	Host          Host           `json:"host"`
 	Live          *liveWire      `json:"live,omitempty"`
 	Condition     *conditionWire `json:"condition,omitempty"`
-	Deferred      *deferredWire  `json:"deferred,omitempty"`
+	Deferred      *Deferred      `json:"deferred,omitempty"`
 }
 
 // liveWire is Live as it travels: healthy and services only when docker answered.

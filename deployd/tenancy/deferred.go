@@ -13,48 +13,46 @@ const MaxDeferredText = 200
 // Deferred is an apply the box prepared and did not switch to, as the check-in
 // carries it: an additive part of the check-in (docs/PROTOCOL.md, "The deferred
 // object") that a tenancy which does not know it ignores. The check-in carries none
-// while nothing waits.
+// while nothing waits. Its JSON form is the deferred object's; the agent keeps it
+// in state.json as it is (deployd.Deferral), and the check-in sends its times in
+// UTC, to the second.
 type Deferred struct {
 	// Why is "hold" (a person at the box set a hold) or "window" (outside the box's
 	// apply windows).
-	Why string
+	Why string `json:"why"`
 	// Owner and Reason are the hold's: who set it and why ("" for a window). Reason
 	// must already be redacted by the caller; both are sent as valid UTF-8 within
 	// MaxDeferredText bytes.
-	Owner, Reason string
+	Owner  string `json:"owner,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Until is when the box switches by itself at the latest: the hold's end, or the
 	// window's next opening; zero when not known.
-	Until time.Time
+	Until time.Time `json:"until,omitzero"`
 	// SHA and Serial are what waits (required).
-	SHA    string
-	Serial int64
+	SHA    string `json:"sha"`
+	Serial int64  `json:"serial"`
 	// Since is when the box first deferred it (required).
-	Since time.Time
+	Since time.Time `json:"since"`
 	// Prepared is true once the bundle was downloaded, verified, kept and its images
 	// pulled.
-	Prepared bool
+	Prepared bool `json:"prepared"`
 }
 
-// deferredWire is Deferred as it travels.
-type deferredWire struct {
-	Why      string `json:"why"`
-	Owner    string `json:"owner,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Until    string `json:"until,omitempty"`
-	SHA      string `json:"sha"`
-	Serial   int64  `json:"serial"`
-	Since    string `json:"since"`
-	Prepared bool   `json:"prepared"`
-}
-
-// wire is d as it travels; nil for nil.
-func (d *Deferred) wire() *deferredWire {
+// wire is d as it travels: owner and reason bounded, times in UTC to the second;
+// nil for nil.
+func (d *Deferred) wire() *Deferred {
 	if d == nil {
 		return nil
 	}
-	return &deferredWire{Why: d.Why, Owner: boundText(d.Owner), Reason: boundText(d.Reason), Until: wireTimeOrEmpty(d.Until),
-		SHA: d.SHA, Serial: d.Serial, Since: wireTime(d.Since), Prepared: d.Prepared}
+	w := *d
+	w.Owner, w.Reason = boundText(d.Owner), boundText(d.Reason)
+	w.Until, w.Since = toSecond(d.Until), toSecond(d.Since)
+	return &w
 }
+
+// toSecond is t in UTC to the second, as the wire's times are: it marshals as
+// wireTime(t) does (the zero time stays zero).
+func toSecond(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 
 // boundText is s as valid UTF-8 within MaxDeferredText bytes.
 func boundText(s string) string {

@@ -2,28 +2,17 @@ package faketenancy
 
 import (
 	"encoding/json"
-	"time"
 	"unicode/utf8"
+
+	"github.com/monky/monky-deployd/deployd/tenancy"
 )
 
 // Deferred is the deferred object of a check-in (docs/PROTOCOL.md, "The deferred
-// object"): an apply the box prepared and did not switch to.
-type Deferred struct {
-	// Why is "hold" or "window".
-	Why string `json:"why"`
-	// Owner and Reason are the hold's ("" for a window).
-	Owner  string `json:"owner,omitzero"`
-	Reason string `json:"reason,omitzero"`
-	// Until is when the box switches by itself at the latest; zero when not sent.
-	Until time.Time `json:"until,omitzero"`
-	// SHA and Serial are what waits.
-	SHA    string `json:"sha"`
-	Serial int64  `json:"serial"`
-	// Since is when the box first deferred it.
-	Since time.Time `json:"since"`
-	// Prepared is true once the box verified, kept and pulled the bundle.
-	Prepared bool `json:"prepared"`
-}
+// object"): an apply the box prepared and did not switch to. It is the agent's own
+// type (why, owner, reason, until, sha, serial, since, prepared), which the fake
+// fills field by field with its own code (parseDeferred), so that the check stays
+// independent of the agent's.
+type Deferred = tenancy.Deferred
 
 // deferredWire is a deferred object as it arrives; the fake checks it with its own
 // code.
