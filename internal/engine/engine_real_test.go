@@ -41,7 +41,7 @@ func TestAgainstTheEngine(t *testing.T) {
 	imageID := importTestImage(t, tag)
 	dir := t.TempDir()
 	composeFile := filepath.Join(dir, "compose.yaml")
-	writeFile(t, composeFile, strings.ReplaceAll(`services:
+	if err := os.WriteFile(composeFile, []byte(strings.ReplaceAll(`services:
   web:
     image: {{image}}
     command: ["serve"]
@@ -61,7 +61,9 @@ func TestAgainstTheEngine(t *testing.T) {
     image: {{image}}
     command: ["exit", "1"]
     restart: always
-`, "{{image}}", tag))
+`, "{{image}}", tag)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	dc := func(args ...string) []byte {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, "docker", append([]string{"compose", "-p", project, "-f", composeFile}, args...)...).Output()
@@ -301,13 +303,6 @@ func randHex(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(p)
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func stderrOf(err error) string {
