@@ -153,11 +153,7 @@ func TestCheckUnsetBindSourceNeverInsideRelease(t *testing.T) {
 		"services:\n  a:\n    image: x\n    volumes:\n      - ${UNSET:?}:/data\n",
 	} {
 		t.Run(yaml, func(t *testing.T) {
-			got := Check(context.Background(), Input{
-				Files:        map[string][]byte{"compose.yaml": []byte(yaml)},
-				ComposeFiles: []string{"compose.yaml"},
-				BundleFiles:  []string{"compose.yaml"},
-			})
+			got := checkOne(yaml, nil)
 			require.False(t, got.OK())
 			assert.Contains(t, got.Findings, Finding{Code: codes.UnresolvedVars,
 				Detail: "compose.yaml: variable UNSET is not provided by vars, secrets or a default (at services.a.volumes[0]" +
@@ -168,13 +164,8 @@ func TestCheckUnsetBindSourceNeverInsideRelease(t *testing.T) {
 
 func TestCheckSecretsAreSetAndNonEmpty(t *testing.T) {
 	yaml := "services:\n  a:\n    image: x\n    environment:\n      P: ${DB_PASSWORD:?}\n      Q: ${DB_USER:?required}\n"
-	in := Input{
-		Files:        map[string][]byte{"compose.yaml": []byte(yaml)},
-		ComposeFiles: []string{"compose.yaml"},
-		BundleFiles:  []string{"compose.yaml"},
-		Vars:         map[string]string{"DB_USER": ""},
-		SecretNames:  []string{"DB_PASSWORD"},
-	}
+	in := composeInput(yaml, nil)
+	in.Vars, in.SecretNames = map[string]string{"DB_USER": ""}, []string{"DB_PASSWORD"}
 	got := Check(context.Background(), in)
 	assert.Equal(t, []Finding{{Code: codes.UnresolvedVars,
 		Detail: "compose.yaml: variable DB_USER is empty but ${DB_USER:?} requires a value (at services.a.environment.Q)"}}, got.Findings)
