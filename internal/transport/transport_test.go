@@ -369,7 +369,7 @@ func TestSDKTransport(t *testing.T) {
 		require.NoError(t, err)
 
 		ctx, cancel := context.WithCancel(t.Context())
-		go func() { <-started; time.Sleep(20 * time.Millisecond); cancel() }()
+		go func() { <-started; cancel() }() // the request is in its dial
 		start := time.Now()
 		_, err = get(ctx, t, c, base+"/")
 		require.ErrorIs(t, err, context.Canceled)
@@ -617,9 +617,7 @@ func TestSettings(t *testing.T) {
 	assert.Equal(t, uint16(tls.VersionTLS12), tr.TLSClientConfig.MinVersion)
 	assert.Zero(t, c.HTTP.Timeout)
 
-	d, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://" + ts.addr()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Close() })
+	d := open(t, Config{Transport: TransportSystem, URL: "https://" + ts.addr()})
 	assert.Equal(t, DefaultTimeout, d.HTTP.Transport.(*http.Transport).ResponseHeaderTimeout)
 }
 
