@@ -172,13 +172,21 @@ func TestCheckSecretsAreSetAndNonEmpty(t *testing.T) {
 	assert.Equal(t, []string{"a"}, got.Services)
 }
 
-func TestCheckCancelledContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+// TestCheckRefusedBeforeTheLoad: a cancelled context, or a project name compose would
+// change, is one finding, and nothing is loaded.
+func TestCheckRefusedBeforeTheLoad(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	in := checkCase{compose: []string{"good.yaml"}}.input(t)
-	got := Check(ctx, in)
+	got := Check(cancelled, in)
 	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid, Detail: "compose check did not run: context canceled"}}, got.Findings)
 	assert.False(t, got.OK())
+
+	in.ProjectName = "Monky Prod"
+	got = Check(context.Background(), in)
+	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid,
+		Detail: `project name "Monky Prod" is not a valid compose project name (lowercase letters, digits, - and _)`}}, got.Findings)
+	assert.Equal(t, []string{}, got.Services)
 }
 
 func TestInRelease(t *testing.T) {
@@ -261,13 +269,4 @@ func TestDescribeLoadErrorNeverQuotesTheMessage(t *testing.T) {
 			assert.NotContains(t, got, "hunter2")
 		})
 	}
-}
-
-func TestCheckInvalidProjectName(t *testing.T) {
-	in := checkCase{compose: []string{"good.yaml"}}.input(t)
-	in.ProjectName = "Monky Prod"
-	got := Check(context.Background(), in)
-	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid,
-		Detail: `project name "Monky Prod" is not a valid compose project name (lowercase letters, digits, - and _)`}}, got.Findings)
-	assert.Equal(t, []string{}, got.Services)
 }
