@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +34,7 @@ func TestAgainstTheEngine(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	suffix := randHex(t, 4)
+	suffix := strings.ToLower(rand.Text()[:8])
 	project := "monky-engt-" + suffix
 	tag := "monky-engine-client-test:" + suffix
 	imageID := importTestImage(t, tag)
@@ -294,15 +293,6 @@ func importTestImage(t *testing.T, tag string) string {
 		t.Fatalf("docker import printed %q, not an image ID", id)
 	}
 	return id
-}
-
-func randHex(t *testing.T, n int) string {
-	t.Helper()
-	p := make([]byte, n)
-	if _, err := rand.Read(p); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(p)
 }
 
 func stderrOf(err error) string {
