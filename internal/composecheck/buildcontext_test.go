@@ -17,88 +17,75 @@ import (
 // builder uses excludes .env.
 func TestCheckBuildContextHoldsTheEnv(t *testing.T) {
 	const build = "services:\n  app:\n    image: x\n    build: .\n"
+	// sends is the refusal of a build context that holds the release's .env: who sends
+	// it, why no ignore file keeps it out, and the ignore file to fix.
+	sends := func(who, why, ignore string) []string {
+		return []string{who + " sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and " +
+			why + "; add .env to " + ignore + " or build from a subdirectory"}
+	}
+	const app, root = "service app: build.context .", `service app: build.additional_contexts: "root" (the release directory)`
+	noIgnore, notExcluded := sends(app, "no .dockerignore excludes it", ".dockerignore"), sends(app, ".dockerignore does not exclude it", ".dockerignore")
 	tests := []struct {
 		name    string
 		compose string
 		files   map[string]string // more bundle files
-		kept    []string          // of files, those in Input.Files (nil: all)
-		secrets []string
+		dropped bool              // files are in BundleFiles only, not kept for the check
+		secrets []string          // nil: S alone
 		allow   []string
 		want    []string // PRIVILEGED details; nil: accepted
 	}{
-		{name: "build . without secrets is fine as today", compose: build},
-		{name: "build . with secrets and no .dockerignore", compose: build, secrets: []string{"DB_PASSWORD"},
-			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "long syntax context .", compose: "services:\n  app:\n    image: x\n    build:\n      context: .\n      dockerfile: Dockerfile\n",
-			secrets: []string{"S"}, want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "context ./ is the release root too", compose: "services:\n  app:\n    build: ./\n", secrets: []string{"S"},
-			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: ".dockerignore excludes .env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "node_modules\n.env\n"}},
-		{name: ".dockerignore excludes /.env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "/.env\n"}},
-		{name: ".dockerignore excludes ./.env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "  ./.env  \n"}},
-		{name: ".dockerignore excludes **/.env", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "**/.env\n"}},
-		{name: ".dockerignore excludes .env*", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env*\n"}},
-		{name: ".dockerignore excludes everything", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "*\n!src\n!package.json\n"}},
-		{name: ".dockerignore with a BOM and CRLF", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "\ufeff.env\r\n"}},
-		{name: "an exception brings .env back", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "*\n!.env\n"},
-			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore does not exclude it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "the last match wins", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env\n!.env*\n"},
-			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore does not exclude it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "a comment excludes nothing", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": "# .env\n.env.example\nsrc/.env\n"},
-			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore does not exclude it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "a .dockerignore the builder cannot parse", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env\n[\n"},
-			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore cannot be parsed; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "a .dockerignore not kept for the check", compose: build, secrets: []string{"S"}, files: map[string]string{".dockerignore": ".env\n"}, kept: []string{},
-			want: []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and .dockerignore could not be read for the check (put manifest.json first in the tar); add .env to .dockerignore or build from a subdirectory"}},
-		{name: "Dockerfile.dockerignore takes precedence (refused)", compose: build, secrets: []string{"S"},
-			files: map[string]string{".dockerignore": ".env\n", "Dockerfile.dockerignore": "node_modules\n"},
-			want:  []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and Dockerfile.dockerignore does not exclude it; add .env to Dockerfile.dockerignore or build from a subdirectory"}},
-		{name: "Dockerfile.dockerignore takes precedence (accepted)", compose: build, secrets: []string{"S"},
-			files: map[string]string{".dockerignore": "node_modules\n", "Dockerfile.dockerignore": ".env\n"}},
-		{name: "the dockerfile's own ignore file next to it", secrets: []string{"S"},
-			compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/app.Dockerfile\n",
-			files:   map[string]string{"docker/app.Dockerfile.dockerignore": ".env\n"}},
-		{name: "another dockerfile's ignore file does not count", secrets: []string{"S"},
-			compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/app.Dockerfile\n",
-			files:   map[string]string{"Dockerfile.dockerignore": ".env\n"},
-			want:    []string{"service app: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "dockerfile_inline uses the context's .dockerignore", secrets: []string{"S"},
+		{name: "build . without secrets is fine as today", compose: build, secrets: []string{}},
+		{name: "build . with secrets and no .dockerignore", compose: build, secrets: []string{"DB_PASSWORD"}, want: noIgnore},
+		{name: "long syntax context .", compose: "services:\n  app:\n    image: x\n    build:\n      context: .\n      dockerfile: Dockerfile\n", want: noIgnore},
+		{name: "context ./ is the release root too", compose: "services:\n  app:\n    build: ./\n", want: noIgnore},
+		{name: ".dockerignore excludes .env", compose: build, files: map[string]string{".dockerignore": "node_modules\n.env\n"}},
+		{name: ".dockerignore excludes /.env", compose: build, files: map[string]string{".dockerignore": "/.env\n"}},
+		{name: ".dockerignore excludes ./.env", compose: build, files: map[string]string{".dockerignore": "  ./.env  \n"}},
+		{name: ".dockerignore excludes **/.env", compose: build, files: map[string]string{".dockerignore": "**/.env\n"}},
+		{name: ".dockerignore excludes .env*", compose: build, files: map[string]string{".dockerignore": ".env*\n"}},
+		{name: ".dockerignore excludes everything", compose: build, files: map[string]string{".dockerignore": "*\n!src\n!package.json\n"}},
+		{name: ".dockerignore with a BOM and CRLF", compose: build, files: map[string]string{".dockerignore": "\ufeff.env\r\n"}},
+		{name: "an exception brings .env back", compose: build, files: map[string]string{".dockerignore": "*\n!.env\n"}, want: notExcluded},
+		{name: "the last match wins", compose: build, files: map[string]string{".dockerignore": ".env\n!.env*\n"}, want: notExcluded},
+		{name: "a comment excludes nothing", compose: build, files: map[string]string{".dockerignore": "# .env\n.env.example\nsrc/.env\n"}, want: notExcluded},
+		{name: "a .dockerignore the builder cannot parse", compose: build, files: map[string]string{".dockerignore": ".env\n[\n"},
+			want: sends(app, ".dockerignore cannot be parsed", ".dockerignore")},
+		{name: "a .dockerignore not kept for the check", compose: build, files: map[string]string{".dockerignore": ".env\n"}, dropped: true,
+			want: sends(app, ".dockerignore could not be read for the check (put manifest.json first in the tar)", ".dockerignore")},
+		{name: "Dockerfile.dockerignore takes precedence (refused)", compose: build, files: map[string]string{".dockerignore": ".env\n", "Dockerfile.dockerignore": "node_modules\n"},
+			want: sends(app, "Dockerfile.dockerignore does not exclude it", "Dockerfile.dockerignore")},
+		{name: "Dockerfile.dockerignore takes precedence (accepted)", compose: build, files: map[string]string{".dockerignore": "node_modules\n", "Dockerfile.dockerignore": ".env\n"}},
+		{name: "the dockerfile's own ignore file next to it", compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/app.Dockerfile\n",
+			files: map[string]string{"docker/app.Dockerfile.dockerignore": ".env\n"}},
+		{name: "another dockerfile's ignore file does not count", compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/app.Dockerfile\n",
+			files: map[string]string{"Dockerfile.dockerignore": ".env\n"}, want: noIgnore},
+		{name: "dockerfile_inline uses the context's .dockerignore",
 			compose: "services:\n  app:\n    build:\n      context: .\n      dockerfile_inline: |\n        FROM alpine\n        COPY . /app\n",
 			files:   map[string]string{"Dockerfile.dockerignore": "x\n", ".dockerignore": ".env\n"}},
-		{name: "a subdirectory context never holds .env", compose: "services:\n  app:\n    build: ./app\n", secrets: []string{"S"}},
-		{name: "a git context is not in the release", compose: "services:\n  app:\n    build: https://github.com/example/app.git#main\n", secrets: []string{"S"}},
-		{name: "a parent of the release is outside it", compose: "services:\n  app:\n    build: ..\n", secrets: []string{"S"},
-			want: []string{"service app: build.context is outside the release"}},
-		{name: "an absolute context is outside the release", compose: "services:\n  app:\n    build: /srv/app\n", secrets: []string{"S"},
-			want: []string{"service app: build.context is outside the release"}},
-		{name: "an additional context at the release root", secrets: []string{"S"},
-			compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
-			want:    []string{"service app: build.additional_contexts: \"root\" (the release directory) sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "an additional context at the root with .dockerignore", secrets: []string{"S"},
-			compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
-			files:   map[string]string{".dockerignore": ".env\n"}},
-		{name: "an additional context reads no Dockerfile.dockerignore", secrets: []string{"S"},
-			compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
-			files:   map[string]string{"app/Dockerfile.dockerignore": ".env\n"},
-			want:    []string{"service app: build.additional_contexts: \"root\" (the release directory) sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "a job builds too", compose: "jobs:\n  migrate:\n    image: x\n    triggers:\n      manual: true\n    build: .\n", secrets: []string{"S"},
-			want: []string{"job migrate: build.context . sends the release's .env, which holds every secret of the environment, to the builder (a COPY bakes it into the image), and no .dockerignore excludes it; add .env to .dockerignore or build from a subdirectory"}},
-		{name: "an allowed service", compose: build, secrets: []string{"S"}, allow: []string{"app"}},
+		{name: "a subdirectory context never holds .env", compose: "services:\n  app:\n    build: ./app\n"},
+		{name: "a git context is not in the release", compose: "services:\n  app:\n    build: https://github.com/example/app.git#main\n"},
+		{name: "a parent of the release is outside it", compose: "services:\n  app:\n    build: ..\n", want: []string{"service app: build.context is outside the release"}},
+		{name: "an absolute context is outside the release", compose: "services:\n  app:\n    build: /srv/app\n", want: []string{"service app: build.context is outside the release"}},
+		{name: "an additional context at the release root", compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
+			want: sends(root, "no .dockerignore excludes it", ".dockerignore")},
+		{name: "an additional context at the root with .dockerignore", compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
+			files: map[string]string{".dockerignore": ".env\n"}},
+		{name: "an additional context reads no Dockerfile.dockerignore", compose: "services:\n  app:\n    build:\n      context: ./app\n      additional_contexts:\n        root: .\n",
+			files: map[string]string{"app/Dockerfile.dockerignore": ".env\n"}, want: sends(root, "no .dockerignore excludes it", ".dockerignore")},
+		{name: "a job builds too", compose: "jobs:\n  migrate:\n    image: x\n    triggers:\n      manual: true\n    build: .\n",
+			want: sends("job migrate: build.context .", "no .dockerignore excludes it", ".dockerignore")},
+		{name: "an allowed service", compose: build, allow: []string{"app"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{
-				Files:           map[string][]byte{"compose.yaml": []byte(tc.compose)},
-				ComposeFiles:    []string{"compose.yaml"},
-				BundleFiles:     []string{"compose.yaml"},
-				Vars:            map[string]string{},
-				SecretNames:     tc.secrets,
-				AllowPrivileged: tc.allow,
+			in := composeInput(tc.compose, tc.files)
+			in.SecretNames, in.AllowPrivileged = tc.secrets, tc.allow
+			if tc.secrets == nil {
+				in.SecretNames = []string{"S"}
 			}
-			for p, c := range tc.files {
-				in.BundleFiles = append(in.BundleFiles, p)
-				if tc.kept == nil {
-					in.Files[p] = []byte(c)
+			for p := range tc.files {
+				if tc.dropped {
+					delete(in.Files, p)
 				}
 			}
 			r := Check(context.Background(), in)
@@ -149,13 +136,8 @@ func TestCheckLoadDirWrittenLiterallyIsOutside(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{
-				Files:        map[string][]byte{"compose.yaml": []byte(tc.compose), ".dockerignore": []byte(".env\n")},
-				ComposeFiles: []string{"compose.yaml"},
-				BundleFiles:  []string{"compose.yaml", ".dockerignore"},
-				Vars:         map[string]string{},
-				SecretNames:  []string{"S"},
-			}
+			in := composeInput(tc.compose, map[string]string{".dockerignore": ".env\n"})
+			in.SecretNames = []string{"S"}
 			r := Check(context.Background(), in)
 			require.Len(t, r.Findings, 1, "findings: %v", r.Findings)
 			assert.Contains(t, r.Findings[0].Detail, "outside the release")

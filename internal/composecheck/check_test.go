@@ -153,11 +153,7 @@ func TestCheckUnsetBindSourceNeverInsideRelease(t *testing.T) {
 		"services:\n  a:\n    image: x\n    volumes:\n      - ${UNSET:?}:/data\n",
 	} {
 		t.Run(yaml, func(t *testing.T) {
-			got := Check(context.Background(), Input{
-				Files:        map[string][]byte{"compose.yaml": []byte(yaml)},
-				ComposeFiles: []string{"compose.yaml"},
-				BundleFiles:  []string{"compose.yaml"},
-			})
+			got := checkOne(yaml, nil)
 			require.False(t, got.OK())
 			assert.Contains(t, got.Findings, Finding{Code: codes.UnresolvedVars,
 				Detail: "compose.yaml: variable UNSET is not provided by vars, secrets or a default (at services.a.volumes[0]" +
@@ -168,26 +164,29 @@ func TestCheckUnsetBindSourceNeverInsideRelease(t *testing.T) {
 
 func TestCheckSecretsAreSetAndNonEmpty(t *testing.T) {
 	yaml := "services:\n  a:\n    image: x\n    environment:\n      P: ${DB_PASSWORD:?}\n      Q: ${DB_USER:?required}\n"
-	in := Input{
-		Files:        map[string][]byte{"compose.yaml": []byte(yaml)},
-		ComposeFiles: []string{"compose.yaml"},
-		BundleFiles:  []string{"compose.yaml"},
-		Vars:         map[string]string{"DB_USER": ""},
-		SecretNames:  []string{"DB_PASSWORD"},
-	}
+	in := composeInput(yaml, nil)
+	in.Vars, in.SecretNames = map[string]string{"DB_USER": ""}, []string{"DB_PASSWORD"}
 	got := Check(context.Background(), in)
 	assert.Equal(t, []Finding{{Code: codes.UnresolvedVars,
 		Detail: "compose.yaml: variable DB_USER is empty but ${DB_USER:?} requires a value (at services.a.environment.Q)"}}, got.Findings)
 	assert.Equal(t, []string{"a"}, got.Services)
 }
 
-func TestCheckCancelledContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+// TestCheckRefusedBeforeTheLoad: a cancelled context, or a project name compose would
+// change, is one finding, and nothing is loaded.
+func TestCheckRefusedBeforeTheLoad(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	in := checkCase{compose: []string{"good.yaml"}}.input(t)
-	got := Check(ctx, in)
+	got := Check(cancelled, in)
 	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid, Detail: "compose check did not run: context canceled"}}, got.Findings)
 	assert.False(t, got.OK())
+
+	in.ProjectName = "Monky Prod"
+	got = Check(context.Background(), in)
+	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid,
+		Detail: `project name "Monky Prod" is not a valid compose project name (lowercase letters, digits, - and _)`}}, got.Findings)
+	assert.Equal(t, []string{}, got.Services)
 }
 
 func TestInRelease(t *testing.T) {
@@ -270,13 +269,4 @@ func TestDescribeLoadErrorNeverQuotesTheMessage(t *testing.T) {
 			assert.NotContains(t, got, "hunter2")
 		})
 	}
-}
-
-func TestCheckInvalidProjectName(t *testing.T) {
-	in := checkCase{compose: []string{"good.yaml"}}.input(t)
-	in.ProjectName = "Monky Prod"
-	got := Check(context.Background(), in)
-	assert.Equal(t, []Finding{{Code: codes.ComposeInvalid,
-		Detail: `project name "Monky Prod" is not a valid compose project name (lowercase letters, digits, - and _)`}}, got.Findings)
-	assert.Equal(t, []string{}, got.Services)
 }

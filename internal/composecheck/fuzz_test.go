@@ -27,14 +27,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add("x: &a [*a]")
 	f.Add("services:\n  a:\n    extends: {file: 1, service: b}\n")
 	f.Fuzz(func(t *testing.T, content string) {
-		in := Input{
-			Files:        map[string][]byte{"compose.yaml": []byte(content)},
-			ComposeFiles: []string{"compose.yaml"},
-			BundleFiles:  []string{"compose.yaml"},
-			Vars:         map[string]string{"SET": "hunter2-fuzz-value"},
-			SecretNames:  []string{"SECRET"},
-			ProjectName:  "monky",
-		}
+		in := composeInput(content, nil)
+		in.Vars, in.SecretNames = map[string]string{"SET": "hunter2-fuzz-value"}, []string{"SECRET"}
 		got := Check(context.Background(), in)
 		require.True(t, slices.IsSorted(got.Services))
 		for _, finding := range got.Findings {

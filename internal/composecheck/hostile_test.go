@@ -11,21 +11,21 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 )
 
-// checkOne runs Check on one compose file (compose.yaml) plus extra bundle files.
-func checkOne(t *testing.T, compose string, extra map[string]string) Result {
-	t.Helper()
-	in := Input{
-		Files:        map[string][]byte{"compose.yaml": []byte(compose)},
-		ComposeFiles: []string{"compose.yaml"},
-		BundleFiles:  []string{"compose.yaml"},
-		Vars:         map[string]string{},
-		ProjectName:  "monky",
-	}
+// composeInput is the Input of one compose file (compose.yaml) plus extra bundle files.
+func composeInput(compose string, extra map[string]string) Input {
+	in := Input{Files: map[string][]byte{"compose.yaml": []byte(compose)}, ComposeFiles: []string{"compose.yaml"},
+		BundleFiles: []string{"compose.yaml"}, Vars: map[string]string{}}
 	for p, c := range extra {
 		in.Files[p] = []byte(c)
 		in.BundleFiles = append(in.BundleFiles, p)
 	}
-	return Check(context.Background(), in)
+	slices.Sort(in.BundleFiles)
+	return in
+}
+
+// checkOne runs Check on composeInput(compose, extra).
+func checkOne(compose string, extra map[string]string) Result {
+	return Check(context.Background(), composeInput(compose, extra))
 }
 
 func privilegedDetails(r Result) []string {
@@ -59,7 +59,7 @@ func TestCheckBuildReachesTheHost(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			compose := "services:\n  app:\n    image: x\n    build:\n        context: .\n        " + build +
 				"\nsecrets:\n  token:\n    file: /var/lib/monky-deployd/bao.token\n"
-			r := checkOne(t, compose, nil)
+			r := checkOne(compose, nil)
 			d := privilegedDetails(r)
 			assert.NotEmpty(t, d, "findings: %v", r.Findings)
 			for _, s := range d {
@@ -90,7 +90,7 @@ secrets:
   npmrc:
     file: ./config/npmrc
 `
-	r := checkOne(t, compose, nil)
+	r := checkOne(compose, nil)
 	assert.Empty(t, privilegedDetails(r), "findings: %v", r.Findings)
 }
 
@@ -107,7 +107,7 @@ func TestCheckSecurityOptProfiles(t *testing.T) {
 	for _, opt := range append(refused, allowed...) {
 		t.Run(opt, func(t *testing.T) {
 			compose := "services:\n  app:\n    image: x\n    security_opt: [\"" + opt + "\"]\n"
-			r := checkOne(t, compose, map[string]string{"seccomp.json": `{"defaultAction":"SCMP_ACT_ALLOW"}`})
+			r := checkOne(compose, map[string]string{"seccomp.json": `{"defaultAction":"SCMP_ACT_ALLOW"}`})
 			assert.Equal(t, slices.Contains(refused, opt), len(privilegedDetails(r)) > 0, "findings: %v", r.Findings)
 		})
 	}
@@ -152,8 +152,9 @@ func TestCheckSecretDecidesAPrivilege(t *testing.T) {
 
 // checkWithSecretS checks compose (compose.yaml alone) whose S is a secret's name.
 func checkWithSecretS(compose string) Result {
-	return Check(context.Background(), Input{Files: map[string][]byte{"compose.yaml": []byte(compose)},
-		ComposeFiles: []string{"compose.yaml"}, BundleFiles: []string{"compose.yaml"}, SecretNames: []string{"S"}, ProjectName: "monky"})
+	in := composeInput(compose, nil)
+	in.SecretNames = []string{"S"}
+	return Check(context.Background(), in)
 }
 
 // A config or secret whose file is the release's .env hands every secret of the
@@ -162,7 +163,7 @@ func TestCheckFileObjectOfTheRenderedEnv(t *testing.T) {
 	for _, kind := range []string{"configs", "secrets"} {
 		for _, file := range []string{"./.env", ".env", "./config/../.env"} {
 			compose := "services:\n  app:\n    image: x\n    " + kind + ": [all]\n" + kind + ":\n  all:\n    file: " + file + "\n"
-			r := checkOne(t, compose, nil)
+			r := checkOne(compose, nil)
 			assert.NotEmpty(t, privilegedDetails(r), "%s file %s: %v", kind, file, r.Findings)
 		}
 	}

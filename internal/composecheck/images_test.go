@@ -23,13 +23,9 @@ func TestImagesOfTheModel(t *testing.T) {
     image: acme/debug:1
     profiles: [debug]
 `
-	res := Check(context.Background(), Input{
-		Files:        map[string][]byte{"compose.yaml": []byte(compose), "worker/Dockerfile": []byte("FROM scratch\n"), "tool/Dockerfile": []byte("FROM scratch\n")},
-		ComposeFiles: []string{"compose.yaml"},
-		BundleFiles:  []string{"compose.yaml", "worker/Dockerfile", "tool/Dockerfile"},
-		Vars:         map[string]string{"TAG": "1.2.3"},
-		SecretNames:  []string{"IMAGE_FROM_SECRET"},
-	})
+	in := composeInput(compose, map[string]string{"worker/Dockerfile": "FROM scratch\n", "tool/Dockerfile": "FROM scratch\n"})
+	in.Vars, in.SecretNames = map[string]string{"TAG": "1.2.3"}, []string{"IMAGE_FROM_SECRET"}
+	res := Check(context.Background(), in)
 	require.Empty(t, res.Findings)
 	require.Equal(t, []Image{
 		{Service: "private", Ref: secretPlaceholder, FromSecret: true},

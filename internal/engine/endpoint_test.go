@@ -49,7 +49,8 @@ func meta(name, host string) string {
 }
 
 // TestResolve: the endpoint is the one the docker CLI would talk to, case by case of
-// its resolution (docker/cli resolveContextName and the context store). In env,
+// its resolution (docker/cli resolveContextName and the context store), and New's
+// client is of it (or New fails as Resolve does). In env,
 // "$CONFIG" is the configuration directory of the case and "$HOME" a home directory
 // whose .docker is that directory.
 func TestResolve(t *testing.T) {
@@ -60,17 +61,29 @@ func TestResolve(t *testing.T) {
 		env         []string
 		cfg         dockerConfig
 		host        string // the endpoint's Host; "" when Resolve fails
-		context     string // the endpoint's Context
+		context     string // the endpoint's Context; "" for DefaultContext
 		source      string // the endpoint's Source holds this
 		unsupported bool   // the failure matches ErrUnsupported
 		says        string // the failure's text holds this
 	}{
-		{name: "nothing: the default socket", env: nil, host: DefaultHost, context: DefaultContext, source: "no DOCKER_HOST and no docker context"},
-		{name: "DOCKER_HOST", env: []string{"DOCKER_HOST=unix:///x.sock"}, host: "unix:///x.sock", context: DefaultContext, source: "DOCKER_HOST"},
+		{name: "nothing: the default socket", env: nil, host: DefaultHost, source: "no DOCKER_HOST and no docker context"},
+		{name: "DOCKER_HOST", env: []string{"DOCKER_HOST=unix:///x.sock"}, host: "unix:///x.sock", source: "DOCKER_HOST"},
+		{name: "nil env", env: nil, host: DefaultHost},
+		{name: "no DOCKER_HOST, a home without .docker", env: []string{"PATH=/usr/bin", "HOME=$HOME"}, host: DefaultHost},
+		{name: "empty DOCKER_HOST", env: []string{"DOCKER_HOST="}, host: DefaultHost},
+		{name: "unix", env: []string{"DOCKER_HOST=unix:///run/user/1000/docker.sock"}, host: "unix:///run/user/1000/docker.sock"},
+		{name: "last DOCKER_HOST wins", env: []string{"DOCKER_HOST=ssh://a", "DOCKER_HOST=unix:///x.sock"}, host: "unix:///x.sock"},
+		{name: "tcp", env: []string{"DOCKER_HOST=tcp://127.0.0.1:2375"}, host: "tcp://127.0.0.1:2375"},
+		{name: "tcp default port", env: []string{"DOCKER_HOST=tcp://dockerd.internal"}, host: "tcp://dockerd.internal:2375"},
+		{name: "tcp ipv6", env: []string{"DOCKER_HOST=tcp://[::1]:2375/"}, host: "tcp://[::1]:2375"},
+		{name: "DOCKER_CONTEXT=default", env: []string{"DOCKER_CONTEXT=default"}, host: DefaultHost},
+		{name: "empty TLS variables", env: []string{"DOCKER_HOST=tcp://h:1", "DOCKER_TLS_VERIFY=", "DOCKER_CERT_PATH="}, host: "tcp://h:1"},
+		{name: "API version ignored", env: []string{"DOCKER_API_VERSION=1.41"}, host: DefaultHost},
+		{name: "DOCKER_HOST beats DOCKER_CONTEXT", env: []string{"DOCKER_HOST=unix:///x.sock", "DOCKER_CONTEXT=rootless"}, host: "unix:///x.sock"},
 		{name: "DOCKER_HOST beats DOCKER_CONTEXT and currentContext",
 			env:  []string{"DOCKER_CONFIG=$CONFIG", "DOCKER_CONTEXT=rootless", "DOCKER_HOST=tcp://10.0.0.1:2375"},
 			cfg:  dockerConfig{config: `{"currentContext":"colima"}`, contexts: map[string]string{"rootless": rootless, "colima": colima}},
-			host: "tcp://10.0.0.1:2375", context: DefaultContext, source: "DOCKER_HOST"},
+			host: "tcp://10.0.0.1:2375", source: "DOCKER_HOST"},
 		{name: "an empty DOCKER_HOST does not count",
 			env:  []string{"DOCKER_HOST=", "DOCKER_CONTEXT=rootless", "DOCKER_CONFIG=$CONFIG"},
 			cfg:  dockerConfig{contexts: map[string]string{"rootless": rootless}},
@@ -82,7 +95,7 @@ func TestResolve(t *testing.T) {
 		{name: "DOCKER_CONTEXT=default beats currentContext",
 			env:  []string{"DOCKER_CONFIG=$CONFIG", "DOCKER_CONTEXT=default"},
 			cfg:  dockerConfig{config: `{"currentContext":"colima"}`, contexts: map[string]string{"colima": colima}},
-			host: DefaultHost, context: DefaultContext, source: "DOCKER_CONTEXT"},
+			host: DefaultHost, source: "DOCKER_CONTEXT"},
 		{name: "currentContext of $DOCKER_CONFIG/config.json (docker context use)",
 			env:  []string{"DOCKER_CONFIG=$CONFIG", "HOME=/nonexistent"},
 			cfg:  dockerConfig{config: `{"auths":{},"currentContext":"colima"}`, contexts: map[string]string{"colima": colima}},
@@ -93,19 +106,33 @@ func TestResolve(t *testing.T) {
 			host: "unix:///run/user/1000/docker.sock", context: "rootless", source: "currentContext of $CONFIG/config.json"},
 		{name: "currentContext default", env: []string{"DOCKER_CONFIG=$CONFIG"},
 			cfg:  dockerConfig{config: `{"currentContext":"default"}`},
-			host: DefaultHost, context: DefaultContext, source: "currentContext"},
+			host: DefaultHost, source: "currentContext"},
 		{name: "config.json without currentContext", env: []string{"DOCKER_CONFIG=$CONFIG"},
 			cfg:  dockerConfig{config: `{"auths":{"registry.example":{}}}`},
-			host: DefaultHost, context: DefaultContext},
-		{name: "an empty config.json", env: []string{"DOCKER_CONFIG=$CONFIG"}, cfg: dockerConfig{config: "\n"}, host: DefaultHost, context: DefaultContext},
-		{name: "no config.json", env: []string{"DOCKER_CONFIG=$CONFIG"}, host: DefaultHost, context: DefaultContext},
+			host: DefaultHost},
+		{name: "an empty config.json", env: []string{"DOCKER_CONFIG=$CONFIG"}, cfg: dockerConfig{config: "\n"}, host: DefaultHost},
+		{name: "no config.json", env: []string{"DOCKER_CONFIG=$CONFIG"}, host: DefaultHost},
 		{name: "the default context keeps the environment's TLS", env: []string{"DOCKER_CONFIG=$CONFIG", "DOCKER_TLS_VERIFY=1"},
 			cfg:  dockerConfig{config: `{"currentContext":"default"}`},
-			host: DefaultHost, context: DefaultContext}, // a unix socket: TLS does not apply
+			host: DefaultHost}, // a unix socket: TLS does not apply
 		{name: "a context over plain tcp", env: []string{"DOCKER_CONTEXT=lan", "DOCKER_CONFIG=$CONFIG", "DOCKER_CERT_PATH=/ignored"},
 			cfg:  dockerConfig{contexts: map[string]string{"lan": meta("lan", "tcp://192.168.1.5")}},
 			host: "tcp://192.168.1.5:2375", context: "lan"},
 
+		{name: "ssh", env: []string{"DOCKER_HOST=ssh://deploy@box"}, unsupported: true, says: "ssh://"},
+		{name: "npipe", env: []string{"DOCKER_HOST=npipe:////./pipe/docker_engine"}, unsupported: true, says: "npipe://"},
+		{name: "fd", env: []string{"DOCKER_HOST=fd://"}, unsupported: true, says: "fd://"},
+		{name: "https", env: []string{"DOCKER_HOST=https://h:2376"}, unsupported: true, says: "https://"},
+		{name: "TLS verify", env: []string{"DOCKER_HOST=tcp://h:2376", "DOCKER_TLS_VERIFY=1"}, unsupported: true, says: "TLS"},
+		{name: "cert path", env: []string{"DOCKER_HOST=tcp://h:2376", "DOCKER_CERT_PATH=/etc/docker/certs"}, unsupported: true, says: "TLS"},
+		{name: "context without a configuration directory", env: []string{"DOCKER_CONTEXT=prod"}, says: "neither DOCKER_CONFIG nor HOME"},
+		{name: "relative unix", env: []string{"DOCKER_HOST=unix://docker.sock"}, says: "absolute socket path"},
+		{name: "unix without path", env: []string{"DOCKER_HOST=unix://"}, says: "absolute socket path"},
+		{name: "no scheme", env: []string{"DOCKER_HOST=/var/run/docker.sock"}, says: "not a URL"},
+		{name: "tcp with path", env: []string{"DOCKER_HOST=tcp://h:2375/api"}, says: "host and a port only"},
+		{name: "tcp with user", env: []string{"DOCKER_HOST=tcp://me:pw@h:2375"}, says: "host and a port only"},
+		{name: "tcp bad port", env: []string{"DOCKER_HOST=tcp://h:99999"}, says: "no valid port"},
+		{name: "tcp no host", env: []string{"DOCKER_HOST=tcp://:2375"}, says: "host and a port only"},
 		{name: "a context over ssh", env: []string{"DOCKER_CONTEXT=remote", "DOCKER_CONFIG=$CONFIG"},
 			cfg:         dockerConfig{contexts: map[string]string{"remote": meta("remote", "ssh://deploy@box")}},
 			unsupported: true, says: `docker context "remote"'s host ssh://`},
@@ -150,6 +177,9 @@ func TestResolve(t *testing.T) {
 				env = append(env, subst.Replace(kv))
 			}
 			ep, err := Resolve(env)
+			if tt.context == "" {
+				tt.context = DefaultContext
+			}
 			if tt.host != "" {
 				if err != nil {
 					t.Fatalf("Resolve: %v", err)
@@ -164,6 +194,7 @@ func TestResolve(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
+				defer func() { _ = c.Close() }()
 				if c.Host() != tt.host || c.Endpoint() != ep {
 					t.Fatalf("New's client is of %+v, Resolve gave %+v", c.Endpoint(), ep)
 				}
@@ -179,8 +210,8 @@ func TestResolve(t *testing.T) {
 			if !errors.As(err, &e) || e.Op != "endpoint" {
 				t.Fatalf("want an *Error of op endpoint, got %#v", err)
 			}
-			if want := subst.Replace(tt.says); !strings.Contains(err.Error(), want) {
-				t.Fatalf("error %q does not say %q", err, want)
+			if want := subst.Replace(tt.says); !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pw@") {
+				t.Fatalf("error %q does not say %q, or shows the password of DOCKER_HOST", err, want)
 			}
 			if _, nerr := New(env, Options{}); nerr == nil || nerr.Error() != err.Error() {
 				t.Fatalf("New's error %v is not Resolve's %v", nerr, err)
@@ -213,5 +244,21 @@ func TestResolveDockerDesktop(t *testing.T) {
 	}
 	if ep.Host != "unix://"+sock || ep.Context != "desktop-linux" {
 		t.Fatalf("Resolve = %+v, want Docker Desktop's socket %s", ep, sock)
+	}
+}
+
+func TestNewOptions(t *testing.T) {
+	if _, err := New(nil, Options{Timeout: -1}); err == nil {
+		t.Fatal("a negative Timeout was accepted")
+	}
+	if _, err := New(nil, Options{MaxBody: -1}); err == nil {
+		t.Fatal("a negative MaxBody was accepted")
+	}
+	c, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.timeout != DefaultTimeout || c.maxBody != DefaultMaxBody || c.log == nil {
+		t.Fatalf("zero Options: timeout %v, max body %d, logger %v; want the defaults", c.timeout, c.maxBody, c.log)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -35,13 +34,13 @@ func TestAgainstTheEngine(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	suffix := randHex(t, 4)
+	suffix := strings.ToLower(rand.Text()[:8])
 	project := "monky-engt-" + suffix
 	tag := "monky-engine-client-test:" + suffix
 	imageID := importTestImage(t, tag)
 	dir := t.TempDir()
 	composeFile := filepath.Join(dir, "compose.yaml")
-	writeFile(t, composeFile, strings.ReplaceAll(`services:
+	if err := os.WriteFile(composeFile, []byte(strings.ReplaceAll(`services:
   web:
     image: {{image}}
     command: ["serve"]
@@ -61,7 +60,9 @@ func TestAgainstTheEngine(t *testing.T) {
     image: {{image}}
     command: ["exit", "1"]
     restart: always
-`, "{{image}}", tag))
+`, "{{image}}", tag)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	dc := func(args ...string) []byte {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, "docker", append([]string{"compose", "-p", project, "-f", composeFile}, args...)...).Output()
@@ -292,22 +293,6 @@ func importTestImage(t *testing.T, tag string) string {
 		t.Fatalf("docker import printed %q, not an image ID", id)
 	}
 	return id
-}
-
-func randHex(t *testing.T, n int) string {
-	t.Helper()
-	p := make([]byte, n)
-	if _, err := rand.Read(p); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(p)
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func stderrOf(err error) string {

@@ -105,9 +105,6 @@ func TestRenderSortedLines(t *testing.T) {
 	out, err := Render(map[string]string{"b": "2", "A": "1", "_z": "3", "a": "0"})
 	require.NoError(t, err)
 	assert.Equal(t, "A='1'\n_z='3'\na='0'\nb='2'\n", string(out))
-}
-
-func TestRenderEmpty(t *testing.T) {
 	for _, in := range []map[string]string{nil, {}} {
 		out, err := Render(in)
 		require.NoError(t, err)

@@ -88,51 +88,55 @@ func TestWriteFileAtomicPerms(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			old := syscall.Umask(tt.umask)
 			defer syscall.Umask(old)
-			p := filepath.Join(t.TempDir(), "f")
-			require.NoError(t, fsutil.WriteFileAtomic(p, []byte("x"), tt.perm))
+			dir := t.TempDir()
+			p := filepath.Join(dir, "state.json")
+			require.NoError(t, fsutil.WriteFileAtomic(p, []byte("old"), tt.perm))
 			st, err := os.Stat(p)
 			require.NoError(t, err)
 			assert.Equal(t, tt.perm, st.Mode().Perm())
-			// Replacing an existing file with another mode yields the new mode too.
-			require.NoError(t, fsutil.WriteFileAtomic(p, []byte("y"), 0o600))
+			// Replacing an existing file with another mode yields the new content and
+			// mode too, and leaves no temporary file.
+			require.NoError(t, fsutil.WriteFileAtomic(p, []byte("new content"), 0o600))
 			st, err = os.Stat(p)
 			require.NoError(t, err)
 			assert.Equal(t, fs.FileMode(0o600), st.Mode().Perm())
+			got, err := os.ReadFile(p)
+			require.NoError(t, err)
+			assert.Equal(t, "new content", string(got))
+			assert.Empty(t, tempFiles(t, dir))
 		})
 	}
-}
-
-func TestWriteFileAtomicReplaces(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "state.json")
-	require.NoError(t, fsutil.WriteFileAtomic(p, []byte("old"), 0o600))
-	require.NoError(t, fsutil.WriteFileAtomic(p, []byte("new content"), 0o600))
-	got, err := os.ReadFile(p)
-	require.NoError(t, err)
-	assert.Equal(t, "new content", string(got))
-	assert.Empty(t, tempFiles(t, dir))
 }
 
 func TestWriteAtomicFailureKeepsOld(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
-		name  string
-		write func(w io.Writer) error
+		name   string
+		write  func(w io.Writer) error
+		panics bool
 	}{
-		{"error before writing", func(io.Writer) error { return boom }},
+		{"error before writing", func(io.Writer) error { return boom }, false},
 		{"error after a partial write", func(w io.Writer) error {
 			_, _ = io.WriteString(w, "half of the new cont")
 			return boom
-		}},
+		}, false},
+		{"panic after a partial write", func(w io.Writer) error {
+			_, _ = io.WriteString(w, "partial")
+			panic("boom")
+		}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			p := filepath.Join(dir, "f")
 			require.NoError(t, os.WriteFile(p, []byte("old"), 0o644))
-			err := fsutil.WriteAtomic(p, 0o600, tt.write)
-			require.ErrorIs(t, err, boom)
-			assert.Contains(t, err.Error(), p)
+			if tt.panics {
+				assert.Panics(t, func() { _ = fsutil.WriteAtomic(p, 0o600, tt.write) })
+			} else {
+				err := fsutil.WriteAtomic(p, 0o600, tt.write)
+				require.ErrorIs(t, err, boom)
+				assert.Contains(t, err.Error(), p)
+			}
 			got, rerr := os.ReadFile(p)
 			require.NoError(t, rerr)
 			assert.Equal(t, "old", string(got))
@@ -142,22 +146,6 @@ func TestWriteAtomicFailureKeepsOld(t *testing.T) {
 			assert.Empty(t, tempFiles(t, dir))
 		})
 	}
-}
-
-func TestWriteAtomicPanicLeavesNoTemp(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	require.NoError(t, os.WriteFile(p, []byte("old"), 0o600))
-	assert.Panics(t, func() {
-		_ = fsutil.WriteAtomic(p, 0o600, func(w io.Writer) error {
-			_, _ = io.WriteString(w, "partial")
-			panic("boom")
-		})
-	})
-	got, err := os.ReadFile(p)
-	require.NoError(t, err)
-	assert.Equal(t, "old", string(got))
-	assert.Empty(t, tempFiles(t, dir))
 }
 
 func TestWriteFileAtomicReplacesSymlinkItself(t *testing.T) {
@@ -239,11 +227,9 @@ func TestTryLockSameProcess(t *testing.T) {
 	l2, err := fsutil.TryLock(p)
 	require.NoError(t, err)
 	require.NoError(t, l2.Unlock())
-}
 
-func TestTryLockMissingDir(t *testing.T) {
-	_, err := fsutil.TryLock(filepath.Join(t.TempDir(), "no", "lock"))
-	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = fsutil.TryLock(filepath.Join(t.TempDir(), "no", "lock"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "a missing directory")
 	require.NotErrorIs(t, err, fsutil.ErrLocked)
 }
 

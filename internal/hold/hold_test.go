@@ -89,11 +89,17 @@ func TestEndIsCutToMax(t *testing.T) {
 	}
 }
 
+// TestWriteReadClear: a hold written reads back, a clear removes it; the stamp of the
+// hold file sees both.
 func TestWriteReadClear(t *testing.T) {
 	dir := t.TempDir()
 	_, err := hold.Read(dir)
 	assert.ErrorIs(t, err, hold.ErrNone)
+	none := hold.StampOf(dir)
 	require.NoError(t, hold.Write(dir, sample()))
+	set := hold.StampOf(dir)
+	assert.NotEqual(t, none, set)
+	assert.Equal(t, set, hold.StampOf(dir))
 	fi, err := os.Stat(hold.Path(dir))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
@@ -102,6 +108,7 @@ func TestWriteReadClear(t *testing.T) {
 	assert.Equal(t, sample().Reason, got.Reason)
 	assert.True(t, got.Until.Equal(sample().Until))
 	require.NoError(t, hold.Clear(dir))
+	assert.Equal(t, none, hold.StampOf(dir))
 	require.NoError(t, hold.Clear(dir), "clearing no hold is no error")
 	_, err = hold.Read(dir)
 	assert.ErrorIs(t, err, hold.ErrNone)
@@ -172,17 +179,6 @@ func TestReadRefusesHostileFiles(t *testing.T) {
 			assert.NotContains(t, err.Error(), "root:", "never the content of what it points to")
 		})
 	}
-}
-
-func TestStampSeesAClear(t *testing.T) {
-	dir := t.TempDir()
-	none := hold.StampOf(dir)
-	require.NoError(t, hold.Write(dir, sample()))
-	set := hold.StampOf(dir)
-	assert.NotEqual(t, none, set)
-	assert.Equal(t, set, hold.StampOf(dir))
-	require.NoError(t, hold.Clear(dir))
-	assert.Equal(t, none, hold.StampOf(dir))
 }
 
 func FuzzParse(f *testing.F) {

@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,154 +86,79 @@ func sampleOf(t *testing.T, families map[string]family, name string) (float64, m
 	return f.samples[0].value, f.samples[0].labels
 }
 
-func TestFormatParsesAndCarriesTheValues(t *testing.T) {
+// TestFormat: every snapshot formats to a file Prometheus' parser reads, each family a
+// gauge named monky_deployd_* with its help and at least one sample (so the samples
+// name every family). The samples of every case are in testdata/samples.txt; the whole
+// file of the one with live state, HELP and TYPE lines too, in testdata/live.prom.
+func TestFormat(t *testing.T) {
+	with := func(edit func(*metrics.Snapshot)) metrics.Snapshot {
+		s := sample()
+		edit(&s)
+		return s
+	}
 	tests := []struct {
-		name   string
-		snap   metrics.Snapshot
-		values map[string]float64
-		labels map[string]map[string]string
+		name string
+		snap metrics.Snapshot
 	}{
-		{
-			name: "failed tick",
-			snap: sample(),
-			values: map[string]float64{
-				"monky_deployd_info":                           1,
-				"monky_deployd_last_run_timestamp_seconds":     1796031005.25,
-				"monky_deployd_last_checkin_timestamp_seconds": 1796031001,
-				"monky_deployd_last_result":                    1,
-				"monky_deployd_tick_duration_seconds":          93.5,
-				"monky_deployd_live_serial":                    17,
-				"monky_deployd_token_ttl_seconds":              129600,
-				"monky_deployd_env_mismatch_latched":           0,
-				"monky_deployd_exit_code":                      1,
-			},
-			labels: map[string]map[string]string{
-				"monky_deployd_info":        {"env_id": "env-dev-01", "version": "0.1.0", "live_sha": liveSHA},
-				"monky_deployd_last_result": {"result": "failed", "code": "UNHEALTHY"},
-			},
-		},
-		{
-			name: "fresh box: zero snapshot",
-			snap: metrics.Snapshot{},
-			values: map[string]float64{
-				"monky_deployd_info":                           1,
-				"monky_deployd_last_run_timestamp_seconds":     0,
-				"monky_deployd_last_checkin_timestamp_seconds": 0,
-				"monky_deployd_last_result":                    1,
-				"monky_deployd_tick_duration_seconds":          0,
-				"monky_deployd_live_serial":                    0,
-				"monky_deployd_token_ttl_seconds":              0,
-				"monky_deployd_env_mismatch_latched":           0,
-				"monky_deployd_exit_code":                      0,
-			},
-			labels: map[string]map[string]string{
-				"monky_deployd_info":        {"env_id": "", "version": "", "live_sha": ""},
-				"monky_deployd_last_result": {"result": "", "code": ""},
-			},
-		},
-		{
-			name: "env mismatch latch",
-			snap: metrics.Snapshot{EnvID: "env-prod-03", Version: "0.1.0", LastResult: "failed", LastCode: "AGENT_ENV_MISMATCH", EnvMismatchLatched: true, ExitCode: 78},
-			values: map[string]float64{
-				"monky_deployd_env_mismatch_latched": 1,
-				"monky_deployd_exit_code":            78,
-			},
-			labels: map[string]map[string]string{
-				"monky_deployd_last_result": {"result": "failed", "code": "AGENT_ENV_MISMATCH"},
-			},
-		},
-		{
-			name:   "failed apply, restored and healthy",
-			snap:   metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-healthy", ExitCode: 1},
-			values: map[string]float64{"monky_deployd_last_restore": 0},
-			labels: map[string]map[string]string{"monky_deployd_last_restore": {"result": "restored-healthy"}},
-		},
-		{
-			name:   "failed apply, the restored release unhealthy: degraded",
-			snap:   metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-unhealthy", Degraded: true, ExitCode: 1},
-			values: map[string]float64{"monky_deployd_last_restore": 1},
-			labels: map[string]map[string]string{"monky_deployd_last_restore": {"result": "restored-unhealthy"}},
-		},
-		{
-			name:   "failed apply, restore failed: degraded",
-			snap:   metrics.Snapshot{LastRestore: "restore-failed", Degraded: true},
-			values: map[string]float64{"monky_deployd_last_restore": 1},
-		},
-		{
-			name: "a temporary condition that lasts, waiting for tenancy's Retry-After",
-			snap: metrics.Snapshot{EnvID: "env-dev-01", ExitCode: 75, Verdict: "critical", VerdictExit: 2, Condition: &metrics.Condition{
-				Code: "RATE_LIMITED", Exit: 75, Since: time.Unix(1796027400, 0), Runs: 61, NextAttempt: time.Unix(1796031600, 0)}},
-			values: map[string]float64{
-				"monky_deployd_status": 2, "monky_deployd_condition": 1, "monky_deployd_condition_since_timestamp_seconds": 1796027400,
-				"monky_deployd_condition_runs": 61, "monky_deployd_next_attempt_timestamp_seconds": 1796031600,
-			},
-			labels: map[string]map[string]string{
-				"monky_deployd_status":    {"verdict": "critical"},
-				"monky_deployd_condition": {"code": "RATE_LIMITED", "exit": "75"},
-			},
-		},
-		{
-			name: "no condition: the series are there, at zero",
-			snap: metrics.Snapshot{EnvID: "env-dev-01", Verdict: "ok"},
-			values: map[string]float64{
-				"monky_deployd_status": 0, "monky_deployd_condition": 0, "monky_deployd_condition_since_timestamp_seconds": 0,
-				"monky_deployd_condition_runs": 0, "monky_deployd_next_attempt_timestamp_seconds": 0,
-			},
-			labels: map[string]map[string]string{"monky_deployd_condition": {"code": "", "exit": ""}},
-		},
-		{
-			name: "an apply deferred by a hold, tenancy not reached for an hour",
-			snap: metrics.Snapshot{EnvID: "env-dev-01", Deferred: &metrics.Deferral{Why: "hold", Until: time.Unix(1796034600, 0)},
-				TenancyUnreached: time.Unix(1796027400, 0)},
-			values: map[string]float64{
-				"monky_deployd_deferred": 1, "monky_deployd_deferred_until_timestamp_seconds": 1796034600,
-				"monky_deployd_tenancy_unreached_since_timestamp_seconds": 1796027400,
-			},
-			labels: map[string]map[string]string{"monky_deployd_deferred": {"why": "hold"}},
-		},
-		{
-			name:   "nothing deferred: the series are there, at zero",
-			snap:   metrics.Snapshot{EnvID: "env-dev-01"},
-			values: map[string]float64{"monky_deployd_deferred": 0, "monky_deployd_deferred_until_timestamp_seconds": 0, "monky_deployd_tenancy_unreached_since_timestamp_seconds": 0},
-			labels: map[string]map[string]string{"monky_deployd_deferred": {"why": ""}},
-		},
-		{
-			name: "applied, temporary failure on a later tick",
-			snap: metrics.Snapshot{EnvID: "env-dev-01", LastResult: "applied", ExitCode: 75, LiveSerial: 4},
-			values: map[string]float64{
-				"monky_deployd_exit_code":   75,
-				"monky_deployd_live_serial": 4,
-			},
-			labels: map[string]map[string]string{
-				"monky_deployd_last_result": {"result": "applied", "code": ""},
-			},
-		},
+		{"failed tick", sample()},
+		{"fresh box: zero snapshot", metrics.Snapshot{}},
+		{"env mismatch latch", metrics.Snapshot{EnvID: "env-prod-03", Version: "0.1.0", LastResult: "failed", LastCode: "AGENT_ENV_MISMATCH", EnvMismatchLatched: true, ExitCode: 78}},
+		{"failed apply, restored and healthy", metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-healthy", ExitCode: 1}},
+		{"failed apply, the restored release unhealthy: degraded", metrics.Snapshot{EnvID: "env-dev-01", LastResult: "failed", LastCode: "UNHEALTHY", LastRestore: "restored-unhealthy", Degraded: true, ExitCode: 1}},
+		{"failed apply, restore failed: degraded", metrics.Snapshot{LastRestore: "restore-failed", Degraded: true}},
+		{"a temporary condition that lasts, waiting for tenancy's Retry-After", metrics.Snapshot{EnvID: "env-dev-01", ExitCode: 75, Verdict: "critical", VerdictExit: 2, Condition: &metrics.Condition{
+			Code: "RATE_LIMITED", Exit: 75, Since: time.Unix(1796027400, 0), Runs: 61, NextAttempt: time.Unix(1796031600, 0)}}},
+		{"no condition: the series are there, at zero", metrics.Snapshot{EnvID: "env-dev-01", Verdict: "ok"}},
+		{"an apply deferred by a hold, tenancy not reached for an hour", metrics.Snapshot{EnvID: "env-dev-01",
+			Deferred: &metrics.Deferral{Why: "hold", Until: time.Unix(1796034600, 0)}, TenancyUnreached: time.Unix(1796027400, 0)}},
+		{"nothing deferred: the series are there, at zero", metrics.Snapshot{EnvID: "env-dev-01"}},
+		{"applied, temporary failure on a later tick", metrics.Snapshot{EnvID: "env-dev-01", LastResult: "applied", ExitCode: 75, LiveSerial: 4}},
+		{"images removed", with(func(s *metrics.Snapshot) { s.ImagesRemoved, s.ImagesReclaimedBytes = 2, 123456789 })},
+		{"docker could not be asked", with(func(s *metrics.Snapshot) { s.Live = &metrics.Live{Known: false, ObservedAt: time.Unix(1796031001, 0)} })},
+		{"one service unhealthy and restarting", liveSample()},
+		{"healthy", with(func(s *metrics.Snapshot) {
+			s.Live = &metrics.Live{Known: true, Healthy: true, Services: []metrics.Service{{Name: "db", Healthy: true, Restarts: 1}}}
+		})},
+		// A service name from docker that cannot be a label value is left out; the
+		// file is still written, other names are escaped, restarts never negative.
+		{"unshowable services", with(func(s *metrics.Snapshot) {
+			s.Live = &metrics.Live{Known: true, Services: []metrics.Service{
+				{Name: ""}, {Name: strings.Repeat("x", 129)}, {Name: "bad\xff"},
+				{Name: "_worker", Healthy: true}, {Name: `we"b`, Restarts: -3},
+			}}
+		})},
 	}
+	// No subtests: go test -update -run of one case would write a samples.txt of it alone.
+	var samples strings.Builder
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			data, err := metrics.Format(tt.snap)
-			require.NoError(t, err)
-			families := parse(t, data)
-			assert.Len(t, families, 20)
-			for name := range families {
-				assert.True(t, strings.HasPrefix(name, "monky_deployd_"), name)
+		data, err := metrics.Format(tt.snap)
+		require.NoError(t, err, tt.name)
+		for name, f := range parse(t, data) {
+			assert.True(t, strings.HasPrefix(name, "monky_deployd_"), "%s: %s", tt.name, name)
+			assert.Equal(t, "GAUGE", f.typ, "%s: %s", tt.name, name)
+			assert.NotEmpty(t, f.help, "%s: %s", tt.name, name)
+			assert.NotEmpty(t, f.samples, "%s: %s", tt.name, name)
+		}
+		samples.WriteString("# " + tt.name + "\n")
+		for _, line := range strings.SplitAfter(string(data), "\n") {
+			if !strings.HasPrefix(line, "#") {
+				samples.WriteString(line)
 			}
-			for name, want := range tt.values {
-				got, _ := sampleOf(t, families, name)
-				assert.InDelta(t, want, got, 1e-9, name)
-			}
-			for name, want := range tt.labels {
-				_, got := sampleOf(t, families, name)
-				assert.Equal(t, want, got, name)
-			}
-		})
+		}
 	}
+	golden.Assert(t, "samples.txt", []byte(samples.String()))
+	data, err := metrics.Format(liveSample())
+	require.NoError(t, err)
+	golden.Assert(t, "live.prom", data)
 }
 
-func TestFormatGolden(t *testing.T) {
-	data, err := metrics.Format(sample())
-	require.NoError(t, err)
-	golden.Assert(t, "sample.prom", data)
+func liveSample() metrics.Snapshot {
+	s := sample()
+	s.Live = &metrics.Live{
+		Known: true, Healthy: false, ObservedAt: time.Date(2026, 11, 30, 9, 30, 1, 500e6, time.UTC),
+		Services: []metrics.Service{{Name: "api", Healthy: false, Restarts: 7}, {Name: "web", Healthy: true}},
+	}
+	return s
 }
 
 func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {
@@ -262,6 +186,7 @@ func TestFormatRefusesWithoutEchoingTheValue(t *testing.T) {
 		{"restore secret", func(s *metrics.Snapshot) { s.LastRestore = planted }, "LastRestore"},
 		{"exit code high", func(s *metrics.Snapshot) { s.ExitCode = 256 }, "ExitCode"},
 		{"exit code negative", func(s *metrics.Snapshot) { s.ExitCode = -1 }, "ExitCode"},
+		{"images removed negative", func(s *metrics.Snapshot) { s.ImagesRemoved = -1 }, "ImagesRemoved"},
 		{"deferred why", func(s *metrics.Snapshot) { s.Deferred = &metrics.Deferral{Why: planted} }, "Deferred.Why"},
 	}
 	for _, tt := range tests {
@@ -313,23 +238,14 @@ func TestWrite(t *testing.T) {
 	s := sample()
 	s.LiveSerial = 18
 	require.NoError(t, metrics.Write(path, s))
-	v, _ := sampleOf(t, parse(t, mustRead(t, path)), "monky_deployd_live_serial")
-	assert.InDelta(t, 18.0, v, 0)
-}
-
-func TestWriteMissingDirectory(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "no-such-dir", "monky-deployd.prom")
-	err := metrics.Write(path, sample())
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, os.ErrNotExist), "got %v", err)
-	assert.Contains(t, err.Error(), "no-such-dir")
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
+	got, err = os.ReadFile(path)
 	require.NoError(t, err)
-	return b
+	v, _ := sampleOf(t, parse(t, got), "monky_deployd_live_serial")
+	assert.InDelta(t, 18.0, v, 0)
+
+	err = metrics.Write(filepath.Join(dir, "no-such-dir", "monky-deployd.prom"), sample())
+	require.ErrorIs(t, err, os.ErrNotExist)
+	assert.Contains(t, err.Error(), "no-such-dir")
 }
 
 // FuzzFormat checks that whatever a caller puts into the string fields, Format either

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,75 +73,29 @@ var baseRelease = release{compose: base, vars: map[string]string{"LOG_LEVEL": "i
 	files: map[string]string{"config/app.toml": "listen = 1\n"}}
 
 func with(r release, edit func(*release)) release {
-	c := release{compose: r.compose, vars: map[string]string{}, secrets: append([]string{}, r.secrets...), files: map[string]string{}}
-	for k, v := range r.vars {
-		c.vars[k] = v
-	}
-	for k, v := range r.files {
-		c.files[k] = v
-	}
+	c := release{compose: r.compose, vars: maps.Clone(r.vars), secrets: slices.Clone(r.secrets), files: maps.Clone(r.files)}
 	edit(&c)
 	return c
 }
 
-type change struct {
-	change plan.Change
-	kinds  []plan.Kind
-	names  map[plan.Kind][]string
-}
-
+// cases are pairs of releases; what Diff says of each is in testdata/diff.json.
 var cases = []struct {
 	name       string
 	live, next release
-	want       map[string]change
 }{
-	{
-		name: "a new release directory alone recreates the service with a bind mount",
-		live: baseRelease, next: baseRelease,
-		want: map[string]change{
-			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}, names: map[plan.Kind][]string{plan.ReasonReleaseDir: {"config/app.toml"}}},
-			"worker": {change: plan.Kept},
-		},
-	},
-	{
-		name: "a changed mounted file is named",
-		live: baseRelease,
-		next: with(baseRelease, func(r *release) { r.files["config/app.toml"] = "listen = 2\n" }),
-		want: map[string]change{
-			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}, names: map[plan.Kind][]string{plan.ReasonFile: {"config/app.toml"}}},
-			"worker": {change: plan.Kept},
-		},
-	},
-	{
-		name: "a var's value reaches the services that use it, by name",
-		live: baseRelease,
-		next: with(baseRelease, func(r *release) { r.vars["LOG_LEVEL"] = "debug" }),
-		want: map[string]change{
-			"web": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonEnvironment, plan.ReasonReleaseDir, plan.ReasonFile},
-				names: map[plan.Kind][]string{plan.ReasonEnvironment: {"LOG_LEVEL"}}},
-			// worker reads the whole .env: every var is in its environment.
-			"worker": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonEnvironment}, names: map[plan.Kind][]string{plan.ReasonEnvironment: {"LOG_LEVEL"}}},
-		},
-	},
-	{
-		name: "a new var reaches the services with env_file .env, as added",
-		live: baseRelease,
-		next: with(baseRelease, func(r *release) { r.vars["FEATURE_X"] = "on" }),
-		want: map[string]change{
-			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}},
-			"worker": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonEnvironment}, names: map[plan.Kind][]string{plan.ReasonEnvironment: {"FEATURE_X"}}},
-		},
-	},
+	{"a new release directory alone recreates the service with a bind mount", baseRelease, baseRelease},
+	{"a changed mounted file is named",
+		baseRelease, with(baseRelease, func(r *release) { r.files["config/app.toml"] = "listen = 2\n" })},
+	{"a var's value reaches the services that use it, by name",
+		baseRelease, with(baseRelease, func(r *release) { r.vars["LOG_LEVEL"] = "debug" })},
+	{"a new var reaches the services with env_file .env, as added",
+		baseRelease, with(baseRelease, func(r *release) { r.vars["FEATURE_X"] = "on" })},
 	{
 		name: "image and other settings name their keys",
 		live: baseRelease,
 		next: with(baseRelease, func(r *release) {
 			r.compose = strings.Replace(strings.Replace(r.compose, "busybox:1.36", "busybox:1.37", 1), `["sleep", "infinity"]`, `["sleep", "600"]`, 1)
 		}),
-		want: map[string]change{
-			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}},
-			"worker": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonImage, plan.ReasonSettings}, names: map[plan.Kind][]string{plan.ReasonSettings: {"command"}}},
-		},
 	},
 	{
 		name: "depends_on, pull_policy and replicas are not in the hash",
@@ -149,69 +105,31 @@ var cases = []struct {
 		next: with(baseRelease, func(r *release) {
 			r.compose = strings.Replace(r.compose, "    env_file: [.env]\n", "    env_file: [.env]\n    pull_policy: always\n    depends_on: [web]\n    deploy:\n      replicas: 2\n", 1)
 		}),
-		want: map[string]change{
-			"web":    {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonReleaseDir, plan.ReasonFile}},
-			"worker": {change: plan.Scaled, kinds: []plan.Kind{plan.ReasonReplicas}},
-		},
 	},
-	{
-		name: "added and removed services",
-		live: baseRelease,
-		next: with(baseRelease, func(r *release) { r.compose = strings.Replace(r.compose, "  worker:", "  jobs:", 1) }),
-		want: map[string]change{
-			"web":    {change: plan.Recreated},
-			"jobs":   {change: plan.Added},
-			"worker": {change: plan.Removed},
-		},
-	},
-	{
-		name: "a secret's name is the same placeholder on both sides",
-		live: release{compose: "services:\n  api:\n    image: a:1\n    environment:\n      TOKEN: ${TOKEN}\n", secrets: []string{"TOKEN"}},
-		next: release{compose: "services:\n  api:\n    image: a:1\n    environment:\n      TOKEN: ${TOKEN}\n", secrets: []string{"TOKEN"}},
-		want: map[string]change{"api": {change: plan.Kept}},
-	},
-	{
-		// compose hashes a config by name, and bind-mounts its file from the release.
-		name: "a config file of the release recreates on every release, through the label",
-		live: release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "1"}},
-		next: release{compose: configApp, files: map[string]string{"app.conf": "2", "other": "2"}},
-		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}, names: map[plan.Kind][]string{plan.ReasonSources: {"app.conf"}}}},
-	},
-	{
-		name: "a config file that stays recreates too: the old release is pruned",
-		live: release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "1"}},
-		next: release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "2"}},
-		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}, names: map[plan.Kind][]string{}}},
-	},
-	{
-		name: "a config directory names every changed file under it",
-		live: release{compose: strings.ReplaceAll(configApp, "./app.conf", "./conf"), files: map[string]string{"conf/a": "1", "conf/b": "1"}},
-		next: release{compose: strings.ReplaceAll(configApp, "./app.conf", "./conf"), files: map[string]string{"conf/a": "1", "conf/b": "2"}},
-		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}, names: map[plan.Kind][]string{plan.ReasonSources: {"conf/b"}}}},
-	},
-	{
-		// Its value comes from the .env (a secret): no digest of it, new every release.
-		name: "a secret from a variable counts as new in every release",
-		live: release{compose: secretEnv, secrets: []string{"TOKEN"}},
-		next: release{compose: secretEnv, secrets: []string{"TOKEN"}},
-		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}}},
-	},
-	{
-		name: "inline config content counts as new in every release",
-		live: release{compose: configContent, vars: map[string]string{"LEVEL": "info"}},
-		next: release{compose: configContent, vars: map[string]string{"LEVEL": "info"}},
-		want: map[string]change{"api": {change: plan.Recreated, kinds: []plan.Kind{plan.ReasonSources}}},
-	},
-	{
-		name: "an external config is the same in every release",
-		live: release{compose: configExternal},
-		next: release{compose: configExternal},
-		want: map[string]change{"api": {change: plan.Kept}},
-	},
+	{"added and removed services",
+		baseRelease, with(baseRelease, func(r *release) { r.compose = strings.Replace(r.compose, "  worker:", "  jobs:", 1) })},
+	{"a secret's name is the same placeholder on both sides",
+		release{compose: tokenEnv, secrets: []string{"TOKEN"}}, release{compose: tokenEnv, secrets: []string{"TOKEN"}}},
+	// compose hashes a config by name, and bind-mounts its file from the release.
+	{"a config file of the release recreates on every release, through the label",
+		release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "1"}}, release{compose: configApp, files: map[string]string{"app.conf": "2", "other": "2"}}},
+	{"a config file that stays recreates too: the old release is pruned",
+		release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "1"}}, release{compose: configApp, files: map[string]string{"app.conf": "1", "other": "2"}}},
+	{"a config directory names every changed file under it",
+		release{compose: configDir, files: map[string]string{"conf/a": "1", "conf/b": "1"}}, release{compose: configDir, files: map[string]string{"conf/a": "1", "conf/b": "2"}}},
+	// Its value comes from the .env (a secret): no digest of it, new every release.
+	{"a secret from a variable counts as new in every release",
+		release{compose: secretEnv, secrets: []string{"TOKEN"}}, release{compose: secretEnv, secrets: []string{"TOKEN"}}},
+	{"inline config content counts as new in every release",
+		release{compose: configContent, vars: map[string]string{"LEVEL": "info"}}, release{compose: configContent, vars: map[string]string{"LEVEL": "info"}}},
+	{"an external config is the same in every release",
+		release{compose: configExternal}, release{compose: configExternal}},
 }
 
 const (
 	configApp      = "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    file: ./app.conf\n"
+	configDir      = "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    file: ./conf\n"
+	tokenEnv       = "services:\n  api:\n    image: a:1\n    environment:\n      TOKEN: ${TOKEN}\n"
 	secretEnv      = "services:\n  api:\n    image: a:1\n    secrets: [token]\nsecrets:\n  token:\n    environment: TOKEN\n"
 	configExternal = "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    external: true\n"
 	configContent  = "services:\n  api:\n    image: a:1\n    configs: [app]\nconfigs:\n  app:\n    content: \"level=${LEVEL}\"\n"
@@ -257,39 +175,26 @@ func TestLabelsFileMergesIntoTheProject(t *testing.T) {
 	assert.Nil(t, plan.LabelsFile(nil), "no service with configs: no file")
 }
 
+// TestDiff: the services of each case, their changes and reasons (kinds, names and
+// text), as testdata/diff.json has them. No subtests: go test -update -run of one case
+// would write a diff.json of it alone.
 func TestDiff(t *testing.T) {
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			live, err := side(t, shaA, tc.live)
-			require.NoError(t, err)
-			next, err := side(t, shaB, tc.next)
-			require.NoError(t, err)
-			got, _ := plan.Diff(live, next)
-			require.Len(t, got, len(tc.want))
-			for _, s := range got {
-				w, ok := tc.want[s.Name]
-				require.True(t, ok, s.Name)
-				assert.Equal(t, w.change, s.Change, s.Name)
-				if w.kinds != nil {
-					var k []plan.Kind
-					for _, r := range s.Reasons {
-						k = append(k, r.Kind)
-					}
-					assert.Equal(t, w.kinds, k, s.Name)
-				}
-				for kind, names := range w.names {
-					found := false
-					for _, r := range s.Reasons {
-						if r.Kind == kind {
-							found = true
-							assert.Equal(t, names, r.Names, "%s %s", s.Name, kind)
-						}
-					}
-					assert.True(t, found, "%s has no %s reason", s.Name, kind)
-				}
-			}
-		})
+	type result struct {
+		Case     string
+		Services []plan.Service
 	}
+	var got []result
+	for _, tc := range cases {
+		live, err := side(t, shaA, tc.live)
+		require.NoError(t, err, tc.name)
+		next, err := side(t, shaB, tc.next)
+		require.NoError(t, err, tc.name)
+		services, _ := plan.Diff(live, next)
+		got = append(got, result{tc.name, services})
+	}
+	data, err := json.MarshalIndent(got, "", "  ")
+	require.NoError(t, err)
+	golden.Assert(t, "diff.json", append(data, '\n'))
 }
 
 func TestDiffNilSides(t *testing.T) {

@@ -45,17 +45,19 @@ func makeBundle(t *testing.T, serial int) ([]byte, string) {
 	return buf.Bytes(), hex.EncodeToString(sum[:])
 }
 
-// staged stages a bundle of serial and returns its sha.
-func staged(t *testing.T, s *Store, serial int) string {
+// staged stages a bundle of serial whose .env holds theSecret, dated at (prune keeps
+// the newest), and returns its sha.
+func staged(t *testing.T, s *Store, serial int, at time.Time) string {
 	t.Helper()
 	data, sha := makeBundle(t, serial)
-	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("A=1\n"), nil))
+	require.NoError(t, s.Stage(t.Context(), bytes.NewReader(data), sha, []byte("DB_PASSWORD="+theSecret+"\n"), nil))
+	require.NoError(t, os.Chtimes(s.Dir(sha), at, at))
 	return sha
 }
 
 func TestStageWritesTheReleaseAndItsEnv(t *testing.T) {
 	s := New(t.TempDir(), nil)
-	sha := staged(t, s, 1)
+	sha := staged(t, s, 1, time.Now())
 	assert.True(t, s.Has(sha))
 	fi, err := os.Stat(filepath.Join(s.Dir(sha), ".env"))
 	require.NoError(t, err)
@@ -64,7 +66,7 @@ func TestStageWritesTheReleaseAndItsEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, m.Serial)
 	assert.EqualValues(t, 1, s.Serial(sha))
-	rel, err := s.Read(t.Context(), sha, expectNone())
+	rel, err := s.Read(t.Context(), sha, bundle.Expect{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"web"}, rel.Services)
 	// A restage replaces the whole release (its .env may hold older secrets).
@@ -97,7 +99,7 @@ func TestStageWritesTheLabelsBeforeTheRename(t *testing.T) {
 	assert.Equal(t, []string{"compose.yaml", bundle.LabelsFileName}, s.ComposeFiles(sha, []string{"compose.yaml"}))
 
 	// No labels (nil bytes): no file, and the manifest's compose files alone.
-	other := staged(t, s, 2)
+	other := staged(t, s, 2, time.Now())
 	_, err = os.Stat(filepath.Join(s.Dir(other), bundle.LabelsFileName))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	assert.Equal(t, []string{"compose.yaml"}, s.ComposeFiles(other, []string{"compose.yaml"}))
@@ -126,7 +128,7 @@ func TestStageRefusesWhatIsNotTheSHA(t *testing.T) {
 // TestLiveTransitions: every change of what the box serves, as the store computes it.
 func TestLiveTransitions(t *testing.T) {
 	s := New(t.TempDir(), nil)
-	a, b := staged(t, s, 1), staged(t, s, 2)
+	a, b := staged(t, s, 1, time.Now()), staged(t, s, 2, time.Now())
 	now := time.Now()
 
 	live, err := s.Promote(Live{}, a, 1, now)
@@ -170,7 +172,7 @@ func TestLiveTransitions(t *testing.T) {
 // interrupted restage comes back.
 func TestRepair(t *testing.T) {
 	s := New(t.TempDir(), nil)
-	a, b := staged(t, s, 1), staged(t, s, 2)
+	a, b := staged(t, s, 1, time.Now()), staged(t, s, 2, time.Now())
 	rel := filepath.Join(s.DeployDir, "releases")
 	require.NoError(t, os.WriteFile(filepath.Join(rel, "."+a+".bundle"), []byte("x"), 0o600))
 	require.NoError(t, os.Mkdir(filepath.Join(rel, "."+a+".tmp"), 0o755))
@@ -199,23 +201,14 @@ func TestRepair(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
-	entries, err := os.ReadDir(rel)
-	require.NoError(t, err)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	assert.ElementsMatch(t, []string{a, b}, names, "leftovers swept, the moved-aside release back")
+	assert.ElementsMatch(t, []string{a, b}, names(t, rel), "leftovers swept, the moved-aside release back")
 }
 
 func TestPruneKeepsTheNewestAndNeverLiveOrPrevious(t *testing.T) {
 	s := New(t.TempDir(), nil)
 	var shas []string
 	for i := range 5 {
-		sha := staged(t, s, i+1)
-		at := time.Now().Add(time.Duration(i) * time.Minute)
-		require.NoError(t, os.Chtimes(s.Dir(sha), at, at))
-		shas = append(shas, sha)
+		shas = append(shas, staged(t, s, i+1, time.Now().Add(time.Duration(i)*time.Minute)))
 	}
 	// The live one is the oldest: it is kept whatever its age.
 	cur := Live{SHA: shas[0], Previous: shas[1]}
@@ -238,8 +231,6 @@ func TestEnvValues(t *testing.T) {
 	_, err = s.EnvValues(strings.Repeat("a", 64), []string{"X"})
 	assert.Error(t, err)
 }
-
-func expectNone() bundle.Expect { return bundle.Expect{} }
 
 func TestStaged(t *testing.T) {
 	dir := t.TempDir()

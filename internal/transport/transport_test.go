@@ -369,7 +369,7 @@ func TestSDKTransport(t *testing.T) {
 		require.NoError(t, err)
 
 		ctx, cancel := context.WithCancel(t.Context())
-		go func() { <-started; time.Sleep(20 * time.Millisecond); cancel() }()
+		go func() { <-started; cancel() }() // the request is in its dial
 		start := time.Now()
 		_, err = get(ctx, t, c, base+"/")
 		require.ErrorIs(t, err, context.Canceled)
@@ -558,26 +558,6 @@ func TestNewWithOwnedDialer(t *testing.T) {
 	})
 }
 
-// TestNewRefusesSDK: New does not build the sdk transport (this package does not link
-// the SDK); its error says so and names the key, before any other check.
-func TestNewRefusesSDK(t *testing.T) {
-	for _, cfg := range []Config{
-		{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: "/etc/monky-deployd/identity.json"},
-		{Transport: TransportSDK}, // nothing else set: still the same answer
-	} {
-		c, err := New(t.Context(), cfg)
-		require.Nil(t, c)
-		require.ErrorIs(t, err, ErrNeedsSDK)
-		assert.NotErrorIs(t, err, ErrInvalidConfig)
-		assert.Equal(t, `transport: tenancy.transport: "sdk" needs the OpenZiti SDK, which this program does not link`, err.Error())
-		var te *Error
-		require.ErrorAs(t, err, &te)
-		assert.Equal(t, "tenancy.transport", te.Key)
-		assert.Empty(t, te.Code())
-		assert.False(t, te.Temporary())
-	}
-}
-
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // syscallRefused returns the *net.OpError of a refused loopback connection.
@@ -617,18 +597,22 @@ func TestSettings(t *testing.T) {
 	assert.Equal(t, uint16(tls.VersionTLS12), tr.TLSClientConfig.MinVersion)
 	assert.Zero(t, c.HTTP.Timeout)
 
-	d, err := New(t.Context(), Config{Transport: TransportSystem, URL: "https://" + ts.addr()})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Close() })
+	d := open(t, Config{Transport: TransportSystem, URL: "https://" + ts.addr()})
 	assert.Equal(t, DefaultTimeout, d.HTTP.Transport.(*http.Transport).ResponseHeaderTimeout)
 }
 
+// TestConfigErrors: a config New refuses names its key, before any other check. New
+// does not build the sdk transport (this package does not link the SDK): its error
+// says so, whatever else is set.
 func TestConfigErrors(t *testing.T) {
+	needsSDK := `transport: tenancy.transport: "sdk" needs the OpenZiti SDK, which this program does not link`
 	for _, tc := range []struct {
 		name string
 		cfg  Config
 		key  string
 	}{
+		{"sdk", Config{Transport: TransportSDK, URL: "https://t", Service: "s", Identity: "/etc/monky-deployd/identity.json"}, "tenancy.transport"},
+		{"sdk and nothing else set", Config{Transport: TransportSDK}, "tenancy.transport"},
 		{"unknown transport", Config{Transport: "carrier-pigeon", URL: "https://t"}, "tenancy.transport"},
 		{"missing transport", Config{URL: "https://t"}, "tenancy.transport"},
 		{"missing url", Config{Transport: TransportSystem}, "tenancy.url"},
@@ -645,7 +629,13 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := New(t.Context(), tc.cfg)
 			require.Nil(t, c)
-			require.ErrorIs(t, err, ErrInvalidConfig)
+			if tc.cfg.Transport == TransportSDK {
+				require.ErrorIs(t, err, ErrNeedsSDK)
+				assert.NotErrorIs(t, err, ErrInvalidConfig)
+				assert.Equal(t, needsSDK, err.Error())
+			} else {
+				require.ErrorIs(t, err, ErrInvalidConfig)
+			}
 			assert.Contains(t, err.Error(), tc.key)
 			var te *Error
 			require.ErrorAs(t, err, &te)

@@ -3,6 +3,7 @@ package zititransport
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -210,39 +211,27 @@ func authenticatingController(t *testing.T, ca *transporttest.CA) (url string, p
 	leaf, _, _ := ca.Issue(t, false, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
 	var mu sync.Mutex
 	var seen []string
-	now := time.Now().UTC()
-	session := map[string]any{
-		"data": map[string]any{
-			"id": "apisession-1", "token": "api-session-token", "identityId": "identity-1",
-			"identity":  map[string]any{"id": "identity-1", "name": "box-01", "entity": "identities", "_links": map[string]any{}},
-			"expiresAt": now.Add(time.Hour).Format(time.RFC3339), "expirationSeconds": 3600,
-			"createdAt": now.Format(time.RFC3339), "updatedAt": now.Format(time.RFC3339),
-			"lastActivityAt": now.Format(time.RFC3339), "cachedLastActivityAt": now.Format(time.RFC3339),
-			"authQueries": []any{}, "configTypes": []any{}, "isMfaComplete": true, "isMfaRequired": false,
-			"authenticatorId": "auth-1", "tags": map[string]any{}, "_links": map[string]any{},
-		},
-		"meta": map[string]any{},
-	}
-	services := map[string]any{
-		"data": []any{},
-		"meta": map[string]any{"pagination": map[string]any{"limit": 500, "offset": 0, "totalCount": 0}},
-	}
+	now, hour := time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+	session := `{"data":{"id":"apisession-1","token":"api-session-token","identityId":"identity-1",
+		"identity":{"id":"identity-1","name":"box-01","entity":"identities","_links":{}},
+		"expiresAt":"` + hour + `","expirationSeconds":3600,"createdAt":"` + now + `","updatedAt":"` + now + `",
+		"lastActivityAt":"` + now + `","cachedLastActivityAt":"` + now + `","authQueries":[],"configTypes":[],"isMfaComplete":true,
+		"isMfaRequired":false,"authenticatorId":"auth-1","tags":{},"_links":{}},"meta":{}}`
+	services := `{"data":[],"meta":{"pagination":{"limit":500,"offset":0,"totalCount":0}}}`
 	srv := transporttest.ServeTLS(t, leaf, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.URL.Path)
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		var body any
 		switch r.URL.Path {
 		case "/edge/client/v1/authenticate":
-			body = session
+			_, _ = io.WriteString(w, session)
 		case "/edge/client/v1/services":
-			body = services
+			_, _ = io.WriteString(w, services)
 		default:
 			w.WriteHeader(http.StatusNotFound)
-			body = map[string]any{"error": map[string]any{"code": "NOT_FOUND", "message": "not found"}, "meta": map[string]any{}}
+			_, _ = io.WriteString(w, `{"error":{"code":"NOT_FOUND","message":"not found"},"meta":{}}`)
 		}
-		_ = json.NewEncoder(w).Encode(body)
 	}))
 	return "https://" + srv + "/edge/client/v1", func() []string {
 		mu.Lock()
