@@ -3,7 +3,6 @@ package bundle
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,6 +24,7 @@ func composeBundle(content string, extra ...ent) func(tb testing.TB) []byte {
 	}
 }
 
+// composeCases run in TestVerifyRefusals with refusalCases.
 func composeCases() []refusalCase {
 	return []refusalCase{
 		{name: "compose not YAML", data: composeBundle("services: [\n"), codes: []codes.Code{codes.ComposeInvalid}, detail: "compose.yaml"},
@@ -39,19 +39,6 @@ func composeCases() []refusalCase {
 			codes: []codes.Code{codes.Privileged}, detail: ".dockerignore does not exclude it"},
 		{name: "env_file outside the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: ../../etc/environment\n"), codes: []codes.Code{codes.ManifestPaths}, detail: "env_file"},
 		{name: "hook of a long-running service", data: hookBundle(hookCompose, before("worker")), codes: []codes.Code{codes.HookInvalid}, detail: "hook service worker has restart always"},
-	}
-}
-
-func TestVerifyCompose(t *testing.T) {
-	for _, tt := range composeCases() {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), expect())
-			require.ErrorIs(t, err, ErrRefused)
-			assert.Equal(t, tt.codes, refusalCodes(res.Refusals), "refusals: %v", res.Refusals)
-			if tt.detail != "" {
-				assert.Contains(t, fmt.Sprint(res.Refusals), tt.detail)
-			}
-		})
 	}
 }
 
@@ -83,11 +70,7 @@ func TestVerifyComposeAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			exp := expect()
-			if tt.exp != nil {
-				tt.exp(&exp)
-			}
-			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), exp)
+			res, err := verifyWith(tt.data(t), tt.exp)
 			require.NoError(t, err)
 			assert.Equal(t, tt.services, res.Services)
 		})

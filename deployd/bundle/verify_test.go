@@ -30,10 +30,6 @@ func TestVerifyAccepts(t *testing.T) {
 	plain := goodTar(t)
 	want, err := SHA(context.Background(), bytes.NewReader(plain), Limits{})
 	require.NoError(t, err)
-	dotSlash := goodEnts(t)
-	for i := range dotSlash {
-		dotSlash[i].name = "./" + dotSlash[i].name
-	}
 	gitArchive := append([]ent{{name: "pax_global_header", typ: tar.TypeXGlobalHeader,
 		pax: map[string]string{"comment": "0123456789abcdef"}}}, goodEnts(t)...)
 	reordered := goodEnts(t)
@@ -45,7 +41,7 @@ func TestVerifyAccepts(t *testing.T) {
 	}{
 		{"plain tar", plain, nil},
 		{"gzip tar", gzOf(t, plain), nil},
-		{"dot-slash prefix", tarOf(t, append([]ent{dir("./")}, dotSlash...)...), nil},
+		{"dot-slash prefix", dotSlash(t), nil},
 		{"git archive global header", tarOf(t, gitArchive...), nil},
 		{"manifest last", tarOf(t, reordered...), nil},
 		{"expected sha", plain, func(e *Expect) { e.SHA = want }},
@@ -58,11 +54,7 @@ func TestVerifyAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			exp := expect()
-			if tt.exp != nil {
-				tt.exp(&exp)
-			}
-			res, err := Verify(context.Background(), bytes.NewReader(tt.data), exp)
+			res, err := verifyWith(tt.data, tt.exp)
 			require.NoError(t, err)
 			own, err := SHA(context.Background(), bytes.NewReader(tt.data), Limits{})
 			require.NoError(t, err)
@@ -188,6 +180,11 @@ func refusalCases() []refusalCase {
 		{name: "bundled .env", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env") }, append(goodEnts(tb)[1:], file(".env", "COMPOSE_FILE=evil.yaml\n"))...)
 		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .env itself"},
+		// The release's root .env is the agent's: a file inside ".env/" makes a directory of
+		// that name. Without the refusal the bundle verifies, costs a lease, and staging fails.
+		{name: ".env directory by implication", data: func(tb testing.TB) []byte {
+			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env/x") }, append(goodEnts(tb)[1:], file(".env/x", "A=1\n"))...)
+		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "reserved"},
 		{name: "bundled labels file", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, LabelsFileName) }, append(goodEnts(tb)[1:], file(LabelsFileName, "services: {}\n"))...)
 		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .deployd-labels.yaml itself"},
@@ -250,13 +247,9 @@ func secretPath(p string) func(tb testing.TB) []byte {
 }
 
 func TestVerifyRefusals(t *testing.T) {
-	for _, tt := range refusalCases() {
+	for _, tt := range append(refusalCases(), composeCases()...) {
 		t.Run(tt.name, func(t *testing.T) {
-			exp := expect()
-			if tt.exp != nil {
-				tt.exp(&exp)
-			}
-			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), exp)
+			res, err := verifyWith(tt.data(t), tt.exp)
 			require.Error(t, err)
 			require.ErrorIs(t, err, ErrRefused)
 			var re *RefusedError
@@ -285,12 +278,7 @@ func details(rs []Refusal) []string {
 
 func TestVerifyEveryCodeHasACase(t *testing.T) {
 	seen := map[codes.Code]bool{}
-	for _, tt := range refusalCases() {
-		for _, c := range tt.codes {
-			seen[c] = true
-		}
-	}
-	for _, tt := range composeCases() {
+	for _, tt := range append(refusalCases(), composeCases()...) {
 		for _, c := range tt.codes {
 			seen[c] = true
 		}
