@@ -160,7 +160,6 @@ func TestBundleErrors(t *testing.T) {
 	})
 	t.Run("too_large_streamed", func(t *testing.T) {
 		const limit = 64 << 10
-		var written int64
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/x-tar")
 			chunk := bytes.Repeat([]byte{'x'}, 4096)
@@ -168,7 +167,6 @@ func TestBundleErrors(t *testing.T) {
 				if _, err := w.Write(chunk); err != nil {
 					return
 				}
-				written += int64(len(chunk))
 				w.(http.Flusher).Flush()
 			}
 		}))
@@ -180,9 +178,9 @@ func TestBundleErrors(t *testing.T) {
 		assert.LessOrEqual(t, n, int64(limit))
 		assert.Equal(t, n, cw.n)
 	})
+	f := newFixture(t, nil) // shared by the subtests below
+	b := f.publish(t, 1)
 	t.Run("exactly_the_cap", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
 		f2 := newFixture(t, func(c *tenancy.Config) { c.MaxBundleSize = int64(len(b.Data)) })
 		_, _, err := f2.fake.PublishBundle(env, b.Data)
 		require.NoError(t, err)
@@ -191,7 +189,6 @@ func TestBundleErrors(t *testing.T) {
 		assert.Equal(t, int64(len(b.Data)), n)
 	})
 	t.Run("unknown_sha_is_protocol", func(t *testing.T) {
-		f := newFixture(t, nil)
 		_, err := f.c.Bundle(t.Context(), strings.Repeat("0", 64), io.Discard)
 		require.ErrorIs(t, err, tenancy.ErrProtocol)
 		var ae *tenancy.APIError
@@ -199,26 +196,22 @@ func TestBundleErrors(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, ae.Status)
 		assert.Equal(t, "BUNDLE_NOT_FOUND", ae.ServerCode)
 	})
-	t.Run("truncated_is_unavailable", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
-		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
-		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
-	})
 	t.Run("writer_fails", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
 		_, err := f.c.Bundle(t.Context(), b.SHA, failingWriter{})
 		require.ErrorIs(t, err, errDiskFull)
 		assert.False(t, deployd.IsTemporary(err))
 	})
 	t.Run("bad_sha_not_sent", func(t *testing.T) {
-		f := newFixture(t, nil)
+		before := len(f.fake.Requests())
 		_, err := f.c.Bundle(t.Context(), "../../etc/passwd", io.Discard)
 		require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
-		assert.Empty(t, f.fake.Requests())
+		assert.Len(t, f.fake.Requests(), before)
+	})
+	t.Run("truncated_is_unavailable", func(t *testing.T) {
+		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
+		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		assert.True(t, deployd.IsTemporary(err))
 	})
 }
 

@@ -16,46 +16,45 @@ import (
 	"github.com/monky/monky-deployd/deployd/tenancy"
 )
 
+// TestSignatureAgainstFake: its subtests share one fake, in order.
 func TestSignatureAgainstFake(t *testing.T) {
-	t.Run("ok", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
-		sig := []byte("monky-deployd signature v1\nalg ed25519\n")
-		require.NoError(t, f.fake.PublishSignature(env, b.SHA, sig))
-		got, err := f.c.Signature(t.Context(), b.SHA)
-		require.NoError(t, err)
-		assert.Equal(t, tenancy.Signature{Data: sig}, got, "byte for byte")
-	})
+	f := newFixture(t, nil)
+	b := f.publish(t, 1)
 	t.Run("unsigned_is_an_answer", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
 		got, err := f.c.Signature(t.Context(), b.SHA)
 		require.NoError(t, err)
 		assert.Equal(t, tenancy.Signature{Unsigned: true}, got)
 	})
 	t.Run("empty_file_is_signed_but_empty", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
 		require.NoError(t, f.fake.PublishSignature(env, b.SHA, nil))
 		got, err := f.c.Signature(t.Context(), b.SHA)
 		require.NoError(t, err)
 		assert.False(t, got.Unsigned)
 		assert.Empty(t, got.Data)
 	})
-	t.Run("other_env_is_env_mismatch", func(t *testing.T) {
-		f := newFixture(t, nil)
-		other := faketenancy.BundleSpec{EnvID: "env-dev-02"}
-		b, err := faketenancy.BuildBundle(other)
+	t.Run("ok", func(t *testing.T) {
+		sig := []byte("monky-deployd signature v1\nalg ed25519\n")
+		require.NoError(t, f.fake.PublishSignature(env, b.SHA, sig))
+		got, err := f.c.Signature(t.Context(), b.SHA)
 		require.NoError(t, err)
-		sha, _, err := f.fake.PublishBundle("env-dev-02", b.Data)
+		assert.Equal(t, tenancy.Signature{Data: sig}, got, "byte for byte")
+	})
+	t.Run("other_env_is_env_mismatch", func(t *testing.T) {
+		other, err := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: "env-dev-02"})
+		require.NoError(t, err)
+		sha, _, err := f.fake.PublishBundle("env-dev-02", other.Data)
 		require.NoError(t, err)
 		require.NoError(t, f.fake.PublishSignature("env-dev-02", sha, []byte("x")))
 		_, err = f.c.Signature(t.Context(), sha)
 		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
 	})
+	t.Run("bad_sha_not_sent", func(t *testing.T) {
+		before := len(f.fake.Requests())
+		_, err := f.c.Signature(t.Context(), "../bundles")
+		require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+		assert.Len(t, f.fake.Requests(), before)
+	})
 	t.Run("forced_503_is_unavailable", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
 		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
 		_, err := f.c.Signature(t.Context(), b.SHA)
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
@@ -63,12 +62,6 @@ func TestSignatureAgainstFake(t *testing.T) {
 		var ae *tenancy.APIError
 		require.ErrorAs(t, err, &ae)
 		assert.Equal(t, "signature", ae.Op)
-	})
-	t.Run("bad_sha_not_sent", func(t *testing.T) {
-		f := newFixture(t, nil)
-		_, err := f.c.Signature(t.Context(), "../bundles")
-		require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
-		assert.Empty(t, f.fake.Requests())
 	})
 }
 
