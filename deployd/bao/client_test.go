@@ -620,23 +620,19 @@ func TestTLSWithCAFile(t *testing.T) {
 
 func TestNeedsRenew(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name string
+	for name, tc := range map[string]struct {
 		info bao.TokenInfo
 		want bool
 	}{
-		{"fresh", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(time.Hour)}, false},
-		{"exactly a third", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20 * time.Minute)}, false},
-		{"below a third", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20*time.Minute - time.Second)}, true},
-		{"expired", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(-time.Minute)}, true},
-		{"not renewable", bao.TokenInfo{Renewable: false, CreationTTL: time.Hour, ExpireTime: now.Add(time.Minute)}, false},
-		{"TTL only", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, TTL: 10 * time.Minute}, true},
-		{"no creation TTL", bao.TokenInfo{Renewable: true, TTL: time.Minute}, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, tc.info.NeedsRenew(now))
-		})
+		"fresh":           {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(time.Hour)}, false},
+		"exactly a third": {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20 * time.Minute)}, false},
+		"below a third":   {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20*time.Minute - time.Second)}, true},
+		"expired":         {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(-time.Minute)}, true},
+		"not renewable":   {bao.TokenInfo{Renewable: false, CreationTTL: time.Hour, ExpireTime: now.Add(time.Minute)}, false},
+		"TTL only":        {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, TTL: 10 * time.Minute}, true},
+		"no creation TTL": {bao.TokenInfo{Renewable: true, TTL: time.Minute}, false},
+	} {
+		assert.Equal(t, tc.want, tc.info.NeedsRenew(now), name)
 	}
 }
 
