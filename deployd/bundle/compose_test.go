@@ -38,7 +38,6 @@ func composeCases() []refusalCase {
 		{name: "build context whose .dockerignore lets .env through", data: composeBundle("services:\n  app:\n    build: .\n", file(".dockerignore", "*\n!.env\n")),
 			codes: []codes.Code{codes.Privileged}, detail: ".dockerignore does not exclude it"},
 		{name: "env_file outside the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: ../../etc/environment\n"), codes: []codes.Code{codes.ManifestPaths}, detail: "env_file"},
-		{name: "hook of a long-running service", data: hookBundle(hookCompose, before("worker")), codes: []codes.Code{codes.HookInvalid}, detail: "hook service worker has restart always"},
 	}
 }
 

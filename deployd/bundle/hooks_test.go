@@ -59,12 +59,13 @@ func before(svcs ...string) func(m *Manifest) {
 	}
 }
 
-func TestVerifyHooks(t *testing.T) {
+// hookCases run in TestVerifyRefusals with refusalCases.
+func hookCases() []refusalCase {
 	hookInvalid := []codes.Code{codes.HookInvalid}
 	malformed := []codes.Code{codes.BundleMalformed}
-	for _, tt := range []refusalCase{
+	return []refusalCase{
 		{name: "missing service", data: hookBundle(hookCompose, before("nope")), codes: hookInvalid, detail: "hook service nope is not a service of the compose files"},
-		{name: "restart always", data: hookBundle(hookCompose, before("worker")), codes: hookInvalid, detail: "hook service worker has restart always"},
+		{name: "hook of a long-running service", data: hookBundle(hookCompose, before("worker")), codes: hookInvalid, detail: "hook service worker has restart always"},
 		{name: "restart unless-stopped", data: hookBundle(hookCompose, before("daemon")), codes: hookInvalid, detail: "daemon has restart unless-stopped"},
 		{name: "deploy restart_policy any", data: hookBundle(hookCompose, before("swarmy")), codes: hookInvalid, detail: "swarmy has restart always"},
 		{name: "not behind the profile", data: hookBundle(hookCompose, before("plain")), codes: hookInvalid, detail: "not behind the monky-hooks profile"},
@@ -78,14 +79,6 @@ func TestVerifyHooks(t *testing.T) {
 		{name: "hooks at schema 1", data: hookBundle(hookCompose, func(m *Manifest) { before("backup")(m); m.Schema = 1 }), codes: malformed, detail: "hooks and restore need schema 2"},
 		{name: "restore at schema 1", data: hookBundle(hookCompose, func(m *Manifest) { m.Restore = RestoreUnsafe; m.Schema = 1 }), codes: malformed, detail: "need schema 2"},
 		{name: "restore unknown", data: hookBundle(hookCompose, func(m *Manifest) { m.Restore = "maybe" }), codes: malformed, detail: `restore must be "safe" or "unsafe"`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), expect())
-			var re *RefusedError
-			require.ErrorAs(t, err, &re)
-			assert.Equal(t, tt.codes, refusalCodes(re.Refusals), "refusals: %v", re.Refusals)
-			assert.Contains(t, re.Error(), tt.detail)
-		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -240,6 +241,11 @@ func refusalCases() []refusalCase {
 	}
 }
 
+// allRefusalCases are the refusal cases of Verify's checks, of compose's and of hooks'.
+func allRefusalCases() []refusalCase {
+	return slices.Concat(refusalCases(), composeCases(), hookCases())
+}
+
 func secretPath(p string) func(tb testing.TB) []byte {
 	return func(tb testing.TB) []byte {
 		return withManifest(tb, func(m *Manifest) { m.Secrets["DB_PASSWORD"] = SecretRef{Path: p, Key: "password"} })
@@ -247,7 +253,7 @@ func secretPath(p string) func(tb testing.TB) []byte {
 }
 
 func TestVerifyRefusals(t *testing.T) {
-	for _, tt := range append(refusalCases(), composeCases()...) {
+	for _, tt := range allRefusalCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := verifyWith(tt.data(t), tt.exp)
 			require.Error(t, err)
@@ -278,7 +284,7 @@ func details(rs []Refusal) []string {
 
 func TestVerifyEveryCodeHasACase(t *testing.T) {
 	seen := map[codes.Code]bool{}
-	for _, tt := range append(refusalCases(), composeCases()...) {
+	for _, tt := range allRefusalCases() {
 		for _, c := range tt.codes {
 			seen[c] = true
 		}
