@@ -69,43 +69,6 @@ func sendLive(t *testing.T, live *tenancy.Live) json.RawMessage {
 	return body["live"]
 }
 
-func TestCheckinLiveEncoding(t *testing.T) {
-	at := time.Date(2026, 3, 4, 11, 22, 33, 500_000_000, time.FixedZone("CET", 3600))
-	tests := []struct {
-		name string
-		live *tenancy.Live
-		want string // "" means no "live" key at all
-	}{
-		{"nothing_live", nil, ""},
-		{"healthy", &tenancy.Live{ObservedAt: at, Healthy: true, Services: []tenancy.LiveService{
-			{Name: "app", State: "running", Health: "healthy"},
-		}}, `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,
-			"services":[{"name":"app","state":"running","health":"healthy","exit_code":0,"restarts":0}]}`},
-		{"unhealthy_with_services", &tenancy.Live{ObservedAt: at, Services: []tenancy.LiveService{
-			{Name: "app", State: "restarting", Health: "unhealthy", ExitCode: 137, Restarts: 12},
-			{Name: "db", State: "missing"},
-		}}, `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":false,"services":[
-			{"name":"app","state":"restarting","health":"unhealthy","exit_code":137,"restarts":12},
-			{"name":"db","state":"missing","health":"","exit_code":0,"restarts":0}]}`},
-		{"reason_alone", &tenancy.Live{ObservedAt: at, Healthy: true, Reason: "docker: Cannot connect to the Docker daemon"},
-			`{"observed_at":"2026-03-04T10:22:33.5Z","reason":"docker: Cannot connect to the Docker daemon"}`},
-		{"nil_services_as_empty_list", &tenancy.Live{ObservedAt: at, Healthy: true},
-			`{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,"services":[]}`},
-		{"whole_seconds_in_utc", &tenancy.Live{ObservedAt: time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC), Healthy: true},
-			`{"observed_at":"2026-03-04T10:00:00Z","healthy":true,"services":[]}`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := sendLive(t, tt.live)
-			if tt.want == "" {
-				assert.Nil(t, got, "no live object when nothing is live")
-				return
-			}
-			assert.JSONEq(t, tt.want, string(got))
-		})
-	}
-}
-
 func TestCheckinLiveCaps(t *testing.T) {
 	at := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
 	decode := func(t *testing.T, raw json.RawMessage) (reason string, services []tenancy.LiveService) {
@@ -167,26 +130,73 @@ func TestCheckinLiveCaps(t *testing.T) {
 	})
 }
 
-func TestCheckinLiveRefused(t *testing.T) {
-	at := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+// TestCheckinOptionalObjects: the live and deferred objects travel as docs/PROTOCOL.md
+// says, with no key when nil, and one the agent must not send is refused naming its
+// field.
+func TestCheckinOptionalObjects(t *testing.T) {
+	at := time.Date(2026, 3, 4, 11, 22, 33, 500_000_000, time.FixedZone("CET", 3600))
+	utc := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	sha, since := strings.Repeat("ab", 32), time.Date(2026, 12, 4, 13, 0, 0, 0, time.FixedZone("CET", 3600))
+	live := func(l tenancy.Live) tenancy.Checkin { return tenancy.Checkin{Live: &l} }
+	deferred := func(d tenancy.Deferred) tenancy.Checkin { return tenancy.Checkin{Deferred: &d} }
 	tests := []struct {
-		name  string
-		live  tenancy.Live
-		field string
+		name    string
+		ci      tenancy.Checkin
+		key     string // the object's key in the body; "": neither is there
+		want    string
+		wantErr string
 	}{
-		{"reason_and_services", tenancy.Live{ObservedAt: at, Reason: "docker: timeout",
-			Services: []tenancy.LiveService{{Name: "app", State: "running"}}}, "live.reason and live.services"},
-		{"service_without_name", tenancy.Live{ObservedAt: at, Healthy: true,
-			Services: []tenancy.LiveService{{Name: "app", State: "running"}, {State: "running"}}}, "live.services[1].name"},
-		{"no_observed_at", tenancy.Live{Healthy: true}, "live.observed_at"},
-		{"negative_restarts", tenancy.Live{ObservedAt: at, Services: []tenancy.LiveService{{Name: "app", Restarts: -1}}},
-			"live.services[0].restarts"},
+		{name: "nothing_live_nothing_deferred"},
+		{name: "healthy", ci: live(tenancy.Live{ObservedAt: at, Healthy: true, Services: []tenancy.LiveService{
+			{Name: "app", State: "running", Health: "healthy"},
+		}}), key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,
+			"services":[{"name":"app","state":"running","health":"healthy","exit_code":0,"restarts":0}]}`},
+		{name: "unhealthy_with_services", ci: live(tenancy.Live{ObservedAt: at, Services: []tenancy.LiveService{
+			{Name: "app", State: "restarting", Health: "unhealthy", ExitCode: 137, Restarts: 12},
+			{Name: "db", State: "missing"},
+		}}), key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":false,"services":[
+			{"name":"app","state":"restarting","health":"unhealthy","exit_code":137,"restarts":12},
+			{"name":"db","state":"missing","health":"","exit_code":0,"restarts":0}]}`},
+		{name: "reason_alone", ci: live(tenancy.Live{ObservedAt: at, Healthy: true, Reason: "docker: Cannot connect to the Docker daemon"}),
+			key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","reason":"docker: Cannot connect to the Docker daemon"}`},
+		{name: "nil_services_as_empty_list", ci: live(tenancy.Live{ObservedAt: at, Healthy: true}),
+			key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,"services":[]}`},
+		{name: "whole_seconds_in_utc", ci: live(tenancy.Live{ObservedAt: utc, Healthy: true}),
+			key: "live", want: `{"observed_at":"2026-03-04T10:00:00Z","healthy":true,"services":[]}`},
+		{name: "live reason_and_services", ci: live(tenancy.Live{ObservedAt: utc, Reason: "docker: timeout",
+			Services: []tenancy.LiveService{{Name: "app", State: "running"}}}), wantErr: "live.reason and live.services"},
+		{name: "live service_without_name", ci: live(tenancy.Live{ObservedAt: utc, Healthy: true,
+			Services: []tenancy.LiveService{{Name: "app", State: "running"}, {State: "running"}}}), wantErr: "live.services[1].name"},
+		{name: "live no_observed_at", ci: live(tenancy.Live{Healthy: true}), wantErr: "live.observed_at"},
+		{name: "live negative_restarts", ci: live(tenancy.Live{ObservedAt: utc, Services: []tenancy.LiveService{{Name: "app", Restarts: -1}}}),
+			wantErr: "live.services[0].restarts"},
+		{name: "hold", ci: deferred(tenancy.Deferred{Why: "hold", Owner: "alice", Reason: "demo at 3", Until: since.Add(2 * time.Hour),
+			SHA: sha, Serial: 4, Since: since, Prepared: true}), key: "deferred",
+			want: `{"why":"hold","owner":"alice","reason":"demo at 3","until":"2026-12-04T14:00:00Z","sha":"` + sha + `","serial":4,"since":"2026-12-04T12:00:00Z","prepared":true}`},
+		{name: "window", ci: deferred(tenancy.Deferred{Why: "window", Until: since, SHA: sha, Serial: 1, Since: since}), key: "deferred",
+			want: `{"why":"window","until":"2026-12-04T12:00:00Z","sha":"` + sha + `","serial":1,"since":"2026-12-04T12:00:00Z","prepared":false}`},
+		{name: "a long reason is cut", ci: deferred(tenancy.Deferred{Why: "hold", Owner: "a", Reason: strings.Repeat("é", 150), SHA: sha, Serial: 1, Since: since}), key: "deferred",
+			want: `{"why":"hold","owner":"a","reason":"` + strings.Repeat("é", 100) + `","sha":"` + sha + `","serial":1,"since":"2026-12-04T12:00:00Z","prepared":false}`},
+		{name: "bad why", ci: deferred(tenancy.Deferred{Why: "lunch", SHA: sha, Serial: 1, Since: since}), wantErr: "deferred.why"},
+		{name: "bad sha", ci: deferred(tenancy.Deferred{Why: "hold", SHA: "x", Serial: 1, Since: since}), wantErr: "deferred.sha"},
+		{name: "no serial", ci: deferred(tenancy.Deferred{Why: "hold", SHA: sha, Since: since}), wantErr: "deferred.serial"},
+		{name: "no since", ci: deferred(tenancy.Deferred{Why: "hold", SHA: sha, Serial: 1}), wantErr: "deferred.since"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := sendCheckin(t, tenancy.Checkin{Live: &tt.live})
-			require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
-			assert.Contains(t, err.Error(), tt.field)
+			body, err := sendCheckin(t, tt.ci)
+			if tt.wantErr != "" {
+				require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			if tt.key == "" {
+				assert.NotContains(t, body, "live")
+				assert.NotContains(t, body, "deferred")
+				return
+			}
+			assert.JSONEq(t, tt.want, string(body[tt.key]))
 		})
 	}
 }
