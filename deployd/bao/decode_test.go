@@ -158,9 +158,7 @@ func TestServerDetail(t *testing.T) {
 		{"none", nil, nil, ""},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, serverDetail(tc.msgs, tc.secrets...))
-		})
+		assert.Equal(t, tc.want, serverDetail(tc.msgs, tc.secrets...), tc.name)
 	}
 	t.Run("cut", func(t *testing.T) {
 		long := strings.Repeat("é", 400)

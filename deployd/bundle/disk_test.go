@@ -21,11 +21,9 @@ func TestOnDisk(t *testing.T) {
 		{"4 KiB blocks", 4096, (1 + 2 + 1 + 0 + 3) * 4096, 8},
 		{"512 B blocks", 512, (1 + 10 + 1 + 0 + 3) * 512, 8},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			b, n := onDisk(files, c.blockSize)
-			assert.Equal(t, c.bytes, b)
-			assert.Equal(t, c.inodeWant, n)
-		})
+		b, n := onDisk(files, c.blockSize)
+		assert.Equal(t, c.bytes, b, c.name)
+		assert.Equal(t, c.inodeWant, n, c.name)
 	}
 }
 

@@ -20,6 +20,9 @@ import (
 
 type states = []fakedocker.State
 
+// upStates are the states of the fixture's project once it is up and healthy.
+var upStates = []ServiceState{{Name: "web", State: "running", Health: "healthy"}, {Name: "worker", State: "running"}}
+
 func TestWaitHealthy(t *testing.T) {
 	t.Parallel()
 	const fast = 5 * time.Millisecond
@@ -38,24 +41,18 @@ func TestWaitHealthy(t *testing.T) {
 		wantLog      string
 	}{
 		{
-			name:     "healthy after three polls",
-			services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
-			wantPS:  4,
-			wantLog: "all services ready",
+			name:       "healthy after three polls",
+			services:   map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
+			wantStates: upStates,
+			wantPS:     4,
+			wantLog:    "all services ready",
 		},
 		{
-			name:     "healthy after three polls, compose 2.20 array",
-			format:   fakedocker.PSArray,
-			services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
-			wantPS: 4,
+			name:       "healthy after three polls, compose 2.20 array",
+			format:     fakedocker.PSArray,
+			services:   map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
+			wantStates: upStates,
+			wantPS:     4,
 		},
 		{
 			name:         "stays starting until the timeout",
@@ -181,12 +178,9 @@ func TestWaitHealthy(t *testing.T) {
 			wantServices: []string{"web", "worker"},
 		},
 		{
-			name:   "no expected services: every service ps shows",
-			expect: []string{},
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
+			name:       "no expected services: every service ps shows",
+			expect:     []string{},
+			wantStates: upStates,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -317,10 +311,8 @@ func TestJudge(t *testing.T) {
 		{"uptime shrinks while healthy", Container{ID: "a", State: "running", Status: "Up 3 seconds (healthy)", Health: "healthy"}, was(time.Minute), failed},
 		{"another container was seen", Container{ID: "b", State: "running", Status: "Up 3 seconds"}, was(time.Minute), notReady},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, why := judge(tc.ctr, tc.seen)
-			assert.Equal(t, tc.want, got, why)
-		})
+		got, why := judge(tc.ctr, tc.seen)
+		assert.Equal(t, tc.want, got, "%s: %s", tc.name, why)
 	}
 }
 

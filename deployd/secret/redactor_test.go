@@ -205,15 +205,7 @@ func TestHandlerLeavesCleanRecords(t *testing.T) {
 	r := secret.NewRedactor()
 	r.Add("some-secret")
 	var buf bytes.Buffer
-	log := slog.New(r.Handler(slog.NewTextHandler(&buf, &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	})))
+	log := slog.New(r.Handler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: noTime})))
 	log.Info("dropped by level")
 	log.Warn("clean", "n", 3, "ok", true, "s", "text")
 	assert.Equal(t, "level=WARN msg=clean n=3 ok=true s=text\n", buf.String())

@@ -74,14 +74,16 @@ func TestValuePrintPaths(t *testing.T) {
 // logLine logs one record with attribute k=v through a handler made by mk, without time.
 func logLine[H slog.Handler](mk func(w io.Writer, o *slog.HandlerOptions) H, k string, v any) string {
 	var buf bytes.Buffer
-	h := mk(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}})
-	slog.New(h).Info("m", k, v)
+	slog.New(mk(&buf, &slog.HandlerOptions{ReplaceAttr: noTime})).Info("m", k, v)
 	return buf.String()
+}
+
+// noTime drops the time of a record (slog.HandlerOptions.ReplaceAttr).
+func noTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
 }
 
 func TestValueBasics(t *testing.T) {
