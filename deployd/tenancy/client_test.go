@@ -513,17 +513,6 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
 		assert.True(t, deployd.IsTemporary(err))
 	})
-	t.Run("forced_statuses_from_fake", func(t *testing.T) {
-		f := newFixture(t, nil)
-		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503, "report": 409}, RetryAfter: 45 * time.Second})
-		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		d, ok := tenancy.RetryAfter(err)
-		require.True(t, ok)
-		assert.Equal(t, 45*time.Second, d)
-		err = f.c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultDown})
-		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
-	})
 	t.Run("bearer_of_other_env", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.token = f.auth.Token("env-dev-02")
