@@ -13,6 +13,16 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
+// parsePSFile parses the ps output in testdata/name.
+func parsePSFile(t *testing.T, name string) []Container {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	cs, err := ParsePS(data)
+	require.NoError(t, err)
+	return cs
+}
+
 // TestParsePSGolden parses the captured shapes of record and compares with goldens.
 func TestParsePSGolden(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,10 +36,7 @@ func TestParsePSGolden(t *testing.T) {
 		{"ps-empty-lines.txt", 0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("testdata", tc.file))
-			require.NoError(t, err)
-			cs, err := ParsePS(data)
-			require.NoError(t, err)
+			cs := parsePSFile(t, tc.file)
 			require.Len(t, cs, tc.count)
 			got, err := json.MarshalIndent(cs, "", "  ")
 			require.NoError(t, err)
@@ -41,13 +48,6 @@ func TestParsePSGolden(t *testing.T) {
 // TestParsePSShapesAgree: the same project printed by compose 2.20 and 2.21 gives the
 // same services, states, health and exit codes.
 func TestParsePSShapesAgree(t *testing.T) {
-	read := func(name string) []Container {
-		data, err := os.ReadFile(filepath.Join("testdata", name))
-		require.NoError(t, err)
-		cs, err := ParsePS(data)
-		require.NoError(t, err)
-		return cs
-	}
 	type essential struct {
 		Name, Service, State, Health, Status string
 		ExitCode                             int
@@ -59,7 +59,7 @@ func TestParsePSShapesAgree(t *testing.T) {
 		}
 		return out
 	}
-	a, l := read("ps-compose-2.20-array.json"), read("ps-compose-2.21-lines.json")
+	a, l := parsePSFile(t, "ps-compose-2.20-array.json"), parsePSFile(t, "ps-compose-2.21-lines.json")
 	for i := range a {
 		if len(a[i].Publishers) == 0 {
 			a[i].Publishers = nil
