@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/vault/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -449,7 +448,9 @@ func TestServerEchoesCredentials(t *testing.T) {
 
 // TestImmuneToVaultEnv sets every VAULT_* variable that vault/api reads, pointing at
 // a decoy, and shows the client talks only to the configured address and sends only
-// the headers it was given.
+// the headers it was given. (vault/api's NewClient reads them even when given an
+// explicit Config, takes VAULT_TOKEN and fails on a malformed VAULT_CACERT: the
+// package builds no api.Client.)
 func TestImmuneToVaultEnv(t *testing.T) {
 	var decoyHits atomic.Int32
 	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -539,24 +540,6 @@ func TestImmuneToVaultEnv(t *testing.T) {
 	}
 }
 
-// TestVaultAPINewClientTrap documents why the package does not build an api.Client:
-// api.NewClient reads the environment even when given an explicit Config, takes
-// VAULT_TOKEN, and fails outright on a malformed VAULT_* variable.
-func TestVaultAPINewClientTrap(t *testing.T) {
-	s := newFake(t, fakebao.Options{})
-	t.Setenv("VAULT_TOKEN", "s.DECOYtokenDECOYtoken")
-	c, err := api.NewClient(&api.Config{Address: s.URL(), HttpClient: &http.Client{}})
-	require.NoError(t, err)
-	assert.Equal(t, "s.DECOYtokenDECOYtoken", c.Token(), "vault/api took VAULT_TOKEN")
-
-	t.Setenv("VAULT_CACERT", "/nonexistent/ca.pem")
-	_, err = api.NewClient(&api.Config{Address: s.URL(), HttpClient: &http.Client{}})
-	require.Error(t, err, "vault/api fails on a malformed VAULT_CACERT despite the explicit Config")
-
-	_, err = bao.New(bao.Config{Addr: s.URL(), EnvID: env})
-	require.NoError(t, err, "bao.New does not care")
-}
-
 func TestNamespace(t *testing.T) {
 	var got atomic.Value
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -605,9 +588,8 @@ func TestTLSWithCAFile(t *testing.T) {
 	hs.Config.ErrorLog = log.New(io.Discard, "", 0)
 	hs.StartTLS()
 	t.Cleanup(hs.Close)
-	dir := t.TempDir()
-	caFile := dir + "/ca.pem"
-	require.NoError(t, writeCert(caFile, hs))
+	caFile := t.TempDir() + "/ca.pem"
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}), 0o600))
 
 	_, err := newClient(t, hs.URL, nil).Login(context.Background(), secret.New(s.MintGrant(env)))
 	require.ErrorIs(t, err, bao.ErrUnavailable, "unknown CA without ca_file")
@@ -711,11 +693,6 @@ func TestErrorShape(t *testing.T) {
 		assert.Equal(t, k.code, (&bao.Error{Kind: k.err}).Code())
 	}
 	assert.False(t, strings.Contains((&bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}).Error(), "<nil>"))
-}
-
-func writeCert(path string, hs *httptest.Server) error {
-	block := &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}
-	return os.WriteFile(path, pem.EncodeToMemory(block), 0o600)
 }
 
 // countingTransport is a RoundTripper that is not an *http.Transport.
