@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -322,11 +321,9 @@ func TestSealedAndUnreachable(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("refused", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := "http://" + ln.Addr().String()
-		require.NoError(t, ln.Close())
-		_, err = newClient(t, addr, nil).LookupSelf(ctx, info.Token)
+		hs := httptest.NewServer(http.NotFoundHandler())
+		hs.Close() // its port now refuses connections
+		_, err := newClient(t, hs.URL, nil).LookupSelf(ctx, info.Token)
 		require.ErrorIs(t, err, bao.ErrUnavailable)
 		assert.True(t, deployd.IsTemporary(err))
 		assert.Contains(t, err.Error(), "cannot reach OpenBao")

@@ -418,14 +418,13 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func TestStatusMapping(t *testing.T) {
 	tests := []struct {
-		name       string
-		status     int
-		body       string
-		retryAfter string
-		kind       error
-		code       codes.Code
-		temp       bool
-		wantAfter  time.Duration
+		name             string
+		status           int
+		body, retryAfter string
+		kind             error
+		code             codes.Code
+		temp             bool
+		wantAfter        time.Duration
 	}{
 		{"401", 401, `{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}`, "", tenancy.ErrUnauthenticated, "UNAUTHENTICATED", false, 0},
 		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
@@ -480,12 +479,9 @@ func TestStatusMapping(t *testing.T) {
 
 func TestNetworkFailuresAreTemporary(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		require.NoError(t, ln.Close())
-		c := client(t, "http://"+addr, "tok", nil, nil)
-		_, err = c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close() // its port now refuses connections
+		_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
 		assert.True(t, deployd.IsTemporary(err))
 		var op *net.OpError
