@@ -316,27 +316,6 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// TestMinUptime: the least uptime each wording of docker allows (hours, days and weeks
-// come from rounded hours: half an hour less). Texts of no uptime: TestMinUptimeBoundsDocker.
-func TestMinUptime(t *testing.T) {
-	for status, want := range map[string]time.Duration{
-		"Up Less than a second":            0,
-		"Up 1 second":                      time.Second,
-		"Up 45 seconds (health: starting)": 45 * time.Second,
-		"Up About a minute (healthy)":      time.Minute,
-		"Up 12 minutes":                    12 * time.Minute,
-		"Up About an hour":                 time.Hour,
-		"Up 30 hours (unhealthy)":          29*time.Hour + 30*time.Minute,
-		"Up 3 days":                        71*time.Hour + 30*time.Minute,
-		"Up 2 weeks (Paused)":              14*24*time.Hour - 30*time.Minute,
-		"Up 2 years":                       2 * 365 * 24 * time.Hour,
-	} {
-		got, ok := minUptime(status)
-		assert.True(t, ok, status)
-		assert.Equal(t, want, got, status)
-	}
-}
-
 // downReader is a docker whose daemon stops answering after up calls of Containers
 // and, with back set, answers again after that many more.
 type downReader struct {
@@ -409,11 +388,28 @@ func TestWaitHealthySaysWhatItWaitsFor(t *testing.T) {
 	assert.LessOrEqual(t, n, 6, "at most one line per Progress")
 }
 
-// TestMinUptimeBoundsDocker: for every uptime docker can describe (it writes them with
-// go-units' HumanDuration), minUptime of the text is never more than the uptime — a
-// container is never taken for older than it is — and not much less.
-func TestMinUptimeBoundsDocker(t *testing.T) {
+// TestMinUptime: the least uptime each wording of docker allows (hours, days and weeks
+// come from rounded hours: half an hour less); for every uptime docker can describe
+// (it writes them with go-units' HumanDuration), minUptime of the text is never more
+// than the uptime — a container is never taken for older than it is — and not much less.
+func TestMinUptime(t *testing.T) {
 	t.Parallel()
+	for status, want := range map[string]time.Duration{
+		"Up Less than a second":            0,
+		"Up 1 second":                      time.Second,
+		"Up 45 seconds (health: starting)": 45 * time.Second,
+		"Up About a minute (healthy)":      time.Minute,
+		"Up 12 minutes":                    12 * time.Minute,
+		"Up About an hour":                 time.Hour,
+		"Up 30 hours (unhealthy)":          29*time.Hour + 30*time.Minute,
+		"Up 3 days":                        71*time.Hour + 30*time.Minute,
+		"Up 2 weeks (Paused)":              14*24*time.Hour - 30*time.Minute,
+		"Up 2 years":                       2 * 365 * 24 * time.Hour,
+	} {
+		got, ok := minUptime(status)
+		assert.True(t, ok, status)
+		assert.Equal(t, want, got, status)
+	}
 	sweep := []struct{ to, step time.Duration }{
 		{2 * time.Minute, 100 * time.Millisecond},
 		{3 * time.Hour, 7 * time.Second},
