@@ -113,24 +113,19 @@ func TestCheckinAgainstFake(t *testing.T) {
 	req := tenancy.Checkin{EnvID: env, AgentVersion: "9.9.9", CurrentSHA: strings.Repeat("b", 64), CurrentSerial: 3,
 		LastResult: tenancy.ResultFailed, LastCode: "UNHEALTHY", Host: tenancy.Host{Hostname: "box-1", DockerVersion: "27.3.1", FreeMB: 2048}}
 
-	ins, err := f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionNone, NextCheckin: time.Minute}, ins)
-
+	checkin := func(want tenancy.Instruction) {
+		t.Helper()
+		ins, err := f.c.Checkin(ctx, req)
+		require.NoError(t, err)
+		assert.Equal(t, want, ins)
+	}
+	checkin(tenancy.Instruction{Action: tenancy.ActionNone, NextCheckin: time.Minute})
 	b := f.publish(t, 1)
-	ins, err = f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, NextCheckin: time.Minute}, ins)
-
+	checkin(tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, NextCheckin: time.Minute})
 	f.fake.SetDesired(env, faketenancy.Desired{Action: "apply", SHA: b.SHA, Retry: true, Rollback: true, Purge: true})
-	ins, err = f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, Retry: true, Rollback: true, NextCheckin: time.Minute}, ins)
-
+	checkin(tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, Retry: true, Rollback: true, NextCheckin: time.Minute})
 	f.fake.SetDesired(env, faketenancy.Desired{Action: "down", Purge: true})
-	ins, err = f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionDown, Purge: true, NextCheckin: time.Minute}, ins)
+	checkin(tenancy.Instruction{Action: tenancy.ActionDown, Purge: true, NextCheckin: time.Minute})
 
 	got := f.fake.Checkins(env)
 	require.Len(t, got, 4)
