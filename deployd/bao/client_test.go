@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/vault/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -445,9 +446,7 @@ func TestServerEchoesCredentials(t *testing.T) {
 
 // TestImmuneToVaultEnv sets every VAULT_* variable that vault/api reads, pointing at
 // a decoy, and shows the client talks only to the configured address and sends only
-// the headers it was given. (vault/api's NewClient reads them even when given an
-// explicit Config, takes VAULT_TOKEN and fails on a malformed VAULT_CACERT: the
-// package builds no api.Client.)
+// the headers it was given.
 func TestImmuneToVaultEnv(t *testing.T) {
 	var decoyHits atomic.Int32
 	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -535,6 +534,24 @@ func TestImmuneToVaultEnv(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVaultAPINewClientTrap documents why the package does not build an api.Client:
+// api.NewClient reads the environment even when given an explicit Config, takes
+// VAULT_TOKEN, and fails outright on a malformed VAULT_* variable.
+func TestVaultAPINewClientTrap(t *testing.T) {
+	s := newFake(t, fakebao.Options{})
+	t.Setenv("VAULT_TOKEN", "s.DECOYtokenDECOYtoken")
+	c, err := api.NewClient(&api.Config{Address: s.URL(), HttpClient: &http.Client{}})
+	require.NoError(t, err)
+	assert.Equal(t, "s.DECOYtokenDECOYtoken", c.Token(), "vault/api took VAULT_TOKEN")
+
+	t.Setenv("VAULT_CACERT", "/nonexistent/ca.pem")
+	_, err = api.NewClient(&api.Config{Address: s.URL(), HttpClient: &http.Client{}})
+	require.Error(t, err, "vault/api fails on a malformed VAULT_CACERT despite the explicit Config")
+
+	_, err = bao.New(bao.Config{Addr: s.URL(), EnvID: env})
+	require.NoError(t, err, "bao.New does not care")
 }
 
 func TestNamespace(t *testing.T) {
