@@ -392,9 +392,9 @@ func TestLogs(t *testing.T) {
 	assert.Equal(t, []string{"nosuch"}, e.Services)
 }
 
-// TestDockerVersion: a daemon out of reach is ErrCommandFailed. The server's version
-// read: TestDockerLookedUpInConfigEnvPath's explicit path; no docker on Config.Env's
-// PATH: its process PATH case.
+// TestDockerVersion: a daemon out of reach is ErrCommandFailed, no docker on
+// Config.Env's PATH exec.ErrNotFound. The server's version read:
+// TestDockerLookedUpInConfigEnvPath's explicit path.
 func TestDockerVersion(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {
@@ -403,6 +403,10 @@ func TestDockerVersion(t *testing.T) {
 	v, err := f.client.DockerVersion(t.Context())
 	require.ErrorIs(t, err, ErrCommandFailed)
 	assert.Empty(t, v)
+	c, err := New(Config{Project: "monky", Dir: t.TempDir(), Env: []string{"PATH=" + t.TempDir()}})
+	require.NoError(t, err)
+	_, err = c.DockerVersion(t.Context())
+	require.ErrorIs(t, err, exec.ErrNotFound)
 }
 
 func TestErrorCodes(t *testing.T) {
