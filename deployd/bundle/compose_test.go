@@ -42,41 +42,6 @@ func composeCases() []refusalCase {
 	}
 }
 
-func TestVerifyComposeAccepts(t *testing.T) {
-	tests := []struct {
-		name     string
-		data     func(tb testing.TB) []byte
-		exp      func(*Expect)
-		services []string
-	}{
-		{"good", func(tb testing.TB) []byte { return goodTar(tb) }, nil, []string{"app"}},
-		{"allowed privileged", composeBundle("services:\n  app:\n    image: x\n    privileged: true\n  db:\n    image: y\n"),
-			func(e *Expect) { e.AllowPrivileged = []string{"app"} }, []string{"app", "db"}},
-		{"default in the expression", composeBundle("services:\n  app:\n    image: x:${TAG:-latest}\n"), nil, []string{"app"}},
-		{"env_file in the bundle", composeBundle("services:\n  app:\n    image: x\n    env_file: app.env\n", file("app.env", "A=1\n")), nil, []string{"app"}},
-		// The .dockerignore comes after manifest.json and compose.yaml and is not named in
-		// them: it must still be kept for the build-context check.
-		{"build context with a .dockerignore that excludes .env", composeBundle("services:\n  app:\n    build: .\n",
-			file(".dockerignore", "node_modules\n.env\n")), nil, []string{"app"}},
-		{"build context with Dockerfile.dockerignore", composeBundle("services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/Dockerfile\n",
-			file("docker/Dockerfile", "FROM alpine\nCOPY . /app\n"), file("docker/Dockerfile.dockerignore", "**/.env\n")), nil, []string{"app"}},
-		{"several compose files", func(tb testing.TB) []byte {
-			m := goodManifest()
-			m.ComposeFiles = []string{"compose.yaml", "override.yaml"}
-			m.Files = append(m.Files, "override.yaml")
-			return tarOf(tb, file("override.yaml", "services:\n  worker:\n    image: w\n"), manifestEnt(tb, m),
-				file("compose.yaml", goodCompose), file("config/app.toml", ""))
-		}, nil, []string{"app", "worker"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := verifyWith(tt.data(t), tt.exp)
-			require.NoError(t, err)
-			assert.Equal(t, tt.services, res.Services)
-		})
-	}
-}
-
 func TestFindingCode(t *testing.T) {
 	for _, c := range []codes.Code{codes.ComposeInvalid, codes.UnresolvedVars, codes.Privileged, codes.ManifestPaths} {
 		assert.Equal(t, c, findingCode(c))

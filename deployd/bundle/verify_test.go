@@ -3,6 +3,7 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,22 +42,43 @@ func TestVerifyAccepts(t *testing.T) {
 		size += int64(len(e.body))
 	}
 	tests := []struct {
-		name string
-		data []byte
-		exp  func(*Expect)
+		name     string
+		data     []byte
+		exp      func(*Expect)
+		other    bool     // other files than the good bundle's
+		files    int      // 0: 3
+		services []string // nil: app
 	}{
-		{"plain tar", plain, nil},
-		{"gzip tar", gzOf(t, plain), nil},
-		{"dot-slash prefix", dotSlash(t), nil},
-		{"git archive global header", tarOf(t, gitArchive...), nil},
-		{"manifest last", tarOf(t, reordered...), nil},
-		{"expected sha", plain, func(e *Expect) { e.SHA = want }},
-		{"expected sha upper case", plain, func(e *Expect) { e.SHA = strings.ToUpper(want) }},
-		{"same serial as live", plain, func(e *Expect) { e.LiveSerial = 17 }},
-		{"explicit rollback", plain, func(e *Expect) { e.LiveSerial = 18; e.Rollback = true }},
-		{"enough disk", plain, func(e *Expect) { e.Disk = &Disk{FreeMB: 1, MinFreeMB: 1} }},
-		{"no vars or secrets", withManifest(t, func(m *Manifest) { m.Vars, m.Secrets = nil, nil },
-			file("compose.yaml", "services:\n  app:\n    image: x\n"), file("config/app.toml", "")), nil},
+		{name: "plain tar", data: plain},
+		{name: "gzip tar", data: gzOf(t, plain)},
+		{name: "dot-slash prefix", data: dotSlash(t)},
+		{name: "git archive global header", data: tarOf(t, gitArchive...)},
+		{name: "manifest last", data: tarOf(t, reordered...)},
+		{name: "expected sha", data: plain, exp: func(e *Expect) { e.SHA = want }},
+		{name: "expected sha upper case", data: plain, exp: func(e *Expect) { e.SHA = strings.ToUpper(want) }},
+		{name: "same serial as live", data: plain, exp: func(e *Expect) { e.LiveSerial = 17 }},
+		{name: "explicit rollback", data: plain, exp: func(e *Expect) { e.LiveSerial = 18; e.Rollback = true }},
+		{name: "enough disk", data: plain, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 1, MinFreeMB: 1} }},
+		{name: "no vars or secrets", data: withManifest(t, func(m *Manifest) { m.Vars, m.Secrets = nil, nil },
+			file("compose.yaml", "services:\n  app:\n    image: x\n"), file("config/app.toml", "")), other: true},
+		{name: "allowed privileged", data: composeBundle("services:\n  app:\n    image: x\n    privileged: true\n  db:\n    image: y\n")(t),
+			exp: func(e *Expect) { e.AllowPrivileged = []string{"app"} }, other: true, services: []string{"app", "db"}},
+		{name: "default in the expression", data: composeBundle("services:\n  app:\n    image: x:${TAG:-latest}\n")(t), other: true},
+		{name: "env_file in the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: app.env\n", file("app.env", "A=1\n"))(t),
+			other: true, files: 4},
+		// The .dockerignore comes after manifest.json and compose.yaml and is not named in
+		// them: it must still be kept for the build-context check.
+		{name: "build context with a .dockerignore that excludes .env", data: composeBundle("services:\n  app:\n    build: .\n",
+			file(".dockerignore", "node_modules\n.env\n"))(t), other: true, files: 4},
+		{name: "build context with Dockerfile.dockerignore", data: composeBundle("services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/Dockerfile\n",
+			file("docker/Dockerfile", "FROM alpine\nCOPY . /app\n"), file("docker/Dockerfile.dockerignore", "**/.env\n"))(t), other: true, files: 5},
+		{name: "several compose files", data: func() []byte {
+			m := goodManifest()
+			m.ComposeFiles = []string{"compose.yaml", "override.yaml"}
+			m.Files = append(m.Files, "override.yaml")
+			return tarOf(t, file("override.yaml", "services:\n  worker:\n    image: w\n"), manifestEnt(t, m),
+				file("compose.yaml", goodCompose), file("config/app.toml", ""))
+		}(), other: true, files: 4, services: []string{"app", "worker"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,15 +87,19 @@ func TestVerifyAccepts(t *testing.T) {
 			own, err := SHA(context.Background(), bytes.NewReader(tt.data), Limits{})
 			require.NoError(t, err)
 			assert.Equal(t, own, res.SHA)
-			if tt.name != "no vars or secrets" {
+			if !tt.other {
 				assert.Equal(t, want, res.SHA, "same files, same sha")
 				assert.Equal(t, goodManifest(), res.Manifest)
 				assert.Equal(t, size, res.Size)
 			}
 			assert.Empty(t, res.Refusals)
 			assert.NotNil(t, res.Refusals, "an accepted result has an empty, non-nil refusal list")
-			assert.Equal(t, 3, res.Files)
+			assert.Equal(t, cmp.Or(tt.files, 3), res.Files)
 			assert.Equal(t, int64(17), res.Manifest.Serial)
+			if tt.services == nil {
+				tt.services = []string{"app"}
+			}
+			assert.Equal(t, tt.services, res.Services)
 		})
 	}
 }
