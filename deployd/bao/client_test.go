@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -323,11 +322,9 @@ func TestSealedAndUnreachable(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("refused", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := "http://" + ln.Addr().String()
-		require.NoError(t, ln.Close())
-		_, err = newClient(t, addr, nil).LookupSelf(ctx, info.Token)
+		hs := httptest.NewServer(http.NotFoundHandler())
+		hs.Close() // its port now refuses connections
+		_, err := newClient(t, hs.URL, nil).LookupSelf(ctx, info.Token)
 		require.ErrorIs(t, err, bao.ErrUnavailable)
 		assert.True(t, deployd.IsTemporary(err))
 		assert.Contains(t, err.Error(), "cannot reach OpenBao")
@@ -605,9 +602,8 @@ func TestTLSWithCAFile(t *testing.T) {
 	hs.Config.ErrorLog = log.New(io.Discard, "", 0)
 	hs.StartTLS()
 	t.Cleanup(hs.Close)
-	dir := t.TempDir()
-	caFile := dir + "/ca.pem"
-	require.NoError(t, writeCert(caFile, hs))
+	caFile := t.TempDir() + "/ca.pem"
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}), 0o600))
 
 	_, err := newClient(t, hs.URL, nil).Login(context.Background(), secret.New(s.MintGrant(env)))
 	require.ErrorIs(t, err, bao.ErrUnavailable, "unknown CA without ca_file")
@@ -620,23 +616,19 @@ func TestTLSWithCAFile(t *testing.T) {
 
 func TestNeedsRenew(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name string
+	for name, tc := range map[string]struct {
 		info bao.TokenInfo
 		want bool
 	}{
-		{"fresh", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(time.Hour)}, false},
-		{"exactly a third", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20 * time.Minute)}, false},
-		{"below a third", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20*time.Minute - time.Second)}, true},
-		{"expired", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(-time.Minute)}, true},
-		{"not renewable", bao.TokenInfo{Renewable: false, CreationTTL: time.Hour, ExpireTime: now.Add(time.Minute)}, false},
-		{"TTL only", bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, TTL: 10 * time.Minute}, true},
-		{"no creation TTL", bao.TokenInfo{Renewable: true, TTL: time.Minute}, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, tc.info.NeedsRenew(now))
-		})
+		"fresh":           {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(time.Hour)}, false},
+		"exactly a third": {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20 * time.Minute)}, false},
+		"below a third":   {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(20*time.Minute - time.Second)}, true},
+		"expired":         {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, ExpireTime: now.Add(-time.Minute)}, true},
+		"not renewable":   {bao.TokenInfo{Renewable: false, CreationTTL: time.Hour, ExpireTime: now.Add(time.Minute)}, false},
+		"TTL only":        {bao.TokenInfo{Renewable: true, CreationTTL: time.Hour, TTL: 10 * time.Minute}, true},
+		"no creation TTL": {bao.TokenInfo{Renewable: true, TTL: time.Minute}, false},
+	} {
+		assert.Equal(t, tc.want, tc.info.NeedsRenew(now), name)
 	}
 }
 
@@ -715,11 +707,6 @@ func TestErrorShape(t *testing.T) {
 		assert.Equal(t, k.code, (&bao.Error{Kind: k.err}).Code())
 	}
 	assert.False(t, strings.Contains((&bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}).Error(), "<nil>"))
-}
-
-func writeCert(path string, hs *httptest.Server) error {
-	block := &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw}
-	return os.WriteFile(path, pem.EncodeToMemory(block), 0o600)
 }
 
 // countingTransport is a RoundTripper that is not an *http.Transport.

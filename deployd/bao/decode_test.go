@@ -25,24 +25,27 @@ func readFixture(t testing.TB, name string) []byte {
 	return b
 }
 
+// authFixtures are the login answers of testdata/login: the kind of their refusal (nil:
+// accepted), a word of its detail, and the token, registered even when refused.
+var authFixtures = []struct {
+	file     string
+	wantKind error
+	detail   string
+	token    string
+}{
+	{"login/ok.json", nil, "", "s.FIXTUREtokenAAAAAAAAAAAA"},
+	{"login/wrapped.json", ErrLeaseShape, "wrapped", "s.FIXTUREwrappingBBBBBBBBBB"},
+	{"login/approle.json", ErrLeaseShape, "AppRole", "s.FIXTUREapproleCCCCCCCCCCC"},
+	{"login/no-token.json", ErrLeaseShape, "no client token", ""},
+	{"login/no-auth.json", ErrLeaseShape, "no client token", ""},
+	{"login/limited-use.json", ErrLeaseShape, "limited-use", "s.FIXTURElimitedDDDDDDDDDDD"},
+	{"login/batch.json", ErrLeaseShape, "batch", "b.FIXTUREbatchEEEEEEEEEEEEE"},
+	{"login/html.json", ErrLeaseShape, "undecodable", ""},
+}
+
 func TestDecodeAuthFixtures(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	tests := []struct {
-		file     string
-		wantKind error
-		detail   string
-		token    string // registered even when refused
-	}{
-		{"login/ok.json", nil, "", "s.FIXTUREtokenAAAAAAAAAAAA"},
-		{"login/wrapped.json", ErrLeaseShape, "wrapped", "s.FIXTUREwrappingBBBBBBBBBB"},
-		{"login/approle.json", ErrLeaseShape, "AppRole", "s.FIXTUREapproleCCCCCCCCCCC"},
-		{"login/no-token.json", ErrLeaseShape, "no client token", ""},
-		{"login/no-auth.json", ErrLeaseShape, "no client token", ""},
-		{"login/limited-use.json", ErrLeaseShape, "limited-use", "s.FIXTURElimitedDDDDDDDDDDD"},
-		{"login/batch.json", ErrLeaseShape, "batch", "b.FIXTUREbatchEEEEEEEEEEEEE"},
-		{"login/html.json", ErrLeaseShape, "undecodable", ""},
-	}
-	for _, tc := range tests {
+	for _, tc := range authFixtures {
 		t.Run(tc.file, func(t *testing.T) {
 			body := readFixture(t, tc.file)
 			reg := &secrettest.Recorder{}
@@ -73,25 +76,22 @@ func TestDecodeAuthFixtures(t *testing.T) {
 	}
 }
 
+// kvFixtures are the KV v2 answers of testdata/kv and why each has no data ("": it has).
+var kvFixtures = map[string]string{
+	"kv/ok.json":        "",
+	"kv/deleted.json":   "version 3 of the secret was deleted",
+	"kv/destroyed.json": "version 4 of the secret was destroyed",
+	"kv/missing.json":   "the secret does not exist",
+}
+
 func TestDecodeKVFixtures(t *testing.T) {
-	tests := []struct {
-		file   string
-		absent string
-	}{
-		{"kv/ok.json", ""},
-		{"kv/deleted.json", "version 3 of the secret was deleted"},
-		{"kv/destroyed.json", "version 4 of the secret was destroyed"},
-		{"kv/missing.json", "the secret does not exist"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.file, func(t *testing.T) {
-			d, err := decodeKV(readFixture(t, tc.file))
-			require.NoError(t, err)
-			assert.Equal(t, tc.absent, d.absent)
-			if tc.absent == "" {
-				require.NotNil(t, d.data)
-			}
-		})
+	for file, absent := range kvFixtures {
+		d, err := decodeKV(readFixture(t, file))
+		require.NoError(t, err, file)
+		assert.Equal(t, absent, d.absent, file)
+		if absent == "" {
+			require.NotNil(t, d.data, file)
+		}
 	}
 	t.Run("values", func(t *testing.T) {
 		d, err := decodeKV(readFixture(t, "kv/ok.json"))
@@ -158,9 +158,7 @@ func TestServerDetail(t *testing.T) {
 		{"none", nil, nil, ""},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, serverDetail(tc.msgs, tc.secrets...))
-		})
+		assert.Equal(t, tc.want, serverDetail(tc.msgs, tc.secrets...), tc.name)
 	}
 	t.Run("cut", func(t *testing.T) {
 		long := strings.Repeat("é", 400)
@@ -180,8 +178,8 @@ func TestServerDetail(t *testing.T) {
 // panic, must register any client token it accepted, and its error text must never
 // hold the client token of the body.
 func FuzzLoginResponse(f *testing.F) {
-	for _, name := range []string{"ok", "wrapped", "approle", "no-token", "no-auth", "limited-use", "batch", "html"} {
-		f.Add(readFixture(f, "login/"+name+".json"))
+	for _, tc := range authFixtures {
+		f.Add(readFixture(f, tc.file))
 	}
 	f.Add([]byte(`{"auth":{"client_token":"s.x","num_uses":-1,"lease_duration":-5}}`))
 	f.Add([]byte(`{"auth":{"client_token":"s.x","metadata":{"env_id":1}}}`))
@@ -218,8 +216,8 @@ func FuzzLoginResponse(f *testing.F) {
 // FuzzKVResponse feeds arbitrary bodies through the KV v2 decoder: it must never
 // panic, and data is either present or its absence is explained.
 func FuzzKVResponse(f *testing.F) {
-	for _, name := range []string{"ok", "deleted", "destroyed", "missing"} {
-		f.Add(readFixture(f, "kv/"+name+".json"))
+	for file := range kvFixtures {
+		f.Add(readFixture(f, file))
 	}
 	f.Add([]byte(`{"data":{"data":{"k":"\u0000"},"metadata":null}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {

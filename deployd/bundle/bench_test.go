@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,27 +29,9 @@ import (
 // `go test -bench .` quick; the figures in docs/BUNDLE.md use 256MiB and 1GiB.
 var bundleSize = flag.String("bundle.size", "32MiB", "size of the generated benchmark bundle (e.g. 256MiB, 1GiB)")
 
-func parseSize(s string) (int64, error) {
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			v, err := strconv.ParseInt(n, 10, 64)
-			return v * u.mult, err
-		}
-	}
-	return strconv.ParseInt(s, 10, 64)
-}
-
-// genBundle writes a bundle of about size bytes to a file in dir: a quarter in
+// genBundleSmall writes a bundle of about size bytes to a file in dir: smallBytes in
 // small files (1–64 KiB, in 16 directories), the rest in four large files, manifest
 // first. Content is pseudo-random, so gzip cannot shrink it. It returns the path.
-func genBundle(tb testing.TB, dir string, size int64, gz bool) string {
-	return genBundleSmall(tb, dir, size, size/4, gz)
-}
-
-// genBundleSmall is genBundle with smallBytes of the size in small files.
 func genBundleSmall(tb testing.TB, dir string, size, smallBytes int64, gz bool) string {
 	tb.Helper()
 	src := rand.NewChaCha8([32]byte{1})
@@ -111,9 +94,9 @@ func genBundleSmall(tb testing.TB, dir string, size, smallBytes int64, gz bool) 
 }
 
 func benchBundle(b *testing.B, gz bool) (string, int64) {
-	size, err := parseSize(*bundleSize)
+	size, err := units.RAMInBytes(*bundleSize)
 	require.NoError(b, err)
-	p := genBundle(b, b.TempDir(), size, gz)
+	p := genBundleSmall(b, b.TempDir(), size, size/4, gz) // a quarter in small files
 	st, err := os.Stat(p)
 	require.NoError(b, err)
 	return p, st.Size()

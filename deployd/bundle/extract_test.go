@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,29 +51,9 @@ func TestExtract(t *testing.T) {
 			st, err := os.Stat(filepath.Join(dir, "bin"))
 			require.NoError(t, err)
 			assert.Equal(t, fs.ModeDir|DirMode, st.Mode(), "implied parent directory")
-			// What was written hashes to the same sha, the coreutils way.
-			got, err := SHA(context.Background(), bytes.NewReader(tarDir(t, dir)), Limits{})
-			require.NoError(t, err)
-			assert.Equal(t, sha, got)
+			assert.Equal(t, sha, formulaSHA(t, dir), "what was written hashes to the same sha")
 		})
 	}
-}
-
-// tarDir tars a directory's regular files (for re-hashing what Extract wrote).
-func tarDir(t *testing.T, dir string) []byte {
-	var ents []ent
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		require.NoError(t, err)
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			require.NoError(t, err)
-			rel, err := filepath.Rel(dir, p)
-			require.NoError(t, err)
-			ents = append(ents, file(filepath.ToSlash(rel), string(b)))
-		}
-		return nil
-	}))
-	return tarOf(t, ents...)
 }
 
 func TestExtractRefuses(t *testing.T) {
@@ -210,4 +191,50 @@ func TestExtractRefusesWhatVerifyRefusesOnPaths(t *testing.T) {
 		})
 	}
 	assert.Greater(t, checked, 30)
+}
+
+// TestReadStaged: a release that Extract staged is read back as Verify saw it: the
+// same manifest and the same services.
+func TestReadStaged(t *testing.T) {
+	data := goodTar(t)
+	res, err := Verify(context.Background(), bytes.NewReader(data), expect())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, Extract(context.Background(), bytes.NewReader(data), dir, res.SHA, Limits{}))
+
+	got, err := ReadStaged(context.Background(), dir, Expect{})
+	require.NoError(t, err)
+	assert.Equal(t, res.Manifest, got.Manifest)
+	assert.Equal(t, res.Services, got.Services)
+	assert.NotEmpty(t, got.Services)
+}
+
+func TestReadStagedSaysWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	_, err := ReadStaged(context.Background(), dir, Expect{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, os.ErrNotExist, "no manifest")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte(`{"schema":1}`), 0o644))
+	_, err = ReadStaged(context.Background(), dir, Expect{})
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused, "a bad manifest is refused as Verify would")
+	assert.Equal(t, codes.BundleMalformed, refused.Code())
+
+	m := goodManifest()
+	b := manifestEnt(t, m).body
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte(b), 0o644))
+	_, err = ReadStaged(context.Background(), dir, Expect{})
+	require.Error(t, err, "the compose file is missing")
+	assert.Contains(t, err.Error(), "compose file compose.yaml")
+	assert.False(t, errors.As(err, &refused))
+}
+
+func TestParseManifest(t *testing.T) {
+	m, err := ParseManifest([]byte(manifestEnt(t, goodManifest()).body))
+	require.NoError(t, err)
+	assert.Equal(t, goodManifest(), m)
+	_, err = ParseManifest([]byte(`{"schema":1,"unknown":true}`))
+	var refused *RefusedError
+	require.ErrorAs(t, err, &refused)
 }

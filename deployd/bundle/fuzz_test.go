@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,7 +60,7 @@ func FuzzVerify(f *testing.F) {
 				t.Fatalf("SHA disagrees with Verify: %q %v", sha, err)
 			}
 		case errors.As(err, &re):
-			if res == nil || len(re.Refusals) == 0 || !slicesEqual(re.Refusals, res.Refusals) {
+			if res == nil || len(re.Refusals) == 0 || !slices.Equal(re.Refusals, res.Refusals) {
 				t.Fatalf("refusal without details: %v %+v", err, res)
 			}
 			for _, r := range re.Refusals {
@@ -71,18 +72,6 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("a plain error for bytes from a reader that cannot fail: %v", err)
 		}
 	})
-}
-
-func slicesEqual(a, b []Refusal) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func FuzzManifest(f *testing.F) {

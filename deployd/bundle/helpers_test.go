@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -118,6 +119,15 @@ func goodEnts(tb testing.TB) []ent {
 func goodTar(tb testing.TB) []byte { return tarOf(tb, goodEnts(tb)...) }
 
 func expect() Expect { return Expect{EnvID: testEnv} }
+
+// verifyWith verifies data against expect() as edit, if any, changes it.
+func verifyWith(data []byte, edit func(*Expect)) (*Result, error) {
+	exp := expect()
+	if edit != nil {
+		edit(&exp)
+	}
+	return Verify(context.Background(), bytes.NewReader(data), exp)
+}
 
 // refusalCodes returns the codes of rs, in order.
 func refusalCodes(rs []Refusal) []codes.Code {

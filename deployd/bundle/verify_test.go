@@ -3,11 +3,14 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,65 +33,75 @@ func TestVerifyAccepts(t *testing.T) {
 	plain := goodTar(t)
 	want, err := SHA(context.Background(), bytes.NewReader(plain), Limits{})
 	require.NoError(t, err)
-	dotSlash := goodEnts(t)
-	for i := range dotSlash {
-		dotSlash[i].name = "./" + dotSlash[i].name
-	}
 	gitArchive := append([]ent{{name: "pax_global_header", typ: tar.TypeXGlobalHeader,
 		pax: map[string]string{"comment": "0123456789abcdef"}}}, goodEnts(t)...)
 	reordered := goodEnts(t)
 	reordered[0], reordered[3] = reordered[3], reordered[0]
-	tests := []struct {
-		name string
-		data []byte
-		exp  func(*Expect)
-	}{
-		{"plain tar", plain, nil},
-		{"gzip tar", gzOf(t, plain), nil},
-		{"dot-slash prefix", tarOf(t, append([]ent{dir("./")}, dotSlash...)...), nil},
-		{"git archive global header", tarOf(t, gitArchive...), nil},
-		{"manifest last", tarOf(t, reordered...), nil},
-		{"expected sha", plain, func(e *Expect) { e.SHA = want }},
-		{"expected sha upper case", plain, func(e *Expect) { e.SHA = strings.ToUpper(want) }},
-		{"same serial as live", plain, func(e *Expect) { e.LiveSerial = 17 }},
-		{"explicit rollback", plain, func(e *Expect) { e.LiveSerial = 18; e.Rollback = true }},
-		{"enough disk", plain, func(e *Expect) { e.Disk = &Disk{FreeMB: 1, MinFreeMB: 1} }},
-		{"no vars or secrets", withManifest(t, func(m *Manifest) { m.Vars, m.Secrets = nil, nil },
-			file("compose.yaml", "services:\n  app:\n    image: x\n"), file("config/app.toml", "")), nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			exp := expect()
-			if tt.exp != nil {
-				tt.exp(&exp)
-			}
-			res, err := Verify(context.Background(), bytes.NewReader(tt.data), exp)
-			require.NoError(t, err)
-			own, err := SHA(context.Background(), bytes.NewReader(tt.data), Limits{})
-			require.NoError(t, err)
-			assert.Equal(t, own, res.SHA)
-			if tt.name != "no vars or secrets" {
-				assert.Equal(t, want, res.SHA, "same files, same sha")
-			}
-			assert.Empty(t, res.Refusals)
-			assert.NotNil(t, res.Refusals, "an accepted result has an empty, non-nil refusal list")
-			assert.Equal(t, 3, res.Files)
-			assert.Equal(t, int64(17), res.Manifest.Serial)
-		})
-	}
-}
-
-func TestVerifyResult(t *testing.T) {
-	data := goodTar(t)
-	res, err := Verify(context.Background(), bytes.NewReader(data), expect())
-	require.NoError(t, err)
-	m := goodManifest()
-	assert.Equal(t, m, res.Manifest)
 	var size int64
 	for _, e := range goodEnts(t) {
 		size += int64(len(e.body))
 	}
-	assert.Equal(t, size, res.Size)
+	tests := []struct {
+		name     string
+		data     []byte
+		exp      func(*Expect)
+		other    bool     // other files than the good bundle's
+		files    int      // 0: 3
+		services []string // nil: app
+	}{
+		{name: "plain tar", data: plain},
+		{name: "gzip tar", data: gzOf(t, plain)},
+		{name: "dot-slash prefix", data: dotSlash(t)},
+		{name: "git archive global header", data: tarOf(t, gitArchive...)},
+		{name: "manifest last", data: tarOf(t, reordered...)},
+		{name: "expected sha", data: plain, exp: func(e *Expect) { e.SHA = want }},
+		{name: "expected sha upper case", data: plain, exp: func(e *Expect) { e.SHA = strings.ToUpper(want) }},
+		{name: "same serial as live", data: plain, exp: func(e *Expect) { e.LiveSerial = 17 }},
+		{name: "explicit rollback", data: plain, exp: func(e *Expect) { e.LiveSerial = 18; e.Rollback = true }},
+		{name: "enough disk", data: plain, exp: func(e *Expect) { e.Disk = &Disk{FreeMB: 1, MinFreeMB: 1} }},
+		{name: "no vars or secrets", data: withManifest(t, func(m *Manifest) { m.Vars, m.Secrets = nil, nil },
+			file("compose.yaml", "services:\n  app:\n    image: x\n"), file("config/app.toml", "")), other: true},
+		{name: "allowed privileged", data: composeBundle("services:\n  app:\n    image: x\n    privileged: true\n  db:\n    image: y\n")(t),
+			exp: func(e *Expect) { e.AllowPrivileged = []string{"app"} }, other: true, services: []string{"app", "db"}},
+		{name: "default in the expression", data: composeBundle("services:\n  app:\n    image: x:${TAG:-latest}\n")(t), other: true},
+		{name: "env_file in the bundle", data: composeBundle("services:\n  app:\n    image: x\n    env_file: app.env\n", file("app.env", "A=1\n"))(t),
+			other: true, files: 4},
+		// The .dockerignore comes after manifest.json and compose.yaml and is not named in
+		// them: it must still be kept for the build-context check.
+		{name: "build context with a .dockerignore that excludes .env", data: composeBundle("services:\n  app:\n    build: .\n",
+			file(".dockerignore", "node_modules\n.env\n"))(t), other: true, files: 4},
+		{name: "build context with Dockerfile.dockerignore", data: composeBundle("services:\n  app:\n    build:\n      context: .\n      dockerfile: docker/Dockerfile\n",
+			file("docker/Dockerfile", "FROM alpine\nCOPY . /app\n"), file("docker/Dockerfile.dockerignore", "**/.env\n"))(t), other: true, files: 5},
+		{name: "several compose files", data: func() []byte {
+			m := goodManifest()
+			m.ComposeFiles = []string{"compose.yaml", "override.yaml"}
+			m.Files = append(m.Files, "override.yaml")
+			return tarOf(t, file("override.yaml", "services:\n  worker:\n    image: w\n"), manifestEnt(t, m),
+				file("compose.yaml", goodCompose), file("config/app.toml", ""))
+		}(), other: true, files: 4, services: []string{"app", "worker"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := verifyWith(tt.data, tt.exp)
+			require.NoError(t, err)
+			own, err := SHA(context.Background(), bytes.NewReader(tt.data), Limits{})
+			require.NoError(t, err)
+			assert.Equal(t, own, res.SHA)
+			if !tt.other {
+				assert.Equal(t, want, res.SHA, "same files, same sha")
+				assert.Equal(t, goodManifest(), res.Manifest)
+				assert.Equal(t, size, res.Size)
+			}
+			assert.Empty(t, res.Refusals)
+			assert.NotNil(t, res.Refusals, "an accepted result has an empty, non-nil refusal list")
+			assert.Equal(t, cmp.Or(tt.files, 3), res.Files)
+			assert.Equal(t, int64(17), res.Manifest.Serial)
+			if tt.services == nil {
+				tt.services = []string{"app"}
+			}
+			assert.Equal(t, tt.services, res.Services)
+		})
+	}
 }
 
 type refusalCase struct {
@@ -188,6 +201,11 @@ func refusalCases() []refusalCase {
 		{name: "bundled .env", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env") }, append(goodEnts(tb)[1:], file(".env", "COMPOSE_FILE=evil.yaml\n"))...)
 		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .env itself"},
+		// The release's root .env is the agent's: a file inside ".env/" makes a directory of
+		// that name. Without the refusal the bundle verifies, costs a lease, and staging fails.
+		{name: ".env directory by implication", data: func(tb testing.TB) []byte {
+			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env/x") }, append(goodEnts(tb)[1:], file(".env/x", "A=1\n"))...)
+		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "reserved"},
 		{name: "bundled labels file", data: func(tb testing.TB) []byte {
 			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, LabelsFileName) }, append(goodEnts(tb)[1:], file(LabelsFileName, "services: {}\n"))...)
 		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .deployd-labels.yaml itself"},
@@ -243,6 +261,11 @@ func refusalCases() []refusalCase {
 	}
 }
 
+// allRefusalCases are the refusal cases of Verify's checks, of compose's and of hooks'.
+func allRefusalCases() []refusalCase {
+	return slices.Concat(refusalCases(), composeCases(), hookCases())
+}
+
 func secretPath(p string) func(tb testing.TB) []byte {
 	return func(tb testing.TB) []byte {
 		return withManifest(tb, func(m *Manifest) { m.Secrets["DB_PASSWORD"] = SecretRef{Path: p, Key: "password"} })
@@ -250,13 +273,9 @@ func secretPath(p string) func(tb testing.TB) []byte {
 }
 
 func TestVerifyRefusals(t *testing.T) {
-	for _, tt := range refusalCases() {
+	for _, tt := range allRefusalCases() {
 		t.Run(tt.name, func(t *testing.T) {
-			exp := expect()
-			if tt.exp != nil {
-				tt.exp(&exp)
-			}
-			res, err := Verify(context.Background(), bytes.NewReader(tt.data(t)), exp)
+			res, err := verifyWith(tt.data(t), tt.exp)
 			require.Error(t, err)
 			require.ErrorIs(t, err, ErrRefused)
 			var re *RefusedError
@@ -285,12 +304,7 @@ func details(rs []Refusal) []string {
 
 func TestVerifyEveryCodeHasACase(t *testing.T) {
 	seen := map[codes.Code]bool{}
-	for _, tt := range refusalCases() {
-		for _, c := range tt.codes {
-			seen[c] = true
-		}
-	}
-	for _, tt := range composeCases() {
+	for _, tt := range allRefusalCases() {
 		for _, c := range tt.codes {
 			seen[c] = true
 		}
@@ -440,4 +454,85 @@ func TestVerifyGODEBUGInsecurePath(t *testing.T) {
 	assert.Len(t, res.Refusals, 1, "the reader goes on after the insecure path: %v", res.Refusals)
 	err = Extract(context.Background(), bytes.NewReader(data), t.TempDir(), goodSHA(t), Limits{})
 	require.ErrorIs(t, err, ErrRefused)
+}
+
+// Some docker compose releases copy every .env entry that the process environment
+// lacks into their own environment (os.Setenv), and the agent runs compose with PATH
+// only. A bundle variable there reaches compose itself and the programs it runs
+// (credential helpers, buildx, ssh): LD_PRELOAD of a bundle file is code on the host
+// as root, a proxy or CA variable redirects compose's registry traffic, BUILDX_/
+// BUILDKIT_ variables choose the builder. Such names are refused like COMPOSE_/DOCKER_.
+func TestCheckEnvNameRefusesProcessVariables(t *testing.T) {
+	for _, name := range []string{
+		"LD_PRELOAD", "LD_LIBRARY_PATH", "ld_preload", "PATH", "HOME", "TMPDIR", "SSH_AUTH_SOCK",
+		"HTTP_PROXY", "https_proxy", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+		"BUILDX_CONFIG", "BUILDKIT_HOST", "COMPOSE_FILE", "DOCKER_HOST",
+	} {
+		assert.NotEmpty(t, checkEnvName(name), name)
+	}
+	for _, name := range []string{"LOG_LEVEL", "DB_PASSWORD", "PATHNAME", "HOMEPAGE_URL", "APP_HOME", "LDAP_URL", "PROXY_URL"} {
+		assert.Empty(t, checkEnvName(name), name)
+	}
+}
+
+// TestOnDisk: a release's size is counted as the file system stores it once the
+// block size is known (each file in whole blocks, each directory one block), and its
+// inodes are its files, its directories, the release directory and its .env.
+func TestOnDisk(t *testing.T) {
+	files := []fileSum{{path: "manifest.json", size: 300}, {path: "compose.yaml", size: 5000}, {path: "conf/a/x", size: 1}, {path: "conf/b", size: 0}}
+	for _, c := range []struct {
+		name             string
+		blockSize        int64
+		bytes, inodeWant int64
+	}{
+		{"bytes", 0, 5301, 8},
+		{"4 KiB blocks", 4096, (1 + 2 + 1 + 0 + 3) * 4096, 8},
+		{"512 B blocks", 512, (1 + 10 + 1 + 0 + 3) * 512, 8},
+	} {
+		b, n := onDisk(files, c.blockSize)
+		assert.Equal(t, c.bytes, b, c.name)
+		assert.Equal(t, c.inodeWant, n, c.name)
+	}
+}
+
+// TestDiskLowCountsBlocksAndInodes: 2000 one-byte files pass a byte count with 1 MiB
+// free, but take 2000 blocks (8 MiB in 4 KiB blocks) and 2000 inodes: DISK_LOW
+// names the MiB and the inodes before the lease, instead of a staging that fails
+// after it.
+func TestDiskLowCountsBlocksAndInodes(t *testing.T) {
+	files := make([]fileSum, 2000)
+	for i := range files {
+		files[i] = fileSum{path: "f/" + string(rune('a'+i%26)) + "/" + strconv.Itoa(i), size: 1}
+	}
+	m := &Manifest{}
+	for _, c := range []struct {
+		name   string
+		disk   Disk
+		refuse []string
+	}{
+		{"bytes only: passes", Disk{FreeMB: 1}, nil},
+		{"blocks: refused", Disk{FreeMB: 1, BlockSize: 4096}, []string{"1 MiB free under deploy_dir, the release needs 16 MiB"}},
+		{"blocks with room", Disk{FreeMB: 16, BlockSize: 4096}, nil},
+		{"inodes: refused", Disk{FreeMB: 100, BlockSize: 4096, FreeInodes: 3000, TotalInodes: 100000}, []string{"3000 inodes free under deploy_dir, the release needs 4058 (twice its 2029 files and directories)"}},
+		{"inodes not counted", Disk{FreeMB: 100, BlockSize: 4096, FreeInodes: 0, TotalInodes: 0}, nil},
+		{"inodes with room", Disk{FreeMB: 100, BlockSize: 4096, FreeInodes: 5000, TotalInodes: 100000}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var rs refusals
+			checkDisk(m, c.disk, files, &rs)
+			var got []string
+			for _, r := range rs.list {
+				assert.Equal(t, "DISK_LOW", string(r.Code))
+				got = append(got, r.Detail)
+			}
+			if c.refuse == nil {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Len(t, got, len(c.refuse))
+			for i := range c.refuse {
+				assert.Contains(t, got[i], c.refuse[i])
+			}
+		})
+	}
 }

@@ -392,28 +392,21 @@ func TestLogs(t *testing.T) {
 	assert.Equal(t, []string{"nosuch"}, e.Services)
 }
 
+// TestDockerVersion: a daemon out of reach is ErrCommandFailed, no docker on
+// Config.Env's PATH exec.ErrNotFound. The server's version read:
+// TestDockerLookedUpInConfigEnvPath's explicit path.
 func TestDockerVersion(t *testing.T) {
 	t.Parallel()
-	t.Run("server version", func(t *testing.T) {
-		f := newFixture(t, &fakedocker.Script{ServerVersion: "28.0.1"})
-		v, err := f.client.DockerVersion(t.Context())
-		require.NoError(t, err)
-		assert.Equal(t, "28.0.1", v)
-	})
-	t.Run("no daemon", func(t *testing.T) {
-		f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {
-			Stdout: "Client:\n Version: 27.3.1\n", Stderr: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n", Exit: 1,
-		}}})
-		v, err := f.client.DockerVersion(t.Context())
-		require.ErrorIs(t, err, ErrCommandFailed)
-		assert.Empty(t, v)
-	})
-	t.Run("no docker", func(t *testing.T) {
-		c, err := New(Config{Project: "monky", Dir: t.TempDir(), Env: []string{"PATH=" + t.TempDir()}})
-		require.NoError(t, err)
-		_, err = c.DockerVersion(t.Context())
-		require.ErrorIs(t, err, exec.ErrNotFound)
-	})
+	f := newFixture(t, &fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {
+		Stdout: "Client:\n Version: 27.3.1\n", Stderr: "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n", Exit: 1,
+	}}})
+	v, err := f.client.DockerVersion(t.Context())
+	require.ErrorIs(t, err, ErrCommandFailed)
+	assert.Empty(t, v)
+	c, err := New(Config{Project: "monky", Dir: t.TempDir(), Env: []string{"PATH=" + t.TempDir()}})
+	require.NoError(t, err)
+	_, err = c.DockerVersion(t.Context())
+	require.ErrorIs(t, err, exec.ErrNotFound)
 }
 
 func TestErrorCodes(t *testing.T) {
@@ -454,58 +447,22 @@ func TestValidServerVersion(t *testing.T) {
 // the containerd image store, what docker pull printed on dockerd 20.10 against a
 // local registry, and reports of users).
 func TestPullFailureWhoseFault(t *testing.T) {
-	for _, c := range []struct {
-		said string
-		kind error
-		code codes.Code
-	}{
-		{"Error response from daemon: manifest for localhost:5000/app:nope not found: manifest unknown: manifest unknown", ErrImageMissing, codes.ImageMissing},
-		{"Error response from daemon: pull access denied for nosuch/app, repository does not exist or may require 'docker login': denied: requested access to the resource is denied", ErrImageMissing, codes.ImageMissing},
-		{"Error response from daemon: manifest for localhost:5000/nosuch:1 not found: manifest unknown: name unknown", ErrImageMissing, codes.ImageMissing},
-		{"no matching manifest for linux/arm64/v8 in the manifest list entries", ErrImageMissing, codes.ImageMissing},
-		{"invalid reference format: repository name must be lowercase", ErrImageMissing, codes.ImageMissing},
-		{`Error response from daemon: Head "https://registry-1.docker.io/v2/acme/app/manifests/1": unauthorized: incorrect username or password`, ErrImageMissing, codes.ImageMissing},
-		{`Error response from daemon: Head "https://ghcr.io/v2/acme/app/manifests/1": denied: denied`, ErrImageMissing, codes.ImageMissing},
-		{`Error response from daemon: failed to resolve reference "docker.io/library/nosuch:1": docker.io/library/nosuch:1: not found`, ErrImageMissing, codes.ImageMissing},
-		{`Error response from daemon: failed to resolve reference "registry.example/app:1": pull access denied, repository does not exist or may require authorization: server message: insufficient_scope: authorization failed`, ErrImageMissing, codes.ImageMissing},
-		{`Error response from daemon: failed to authorize: failed to fetch anonymous token: unexpected status from GET request to https://auth.docker.io/token?scope=repository%3Aacme%2Fapp%3Apull&service=registry.docker.io: 401 Unauthorized`, ErrImageMissing, codes.ImageMissing},
-		{`Error response from daemon: Get "http://127.0.0.1:5999/v2/": dial tcp 127.0.0.1:5999: connect: connection refused`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry-1.docker.io/v2/": net/http: request canceled while waiting for connection (Client.Timeout exceeded while awaiting headers)`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 127.0.0.53:53: no such host`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: Temporary failure in name resolution`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry.example/v2/": dial tcp 10.0.0.5:443: i/o timeout`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry.example/v2/": dial tcp 10.0.0.5:443: connect: no route to host`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry-1.docker.io/v2/": net/http: TLS handshake timeout`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry.example/v2/": tls: failed to verify certificate: x509: certificate signed by unknown authority`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry.example/v2/": http: server gave HTTP response to HTTPS client`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry.example/v2/": proxyconnect tcp: dial tcp 10.0.0.1:3128: connect: connection refused`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry-1.docker.io/v2/regclient/regctl/manifests/sha256:f884": EOF`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{"Error response from daemon: toomanyrequests: You have reached your pull rate limit.", ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{"error pulling image configuration: toomanyrequests: Too Many Requests. Please see https://docs.docker.com/docker-hub/download-rate-limit/", ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{"Error response from daemon: received unexpected HTTP status: 503 Service Unavailable", ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{"error pulling image configuration: received unexpected HTTP status: 504 Gateway Time-out", ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{"failed to copy: httpReadSeeker: failed open: unexpected status code https://registry-1.docker.io/v2/library/rust/manifests/sha256:de6e: 429 Too Many Requests - Server message: toomanyrequests: You have reached your pull rate limit.", ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`failed to copy: httpReadSeeker: failed open: failed to do request: Get "https://production.cloudflare.docker.com/registry-v2/docker/registry/v2/blobs/sha256/24/24c6/data": dial tcp 104.16.0.1:443: i/o timeout`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{"Error response from daemon: unexpected EOF", ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{`Error response from daemon: Get "https://registry.example/v2/": context deadline exceeded`, ErrRegistryUnavailable, codes.RegistryUnavailable},
-		{"Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", ErrDockerUnavailable, codes.DockerUnavailable},
-		{`permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.47/images/create": dial unix /var/run/docker.sock: connect: permission denied`, ErrDockerUnavailable, codes.DockerUnavailable},
-		{"failed to register layer: write /var/lib/docker/x: no space left on device", ErrPullFailed, codes.DiskFull},
-		{"failed to register layer: error creating overlay mount to /var/lib/docker/overlay2/abc/merged: invalid argument", ErrPullFailed, codes.PullFailed},
-		{"failed to register layer: open /var/lib/docker/image/overlay2/layerdb/tmp/write-set-1/diff: read-only file system", ErrPullFailed, codes.PullFailed},
-		{"Error response from daemon: failed to register layer: lstat /var/lib/docker/overlay2/abc: input/output error", ErrPullFailed, codes.PullFailed},
-		{"filesystem layer verification failed for digest sha256:5e6f", ErrPullFailed, codes.PullFailed},
-		{`Error response from daemon: error getting credentials - err: exec: "docker-credential-desktop": executable file not found in $PATH, out: ` + "``", ErrPullFailed, codes.PullFailed},
-		{"Error response from daemon: context canceled", ErrPullFailed, codes.PullFailed},
-		{"", ErrPullFailed, codes.PullFailed},
-	} {
-		t.Run(c.said, func(t *testing.T) {
-			wrap, kind := pullFailure([]byte("5e6f7a8b9c0d: Pulling fs layer\n" + c.said + "\n"))
-			assert.Equal(t, c.kind, kind)
+	data, err := os.ReadFile(filepath.Join("testdata", "pull-failures.txt"))
+	require.NoError(t, err)
+	kinds := map[codes.Code]error{codes.ImageMissing: ErrImageMissing, codes.RegistryUnavailable: ErrRegistryUnavailable,
+		codes.DockerUnavailable: ErrDockerUnavailable, codes.DiskFull: ErrPullFailed, codes.PullFailed: ErrPullFailed}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")[1:] // a comment, then the cases
+	require.Len(t, lines, 39)
+	for _, line := range lines {
+		code, said, ok := strings.Cut(line, "\t")
+		require.True(t, ok, "%q: no tab", line)
+		t.Run(said, func(t *testing.T) {
+			wrap, kind := pullFailure([]byte("5e6f7a8b9c0d: Pulling fs layer\n" + said + "\n"))
+			assert.Equal(t, kinds[codes.Code(code)], kind)
 			err := &Error{Op: "pull", Kind: kind, Err: wrap(errors.New("exit status 1"))}
-			assert.Equal(t, c.code, err.Code())
-			if c.said != "" {
-				assert.Equal(t, strings.TrimPrefix(c.said, "Error response from daemon: "), daemonSaid([]byte("x: Pulling fs layer\n"+c.said+"\n")))
+			assert.Equal(t, codes.Code(code), err.Code())
+			if said != "" {
+				assert.Equal(t, strings.TrimPrefix(said, "Error response from daemon: "), daemonSaid([]byte("x: Pulling fs layer\n"+said+"\n")))
 			}
 		})
 	}
@@ -611,4 +568,68 @@ func TestPullThroughTheFake(t *testing.T) {
 	cancel()
 	err = fx.client.Pull(cancelled, "registry.monky.internal/web:1.4.2", PullOptions{})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// hookFixture is newFixture with a hook service behind the monky-hooks profile.
+func hookFixture(t *testing.T, script *fakedocker.Script) fixture {
+	t.Helper()
+	f := newFixture(t, script)
+	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "compose.yaml"),
+		[]byte(testCompose+"  backup:\n    image: busybox\n    profiles: [monky-hooks]\n"), 0o644))
+	return f
+}
+
+func TestRunHook(t *testing.T) {
+	t.Parallel()
+	base := []string{"compose", "--project-name", "monky", "--project-directory", "DIR", "-f", "compose.yaml", "-f", "override.yaml"}
+	for _, tc := range []struct {
+		name   string
+		script *fakedocker.Script
+		exit   int
+		err    bool
+		out    string
+	}{
+		{name: "exit 0", script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Stdout: "dumped\n"}}}, out: "dumped\n"},
+		{name: "exit 3", script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Stderr: "failed\n", Exit: 3}}}, exit: 3, err: true, out: "failed\n"},
+		{name: "exit 75", script: &fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Exit: ExitLater}}}, exit: ExitLater, err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := hookFixture(t, tc.script)
+			out, err := f.client.RunHook(t.Context(), "monky-hooks", "backup", "monky-hook-backup-1")
+			assert.Equal(t, tc.exit, out.ExitCode)
+			assert.Equal(t, tc.err, err != nil, "err: %v", err)
+			assert.Equal(t, tc.out, out.String())
+			calls := f.calls()
+			require.Len(t, calls, 1)
+			want := append(slices.Clone(base), "--profile", "monky-hooks", "run", "--rm", "--no-deps", "-T", "--name", "monky-hook-backup-1", "backup")
+			want[4] = f.dir
+			assert.Equal(t, want, calls[0].Argv)
+			assert.Empty(t, f.status().Services, "a hook runs no compose up")
+		})
+	}
+	t.Run("names that are not names", func(t *testing.T) {
+		f := hookFixture(t, nil)
+		for _, args := range [][3]string{{"monky-hooks", "-x", "n"}, {"monky-hooks", "backup", "--privileged"}, {"", "backup", "n"}} {
+			_, err := f.client.RunHook(t.Context(), args[0], args[1], args[2])
+			require.Error(t, err, "%q", args)
+		}
+		assert.Empty(t, f.calls(), "no docker call")
+	})
+	t.Run("a service without the profile does not run", func(t *testing.T) {
+		f := hookFixture(t, nil)
+		out, err := f.client.RunHook(t.Context(), "other", "backup", "n")
+		require.Error(t, err)
+		assert.Contains(t, out.String(), "no such service: backup")
+	})
+}
+
+func TestRemoveContainer(t *testing.T) {
+	t.Parallel()
+	f := hookFixture(t, nil)
+	require.NoError(t, f.client.RemoveContainer(t.Context(), "monky-hook-backup-1"), "no such container is not an error")
+	calls := f.calls()
+	require.Len(t, calls, 1)
+	assert.Equal(t, []string{"rm", "-f", "--", "monky-hook-backup-1"}, calls[0].Argv)
+	require.Error(t, f.client.RemoveContainer(t.Context(), "-f"))
+	assert.Len(t, f.calls(), 1)
 }

@@ -20,6 +20,9 @@ import (
 
 type states = []fakedocker.State
 
+// upStates are the states of the fixture's project once it is up and healthy.
+var upStates = []ServiceState{{Name: "web", State: "running", Health: "healthy"}, {Name: "worker", State: "running"}}
+
 func TestWaitHealthy(t *testing.T) {
 	t.Parallel()
 	const fast = 5 * time.Millisecond
@@ -28,7 +31,7 @@ func TestWaitHealthy(t *testing.T) {
 		format       string
 		services     map[string]fakedocker.Service
 		commands     map[string]fakedocker.Command
-		expect       []string
+		expect       []string // nil: web and worker
 		timeout      time.Duration
 		wantErr      error
 		wantServices []string
@@ -38,31 +41,22 @@ func TestWaitHealthy(t *testing.T) {
 		wantLog      string
 	}{
 		{
-			name:     "healthy after three polls",
-			services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
-			expect:   []string{"web", "worker"},
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
-			wantPS:  4,
-			wantLog: "all services ready",
+			name:       "healthy after three polls",
+			services:   map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
+			wantStates: upStates,
+			wantPS:     4,
+			wantLog:    "all services ready",
 		},
 		{
-			name:     "healthy after three polls, compose 2.20 array",
-			format:   fakedocker.PSArray,
-			services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
-			expect:   []string{"web", "worker"},
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
-			wantPS: 4,
+			name:       "healthy after three polls, compose 2.20 array",
+			format:     fakedocker.PSArray,
+			services:   map[string]fakedocker.Service{"web": {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}}},
+			wantStates: upStates,
+			wantPS:     4,
 		},
 		{
 			name:         "stays starting until the timeout",
 			services:     map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}}}},
-			expect:       []string{"web", "worker"},
 			timeout:      150 * time.Millisecond,
 			wantErr:      ErrHealthTimeout,
 			wantServices: []string{"web"},
@@ -76,7 +70,6 @@ func TestWaitHealthy(t *testing.T) {
 		{
 			name:         "turns unhealthy",
 			services:     map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}, {Health: "unhealthy"}}}},
-			expect:       []string{"web", "worker"},
 			wantErr:      ErrUnhealthy,
 			wantServices: []string{"web"},
 			wantDetail:   "web: unhealthy",
@@ -89,7 +82,6 @@ func TestWaitHealthy(t *testing.T) {
 				"web":    {States: states{{Health: "starting"}, {Health: "healthy"}}},
 				"worker": {States: states{{}, {State: "exited", ExitCode: 3}}},
 			},
-			expect:       []string{"web", "worker"},
 			wantErr:      ErrUnhealthy,
 			wantServices: []string{"worker"},
 			wantDetail:   "worker: exited with code 3",
@@ -114,7 +106,6 @@ func TestWaitHealthy(t *testing.T) {
 		{
 			name:         "restarting state",
 			services:     map[string]fakedocker.Service{"worker": {States: states{{State: "restarting", ExitCode: 1}}}},
-			expect:       []string{"web", "worker"},
 			wantErr:      ErrUnhealthy,
 			wantServices: []string{"worker"},
 			wantDetail:   "worker: container is restarting (restart loop)",
@@ -128,7 +119,6 @@ func TestWaitHealthy(t *testing.T) {
 					{Status: "Up 8 seconds"}, {Status: "Up 10 seconds"}, {Status: "Up Less than a second"},
 				}},
 			},
-			expect:       []string{"web", "worker"},
 			wantErr:      ErrUnhealthy,
 			wantServices: []string{"worker"},
 			wantDetail:   "worker: container restarted between two polls (restart loop)",
@@ -139,7 +129,6 @@ func TestWaitHealthy(t *testing.T) {
 			services: map[string]fakedocker.Service{
 				"worker": {States: states{{Status: "Up Less than a second"}, {State: "exited", ExitCode: 1}}},
 			},
-			expect:       []string{"web", "worker"},
 			wantErr:      ErrUnhealthy,
 			wantServices: []string{"worker"},
 			wantDetail:   "worker: exited with code 1",
@@ -148,7 +137,6 @@ func TestWaitHealthy(t *testing.T) {
 		{
 			name:         "dead container",
 			services:     map[string]fakedocker.Service{"worker": {States: states{{State: "dead"}}}},
-			expect:       []string{"web", "worker"},
 			wantErr:      ErrUnhealthy,
 			wantServices: []string{"worker"},
 		},
@@ -179,24 +167,20 @@ func TestWaitHealthy(t *testing.T) {
 		{
 			name:     "a failing ps is retried",
 			commands: map[string]fakedocker.Command{"ps": {Stderr: "Error response from daemon: i/o timeout\n", FailTimes: 2}},
-			expect:   []string{"web", "worker"},
 			wantPS:   4, // two failures, then worker is seen running twice
 			wantLog:  "trying again at the next poll",
 		},
 		{
 			name:         "ps failing until the timeout",
 			commands:     map[string]fakedocker.Command{"ps": {Exit: 1}},
-			expect:       []string{"web", "worker"},
 			timeout:      100 * time.Millisecond,
 			wantErr:      ErrHealthTimeout,
 			wantServices: []string{"web", "worker"},
 		},
 		{
-			name: "no expected services: every service ps shows",
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
+			name:       "no expected services: every service ps shows",
+			expect:     []string{},
+			wantStates: upStates,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,6 +192,9 @@ func TestWaitHealthy(t *testing.T) {
 			timeout := tc.timeout
 			if timeout == 0 {
 				timeout = 30 * time.Second
+			}
+			if tc.expect == nil {
+				tc.expect = []string{"web", "worker"}
 			}
 			start := time.Now()
 			got, err := f.client.WaitHealthy(t.Context(), WaitOptions{Services: tc.expect, Timeout: timeout, Poll: fast})
@@ -324,35 +311,8 @@ func TestJudge(t *testing.T) {
 		{"uptime shrinks while healthy", Container{ID: "a", State: "running", Status: "Up 3 seconds (healthy)", Health: "healthy"}, was(time.Minute), failed},
 		{"another container was seen", Container{ID: "b", State: "running", Status: "Up 3 seconds"}, was(time.Minute), notReady},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, why := judge(tc.ctr, tc.seen)
-			assert.Equal(t, tc.want, got, why)
-		})
-	}
-}
-
-// TestMinUptime: the least uptime each wording of docker allows (hours, days and weeks
-// come from rounded hours: half an hour less).
-func TestMinUptime(t *testing.T) {
-	for status, want := range map[string]time.Duration{
-		"Up Less than a second":            0,
-		"Up 1 second":                      time.Second,
-		"Up 45 seconds (health: starting)": 45 * time.Second,
-		"Up About a minute (healthy)":      time.Minute,
-		"Up 12 minutes":                    12 * time.Minute,
-		"Up About an hour":                 time.Hour,
-		"Up 30 hours (unhealthy)":          29*time.Hour + 30*time.Minute,
-		"Up 3 days":                        71*time.Hour + 30*time.Minute,
-		"Up 2 weeks (Paused)":              14*24*time.Hour - 30*time.Minute,
-		"Up 2 years":                       2 * 365 * 24 * time.Hour,
-	} {
-		got, ok := minUptime(status)
-		assert.True(t, ok, status)
-		assert.Equal(t, want, got, status)
-	}
-	for _, status := range []string{"", "Exited (0) 2 seconds ago", "Restarting (1) 1 second ago", "Created"} {
-		_, ok := minUptime(status)
-		assert.False(t, ok, status)
+		got, why := judge(tc.ctr, tc.seen)
+		assert.Equal(t, tc.want, got, "%s: %s", tc.name, why)
 	}
 }
 
@@ -428,11 +388,28 @@ func TestWaitHealthySaysWhatItWaitsFor(t *testing.T) {
 	assert.LessOrEqual(t, n, 6, "at most one line per Progress")
 }
 
-// TestMinUptimeBoundsDocker: for every uptime docker can describe (it writes them with
-// go-units' HumanDuration), minUptime of the text is never more than the uptime — a
-// container is never taken for older than it is — and not much less.
-func TestMinUptimeBoundsDocker(t *testing.T) {
+// TestMinUptime: the least uptime each wording of docker allows (hours, days and weeks
+// come from rounded hours: half an hour less); for every uptime docker can describe
+// (it writes them with go-units' HumanDuration), minUptime of the text is never more
+// than the uptime — a container is never taken for older than it is — and not much less.
+func TestMinUptime(t *testing.T) {
 	t.Parallel()
+	for status, want := range map[string]time.Duration{
+		"Up Less than a second":            0,
+		"Up 1 second":                      time.Second,
+		"Up 45 seconds (health: starting)": 45 * time.Second,
+		"Up About a minute (healthy)":      time.Minute,
+		"Up 12 minutes":                    12 * time.Minute,
+		"Up About an hour":                 time.Hour,
+		"Up 30 hours (unhealthy)":          29*time.Hour + 30*time.Minute,
+		"Up 3 days":                        71*time.Hour + 30*time.Minute,
+		"Up 2 weeks (Paused)":              14*24*time.Hour - 30*time.Minute,
+		"Up 2 years":                       2 * 365 * 24 * time.Hour,
+	} {
+		got, ok := minUptime(status)
+		assert.True(t, ok, status)
+		assert.Equal(t, want, got, status)
+	}
 	sweep := []struct{ to, step time.Duration }{
 		{2 * time.Minute, 100 * time.Millisecond},
 		{3 * time.Hour, 7 * time.Second},
@@ -452,7 +429,7 @@ func TestMinUptimeBoundsDocker(t *testing.T) {
 		}
 	}
 	assert.Greater(t, n, 10000)
-	for _, s := range []string{"Exited (0) 2 hours ago", "Up forever", "Restarting (1) 1 second ago", "Created", "Up 99999999999 years", "Up 101 years", ""} {
+	for _, s := range []string{"Exited (0) 2 hours ago", "Exited (0) 2 seconds ago", "Up forever", "Restarting (1) 1 second ago", "Created", "Up 99999999999 years", "Up 101 years", ""} {
 		_, ok := minUptime(s)
 		assert.False(t, ok, s)
 	}

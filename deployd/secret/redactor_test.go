@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -24,7 +25,7 @@ import (
 const M = secret.Mask
 
 func TestRedactForms(t *testing.T) {
-	const pw = `p@ss"w\rd$1&<x>'q`
+	const pw, dsnPW = `p@ss"w\rd$1&<x>'q`, "p@ss/w:rd#1 x+y"
 	tests := []struct {
 		name   string
 		secret string
@@ -56,6 +57,14 @@ func TestRedactForms(t *testing.T) {
 		{"short value inside a word stays", "ab", "abc xab", "abc xab"},
 		{"one byte value", "7", "exit 7; 17 77 7", "exit " + M + "; 17 77 " + M},
 		{"not registered", "hunter22", "hunter2", "hunter2"},
+		// A password in a DSN in a container's log (part of a report's tail) is URL user
+		// info (Go's url.URL.String, libpq, SQLAlchemy) or has every reserved byte escaped
+		// (Python's quote(v, safe=""), encodeURIComponent), the hex digits in either case.
+		{"url user info", dsnPW, (&url.URL{Scheme: "postgres", User: url.UserPassword("app", dsnPW), Host: "db:5432", Path: "/app"}).String(),
+			"postgres://app:" + M + "@db:5432/app"},
+		{"url user info, every byte escaped", dsnPW, "to postgres://app:p%40ss%2Fw%3Ard%231%20x%2By@db failed", "to postgres://app:" + M + "@db failed"},
+		{"url user info, lowercase hex", dsnPW, "to postgres://app:p%40ss%2fw%3ard%231%20x%2by@db failed", "to postgres://app:" + M + "@db failed"},
+		{"url user info in a line", dsnPW, "to postgres://app:p%40ss%2Fw%3Ard%231%20x%2By@db failed\n", "to postgres://app:" + M + "@db failed\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,6 +113,7 @@ func TestRedactOverlapping(t *testing.T) {
 
 func TestRedactEmptyAndDuplicate(t *testing.T) {
 	r := secret.NewRedactor()
+	var _ secret.Registry = r
 	r.Add("")
 	assert.Equal(t, "nothing here", r.Redact("nothing here"))
 	assert.Empty(t, r.Redact(""))
@@ -133,12 +143,6 @@ func TestRedactorConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-func TestRedactorImplementsRegistry(t *testing.T) {
-	var reg secret.Registry = secret.NewRedactor()
-	reg.Add("registered-value")
-	assert.Equal(t, M, reg.(*secret.Redactor).Redact("registered-value"))
 }
 
 // planted is what a LogValuer resolves to.
@@ -202,15 +206,7 @@ func TestHandlerLeavesCleanRecords(t *testing.T) {
 	r := secret.NewRedactor()
 	r.Add("some-secret")
 	var buf bytes.Buffer
-	log := slog.New(r.Handler(slog.NewTextHandler(&buf, &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	})))
+	log := slog.New(r.Handler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: noTime})))
 	log.Info("dropped by level")
 	log.Warn("clean", "n", 3, "ok", true, "s", "text")
 	assert.Equal(t, "level=WARN msg=clean n=3 ok=true s=text\n", buf.String())
@@ -391,27 +387,21 @@ func FuzzWriter(f *testing.F) {
 	})
 }
 
-func BenchmarkRedactCleanLine(b *testing.B) {
+func BenchmarkRedact(b *testing.B) {
 	r := secret.NewRedactor()
 	for i := range 30 {
 		r.Add(fmt.Sprintf("secret-value-number-%02d-%x", i, i*7919))
 	}
-	line := `time=2026-11-30T10:00:00Z level=INFO msg="check-in" env_id=env-dev-01 action=apply sha=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 serial=17`
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = r.Redact(line)
-	}
-}
-
-func BenchmarkRedactDirtyLine(b *testing.B) {
-	r := secret.NewRedactor()
-	for i := range 30 {
-		r.Add(fmt.Sprintf("secret-value-number-%02d-%x", i, i*7919))
-	}
-	line := fmt.Sprintf(`level=INFO msg="compose output" line="DB_PASSWORD=secret-value-number-07-%x REDIS=secret-value-number-29-%x"`, 7*7919, 29*7919)
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = r.Redact(line)
+	for name, line := range map[string]string{
+		"CleanLine": `time=2026-11-30T10:00:00Z level=INFO msg="check-in" env_id=env-dev-01 action=apply sha=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 serial=17`,
+		"DirtyLine": fmt.Sprintf(`level=INFO msg="compose output" line="DB_PASSWORD=secret-value-number-07-%x REDIS=secret-value-number-29-%x"`, 7*7919, 29*7919),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = r.Redact(line)
+			}
+		})
 	}
 }
 
@@ -432,4 +422,89 @@ func ExampleRedactor() {
 	// Output:
 	// login failed for DB_PASSWORD="[REDACTED]"
 	// level=INFO msg="compose said" line="password [REDACTED] rejected"
+}
+
+func TestValuePrintPaths(t *testing.T) {
+	const raw = "hvs.CAESIJ-value-under-test"
+	v := secret.New(raw)
+	type holder struct {
+		Name  string
+		Token secret.Value
+	}
+	h := holder{Name: "n", Token: v}
+	tests := []struct {
+		name string
+		got  func() string
+		want string
+	}{
+		{"String", v.String, M},
+		{"GoString", v.GoString, `secret.Value("` + M + `")`},
+		{"%v", func() string { return fmt.Sprintf("%v", v) }, M},
+		{"%+v", func() string { return fmt.Sprintf("%+v", v) }, M},
+		{"%#v", func() string { return fmt.Sprintf("%#v", v) }, `secret.Value("` + M + `")`},
+		{"%s", func() string { return fmt.Sprintf("%s", v) }, M},
+		{"%q", func() string { return fmt.Sprintf("%q", v) }, `"` + M + `"`},
+		{"%x", func() string { return fmt.Sprintf("%x", v) }, M},
+		{"%X", func() string { return fmt.Sprintf("%X", v) }, M},
+		{"%d", func() string { return fmt.Sprintf("%d", v) }, M},
+		{"pointer %v", func() string { return fmt.Sprintf("%v", &v) }, M},
+		{"in a struct %+v", func() string { return fmt.Sprintf("%+v", h) }, "{Name:n Token:" + M + "}"},
+		{"in a struct %#v", func() string { return fmt.Sprintf("%#v", h) },
+			`secret_test.holder{Name:"n", Token:secret.Value("` + M + `")}`},
+		{"in a map %v", func() string { return fmt.Sprint(map[string]secret.Value{"k": v}) }, "map[k:" + M + "]"},
+		{"in a slice %v", func() string { return fmt.Sprint([]secret.Value{v}) }, "[" + M + "]"},
+		{"json in a struct", func() string { b, _ := json.Marshal(h); return string(b) }, `{"Name":"n","Token":"` + M + `"}`},
+		{"json as a map value", func() string {
+			b, _ := json.Marshal(map[string]secret.Value{"k": v})
+			return string(b)
+		}, `{"k":"` + M + `"}`},
+		{"json as a map key", func() string {
+			b, _ := json.Marshal(map[secret.Value]int{v: 1})
+			return string(b)
+		}, `{"` + M + `":1}`},
+		{"slog text", func() string { return logLine(slog.NewTextHandler, "tok", v) }, "level=INFO msg=m tok=" + M + "\n"},
+		{"slog json", func() string { return logLine(slog.NewJSONHandler, "tok", v) }, `{"level":"INFO","msg":"m","tok":"` + M + `"}` + "\n"},
+		{"slog text struct", func() string { return logLine(slog.NewTextHandler, "h", h) }, "level=INFO msg=m h=\"{Name:n Token:" + M + "}\"\n"},
+		{"slog json struct", func() string { return logLine(slog.NewJSONHandler, "h", h) },
+			`{"level":"INFO","msg":"m","h":{"Name":"n","Token":"` + M + `"}}` + "\n"},
+		{"slog json map", func() string { return logLine(slog.NewJSONHandler, "m", map[string]secret.Value{"k": v}) },
+			`{"level":"INFO","msg":"m","m":{"k":"` + M + `"}}` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.got()
+			assert.Equal(t, tt.want, got)
+			assert.NotContains(t, got, raw)
+			assert.NotContains(t, got, "CAESIJ")
+		})
+	}
+}
+
+// logLine logs one record with attribute k=v through a handler made by mk, without time.
+func logLine[H slog.Handler](mk func(w io.Writer, o *slog.HandlerOptions) H, k string, v any) string {
+	var buf bytes.Buffer
+	slog.New(mk(&buf, &slog.HandlerOptions{ReplaceAttr: noTime})).Info("m", k, v)
+	return buf.String()
+}
+
+// noTime drops the time of a record (slog.HandlerOptions.ReplaceAttr).
+func noTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+func TestValueBasics(t *testing.T) {
+	var zero secret.Value
+	assert.True(t, zero.IsZero())
+	assert.Empty(t, zero.String())
+	assert.Empty(t, fmt.Sprint(zero))
+	v := secret.New("abc-def")
+	assert.False(t, v.IsZero())
+	assert.Equal(t, "abc-def", v.Reveal())
+	b, err := v.MarshalText()
+	require.NoError(t, err)
+	assert.Equal(t, M, string(b))
+	assert.False(t, strings.Contains(fmt.Sprintf("%v %s %q %x %#v", v, v, v, v, v), "abc-def"))
 }

@@ -5,15 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,24 +113,19 @@ func TestCheckinAgainstFake(t *testing.T) {
 	req := tenancy.Checkin{EnvID: env, AgentVersion: "9.9.9", CurrentSHA: strings.Repeat("b", 64), CurrentSerial: 3,
 		LastResult: tenancy.ResultFailed, LastCode: "UNHEALTHY", Host: tenancy.Host{Hostname: "box-1", DockerVersion: "27.3.1", FreeMB: 2048}}
 
-	ins, err := f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionNone, NextCheckin: time.Minute}, ins)
-
+	checkin := func(want tenancy.Instruction) {
+		t.Helper()
+		ins, err := f.c.Checkin(ctx, req)
+		require.NoError(t, err)
+		assert.Equal(t, want, ins)
+	}
+	checkin(tenancy.Instruction{Action: tenancy.ActionNone, NextCheckin: time.Minute})
 	b := f.publish(t, 1)
-	ins, err = f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, NextCheckin: time.Minute}, ins)
-
+	checkin(tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, NextCheckin: time.Minute})
 	f.fake.SetDesired(env, faketenancy.Desired{Action: "apply", SHA: b.SHA, Retry: true, Rollback: true, Purge: true})
-	ins, err = f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, Retry: true, Rollback: true, NextCheckin: time.Minute}, ins)
-
+	checkin(tenancy.Instruction{Action: tenancy.ActionApply, SHA: b.SHA, Serial: 1, Retry: true, Rollback: true, NextCheckin: time.Minute})
 	f.fake.SetDesired(env, faketenancy.Desired{Action: "down", Purge: true})
-	ins, err = f.c.Checkin(ctx, req)
-	require.NoError(t, err)
-	assert.Equal(t, tenancy.Instruction{Action: tenancy.ActionDown, Purge: true, NextCheckin: time.Minute}, ins)
+	checkin(tenancy.Instruction{Action: tenancy.ActionDown, Purge: true, NextCheckin: time.Minute})
 
 	got := f.fake.Checkins(env)
 	require.Len(t, got, 4)
@@ -160,7 +159,6 @@ func TestBundleErrors(t *testing.T) {
 	})
 	t.Run("too_large_streamed", func(t *testing.T) {
 		const limit = 64 << 10
-		var written int64
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/x-tar")
 			chunk := bytes.Repeat([]byte{'x'}, 4096)
@@ -168,7 +166,6 @@ func TestBundleErrors(t *testing.T) {
 				if _, err := w.Write(chunk); err != nil {
 					return
 				}
-				written += int64(len(chunk))
 				w.(http.Flusher).Flush()
 			}
 		}))
@@ -180,9 +177,9 @@ func TestBundleErrors(t *testing.T) {
 		assert.LessOrEqual(t, n, int64(limit))
 		assert.Equal(t, n, cw.n)
 	})
+	f := newFixture(t, nil) // shared by the subtests below
+	b := f.publish(t, 1)
 	t.Run("exactly_the_cap", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
 		f2 := newFixture(t, func(c *tenancy.Config) { c.MaxBundleSize = int64(len(b.Data)) })
 		_, _, err := f2.fake.PublishBundle(env, b.Data)
 		require.NoError(t, err)
@@ -191,7 +188,6 @@ func TestBundleErrors(t *testing.T) {
 		assert.Equal(t, int64(len(b.Data)), n)
 	})
 	t.Run("unknown_sha_is_protocol", func(t *testing.T) {
-		f := newFixture(t, nil)
 		_, err := f.c.Bundle(t.Context(), strings.Repeat("0", 64), io.Discard)
 		require.ErrorIs(t, err, tenancy.ErrProtocol)
 		var ae *tenancy.APIError
@@ -199,26 +195,22 @@ func TestBundleErrors(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, ae.Status)
 		assert.Equal(t, "BUNDLE_NOT_FOUND", ae.ServerCode)
 	})
-	t.Run("truncated_is_unavailable", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
-		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
-		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
-	})
 	t.Run("writer_fails", func(t *testing.T) {
-		f := newFixture(t, nil)
-		b := f.publish(t, 1)
 		_, err := f.c.Bundle(t.Context(), b.SHA, failingWriter{})
 		require.ErrorIs(t, err, errDiskFull)
 		assert.False(t, deployd.IsTemporary(err))
 	})
 	t.Run("bad_sha_not_sent", func(t *testing.T) {
-		f := newFixture(t, nil)
+		before := len(f.fake.Requests())
 		_, err := f.c.Bundle(t.Context(), "../../etc/passwd", io.Discard)
 		require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
-		assert.Empty(t, f.fake.Requests())
+		assert.Len(t, f.fake.Requests(), before)
+	})
+	t.Run("truncated_is_unavailable", func(t *testing.T) {
+		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
+		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		assert.True(t, deployd.IsTemporary(err))
 	})
 }
 
@@ -421,14 +413,13 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func TestStatusMapping(t *testing.T) {
 	tests := []struct {
-		name       string
-		status     int
-		body       string
-		retryAfter string
-		kind       error
-		code       codes.Code
-		temp       bool
-		wantAfter  time.Duration
+		name             string
+		status           int
+		body, retryAfter string
+		kind             error
+		code             codes.Code
+		temp             bool
+		wantAfter        time.Duration
 	}{
 		{"401", 401, `{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}`, "", tenancy.ErrUnauthenticated, "UNAUTHENTICATED", false, 0},
 		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
@@ -483,12 +474,9 @@ func TestStatusMapping(t *testing.T) {
 
 func TestNetworkFailuresAreTemporary(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		require.NoError(t, ln.Close())
-		c := client(t, "http://"+addr, "tok", nil, nil)
-		_, err = c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close() // its port now refuses connections
+		_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
 		assert.True(t, deployd.IsTemporary(err))
 		var op *net.OpError
@@ -519,17 +507,6 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		_, err := c.Lease(t.Context(), env, strings.Repeat("a", 64))
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
 		assert.True(t, deployd.IsTemporary(err))
-	})
-	t.Run("forced_statuses_from_fake", func(t *testing.T) {
-		f := newFixture(t, nil)
-		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503, "report": 409}, RetryAfter: 45 * time.Second})
-		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		d, ok := tenancy.RetryAfter(err)
-		require.True(t, ok)
-		assert.Equal(t, 45*time.Second, d)
-		err = f.c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultDown})
-		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
 	})
 	t.Run("bearer_of_other_env", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -625,4 +602,286 @@ func TestRedirectNotFollowed(t *testing.T) {
 	_, contacted := leaked.Load("auth")
 	assert.False(t, contacted, "the redirect target was never contacted")
 	assert.Nil(t, caller.CheckRedirect, "the caller's client is not modified")
+}
+
+// TestSignatureAgainstFake: its subtests share one fake, in order.
+func TestSignatureAgainstFake(t *testing.T) {
+	f := newFixture(t, nil)
+	b := f.publish(t, 1)
+	t.Run("unsigned_is_an_answer", func(t *testing.T) {
+		got, err := f.c.Signature(t.Context(), b.SHA)
+		require.NoError(t, err)
+		assert.Equal(t, tenancy.Signature{Unsigned: true}, got)
+	})
+	t.Run("empty_file_is_signed_but_empty", func(t *testing.T) {
+		require.NoError(t, f.fake.PublishSignature(env, b.SHA, nil))
+		got, err := f.c.Signature(t.Context(), b.SHA)
+		require.NoError(t, err)
+		assert.False(t, got.Unsigned)
+		assert.Empty(t, got.Data)
+	})
+	t.Run("ok", func(t *testing.T) {
+		sig := []byte("monky-deployd signature v1\nalg ed25519\n")
+		require.NoError(t, f.fake.PublishSignature(env, b.SHA, sig))
+		got, err := f.c.Signature(t.Context(), b.SHA)
+		require.NoError(t, err)
+		assert.Equal(t, tenancy.Signature{Data: sig}, got, "byte for byte")
+	})
+	t.Run("other_env_is_env_mismatch", func(t *testing.T) {
+		other, err := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: "env-dev-02"})
+		require.NoError(t, err)
+		sha, _, err := f.fake.PublishBundle("env-dev-02", other.Data)
+		require.NoError(t, err)
+		require.NoError(t, f.fake.PublishSignature("env-dev-02", sha, []byte("x")))
+		_, err = f.c.Signature(t.Context(), sha)
+		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
+	})
+	t.Run("bad_sha_not_sent", func(t *testing.T) {
+		before := len(f.fake.Requests())
+		_, err := f.c.Signature(t.Context(), "../bundles")
+		require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+		assert.Len(t, f.fake.Requests(), before)
+	})
+	t.Run("forced_503_is_unavailable", func(t *testing.T) {
+		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
+		_, err := f.c.Signature(t.Context(), b.SHA)
+		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		assert.True(t, deployd.IsTemporary(err))
+		var ae *tenancy.APIError
+		require.ErrorAs(t, err, &ae)
+		assert.Equal(t, "signature", ae.Op)
+	})
+}
+
+func TestSignatureSize(t *testing.T) {
+	sha := strings.Repeat("a", 64)
+	serve := func(t *testing.T, n int, announce bool) *tenancy.Client {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			assert.Equal(t, "/v1/agent/bundles/"+sha+"/signature", r.URL.Path)
+			assert.Equal(t, "text/plain", r.Header.Get("Accept"))
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if announce {
+				w.Header().Set("Content-Length", strconv.Itoa(n))
+			}
+			w.WriteHeader(http.StatusOK)
+			for i := 0; i < n; i += 1024 { // chunked when not announced
+				_, _ = w.Write([]byte(strings.Repeat("s", min(1024, n-i))))
+				w.(http.Flusher).Flush()
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return client(t, srv.URL, "tok", nil, nil)
+	}
+	for _, announce := range []bool{true, false} {
+		name := map[bool]string{true: "announced", false: "streamed"}[announce]
+		t.Run("exactly_the_cap_"+name, func(t *testing.T) {
+			got, err := serve(t, tenancy.MaxSignatureSize, announce).Signature(t.Context(), sha)
+			require.NoError(t, err)
+			assert.Len(t, got.Data, tenancy.MaxSignatureSize)
+		})
+		t.Run("too_large_"+name, func(t *testing.T) {
+			_, err := serve(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
+			require.ErrorIs(t, err, tenancy.ErrSignatureTooLarge)
+			assert.Equal(t, codes.SignatureInvalid, codeOf(err))
+			assert.False(t, deployd.IsTemporary(err))
+			assert.Contains(t, err.Error(), "longer than 4096 bytes")
+		})
+	}
+	t.Run("404_without_body_is_unsigned", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		t.Cleanup(srv.Close)
+		got, err := client(t, srv.URL, "tok", nil, nil).Signature(t.Context(), sha)
+		require.NoError(t, err)
+		assert.True(t, got.Unsigned, "a tenancy that does not know the call: unsigned, so a box that requires signatures fails closed")
+	})
+	t.Run("401_is_unauthenticated", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnauthorized)
+		}))
+		t.Cleanup(srv.Close)
+		_, err := client(t, srv.URL, "tok", nil, nil).Signature(t.Context(), sha)
+		require.ErrorIs(t, err, tenancy.ErrUnauthenticated)
+	})
+}
+
+// checkinCapture is a tenancy that answers every check-in with none and keeps the
+// bodies it received.
+type checkinCapture struct {
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (c *checkinCapture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	data, _ := io.ReadAll(r.Body)
+	c.mu.Lock()
+	c.bodies = append(c.bodies, data)
+	c.mu.Unlock()
+	_, _ = io.WriteString(w, `{"action":"none","next_checkin_s":60}`)
+}
+
+func (c *checkinCapture) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.bodies)
+}
+
+// sendCheckin posts ci (EnvID and AgentVersion filled in) to a capturing server. A
+// refused check-in returns the error, and must have sent nothing; a sent one must
+// be one body, returned as its keys.
+func sendCheckin(t *testing.T, ci tenancy.Checkin) (map[string]json.RawMessage, error) {
+	t.Helper()
+	rec := &checkinCapture{}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	ci.EnvID, ci.AgentVersion = env, "0.1.0"
+	_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), ci)
+	if err != nil {
+		assert.Zero(t, rec.count(), "nothing is sent")
+		return nil, err
+	}
+	require.Equal(t, 1, rec.count())
+	var body map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(rec.bodies[0], &body))
+	return body, nil
+}
+
+// sendLive posts a check-in carrying live and returns the body's live object as raw
+// JSON, nil when the body has no "live" key.
+func sendLive(t *testing.T, live *tenancy.Live) json.RawMessage {
+	t.Helper()
+	body, err := sendCheckin(t, tenancy.Checkin{Live: live})
+	require.NoError(t, err)
+	return body["live"]
+}
+
+func TestCheckinLiveCaps(t *testing.T) {
+	at := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	decode := func(t *testing.T, raw json.RawMessage) (reason string, services []tenancy.LiveService) {
+		t.Helper()
+		var l struct {
+			Reason   string                `json:"reason"`
+			Services []tenancy.LiveService `json:"services"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &l))
+		return l.Reason, l.Services
+	}
+	t.Run("long_reason", func(t *testing.T) {
+		// "é" is two bytes: the cut lands inside one unless it moves to a boundary.
+		reason, _ := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Reason: "x" + strings.Repeat("é", 600)}))
+		assert.LessOrEqual(t, len(reason), tenancy.MaxLiveReason)
+		assert.Greater(t, len(reason), tenancy.MaxLiveReason-len(tenancy.LiveCut)-2, "the head is kept, not dropped")
+		assert.True(t, utf8.ValidString(reason))
+		assert.True(t, strings.HasPrefix(reason, "xéé"))
+		assert.True(t, strings.HasSuffix(reason, tenancy.LiveCut))
+	})
+	t.Run("reason_at_the_cap", func(t *testing.T) {
+		in := strings.Repeat("r", tenancy.MaxLiveReason)
+		reason, _ := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Reason: in}))
+		assert.Equal(t, in, reason, "a reason within the cap is sent whole")
+	})
+	t.Run("invalid_utf8_reason", func(t *testing.T) {
+		reason, _ := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Reason: "bad \xff byte"}))
+		assert.Equal(t, "bad \uFFFD byte", reason)
+	})
+	t.Run("many_services", func(t *testing.T) {
+		in := make([]tenancy.LiveService, tenancy.MaxLiveServices+44)
+		for i := range in {
+			in[i] = tenancy.LiveService{Name: "svc-" + fmt.Sprintf("%04d", i), State: "running"}
+		}
+		live := &tenancy.Live{ObservedAt: at, Healthy: true, Services: in}
+		_, got := decode(t, sendLive(t, live))
+		require.Len(t, got, tenancy.MaxLiveServices)
+		assert.Equal(t, in[:tenancy.MaxLiveServices], got, "the first ones are sent, in order")
+		assert.Len(t, live.Services, tenancy.MaxLiveServices+44, "the caller's slice is left alone")
+	})
+	t.Run("worst_case_size", func(t *testing.T) {
+		long := strings.Repeat("w", 4096)
+		in := make([]tenancy.LiveService, 1000)
+		for i := range in {
+			in[i] = tenancy.LiveService{Name: long, State: long, Health: long, ExitCode: math.MinInt64, Restarts: math.MaxInt64}
+		}
+		raw := sendLive(t, &tenancy.Live{ObservedAt: at.Add(123456789), Healthy: true, Services: in})
+		assert.LessOrEqual(t, len(raw), 125<<10, "the documented bound of a live object with printable fields")
+		t.Logf("worst-case live object: %d bytes", len(raw))
+	})
+	t.Run("long_fields", func(t *testing.T) {
+		name := strings.Repeat("n", tenancy.MaxLiveField-1) + "ü" // the cap cuts ü in two
+		in := tenancy.LiveService{Name: name, State: strings.Repeat("s", 300), Health: "healthy"}
+		_, got := decode(t, sendLive(t, &tenancy.Live{ObservedAt: at, Healthy: true, Services: []tenancy.LiveService{in}}))
+		require.Len(t, got, 1)
+		assert.Equal(t, strings.Repeat("n", tenancy.MaxLiveField-1), got[0].Name)
+		assert.Equal(t, strings.Repeat("s", tenancy.MaxLiveField), got[0].State)
+		assert.Equal(t, "healthy", got[0].Health)
+	})
+}
+
+// TestCheckinOptionalObjects: the live and deferred objects travel as docs/PROTOCOL.md
+// says, with no key when nil, and one the agent must not send is refused naming its
+// field.
+func TestCheckinOptionalObjects(t *testing.T) {
+	at := time.Date(2026, 3, 4, 11, 22, 33, 500_000_000, time.FixedZone("CET", 3600))
+	utc := time.Date(2026, 3, 4, 10, 0, 0, 0, time.UTC)
+	sha, since := strings.Repeat("ab", 32), time.Date(2026, 12, 4, 13, 0, 0, 0, time.FixedZone("CET", 3600))
+	live := func(l tenancy.Live) tenancy.Checkin { return tenancy.Checkin{Live: &l} }
+	deferred := func(d tenancy.Deferred) tenancy.Checkin { return tenancy.Checkin{Deferred: &d} }
+	tests := []struct {
+		name    string
+		ci      tenancy.Checkin
+		key     string // the object's key in the body; "": neither is there
+		want    string
+		wantErr string
+	}{
+		{name: "nothing_live_nothing_deferred"},
+		{name: "healthy", ci: live(tenancy.Live{ObservedAt: at, Healthy: true, Services: []tenancy.LiveService{
+			{Name: "app", State: "running", Health: "healthy"},
+		}}), key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,
+			"services":[{"name":"app","state":"running","health":"healthy","exit_code":0,"restarts":0}]}`},
+		{name: "unhealthy_with_services", ci: live(tenancy.Live{ObservedAt: at, Services: []tenancy.LiveService{
+			{Name: "app", State: "restarting", Health: "unhealthy", ExitCode: 137, Restarts: 12},
+			{Name: "db", State: "missing"},
+		}}), key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":false,"services":[
+			{"name":"app","state":"restarting","health":"unhealthy","exit_code":137,"restarts":12},
+			{"name":"db","state":"missing","health":"","exit_code":0,"restarts":0}]}`},
+		{name: "reason_alone", ci: live(tenancy.Live{ObservedAt: at, Healthy: true, Reason: "docker: Cannot connect to the Docker daemon"}),
+			key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","reason":"docker: Cannot connect to the Docker daemon"}`},
+		{name: "nil_services_as_empty_list", ci: live(tenancy.Live{ObservedAt: at, Healthy: true}),
+			key: "live", want: `{"observed_at":"2026-03-04T10:22:33.5Z","healthy":true,"services":[]}`},
+		{name: "whole_seconds_in_utc", ci: live(tenancy.Live{ObservedAt: utc, Healthy: true}),
+			key: "live", want: `{"observed_at":"2026-03-04T10:00:00Z","healthy":true,"services":[]}`},
+		{name: "live reason_and_services", ci: live(tenancy.Live{ObservedAt: utc, Reason: "docker: timeout",
+			Services: []tenancy.LiveService{{Name: "app", State: "running"}}}), wantErr: "live.reason and live.services"},
+		{name: "live service_without_name", ci: live(tenancy.Live{ObservedAt: utc, Healthy: true,
+			Services: []tenancy.LiveService{{Name: "app", State: "running"}, {State: "running"}}}), wantErr: "live.services[1].name"},
+		{name: "live no_observed_at", ci: live(tenancy.Live{Healthy: true}), wantErr: "live.observed_at"},
+		{name: "live negative_restarts", ci: live(tenancy.Live{ObservedAt: utc, Services: []tenancy.LiveService{{Name: "app", Restarts: -1}}}),
+			wantErr: "live.services[0].restarts"},
+		{name: "hold", ci: deferred(tenancy.Deferred{Why: "hold", Owner: "alice", Reason: "demo at 3", Until: since.Add(2 * time.Hour),
+			SHA: sha, Serial: 4, Since: since, Prepared: true}), key: "deferred",
+			want: `{"why":"hold","owner":"alice","reason":"demo at 3","until":"2026-12-04T14:00:00Z","sha":"` + sha + `","serial":4,"since":"2026-12-04T12:00:00Z","prepared":true}`},
+		{name: "window", ci: deferred(tenancy.Deferred{Why: "window", Until: since, SHA: sha, Serial: 1, Since: since}), key: "deferred",
+			want: `{"why":"window","until":"2026-12-04T12:00:00Z","sha":"` + sha + `","serial":1,"since":"2026-12-04T12:00:00Z","prepared":false}`},
+		{name: "a long reason is cut", ci: deferred(tenancy.Deferred{Why: "hold", Owner: "a", Reason: strings.Repeat("é", 150), SHA: sha, Serial: 1, Since: since}), key: "deferred",
+			want: `{"why":"hold","owner":"a","reason":"` + strings.Repeat("é", 100) + `","sha":"` + sha + `","serial":1,"since":"2026-12-04T12:00:00Z","prepared":false}`},
+		{name: "bad why", ci: deferred(tenancy.Deferred{Why: "lunch", SHA: sha, Serial: 1, Since: since}), wantErr: "deferred.why"},
+		{name: "bad sha", ci: deferred(tenancy.Deferred{Why: "hold", SHA: "x", Serial: 1, Since: since}), wantErr: "deferred.sha"},
+		{name: "no serial", ci: deferred(tenancy.Deferred{Why: "hold", SHA: sha, Since: since}), wantErr: "deferred.serial"},
+		{name: "no since", ci: deferred(tenancy.Deferred{Why: "hold", SHA: sha, Serial: 1}), wantErr: "deferred.since"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, err := sendCheckin(t, tt.ci)
+			if tt.wantErr != "" {
+				require.ErrorIs(t, err, tenancy.ErrInvalidArgument)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			if tt.key == "" {
+				assert.NotContains(t, body, "live")
+				assert.NotContains(t, body, "deferred")
+				return
+			}
+			assert.JSONEq(t, tt.want, string(body[tt.key]))
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package tenancy_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -13,15 +12,6 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/tenancy"
 )
-
-// exampleBundle is a minimal bundle: manifest.json and compose.yaml in a tar.
-func exampleBundle() []byte {
-	b, err := buildExampleBundle()
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
 
 func Example() {
 	ctx := context.Background()
@@ -39,7 +29,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	sha, _, err := fake.PublishBundle("env-dev-01", exampleBundle())
+	b, err := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: "env-dev-01"}) // a rendered bundle
+	if err != nil {
+		panic(err)
+	}
+	sha, _, err := fake.PublishBundle("env-dev-01", b.Data)
 	if err != nil {
 		panic(err)
 	}
@@ -76,7 +70,8 @@ func ExampleRetryAfter() {
 		BaseURL: fake.URL(), HTTPClient: &http.Client{},
 		Token: func(context.Context) (secret.Value, error) { return secret.New(token), nil },
 	})
-	sha, _, _ := fake.PublishBundle("env-dev-01", exampleBundle())
+	b, _ := faketenancy.BuildBundle(faketenancy.BundleSpec{EnvID: "env-dev-01"})
+	sha, _, _ := fake.PublishBundle("env-dev-01", b.Data)
 
 	_, err := client.Lease(context.Background(), "env-dev-01", sha)
 	fmt.Println("first lease:", err)
@@ -93,27 +88,6 @@ func ExampleRetryAfter() {
 	// first lease: <nil>
 	// second lease: RATE_LIMITED retry after: 1h0m0s
 	// env mismatch: true
-}
-
-// buildExampleBundle writes a two-file bundle without the deploydtest helpers, which
-// need a testing.TB.
-func buildExampleBundle() ([]byte, error) {
-	files := []struct{ name, body string }{
-		{"manifest.json", `{"schema":1,"env_id":"env-dev-01","serial":1,"compose_files":["compose.yaml"],"files":["compose.yaml"],"vars":{},"secrets":{}}`},
-		{"compose.yaml", "services:\n  app:\n    image: registry.monky.internal/app:1\n"},
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write([]byte(f.body)); err != nil {
-			return nil, err
-		}
-	}
-	err := tw.Close()
-	return buf.Bytes(), err
 }
 
 // ExampleClient_Checkin_live sends the live release's health with the heartbeat: one

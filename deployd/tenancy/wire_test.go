@@ -127,11 +127,9 @@ func TestDecodeErrorBody(t *testing.T) {
 		{"error_string", `{"error":"boom"}`, "", ""},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, msg := decodeErrorBody([]byte(tt.body))
-			assert.Equal(t, tt.code, code)
-			assert.Equal(t, tt.msg, msg)
-		})
+		code, msg := decodeErrorBody([]byte(tt.body))
+		assert.Equal(t, tt.code, code, tt.name)
+		assert.Equal(t, tt.msg, msg, tt.name)
 	}
 }
 
@@ -212,11 +210,9 @@ func TestParseRetryAfter(t *testing.T) {
 		{"", 0, false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, ok := parseRetryAfter(tt.in, fixedNow)
-			assert.Equal(t, tt.ok, ok)
-			assert.Equal(t, tt.want, got)
-		})
+		got, ok := parseRetryAfter(tt.in, fixedNow)
+		assert.Equal(t, tt.ok, ok, tt.in)
+		assert.Equal(t, tt.want, got, tt.in)
 	}
 }
 
