@@ -84,13 +84,7 @@ func TestReadsTheDockerContext(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(metaDir, "meta.json"), []byte(meta), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"currentContext":"laptop"}`), 0o600))
 
-	var env []string
-	for _, kv := range b.Docker.Env() {
-		if !strings.HasPrefix(kv, "DOCKER_HOST=") {
-			env = append(env, kv)
-		}
-	}
-	b.agent = b.NewAgent(deployd.Options{DockerEnv: append(env, "DOCKER_CONFIG="+cfgDir), HealthPoll: 10 * time.Millisecond})
+	b.agent = b.NewAgent(deployd.Options{DockerEnv: dockerEnvWith(b, "DOCKER_CONFIG="+cfgDir), HealthPoll: 10 * time.Millisecond})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
@@ -113,10 +107,15 @@ func TestReadsTheDockerContext(t *testing.T) {
 // daemonDown is what the docker CLI prints when it cannot reach the daemon.
 const daemonDown = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n"
 
-// dockerDownEnv is the box's docker environment with DOCKER_HOST at a socket that is
-// not there: the Engine API finds no daemon, as on a box whose dockerd is stopped.
-func dockerDownEnv(b *box) []string {
-	return append(b.Docker.Env(), "DOCKER_HOST=unix://"+filepath.Join(b.T.TempDir(), "docker.sock"))
+// dockerEnvWith is the box's docker environment without its DOCKER_HOST, plus extra.
+func dockerEnvWith(b *box, extra ...string) []string {
+	var env []string
+	for _, kv := range b.Docker.Env() {
+		if !strings.HasPrefix(kv, "DOCKER_HOST=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
 }
 
 // TestBoxFaultsBeforeTheLease: a fault of the box found before the lease costs no
@@ -134,7 +133,7 @@ func TestBoxFaultsBeforeTheLease(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		script *fakedocker.Script
-		// down: the first tick's agent finds no docker daemon (dockerDownEnv).
+		// down: the first tick's agent finds no docker daemon.
 		down               bool
 		exit               int
 		code               codes.Code
@@ -158,7 +157,9 @@ func TestBoxFaultsBeforeTheLease(t *testing.T) {
 			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 			agent := b.agent
 			if tc.down {
-				agent = b.NewAgent(deployd.Options{DockerEnv: dockerDownEnv(b)})
+				// DOCKER_HOST at a socket that is not there: the Engine API finds no
+				// daemon, as on a box whose dockerd is stopped.
+				agent = b.NewAgent(deployd.Options{DockerEnv: dockerEnvWith(b, "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "docker.sock"))})
 			}
 			out, code := b.Tick(agent)
 			assert.Equal(t, tc.exit, code, "%+v", out)
