@@ -261,7 +261,8 @@ func fixtureSHA(t *testing.T, name string) string {
 	return fixtureSHAOf(t, fixture(t, name))
 }
 
-// TestStatus: status reads the state and the token file, never the network.
+// TestStatus: status reads the state and the token file, never the network. (A config
+// it cannot read: TestRunBadConfig.)
 func TestStatus(t *testing.T) {
 	t.Run("missing state", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
@@ -345,12 +346,6 @@ func TestStatus(t *testing.T) {
 		assert.Contains(t, r.Stdout, "the next run moves it aside")
 	})
 
-	t.Run("bad config", func(t *testing.T) {
-		r := runMain(t, nil, "status", "--config", filepath.Join(t.TempDir(), "nope.yaml"))
-		assert.Equal(t, 3, r.Code)
-		assert.Contains(t, r.Stderr, "nope.yaml")
-		assert.Regexp(t, `^status:\s+UNKNOWN: .*nope.yaml`, r.Stdout)
-	})
 }
 
 // TestRunBadConfig: a config error exits 1 (status 3) with a message that names the
@@ -380,9 +375,14 @@ func TestRunBadConfig(t *testing.T) {
 	assert.Empty(t, b.Stack.Tenancy.Requests(), "a bad config touches no network")
 	assert.Empty(t, b.Stack.Bao.Requests())
 	t.Run("missing file", func(t *testing.T) {
-		r := runMain(t, nil, "run", "--config", "/nonexistent/monky/config.yaml")
+		const p = "/nonexistent/monky/config.yaml"
+		r := runMain(t, nil, "run", "--config", p)
 		assert.Equal(t, 1, r.Code)
-		assert.Contains(t, r.Stderr, "/nonexistent/monky/config.yaml")
+		assert.Contains(t, r.Stderr, p)
+		r = runMain(t, nil, "status", "--config", p)
+		assert.Equal(t, 3, r.Code)
+		assert.Contains(t, r.Stderr, p)
+		assert.Regexp(t, `^status:\s+UNKNOWN: .*`+p, r.Stdout)
 	})
 }
 

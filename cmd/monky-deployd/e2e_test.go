@@ -133,18 +133,6 @@ func TestBinaryLifecycle(t *testing.T) {
 	assert.Nil(t, b.State().EnvMismatch)
 }
 
-func TestBinaryNoCredentials(t *testing.T) {
-	testbox.SkipIfShort(t)
-	b := newBox(t, boxOpts{noGrant: true})
-	res := b.tick()
-	assert.Equal(t, deployd.ExitFailed, res.Code)
-	assert.Contains(t, res.Stderr, "monky-deployd bootstrap")
-	assert.Empty(t, b.Stack.Tenancy.Requests())
-	res = b.run([]string{"bootstrap", "--config", b.CfgPath})
-	assert.Equal(t, deployd.ExitFailed, res.Code)
-	assert.Contains(t, res.Stderr, "bootstrap failed")
-}
-
 // TestBinaryLockHeld: a second run while one holds the lock exits 75 at once.
 func TestBinaryLockHeld(t *testing.T) {
 	testbox.SkipIfShort(t)
@@ -407,12 +395,23 @@ func TestBinaryCorruptToken(t *testing.T) {
 	}
 }
 
-// TestBinaryBootstrap: what the bootstrap command prints and exits with. A grant of
-// another env: exit 1, UNAUTHENTICATED, the grant neither consumed nor printed (kept,
+// TestBinaryBootstrap: what the bootstrap command prints and exits with. Without a
+// token or a grant, run and bootstrap exit 1 and say so. A grant of another env: exit 1, UNAUTHENTICATED, the grant neither consumed nor printed (kept,
 // no login, no latch: deployd's TestBootstrapChecksTheGrant and TestRunChecksTheGrant).
 // A bootstrapped box: exit 0 and says so, unless --force (grant and logins: deployd's
 // TestBootstrapOfABootstrappedBox). --grant consumes the named grant, not the config's.
 func TestBinaryBootstrap(t *testing.T) {
+	t.Run("no token, no grant", func(t *testing.T) {
+		b := newBox(t, boxOpts{noGrant: true})
+		res := b.tick()
+		assert.Equal(t, deployd.ExitFailed, res.Code)
+		assert.Contains(t, res.Stderr, "monky-deployd bootstrap")
+		assert.Empty(t, b.Stack.Tenancy.Requests())
+		res = b.run([]string{"bootstrap", "--config", b.CfgPath})
+		assert.Equal(t, deployd.ExitFailed, res.Code)
+		assert.Contains(t, res.Stderr, "bootstrap failed")
+	})
+
 	t.Run("grant of another env", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
 		grant := b.Stack.Bao.MintGrant("env-dev-02")
