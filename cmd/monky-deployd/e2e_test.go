@@ -396,9 +396,10 @@ func TestBinaryCorruptToken(t *testing.T) {
 }
 
 // TestBinaryBootstrap: what the bootstrap command prints and exits with. Without a
-// token or a grant, run and bootstrap exit 1 and say so. A grant of another env: exit 1, UNAUTHENTICATED, the grant neither consumed nor printed (kept,
-// no login, no latch: deployd's TestBootstrapChecksTheGrant and TestRunChecksTheGrant).
-// A bootstrapped box: exit 0 and says so, unless --force (grant and logins: deployd's
+// token or a grant, run and bootstrap exit 1 and say so. A grant of another env: exit
+// 1, UNAUTHENTICATED, the grant neither consumed nor printed (kept, no login, no
+// latch: deployd's TestBootstrapChecksTheGrant and TestRunChecksTheGrant). A
+// bootstrapped box: exit 0 and says so, unless --force (grant and logins: deployd's
 // TestBootstrapOfABootstrappedBox). --grant consumes the named grant, not the config's.
 func TestBinaryBootstrap(t *testing.T) {
 	t.Run("no token, no grant", func(t *testing.T) {
