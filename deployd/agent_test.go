@@ -214,12 +214,17 @@ func serveBundle(b *box, data []byte) {
 	})
 }
 
-// TestFailedSHAMemoryAndRetry: a sha that failed is re-reported without a download or
-// a lease, until tenancy asks with retry.
+// TestFailedSHAMemoryAndRetry: a sha that failed is the run's failure with its code
+// (for status), and is re-reported without a download or a lease, until tenancy asks
+// with retry.
 func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.refusePrivileged()
+	st := b.State()
+	require.NotNil(t, st.LastFailure)
+	assert.Equal(t, codes.Privileged, st.LastFailure.Code)
+	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
 	downloads := b.TenancyCalls("/v1/agent/bundles/")
 
 	out, code := b.tick()

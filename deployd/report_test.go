@@ -2,7 +2,6 @@ package deployd_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -68,32 +67,6 @@ func TestRevokedTokenIsTheLastFailure(t *testing.T) {
 	require.NotNil(t, st.LastFailure, "the failure before it is still told")
 	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
 	assert.True(t, st.LastTick.After(st.LastFailure.At))
-}
-
-// TestFailedBootstrapIsTheLastFailure: a bootstrap that fails is a run that ends
-// non-zero, with its code.
-func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
-	b := newBox(t, boxOptions{noGrant: true})
-	_, err := b.agent.Bootstrap(t.Context(), "")
-	require.Error(t, err)
-	st := b.State()
-	assert.Equal(t, deployd.ExitFailed, st.LastExit)
-	require.NotNil(t, st.LastFailure)
-	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
-	_, err = os.Stat(b.Cfg.TokenPath())
-	assert.ErrorIs(t, err, os.ErrNotExist)
-}
-
-// TestRefusedBundleIsTheLastFailure: a sha that fails on the box is the run's failure
-// with its code.
-func TestRefusedBundleIsTheLastFailure(t *testing.T) {
-	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.refusePrivileged()
-	st := b.State()
-	require.NotNil(t, st.LastFailure)
-	assert.Equal(t, codes.Privileged, st.LastFailure.Code)
-	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
 }
 
 // TestNextStepSaysWhatToDo: the steps an operator is sent to for the box's own codes.
