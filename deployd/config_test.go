@@ -90,18 +90,8 @@ func TestParseConfigAliases(t *testing.T) {
 }
 
 func TestTier(t *testing.T) {
-	tests := []struct{ env, tier string }{
-		{"env-prod-03", "prod"},
-		{"env-dev-01", "dev"},
-		{"env-stage2-10", "stage2"},
-		{"env-prod-3", ""},
-		{"prod-03", ""},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.env, func(t *testing.T) {
-			assert.Equal(t, tt.tier, deployd.Config{EnvID: tt.env}.Tier())
-		})
+	for env, tier := range map[string]string{"env-prod-03": "prod", "env-dev-01": "dev", "env-stage2-10": "stage2", "env-prod-3": "", "prod-03": "", "": ""} {
+		assert.Equal(t, tier, deployd.Config{EnvID: env}.Tier(), env)
 	}
 }
 
