@@ -214,12 +214,17 @@ func serveBundle(b *box, data []byte) {
 	})
 }
 
-// TestFailedSHAMemoryAndRetry: a sha that failed is re-reported without a download or
-// a lease, until tenancy asks with retry.
+// TestFailedSHAMemoryAndRetry: a sha that failed is the run's failure with its code
+// (for status), and is re-reported without a download or a lease, until tenancy asks
+// with retry.
 func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	t.Parallel()
 	b := newBox(t, boxOptions{})
 	sha := b.refusePrivileged()
+	st := b.State()
+	require.NotNil(t, st.LastFailure)
+	assert.Equal(t, codes.Privileged, st.LastFailure.Code)
+	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
 	downloads := b.TenancyCalls("/v1/agent/bundles/")
 
 	out, code := b.tick()
@@ -357,6 +362,8 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 	assert.Contains(t, b.LastReport().Tail, "pull access denied")
 }
 
+// TestExitCodes: what ends a tick 75 or 1 before anything is applied. (A sealed
+// OpenBao is 75: TestSealedOpenBaoSpendsNoLease.)
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	t.Run("lock held is 75", func(t *testing.T) {
@@ -390,20 +397,6 @@ func TestExitCodes(t *testing.T) {
 		assert.Equal(t, codes.RateLimited, b.State().Condition.Code)
 		assert.Empty(t, b.State().LastCode, "a temporary condition does not replace the reported code")
 		assert.NotContains(t, b.State().Failed, "a rate limit is not a failure of the sha")
-	})
-	t.Run("sealed OpenBao is 75", func(t *testing.T) {
-		b := newBox(t, boxOptions{})
-		b.idleTick()
-		b.Stack.Bao.SetSealed(true)
-		b.Publish(faketenancy.SampleApp(b.Env, 1))
-		out, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Equal(t, codes.Unavailable, out.Code)
-		b.Stack.Bao.SetSealed(false)
-		b.SetDesired(faketenancy.Desired{Action: "apply", SHA: out.SHA})
-		out, code = b.tick()
-		assert.Equal(t, deployd.ExitOK, code)
-		assert.Equal(t, "applied", out.Result)
 	})
 	t.Run("no token and no grant is 1", func(t *testing.T) {
 		b := newBox(t, boxOptions{noGrant: true})

@@ -246,12 +246,21 @@ func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
 }
 
 // TestBootstrapCorruptTokenNoGrant: a corrupt token and no grant: the bootstrap says
-// both, not that there is no token.
+// both, not that there is no token. A bootstrap that fails is a run that ends
+// non-zero, with its code; without a grant it stores no token.
 func TestBootstrapCorruptTokenNoGrant(t *testing.T) {
 	b := newBox(t, boxOptions{noGrant: true})
-	require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+	_, err := b.agent.Bootstrap(t.Context(), "")
+	require.Error(t, err)
+	st := b.State()
+	assert.Equal(t, deployd.ExitFailed, st.LastExit)
+	require.NotNil(t, st.LastFailure)
+	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
+	_, err = os.Stat(b.Cfg.TokenPath())
+	assert.ErrorIs(t, err, os.ErrNotExist)
+
 	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 32), 0o600))
-	_, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
+	_, err = b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, deployd.ErrNoGrant)
 	assert.ErrorIs(t, err, deployd.ErrTokenCorrupt)

@@ -164,41 +164,23 @@ func TestDownIsNotDeferred(t *testing.T) {
 }
 
 // TestHostileHoldFilesAreIgnored: a hold file the agent must not trust is refused
-// with a message that says why, and the box applies as without a hold.
+// with a message that says why, and the box applies as without a hold. The agent
+// treats every refusal alike (activeHold: any hold.RefusedError); which files are
+// refused, and why, is internal/hold's TestReadRefusesHostileFiles (a symlink, 64 MiB,
+// garbage, another owner's, and more).
 func TestHostileHoldFilesAreIgnored(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name  string
-		setup func(t *testing.T, p string)
-		why   string
-	}{
-		{"a symlink to /etc/shadow", func(t *testing.T, p string) { require.NoError(t, os.Symlink("/etc/shadow", p)) }, "symlink"},
-		{"64 MiB", func(t *testing.T, p string) {
-			f, err := os.Create(p)
-			require.NoError(t, err)
-			require.NoError(t, f.Truncate(64<<20))
-			require.NoError(t, f.Close())
-		}, "larger than"},
-		{"garbage", func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte("{{{ not json"), 0o640)) }, "malformed"},
-		{"another owner's", func(t *testing.T, p string) {
-			h := holdfile.Hold{Owner: "mallory", UID: os.Getuid() + 7, Reason: "x", SetAt: time.Now(), Until: time.Now().Add(time.Hour)}
-			require.NoError(t, os.WriteFile(p, holdfile.Marshal(h), 0o640))
-		}, "written by uid"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			b.idleTick()
-			tt.setup(t, holdfile.Path(b.Cfg.Holds.Dir))
-			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-			out, code := b.tick()
-			require.Equal(t, deployd.ExitOK, code, b.Logs.String())
-			assert.Empty(t, out.Deferred)
-			assert.Equal(t, sha, b.Live(), "the agent keeps working")
-			assert.Contains(t, b.Logs.String(), "the hold file is refused and ignored")
-			assert.Contains(t, b.Logs.String(), tt.why)
-		})
-	}
+	b := newBox(t, boxOptions{})
+	b.idleTick()
+	h := holdfile.Hold{Owner: "mallory", UID: os.Getuid() + 7, Reason: "x", SetAt: time.Now(), Until: time.Now().Add(time.Hour)}
+	require.NoError(t, os.WriteFile(holdfile.Path(b.Cfg.Holds.Dir), holdfile.Marshal(h), 0o640))
+	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+	out, code := b.tick()
+	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	assert.Empty(t, out.Deferred)
+	assert.Equal(t, sha, b.Live(), "the agent keeps working")
+	assert.Contains(t, b.Logs.String(), "the hold file is refused and ignored")
+	assert.Contains(t, b.Logs.String(), "written by uid")
 }
 
 // TestHoldIsCutToMax: a hold longer than holds.max ends holds.max after it was set.

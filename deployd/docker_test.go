@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
@@ -83,13 +84,7 @@ func TestReadsTheDockerContext(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(metaDir, "meta.json"), []byte(meta), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(`{"currentContext":"laptop"}`), 0o600))
 
-	var env []string
-	for _, kv := range b.Docker.Env() {
-		if !strings.HasPrefix(kv, "DOCKER_HOST=") {
-			env = append(env, kv)
-		}
-	}
-	b.agent = b.NewAgent(deployd.Options{DockerEnv: append(env, "DOCKER_CONFIG="+cfgDir), HealthPoll: 10 * time.Millisecond})
+	b.agent = b.NewAgent(deployd.Options{DockerEnv: dockerEnvWith(b, "DOCKER_CONFIG="+cfgDir), HealthPoll: 10 * time.Millisecond})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	_, code := b.tick()
 	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
@@ -112,67 +107,92 @@ func TestReadsTheDockerContext(t *testing.T) {
 // daemonDown is what the docker CLI prints when it cannot reach the daemon.
 const daemonDown = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n"
 
-// dockerDownEnv is the box's docker environment with DOCKER_HOST at a socket that is
-// not there: the Engine API finds no daemon, as on a box whose dockerd is stopped.
-func dockerDownEnv(b *box) []string {
-	return append(b.Docker.Env(), "DOCKER_HOST=unix://"+filepath.Join(b.T.TempDir(), "docker.sock"))
+// dockerEnvWith is the box's docker environment without its DOCKER_HOST, plus extra.
+func dockerEnvWith(b *box, extra ...string) []string {
+	var env []string
+	for _, kv := range b.Docker.Env() {
+		if !strings.HasPrefix(kv, "DOCKER_HOST=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
 }
 
-// TestDockerDownBeforeTheLeaseCostsNoLease: a box whose docker does not answer is
-// found out before the lease: DOCKER_UNAVAILABLE is reported, nothing is remembered
-// against the sha, and the first tick after docker is back applies with one lease,
-// without a retry from tenancy.
-func TestDockerDownBeforeTheLeaseCostsNoLease(t *testing.T) {
+// TestBoxFaultsBeforeTheLease: a fault of the box found before the lease costs no
+// lease and is never remembered against the sha; the first tick after it is gone
+// applies with one lease, without a retry from tenancy. Docker down (its socket not
+// there) and a pull the box could not store are failures (exit 1, reported with the
+// code, the box's last failure); docker answering after the 5 s bound of the check
+// (DOCKER_TIMEOUT, not "cannot be reached") and a registry that cannot be reached are
+// temporary (exit 75, nothing reported).
+func TestBoxFaultsBeforeTheLease(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	down := b.NewAgent(deployd.Options{DockerEnv: dockerDownEnv(b)})
-
-	out, code := b.Tick(down)
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "DOCKER_UNAVAILABLE", string(out.Code))
-	assert.False(t, out.Leased)
-	assert.Zero(t, b.Leases(), "no lease for a box whose docker is down")
-	rep := b.LastReport()
-	assert.Equal(t, "failed", rep.Result)
-	assert.Equal(t, "DOCKER_UNAVAILABLE", rep.Code)
-	assert.Empty(t, b.State().Failed, "a box fault is never remembered against the sha")
-	if lf := b.State().LastFailure; assert.NotNil(t, lf) {
-		assert.Equal(t, "DOCKER_UNAVAILABLE", string(lf.Code), "status shows the box's code")
+	fails := func(command, stderr string) *fakedocker.Script {
+		return &fakedocker.Script{Commands: map[string]fakedocker.Command{command: {Stderr: stderr, Exit: 1, FailTimes: 1}}}
 	}
-	assert.Contains(t, b.Logs.String(), "Start docker")
+	for _, tc := range []struct {
+		name   string
+		script *fakedocker.Script
+		// down: the first tick's agent finds no docker daemon.
+		down               bool
+		exit               int
+		code               codes.Code
+		detail, log, notIn string
+	}{
+		{name: "docker down", down: true, exit: deployd.ExitFailed, code: codes.DockerUnavailable, log: "Start docker"},
+		{name: "docker too slow", script: &fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {Delay: 6 * time.Second}}},
+			exit: deployd.ExitTemporary, code: codes.DockerTimeout, log: "docker did not answer within its bound", notIn: "docker cannot be reached"},
+		{name: "registry down", script: fails("pull", "Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io: no such host\n"),
+			exit: deployd.ExitTemporary, code: codes.RegistryUnavailable},
+		{name: "pull failed", script: fails("pull", "failed to register layer: lstat /var/lib/docker/overlay2/5e6f: input/output error\n"),
+			exit: deployd.ExitFailed, code: codes.PullFailed, detail: "failed to register layer",
+			log: "docker could not pull an image of the release for a reason of this box", notIn: "registry cannot be reached"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.code == codes.DockerTimeout && testing.Short() {
+				t.Skip("waits out the 5 s bound of docker's answer before the lease")
+			}
+			b := newBox(t, boxOptions{script: tc.script})
+			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
+			agent := b.agent
+			if tc.down {
+				// DOCKER_HOST at a socket that is not there: the Engine API finds no
+				// daemon, as on a box whose dockerd is stopped.
+				agent = b.NewAgent(deployd.Options{DockerEnv: dockerEnvWith(b, "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "docker.sock"))})
+			}
+			out, code := b.Tick(agent)
+			assert.Equal(t, tc.exit, code, "%+v", out)
+			assert.Equal(t, tc.code, out.Code)
+			assert.False(t, out.Leased)
+			assert.Zero(t, b.Leases(), "a box fault before the lease costs no lease")
+			assert.Empty(t, b.State().Failed, "a box fault is never remembered against the sha")
+			if tc.exit == deployd.ExitTemporary {
+				assert.Zero(t, b.TenancyCalls("/v1/agent/report"), "a temporary failure reports nothing")
+			} else {
+				rep := b.LastReport()
+				assert.Equal(t, "failed", rep.Result)
+				assert.Equal(t, string(tc.code), rep.Code)
+				assert.Contains(t, rep.Detail, tc.detail)
+				if lf := b.State().LastFailure; assert.NotNil(t, lf) {
+					assert.Equal(t, tc.code, lf.Code, "status shows the box's code")
+				}
+			}
+			assert.Contains(t, b.Logs.String(), tc.log)
+			if tc.notIn != "" {
+				assert.NotContains(t, b.Logs.String(), tc.notIn)
+			}
 
-	out, code = b.tick() // docker is back
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, "applied", out.Result)
-	assert.Equal(t, 1, b.Leases())
-	assert.Equal(t, sha, b.Live())
-}
-
-// TestDockerTooSlowBeforeTheLeaseIsTemporary: a docker that answers, but not within
-// the 5 s bound of the check before the lease, is DOCKER_TIMEOUT, not "cannot be
-// reached": exit 75, no lease, no report, nothing remembered; the next tick applies.
-func TestDockerTooSlowBeforeTheLeaseIsTemporary(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("waits out the 5 s bound of docker's answer before the lease")
+			if tc.script != nil {
+				require.NoError(t, b.Docker.SetScript(&fakedocker.Script{}))
+			}
+			out, code = b.tick()
+			require.Equal(t, deployd.ExitOK, code, "%+v", out)
+			assert.Equal(t, "applied", out.Result)
+			assert.Equal(t, 1, b.Leases())
+			assert.Equal(t, sha, b.Live())
+		})
 	}
-	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
-		"version": {Delay: 6 * time.Second},
-	}}})
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitTemporary, code, "%+v", out)
-	assert.Equal(t, "DOCKER_TIMEOUT", string(out.Code))
-	assert.False(t, out.Leased)
-	assert.Zero(t, b.Leases())
-	assert.Zero(t, b.TenancyCalls("/v1/agent/report"), "a temporary failure reports nothing")
-	assert.Empty(t, b.State().Failed)
-	assert.Contains(t, b.Logs.String(), "docker did not answer within its bound")
-	assert.NotContains(t, b.Logs.String(), "docker cannot be reached")
-
-	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{}))
-	b.tickApplies(sha, 1)
 }
 
 // TestDockerDownAtComposeUpIsTheBoxs: docker that goes away between the check and

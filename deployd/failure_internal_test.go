@@ -110,8 +110,8 @@ func TestRepeatedErrorCarriesTheRememberedCode(t *testing.T) {
 }
 
 // TestEveryCodeHasARule: the table names every code of the vocabulary with a fault,
-// a next step of its own and a hold that its fault allows: only the bundle's faults
-// hold a sha.
+// a next step of its own (NextStep's; not the generic one) and a hold that its fault
+// allows: only the bundle's faults hold a sha. A code added without a rule fails here.
 func TestEveryCodeHasARule(t *testing.T) {
 	steps := map[string]codes.Code{}
 	for _, c := range codes.All() {
@@ -121,6 +121,8 @@ func TestEveryCodeHasARule(t *testing.T) {
 		}
 		assert.NotEqual(t, "unknown", r.fault.String(), c)
 		assert.NotEmpty(t, r.next, c)
+		assert.Equal(t, r.next, NextStep(c), c)
+		assert.NotEqual(t, NextStepUnknown, r.next, "%s has no next step of its own", c)
 		assert.Equal(t, strings.TrimSpace(r.next), r.next, c)
 		assert.NotContains(t, r.next, "\n", c)
 		if other, dup := steps[r.next]; dup {
@@ -135,6 +137,9 @@ func TestEveryCodeHasARule(t *testing.T) {
 	}
 	assert.Len(t, rules, len(codes.All()), "the table holds no code the vocabulary lacks")
 	assert.Equal(t, rules[codes.Unclassified], ruleOf("NOT_A_CODE"), "a code the table does not know claims nothing")
+	assert.Equal(t, NextStepUnknown, NextStep("NOT_A_CODE"))
+	assert.Contains(t, NextStepUnknown, "journalctl -u monky-deployd")
+	assert.Empty(t, NextStep(""), "no code, nothing to do")
 }
 
 // TestOperationsTableIsTheRules: the table of docs/OPERATIONS.md ("What each code

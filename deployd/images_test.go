@@ -228,51 +228,6 @@ func TestMissingImageCostsNoLease(t *testing.T) {
 	assert.NotEqual(t, first, b.Live())
 }
 
-// TestRegistryDownIsTemporary: a registry that cannot be reached exits 75 before the
-// lease, reports nothing and remembers nothing.
-func TestRegistryDownIsTemporary(t *testing.T) {
-	t.Parallel()
-	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
-		"pull": {Stderr: "Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io: no such host\n", Exit: 1, FailTimes: 1},
-	}}})
-	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitTemporary, code, "%+v", out)
-	assert.Equal(t, "REGISTRY_UNAVAILABLE", string(out.Code))
-	assert.Zero(t, b.Leases())
-	assert.Zero(t, b.TenancyCalls("/v1/agent/report"), "a temporary failure reports nothing")
-	assert.Empty(t, b.State().Failed)
-
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, 1, b.Leases())
-}
-
-// TestPullFailedIsTheBoxs: a pull that docker ended for no reason of the image's nor
-// the network's (a layer its disk could not store) is PULL_FAILED before the lease:
-// reported failed with what the daemon said, exit 1, not remembered, and the next
-// tick pulls again and applies with one lease.
-func TestPullFailedIsTheBoxs(t *testing.T) {
-	t.Parallel()
-	b := newBox(t, boxOptions{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{
-		"pull": {Stderr: "failed to register layer: lstat /var/lib/docker/overlay2/5e6f: input/output error\n", Exit: 1, FailTimes: 1},
-	}}})
-	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code, "%+v", out)
-	assert.Equal(t, "PULL_FAILED", string(out.Code))
-	assert.Zero(t, b.Leases())
-	rep := b.LastReport()
-	assert.Equal(t, "failed", rep.Result)
-	assert.Equal(t, "PULL_FAILED", rep.Code)
-	assert.Contains(t, rep.Detail, "failed to register layer")
-	assert.Empty(t, b.State().Failed, "the box's fault is not remembered against the sha")
-	assert.Contains(t, b.Logs.String(), "docker could not pull an image of the release for a reason of this box")
-	assert.NotContains(t, b.Logs.String(), "registry cannot be reached")
-
-	b.tickApplies(sha, 1)
-}
-
 // TestPullPolicies: build services and images from secrets are left to compose up;
 // never requires the image on the box; always pulls an image the box holds.
 func TestPullPolicies(t *testing.T) {

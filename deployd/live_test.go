@@ -2,7 +2,6 @@ package deployd_test
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,13 +88,7 @@ func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 func TestLiveHealthThroughTheCLI(t *testing.T) {
 	t.Parallel()
 	b := newBox(t, boxOptions{})
-	var env []string
-	for _, kv := range b.Docker.Env() {
-		if !strings.HasPrefix(kv, "DOCKER_HOST=") {
-			env = append(env, kv)
-		}
-	}
-	b.agent = b.NewAgent(deployd.Options{DockerEnv: append(env, "DOCKER_HOST=ssh://deploy@box.example"), HealthPoll: 10 * time.Millisecond})
+	b.agent = b.NewAgent(deployd.Options{DockerEnv: dockerEnvWith(b, "DOCKER_HOST=ssh://deploy@box.example"), HealthPoll: 10 * time.Millisecond})
 	b.applySample(1)
 	b.idleTick()
 	live := b.lastLive()

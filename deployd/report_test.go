@@ -2,7 +2,6 @@ package deployd_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -68,48 +67,6 @@ func TestRevokedTokenIsTheLastFailure(t *testing.T) {
 	require.NotNil(t, st.LastFailure, "the failure before it is still told")
 	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
 	assert.True(t, st.LastTick.After(st.LastFailure.At))
-}
-
-// TestFailedBootstrapIsTheLastFailure: a bootstrap that fails is a run that ends
-// non-zero, with its code.
-func TestFailedBootstrapIsTheLastFailure(t *testing.T) {
-	b := newBox(t, boxOptions{noGrant: true})
-	_, err := b.agent.Bootstrap(t.Context(), "")
-	require.Error(t, err)
-	st := b.State()
-	assert.Equal(t, deployd.ExitFailed, st.LastExit)
-	require.NotNil(t, st.LastFailure)
-	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)
-	_, err = os.Stat(b.Cfg.TokenPath())
-	assert.ErrorIs(t, err, os.ErrNotExist)
-}
-
-// TestRefusedBundleIsTheLastFailure: a sha that fails on the box is the run's failure
-// with its code.
-func TestRefusedBundleIsTheLastFailure(t *testing.T) {
-	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.refusePrivileged()
-	st := b.State()
-	require.NotNil(t, st.LastFailure)
-	assert.Equal(t, codes.Privileged, st.LastFailure.Code)
-	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
-}
-
-// TestNextStepCoversEveryCode: every code of the vocabulary has its own next step; a code added without one fails here.
-func TestNextStepCoversEveryCode(t *testing.T) {
-	all := codes.All()
-	generic := deployd.NextStep("NOT_A_CODE")
-	assert.Equal(t, deployd.NextStepUnknown, generic)
-	assert.Contains(t, generic, "journalctl -u monky-deployd")
-	for _, c := range all {
-		step := deployd.NextStep(c)
-		assert.NotEmpty(t, step, c)
-		assert.NotEqual(t, generic, step, "%s has no next step of its own", c)
-		assert.Equal(t, strings.TrimSpace(step), step, c)
-		assert.NotContains(t, step, "\n", c)
-	}
-	assert.Empty(t, deployd.NextStep(""), "no code, nothing to do")
 }
 
 // TestNextStepSaysWhatToDo: the steps an operator is sent to for the box's own codes.

@@ -3,6 +3,7 @@ package deployd_test
 import (
 	"bytes"
 	"crypto/ed25519"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -249,44 +250,63 @@ func TestSignedManifestSerialMustMatch(t *testing.T) {
 	assert.Contains(t, b.LastReport().Detail, "the manifest's serial 3 is not serial 4")
 }
 
+// TestSignatureReplayAndRollback: an older signed serial is refused as a replay (no
+// lease, no download) unless tenancy asks for the rollback; the ratchet survives a
+// state.json that does not parse (it comes back from the kept file).
 func TestSignatureReplayAndRollback(t *testing.T) {
 	t.Parallel()
-	r := newRenderer(t, 1)
-	b := signedBox(t, r)
-	sha1 := b.applySigned(r, 1)
-	sha2 := b.applySigned(r, 2)
-	require.Equal(t, sha2, b.Live())
-	require.Equal(t, 2, b.Leases())
-	require.Equal(t, bundle.Serials{r.id: 2}, b.State().SignedSerials)
-	downloads := b.downloads(sha1)
+	for _, corrupt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "state intact", true: "state.json corrupt"}[corrupt], func(t *testing.T) {
+			t.Parallel()
+			r := newRenderer(t, 1)
+			b := signedBox(t, r)
+			sha1 := b.applySigned(r, 1)
+			sha2 := b.applySigned(r, 2)
+			require.Equal(t, sha2, b.Live())
+			require.Equal(t, 2, b.Leases())
+			require.Equal(t, bundle.Serials{r.id: 2}, b.State().SignedSerials)
+			downloads := b.downloads(sha1)
+			if corrupt {
+				require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte(`{"schema":1,"signed_serials":{`), 0o600))
+			}
 
-	// Tenancy (or whoever answers for it) serves the older signed bundle again.
-	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1})
-	out, exit := b.tick()
-	require.Equal(t, deployd.ExitFailed, exit)
-	assert.Equal(t, codes.SignatureReplay, out.Code)
-	assert.False(t, out.Leased)
-	assert.Equal(t, 2, b.Leases(), "a replay costs no lease")
-	assert.Equal(t, downloads, b.downloads(sha1), "nor a download")
-	rep := b.LastReport()
-	assert.Equal(t, string(codes.SignatureReplay), rep.Code)
-	assert.Contains(t, rep.Detail, "serial 1 is lower than serial 2, applied on this box under key "+string(r.id))
-	assert.Equal(t, sha2, b.Live())
+			// Tenancy (or whoever answers for it) serves the older signed bundle again.
+			b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1})
+			out, exit := b.tick()
+			require.Equal(t, deployd.ExitFailed, exit)
+			assert.Equal(t, codes.SignatureReplay, out.Code)
+			assert.False(t, out.Leased)
+			assert.Equal(t, 2, b.Leases(), "a replay costs no lease")
+			assert.Equal(t, downloads, b.downloads(sha1), "nor a download")
+			rep := b.LastReport()
+			assert.Equal(t, string(codes.SignatureReplay), rep.Code)
+			assert.Equal(t, sha1, rep.SHA)
+			assert.Contains(t, rep.Detail, "serial 1 is lower than serial 2, applied on this box under key "+string(r.id))
+			assert.Equal(t, sha2, b.Live())
+			if corrupt {
+				assert.Contains(t, b.Logs.String(), "state.json did not parse")
+				st := b.State()
+				assert.Equal(t, bundle.Serials{r.id: 2}, st.SignedSerials, "the ratchet survived")
+				require.NotNil(t, st.Rebuilt)
+				assert.Contains(t, st.Rebuilt.Kept, "1 signed serials")
+			}
 
-	// An explicit rollback to the signed older serial goes through.
-	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1, Rollback: true})
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
-	assert.Equal(t, "applied", out.Result)
-	assert.Equal(t, sha1, b.Live())
-	assert.Equal(t, 3, b.Leases())
-	assert.Equal(t, bundle.Serials{r.id: 2}, b.State().SignedSerials, "a rollback does not lower the ratchet")
+			// An explicit rollback to the signed older serial goes through.
+			b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1, Rollback: true})
+			out, exit = b.tick()
+			require.Equal(t, deployd.ExitOK, exit, "%+v", out)
+			assert.Equal(t, "applied", out.Result)
+			assert.Equal(t, sha1, b.Live())
+			assert.Equal(t, 3, b.Leases())
+			assert.Equal(t, bundle.Serials{r.id: 2}, b.State().SignedSerials, "a rollback does not lower the ratchet")
 
-	// The same serial again is not a replay: apply serial 2 anew.
-	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha2, Serial: 2})
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
-	assert.Equal(t, sha2, b.Live())
+			// The same serial again is not a replay: apply serial 2 anew.
+			b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha2, Serial: 2})
+			out, exit = b.tick()
+			require.Equal(t, deployd.ExitOK, exit, "%+v", out)
+			assert.Equal(t, sha2, b.Live())
+		})
+	}
 }
 
 // A rollback is let through only as a signed bundle: an expired signature of the

@@ -66,7 +66,9 @@ func statusGolden(t *testing.T, b *box, name string, verdict deployd.Verdict) de
 }
 
 // TestStatusView: the text and the versioned JSON of the status for the states an
-// operator meets, with their verdicts: ok (0), warning (1), critical (2).
+// operator meets, with their verdicts: ok (0), warning (1), critical (2), unknown (3).
+// The goldens hold the whole view: its problems (code, level, next step), token,
+// condition, latch, last run, failure and restore, and the evidence of a failed sha.
 func TestStatusView(t *testing.T) {
 	t.Parallel()
 	sha, bad := strings.Repeat("a", 64), strings.Repeat("c", 64)
@@ -80,33 +82,14 @@ func TestStatusView(t *testing.T) {
 	condition := func(code codes.Code, exit int, since time.Time, runs int) *deployd.Condition {
 		return &deployd.Condition{Code: code, Exit: exit, Since: since, CodeSince: since, Last: statusAt.Add(-time.Minute), Runs: runs}
 	}
-	// tokenStatus is the status of a box with a token and the state applied changed by
-	// edit, checked against the goldens name.
-	tokenStatus := func(t *testing.T, name string, verdict deployd.Verdict, edit func(b *box, st *deployd.State)) deployd.Status {
-		t.Helper()
-		b := newBox(t, boxOptions{})
-		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
-		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte("hvs.status-golden-token-0123456789\n"), 0o600))
-		st := applied
-		edit(b, &st)
-		writeState(t, b, st)
-		return statusGolden(t, b, name, verdict)
-	}
-
-	t.Run("fresh box", func(t *testing.T) {
-		b := newBox(t, boxOptions{})
-		v := statusGolden(t, b, "missing", deployd.VerdictCritical)
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, codes.Unauthenticated, v.Problems[0].Code)
-		assert.Equal(t, deployd.NextStep(codes.Unauthenticated), v.Problems[0].NextStep)
-		assert.Equal(t, deployd.TokenMissing, v.Token.State)
-		assert.Nil(t, v.LastRun)
-		assert.Nil(t, v.Live)
-	})
-
-	t.Run("healthy", func(t *testing.T) {
-		v := tokenStatus(t, "healthy", deployd.VerdictOK, func(b *box, st *deployd.State) {
-			// An old failure is told, but the box is healthy again.
+	// A box with a token and the state applied changed by edit.
+	for _, tc := range []struct {
+		golden  string
+		verdict deployd.Verdict
+		edit    func(b *box, st *deployd.State)
+	}{
+		// An old failure is told, but the box is healthy again.
+		{"healthy", deployd.VerdictOK, func(b *box, st *deployd.State) {
 			st.LastFailure = &deployd.RunFailure{At: statusAt.Add(-time.Hour), Exit: 1, Code: codes.Unauthenticated}
 			st.Failed = map[string]deployd.Failure{strings.Repeat("b", 64): {Serial: 3, Code: codes.Privileged, Detail: "service web: privileged", At: statusAt.Add(-2 * time.Hour)}}
 			st.Live = &deployd.LiveHealth{SHA: sha, ObservedAt: statusAt, Healthy: true, Services: []deployd.LiveService{
@@ -114,30 +97,16 @@ func TestStatusView(t *testing.T) {
 				{LiveService: tenancy.LiveService{Name: "web", State: "running", Health: "healthy", Restarts: 1}, Ready: true},
 			}}
 			st.LastReclaim = &deployd.Reclaim{At: statusAt.Add(-30 * time.Minute), Images: 2, Bytes: 3 << 20}
-		})
-		assert.Empty(t, v.Problems)
-		assert.Equal(t, deployd.TokenPresent, v.Token.State)
-		require.NotNil(t, v.LastFailure)
-		assert.Equal(t, codes.Unauthenticated, v.LastFailure.Code)
-		assert.Empty(t, v.LastRun.Code)
-		assert.Nil(t, v.Condition)
-		assert.Equal(t, "OK: serving aaaaaaaaaaaa (serial 4); the last run ended 0", v.Headline)
-	})
-
-	t.Run("token refused", func(t *testing.T) {
-		v := tokenStatus(t, "unauthenticated", deployd.VerdictCritical, func(b *box, st *deployd.State) {
+		}},
+		// A token the last run was refused with is not fine.
+		{"unauthenticated", deployd.VerdictCritical, func(b *box, st *deployd.State) {
 			st.LastTick, st.LastExit = statusAt.Add(-time.Minute), 1
 			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 1, Code: codes.Unauthenticated}
 			st.Condition = condition(codes.Unauthenticated, 1, st.LastTick, 1)
-		})
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, codes.Unauthenticated, v.Problems[0].Code)
-		assert.Equal(t, deployd.TokenRefused, v.Token.State, "a token the last run was refused with is not fine")
-		assert.Equal(t, codes.Unauthenticated, v.LastRun.Code)
-	})
-
-	t.Run("failed apply, with its health evidence", func(t *testing.T) {
-		v := tokenStatus(t, "failed-apply", deployd.VerdictCritical, func(b *box, st *deployd.State) {
+		}},
+		// A failed apply, with its health evidence; the next step points at status,
+		// as the evidence is on the box, not in the restored containers' logs.
+		{"failed-apply", deployd.VerdictCritical, func(b *box, st *deployd.State) {
 			st.LastTick, st.LastExit = statusAt.Add(-time.Minute), 1
 			st.LastResult, st.LastCode, st.LastSHA = "failed", codes.Unhealthy, bad
 			st.LastDetail = "service web: unhealthy; restore: restored-healthy aaaaaaaaaaaa"
@@ -147,89 +116,61 @@ func TestStatusView(t *testing.T) {
 				Evidence: "== web: running, health unhealthy\nhealthcheck 08:59:50 exit 1: curl: (7) Failed to connect to localhost port 8080\n-- logs:\npanic: no DATABASE_URL"}}
 			st.Condition = condition(codes.Unhealthy, 1, st.LastTick, 1)
 			st.Condition.SHA = bad
-		})
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, deployd.NextStep(codes.Unhealthy), v.Problems[0].NextStep)
-		assert.Contains(t, v.Problems[0].NextStep, "monky-deployd status", "the evidence is on the box, not in the restored containers' logs")
-		require.NotNil(t, v.LastRestore)
-		assert.False(t, v.LastRestore.Degraded)
-		assert.Contains(t, v.FailedSHAs[0].Evidence, "Failed to connect")
-		assert.Contains(t, v.Text(), "  evidence:    == web: running, health unhealthy\n")
-	})
-
-	t.Run("latched", func(t *testing.T) {
-		v := tokenStatus(t, "latched", deployd.VerdictCritical, func(b *box, st *deployd.State) {
+		}},
+		// The latch and the run that set it are one problem.
+		{"latched", deployd.VerdictCritical, func(b *box, st *deployd.State) {
 			st.LastTick, st.LastExit = statusAt.Add(-time.Minute), 78
 			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 78, Code: codes.AgentEnvMismatch}
 			st.Condition = condition(codes.AgentEnvMismatch, 78, st.LastTick, 1)
 			st.EnvMismatch = &deployd.Latch{EnvID: b.Env, At: st.LastTick, Message: "token is for env-dev-02"}
-		})
-		require.Len(t, v.Problems, 1, "the latch and the run that set it are one problem")
-		assert.Equal(t, codes.AgentEnvMismatch, v.Problems[0].Code)
-		require.NotNil(t, v.Latch)
-		assert.True(t, v.Latch.Active)
-	})
-
-	t.Run("temporary, young", func(t *testing.T) {
-		v := tokenStatus(t, "temporary", deployd.VerdictWarning, func(b *box, st *deployd.State) {
+		}},
+		// A young 75 the next ticks may mend, with the time the box tries again.
+		{"temporary", deployd.VerdictWarning, func(b *box, st *deployd.State) {
 			st.LastTick, st.LastExit = statusAt.Add(-time.Minute), 75
 			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 75, Code: codes.RateLimited}
 			st.Condition = condition(codes.RateLimited, 75, statusAt.Add(-10*time.Minute), 10)
 			st.Condition.NextAttempt = statusAt.Add(30 * time.Minute)
-		})
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, deployd.VerdictWarning, v.Problems[0].Level, "a 75 the next ticks may mend")
-		assert.Contains(t, v.Problems[0].Problem, "the box tries again by itself at 2026-12-01T09:30:00Z")
-		require.NotNil(t, v.Condition)
-		assert.Equal(t, 10, v.Condition.Runs)
-	})
-
-	t.Run("temporary, lasting an hour", func(t *testing.T) {
-		v := tokenStatus(t, "lasting", deployd.VerdictCritical, func(b *box, st *deployd.State) {
+		}},
+		// A 75 lasting an hour.
+		{"lasting", deployd.VerdictCritical, func(b *box, st *deployd.State) {
 			st.LastTick, st.LastExit = statusAt.Add(-time.Minute), 75
 			st.LastFailure = &deployd.RunFailure{At: st.LastTick, Exit: 75, Code: codes.Unavailable}
 			st.Condition = condition(codes.Unavailable, 75, statusAt.Add(-deployd.LastingAfter-time.Minute), 62)
-		})
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, "CRITICAL: the last 62 runs ended on UNAVAILABLE (exit 75) since 2026-12-01T07:59:00Z", v.Headline)
-	})
-
-	t.Run("the live release restarts", func(t *testing.T) {
-		v := tokenStatus(t, "live-unhealthy", deployd.VerdictCritical, func(b *box, st *deployd.State) {
+		}},
+		// The live release restarts.
+		{"live-unhealthy", deployd.VerdictCritical, func(b *box, st *deployd.State) {
 			st.Live = &deployd.LiveHealth{SHA: sha, ObservedAt: statusAt, Healthy: false, Services: []deployd.LiveService{
 				{LiveService: tenancy.LiveService{Name: "web", State: "restarting", Restarts: 4}},
 			}}
-		})
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, codes.Unhealthy, v.Problems[0].Code)
-		assert.Contains(t, v.Headline, "web: restarting, 4 restarts")
-	})
-
-	t.Run("no run for an hour", func(t *testing.T) {
-		v := tokenStatus(t, "stale", deployd.VerdictWarning, func(b *box, st *deployd.State) {
+		}},
+		// No run for an hour.
+		{"stale", deployd.VerdictWarning, func(b *box, st *deployd.State) {
 			st.LastTick, st.NextCheckin = statusAt.Add(-time.Hour), time.Minute
-		})
-		require.Len(t, v.Problems, 1)
-		assert.Contains(t, v.Problems[0].Problem, "no run has recorded its state since 2026-12-01T08:00:00Z")
-	})
-
-	t.Run("expired token", func(t *testing.T) {
-		v := tokenStatus(t, "expired", deployd.VerdictCritical, func(b *box, st *deployd.State) {
+		}},
+		{"expired", deployd.VerdictCritical, func(b *box, st *deployd.State) {
 			st.TokenExpires = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+		}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			b := newBox(t, boxOptions{})
+			require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
+			require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte("hvs.status-golden-token-0123456789\n"), 0o600))
+			st := applied
+			tc.edit(b, &st)
+			writeState(t, b, st)
+			statusGolden(t, b, tc.golden, tc.verdict)
 		})
-		assert.Equal(t, deployd.TokenExpired, v.Token.State)
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, codes.Unauthenticated, v.Problems[0].Code)
+	}
+
+	t.Run("fresh box", func(t *testing.T) {
+		statusGolden(t, newBox(t, boxOptions{}), "missing", deployd.VerdictCritical)
 	})
 
 	t.Run("corrupt token", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
 		writeState(t, b, applied)
 		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 64), 0o600))
-		v := statusGolden(t, b, "corrupt-token", deployd.VerdictCritical)
-		assert.Equal(t, deployd.TokenCorrupt, v.Token.State)
-		require.Len(t, v.Problems, 1)
-		assert.Equal(t, codes.Unauthenticated, v.Problems[0].Code)
+		statusGolden(t, b, "corrupt-token", deployd.VerdictCritical)
 	})
 
 	t.Run("a state that cannot be read", func(t *testing.T) {
@@ -237,7 +178,6 @@ func TestStatusView(t *testing.T) {
 		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 		require.NoError(t, syscall.Mkfifo(b.Cfg.StatePath(), 0o600))
 		v := statusGolden(t, b, "unreadable", deployd.VerdictUnknown)
-		assert.Contains(t, v.Error, "is a fifo, not a regular file")
 		assert.Equal(t, 3, v.Verdict.Exit())
 	})
 }

@@ -261,22 +261,17 @@ func fixtureSHA(t *testing.T, name string) string {
 	return fixtureSHAOf(t, fixture(t, name))
 }
 
-// TestStatus: status reads the state and the token file, never the network.
+// TestStatus: status reads the state and the token file, never the network. (A config
+// it cannot read: TestRunBadConfig.)
 func TestStatus(t *testing.T) {
 	t.Run("missing state", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		// A box not bootstrapped yet is critical: exit 2 (deployd's TestStatusView has
-		// the goldens).
+		// the text and JSON of this view: the goldens status/missing.*).
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
 		require.Equal(t, 2, r.Code, r.Stderr)
 		assert.Regexp(t, `(?m)^token:\s+missing$`, r.Stdout)
-		r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-		require.Equal(t, 2, r.Code, r.Stderr)
-		var v map[string]any
-		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v))
-		assert.Equal(t, "env-dev-01", v["env_id"])
-		assert.Equal(t, deployd.Version, v["agent_version"])
-		assert.Equal(t, map[string]any{"state": "missing", "expires": nil, "detail": ""}, v["token"])
+		assert.Equal(t, deployd.TokenMissing, statusJSONOf(t, b, 2).Token.State)
 		assert.Empty(t, b.Stack.Tenancy.Requests())
 		assert.Empty(t, b.Stack.Bao.Requests())
 	})
@@ -293,13 +288,8 @@ func TestStatus(t *testing.T) {
 		b.Stack.Bao.Close()
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
 		require.Equal(t, 0, r.Code, r.Stderr)
+		// The text of each field is deployd's TestStatusView (status/healthy.txt).
 		assert.Regexp(t, `(?m)^live:\s+`+sha+` \(serial 4, healthy confirmed: true\)$`, r.Stdout)
-		assert.Regexp(t, `(?m)^last check-in:\s+20\d\d-`, r.Stdout)
-		assert.Regexp(t, `(?m)^last result:\s+applied$`, r.Stdout)
-		assert.Regexp(t, `(?m)^last run:\s+20\d\d-.* \(exit 0\)$`, r.Stdout)
-		assert.Regexp(t, `(?m)^token:\s+present$`, r.Stdout)
-		assert.Regexp(t, `(?m)^token expires:\s+20\d\d-`, r.Stdout)
-		assert.Regexp(t, `(?m)^latch:\s+none$`, r.Stdout)
 
 		v := statusJSONOf(t, b, 0)
 		require.NotNil(t, v.Live)
@@ -351,79 +341,43 @@ func TestStatus(t *testing.T) {
 		assert.Contains(t, r.Stdout, "the next run moves it aside")
 	})
 
-	t.Run("bad config", func(t *testing.T) {
-		r := runMain(t, nil, "status", "--config", filepath.Join(t.TempDir(), "nope.yaml"))
-		assert.Equal(t, 3, r.Code)
-		assert.Contains(t, r.Stderr, "nope.yaml")
-		assert.Regexp(t, `^status:\s+UNKNOWN: .*nope.yaml`, r.Stdout)
-	})
 }
 
 // TestRunBadConfig: a config error exits 1 (status 3) with a message that names the
-// key (and its line) and carries CONFIG_INVALID, before any network.
+// key and its line and carries CONFIG_INVALID, before any network. (Which configs are
+// refused, and each error's text, is deployd's TestParseConfigBad; the path in the
+// text, TestLoadConfigErrors.)
 func TestRunBadConfig(t *testing.T) {
 	b := newBox(t, boxOpts{})
-	// The config as an operator writes it: the line numbers below are its own.
-	c := b.Cfg
-	good := fmt.Sprintf(`env_id: %s
-min_free_mb: 1
-deploy_dir: %s
-state_dir: %s
-bootstrap_grant: %s
-tenancy:
-  transport: system
-  url: %s
-  timeout: 5s
-bao:
-  addr: %s
-compose:
-  project: monky
-  docker: %s
-  health_timeout: 3s
-  keep_releases: 3
-`, c.EnvID, c.DeployDir, c.StateDir, c.BootstrapGrant, c.Tenancy.URL, c.Bao.Addr, c.Compose.Docker)
-	tests := []struct {
-		name   string
-		config string
-		want   []string
-	}{
-		{"unknown key", strings.Replace(good, "  timeout: 5s\n", "  timeout: 5s\n  proxxy: http://x\n", 1),
-			[]string{`unknown key "tenancy.proxxy"`, "config.yaml:10"}},
-		{"bad env_id", strings.Replace(good, "env_id: env-dev-01", "env_id: production", 1),
-			[]string{"env_id"}},
-		{"bad duration", strings.Replace(good, "health_timeout: 3s", "health_timeout: 3", 1),
-			[]string{"compose.health_timeout"}},
-		{"not a mapping", "- a\n- b\n", []string{"mapping"}},
-		{"empty", "", []string{"empty config"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "config.yaml")
-			require.NoError(t, os.WriteFile(p, []byte(tc.config), 0o600))
-			for _, cmd := range []string{"run", "bootstrap", "status"} {
-				r := runMain(t, b.procEnv(), cmd, "--config", p)
-				assert.Regexp(t, `msg="the config is invalid; fix it and run again" .*code=CONFIG_INVALID`, r.Stderr, cmd)
-				for _, w := range tc.want {
-					// slog's text handler escapes the quotes of the error text.
-					assert.Contains(t, strings.ReplaceAll(r.Stderr, `\"`, `"`), w, cmd)
-				}
-				if cmd == "status" {
-					// status cannot tell: unknown (3), and it says why on stdout.
-					assert.Equal(t, 3, r.Code, cmd)
-					assert.Regexp(t, `^status:\s+UNKNOWN: `, r.Stdout)
-					continue
-				}
-				assert.Equal(t, deployd.ExitFailed, r.Code, cmd)
-				assert.Empty(t, r.Stdout)
-			}
-		})
+	good := readFile(t, b.CfgPath)
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(p, append(good, "not_a_key: 1\n"...), 0o600))
+	want := fmt.Sprintf(`%s:%d: unknown key "not_a_key"`, p, bytes.Count(good, []byte("\n"))+1)
+	for _, cmd := range []string{"run", "bootstrap", "status"} {
+		r := runMain(t, b.procEnv(), cmd, "--config", p)
+		assert.Regexp(t, `msg="the config is invalid; fix it and run again" .*code=CONFIG_INVALID`, r.Stderr, cmd)
+		// slog's text handler escapes the quotes of the error text.
+		assert.Contains(t, strings.ReplaceAll(r.Stderr, `\"`, `"`), want, cmd)
+		if cmd == "status" {
+			// status cannot tell: unknown (3), and it says why on stdout.
+			assert.Equal(t, 3, r.Code, cmd)
+			assert.Regexp(t, `^status:\s+UNKNOWN: `, r.Stdout)
+			continue
+		}
+		assert.Equal(t, deployd.ExitFailed, r.Code, cmd)
+		assert.Empty(t, r.Stdout)
 	}
 	assert.Empty(t, b.Stack.Tenancy.Requests(), "a bad config touches no network")
 	assert.Empty(t, b.Stack.Bao.Requests())
 	t.Run("missing file", func(t *testing.T) {
-		r := runMain(t, nil, "run", "--config", "/nonexistent/monky/config.yaml")
+		const p = "/nonexistent/monky/config.yaml"
+		r := runMain(t, nil, "run", "--config", p)
 		assert.Equal(t, 1, r.Code)
-		assert.Contains(t, r.Stderr, "/nonexistent/monky/config.yaml")
+		assert.Contains(t, r.Stderr, p)
+		r = runMain(t, nil, "status", "--config", p)
+		assert.Equal(t, 3, r.Code)
+		assert.Contains(t, r.Stderr, p)
+		assert.Regexp(t, `^status:\s+UNKNOWN: .*`+p, r.Stdout)
 	})
 }
 

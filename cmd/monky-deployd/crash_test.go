@@ -324,47 +324,38 @@ func (c *crashBox) stopAt(t *testing.T, cp crashPoint, sig syscall.Signal) resul
 	return p.Wait(t, 60*time.Second)
 }
 
-// TestCrashAtEachStep kills the binary with SIGKILL at every docker call of an apply,
-// during the download, during the lease and during the report, then checks the
-// invariant and that the next run converges.
+// TestCrashAtEachStep stops the binary at every docker call of an apply, during the
+// download, during the lease and during the report: with SIGKILL (a crash), and with
+// SIGTERM (systemctl stop, a shutdown, the end of run --loop). A stop is not a failure
+// of the sha: the run exits 0 or 75 (never 1), the sha is not remembered as failed, no
+// failed report goes out. Either way the invariant holds, the release is where a crash
+// leaves it, and the next run converges — without a new lease when the release was
+// already promoted.
 func TestCrashAtEachStep(t *testing.T) {
 	testbox.SkipIfShort(t)
-	for _, cp := range crashPoints() {
-		t.Run(cp.name, func(t *testing.T) {
-			c := newCrashBox(t)
-			res := c.stopAt(t, cp, syscall.SIGKILL)
-			require.Negative(t, res.Code, "killed, not exited:\n%s", res.Stderr)
-			c.Stack.Tenancy.SetFaults(faketenancy.Faults{})
-			live := c.checkInvariant(t, "after the kill at "+cp.name)
-			assert.Equal(t, cp.wantLive(c), live)
-			c.converge(t, live)
-			t.Logf("kill at %s: live %s after the kill, %d leases in all", cp.name, live[:12], len(c.Stack.Tenancy.Leases(c.Env)))
-		})
-	}
-}
-
-// TestSignalDuringApply stops the binary with SIGTERM (systemctl stop, a shutdown, the
-// end of run --loop) at the same points. A stop is not a failure of the sha: the run
-// exits 0 or 75 (never 1), the sha is not remembered as failed, no failed report goes
-// out, and the next run converges as after a SIGKILL — without a new lease when the
-// release was already promoted.
-func TestSignalDuringApply(t *testing.T) {
-	testbox.SkipIfShort(t)
-	for _, cp := range crashPoints() {
-		t.Run(cp.name, func(t *testing.T) {
-			c := newCrashBox(t)
-			reports := len(c.Stack.Tenancy.Reports(c.Env))
-			res := c.stopAt(t, cp, syscall.SIGTERM)
-			c.Stack.Tenancy.SetFaults(faketenancy.Faults{})
-			assert.Contains(t, []int{0, 75}, res.Code, "a stop is not a failure:\n%s", res.Stderr)
-			assert.NotContains(t, c.State().Failed, c.newSHA, "a stop is not a failure of the sha")
-			for _, r := range c.Stack.Tenancy.Reports(c.Env)[reports:] {
-				assert.NotEqual(t, "failed", r.Result, "a stop reports no failure: %+v", r)
-			}
-			live := c.checkInvariant(t, "after SIGTERM at "+cp.name)
-			assert.Equal(t, cp.wantLive(c), live, "a stop leaves the release where it was, like a crash")
-			c.converge(t, live)
-		})
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		for _, cp := range crashPoints() {
+			name := map[syscall.Signal]string{syscall.SIGKILL: "kill", syscall.SIGTERM: "SIGTERM"}[sig] + " at " + cp.name
+			t.Run(name, func(t *testing.T) {
+				c := newCrashBox(t)
+				reports := len(c.Stack.Tenancy.Reports(c.Env))
+				res := c.stopAt(t, cp, sig)
+				c.Stack.Tenancy.SetFaults(faketenancy.Faults{})
+				if sig == syscall.SIGKILL {
+					require.Negative(t, res.Code, "killed, not exited:\n%s", res.Stderr)
+				} else {
+					assert.Contains(t, []int{0, 75}, res.Code, "a stop is not a failure:\n%s", res.Stderr)
+					assert.NotContains(t, c.State().Failed, c.newSHA, "a stop is not a failure of the sha")
+					for _, r := range c.Stack.Tenancy.Reports(c.Env)[reports:] {
+						assert.NotEqual(t, "failed", r.Result, "a stop reports no failure: %+v", r)
+					}
+				}
+				live := c.checkInvariant(t, "after the "+name)
+				assert.Equal(t, cp.wantLive(c), live, "a stop leaves the release where a crash does")
+				c.converge(t, live)
+				t.Logf("%s: live %s after the stop, %d leases in all", name, live[:12], len(c.Stack.Tenancy.Leases(c.Env)))
+			})
+		}
 	}
 }
 

@@ -80,12 +80,13 @@ func TestHoldCommandErrors(t *testing.T) {
 	assert.Contains(t, r.Stderr, "the hold directory does not exist")
 }
 
-// TestBinaryHold drives the shipped binary against the shipped fakes: a hold defers
-// a published bundle, downloaded, verified and pulled but with no lease; the
-// check-ins during it carry the deferral and status says it on its first line;
-// hold --clear lets the next tick apply with one lease and no second download; the
-// console's override applies under a hold; a hostile hold file is refused and the
-// agent keeps working.
+// TestBinaryHold drives the shipped binary against the shipped fakes: the hold the
+// hold command sets (cut to holds.max) defers a published bundle, exit 0, and the
+// tick's line, the metrics file, status's first line and hold itself say so; hold
+// --clear lets the next tick apply. (What a deferral costs — no lease, no report, one
+// download and pull, the check-in's deferral, one lease for the switch — is deployd's
+// TestHoldDefersPreparedNotQueued; the console's override, TestOverrideHold; a hostile
+// hold file, TestHostileHoldFilesAreIgnored and TestHoldCommand.)
 func TestBinaryHold(t *testing.T) {
 	testbox.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
@@ -101,7 +102,6 @@ func TestBinaryHold(t *testing.T) {
 	bn := faketenancy.SampleApp(b.Env, 2)
 	bn.Files["compose.yaml"] = strings.Replace(bn.Files["compose.yaml"], "nginx:1.27", "nginx:1.28", 1)
 	sha := b.Publish(bn)
-	downloads, pulls := b.TenancyCalls("/v1/agent/bundles/"), len(b.DockerCalls("pull"))
 	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 	for range 2 {
 		res = b.tick("--metrics-file", metricsPath)
@@ -109,15 +109,11 @@ func TestBinaryHold(t *testing.T) {
 		assert.Contains(t, res.Stderr, "apply deferred")
 		assert.Contains(t, res.Stderr, "deferred=hold", "the tick's line says it deferred")
 	}
-	assert.Equal(t, 1, b.Leases(), "no lease while deferred")
-	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), 1, "a deferral is not reported")
-	assert.Equal(t, downloads+1, b.TenancyCalls("/v1/agent/bundles/"), "downloaded once")
-	assert.Greater(t, len(b.DockerCalls("pull")), pulls, "pulled")
 	assert.Equal(t, first, b.Live())
 	d, ok := b.Stack.Tenancy.LastDeferred(b.Env)
 	require.True(t, ok, "the check-in carries the deferral")
-	assert.Equal(t, faketenancy.Deferred{Why: "hold", Owner: d.Owner, Reason: "demo at 3", Until: d.Until, SHA: sha, Serial: 2, Since: d.Since, Prepared: true}, d)
-	assert.NotEmpty(t, d.Owner)
+	assert.Equal(t, "demo at 3", d.Reason)
+	assert.NotEmpty(t, d.Owner, "the hold command names its caller")
 	assert.Equal(t, `{why="hold"}`, labelsOf(t, metricsPath, "monky_deployd_deferred"))
 	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_deferred"])
 
@@ -132,25 +128,4 @@ func TestBinaryHold(t *testing.T) {
 	res = b.tick()
 	require.Equal(t, 0, res.Code, res.Stderr)
 	assert.Equal(t, sha, b.Live())
-	assert.Equal(t, 2, b.Leases(), "one lease for the switch")
-	assert.Equal(t, downloads+1, b.TenancyCalls("/v1/agent/bundles/"), "no second download")
-	assert.Equal(t, "applied", b.LastReport().Result)
-
-	// The console overrides a hold.
-	res = b.run([]string{"hold", "--config", b.CfgPath, "--for", "1h", "--reason", "again"})
-	require.Equal(t, 0, res.Code, res.Stderr)
-	third := b.Publish(faketenancy.SampleApp(b.Env, 3))
-	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: third, OverrideHold: true})
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
-	assert.Equal(t, third, b.Live())
-
-	// A hostile hold file is refused; the agent keeps working.
-	require.NoError(t, hold.Clear(b.Cfg.Holds.Dir))
-	require.NoError(t, os.Symlink("/etc/shadow", hold.Path(b.Cfg.Holds.Dir)))
-	fourth := b.Publish(faketenancy.SampleApp(b.Env, 4))
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
-	assert.Contains(t, res.Stderr, "the hold file is refused and ignored")
-	assert.Equal(t, fourth, b.Live())
 }

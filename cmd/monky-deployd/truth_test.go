@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/deployd/bundle"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -791,43 +790,11 @@ func tickLogLine(t *testing.T, stderr, msg string) string {
 }
 
 // TestTruthRatchetAfterACorruptState: what must survive a corrupt state.json
-// survives it. The replay ratchet: serial 2 applied signed, state.json corrupt, the
-// older signed serial 1 (no rollback) is refused SIGNATURE_REPLAY before the download
-// and the lease. The env-mismatch latch: still latched, and status still says so.
+// survives it. The env-mismatch latch: still latched, and status and the metrics file
+// still say so. (The replay ratchet: deployd's TestSignatureReplayAndRollback,
+// "state.json corrupt"; the failed shas: TestCorruptStateKeepsWhatMustSurvive.)
 func TestTruthRatchetAfterACorruptState(t *testing.T) {
 	testbox.SkipIfShort(t)
-	t.Run("the replay ratchet", func(t *testing.T) {
-		s := &sigBox{box: newBox(t, boxOpts{script: fastScript(nil)}), dir: t.TempDir()}
-		key, pub := s.keygen("renderer")
-		s.Configure(func(c *deployd.Config) { c.TrustedKeys = []string{pub.String()} })
-		file1, sha1 := s.publish("app-1.tar.gz", faketenancy.SampleApp(s.Env, 1))
-		s.sign(file1, sha1, key, pub.ID)
-		file2, sha2 := s.publish("app-2.tar.gz", faketenancy.SampleApp(s.Env, 2))
-		s.sign(file2, sha2, key, pub.ID)
-		res := s.tick()
-		require.Equal(t, 0, res.Code, res.Stderr)
-		require.Equal(t, sha2, s.Live())
-		require.Equal(t, bundle.Serials{pub.ID: 2}, s.State().SignedSerials)
-
-		corruptState(t, s.box)
-		leases := s.Leases()
-		s.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1}) // serial 1, no rollback
-		res = s.tick()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-		assert.Contains(t, res.Stderr, "state.json did not parse")
-		assert.Equal(t, string(codes.SignatureReplay), tickCode(t, res.Stderr))
-		assert.Zero(t, s.downloads(sha1), "refused before the download")
-		assert.Equal(t, leases, s.Leases(), "no lease")
-		assert.Equal(t, sha2, s.Live())
-		rep := s.LastReport()
-		assert.Equal(t, string(codes.SignatureReplay), rep.Code)
-		assert.Equal(t, sha1, rep.SHA)
-		st := s.State()
-		assert.Equal(t, bundle.Serials{pub.ID: 2}, st.SignedSerials, "the ratchet survived")
-		require.NotNil(t, st.Rebuilt)
-		assert.Contains(t, st.Rebuilt.Kept, "1 signed serials")
-	})
-
 	t.Run("the env-mismatch latch", func(t *testing.T) {
 		b := newTruthBox(t, boxOpts{noGrant: true})
 		b.placeForeignToken()
