@@ -15,7 +15,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	holdfile "github.com/monky/monky-deployd/internal/hold"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // sleepyLoop runs Agent.Loop with a monotonic timer that never fires after the first
@@ -40,7 +40,7 @@ func (l *sleepyLoop) poll() {
 	case <-time.After(10 * time.Second):
 		l.t.Fatal("the loop does not wait for a poll")
 	}
-	testbox.WaitFor(l.t, 10*time.Second, "the loop to take the poll", func() bool { return l.looks.Load() > n || l.exited.Load() })
+	testprog.WaitFor(l.t, 10*time.Second, "the loop to take the poll", func() bool { return l.looks.Load() > n || l.exited.Load() })
 }
 
 func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int32) *sleepyLoop {
@@ -74,7 +74,7 @@ func startSleepyLoop(t *testing.T, b *box, interval time.Duration, stopAfter int
 			},
 		})
 	}()
-	testbox.WaitFor(t, 10*time.Second, "the first tick", func() bool { return l.ticks.Load() == 1 })
+	testprog.WaitFor(t, 10*time.Second, "the first tick", func() bool { return l.ticks.Load() == 1 })
 	return l
 }
 

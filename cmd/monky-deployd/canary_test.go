@@ -17,7 +17,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // canaries are the secret values planted in the fake OpenBao: quotes, dollars,
@@ -84,7 +84,7 @@ func needles(v string) []string {
 // stdout, the reports and check-ins tenancy received, every file under the state
 // directory, every file of the releases except the .env, status and status --json.
 func TestSecretCanary(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{record: true})
 	for _, c := range canaries {
 		b.Stack.Bao.PutSecret(b.Env, c.path, map[string]string{c.key: c.value})

@@ -23,10 +23,11 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
 	"github.com/monky/monky-deployd/internal/testbox/golden"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // mainResult is one in-process run of Main.
-type mainResult = testbox.Result
+type mainResult = testprog.Result
 
 // runMain runs Main in-process with env as the whole environment.
 func runMain(t *testing.T, env []string, args ...string) mainResult {

@@ -25,6 +25,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // fastScript makes the one-shot migrate service exit 0 at once, so that the health
@@ -154,7 +155,7 @@ func (c *crashBox) converge(t *testing.T, liveAfterKill string) {
 	// without is a request whose answer it never read).
 	recorded := err == nil && st.Lease != nil && st.Lease.SHA == c.newSHA && !st.Lease.ExpiresAt.IsZero()
 	p := c.start([]string{"run", "--config", c.CfgPath})
-	testbox.WaitFor(t, 30*time.Second, "the next run's first docker call", func() bool { return len(c.DockerCalls("version")) > versions })
+	testprog.WaitFor(t, 30*time.Second, "the next run's first docker call", func() bool { return len(c.DockerCalls("version")) > versions })
 	entries, err := os.ReadDir(c.Cfg.ReleasesDir())
 	require.NoError(t, err)
 	beforeCheckin := len(c.Stack.Tenancy.Checkins(c.Env)) == checkins
@@ -225,7 +226,7 @@ type crashPoint struct {
 	name string
 	// arm makes the run block at the kill point; reached reports that it is there.
 	arm     func(c *crashBox)
-	reached func(c *crashBox, p *testbox.Proc) bool
+	reached func(c *crashBox, p *testprog.Proc) bool
 	// word, instead of reached: the kill point is a call of this docker command.
 	word string
 	// switched: current points at the new release after the kill, not the old one.
@@ -263,7 +264,7 @@ func crashPoints() []crashPoint {
 		{
 			name: "download",
 			arm:  delayTenancy("bundle"),
-			reached: func(c *crashBox, _ *testbox.Proc) bool {
+			reached: func(c *crashBox, _ *testprog.Proc) bool {
 				return exists(filepath.Join(c.Cfg.ReleasesDir(), "."+c.newSHA+".bundle"))
 			},
 		},
@@ -291,7 +292,7 @@ func crashPoints() []crashPoint {
 				}
 				c.setScript(s)
 			},
-			reached: func(c *crashBox, p *testbox.Proc) bool {
+			reached: func(c *crashBox, p *testprog.Proc) bool {
 				return strings.Contains(p.Stderr.String(), "docker compose up done") && len(c.DockerCalls("ps")) > 0
 			},
 			switched: true,
@@ -313,10 +314,10 @@ func (c *crashBox) stopAt(t *testing.T, cp crashPoint, sig syscall.Signal) resul
 	reached := cp.reached
 	if cp.word != "" {
 		before := len(c.DockerCalls(cp.word))
-		reached = func(c *crashBox, _ *testbox.Proc) bool { return len(c.DockerCalls(cp.word)) > before }
+		reached = func(c *crashBox, _ *testprog.Proc) bool { return len(c.DockerCalls(cp.word)) > before }
 	}
 	p := c.start([]string{"run", "--config", c.CfgPath})
-	testbox.WaitFor(t, 60*time.Second, cp.name, func() bool { return reached(c, p) })
+	testprog.WaitFor(t, 60*time.Second, cp.name, func() bool { return reached(c, p) })
 	if sig == syscall.SIGKILL {
 		return p.Kill()
 	}
@@ -332,7 +333,7 @@ func (c *crashBox) stopAt(t *testing.T, cp crashPoint, sig syscall.Signal) resul
 // leaves it, and the next run converges — without a new lease when the release was
 // already promoted.
 func TestCrashAtEachStep(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		for _, cp := range crashPoints() {
 			name := map[syscall.Signal]string{syscall.SIGKILL: "kill", syscall.SIGTERM: "SIGTERM"}[sig] + " at " + cp.name
@@ -364,7 +365,7 @@ func TestCrashAtEachStep(t *testing.T) {
 // within the window from "read the environment's secrets" (staging starts) to the end,
 // where the release is staged, its .env written, renamed, promoted and the state saved.
 func TestCrashAtRandomPoints(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	const anchor = "read the environment's secrets"
 	// How long a whole apply of the binary takes here, and its writing part.
 	c := newCrashBox(t)
@@ -426,8 +427,8 @@ func waitTight(t *testing.T, cond func() bool) {
 	}
 }
 
-func logged(msg string) func(c *crashBox, p *testbox.Proc) bool {
-	return func(_ *crashBox, p *testbox.Proc) bool { return strings.Contains(p.Stderr.String(), msg) }
+func logged(msg string) func(c *crashBox, p *testprog.Proc) bool {
+	return func(_ *crashBox, p *testprog.Proc) bool { return strings.Contains(p.Stderr.String(), msg) }
 }
 
 func exists(p string) bool {
@@ -438,12 +439,12 @@ func exists(p string) bool {
 // TestCrashDuringDown: a SIGKILL during compose down leaves current on the live release
 // (complete); the next run takes it down and reports down.
 func TestCrashDuringDown(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	c := newCrashBox(t)
 	c.SetDesired(faketenancy.Desired{Action: "down"})
 	c.setScript(fastScript(map[string]fakedocker.Command{"down": {Delay: 30 * time.Second}}))
 	p := c.start([]string{"run", "--config", c.CfgPath})
-	testbox.WaitFor(t, 30*time.Second, "compose down", func() bool { return len(c.DockerCalls("down")) > 0 })
+	testprog.WaitFor(t, 30*time.Second, "compose down", func() bool { return len(c.DockerCalls("down")) > 0 })
 	p.Kill()
 	assert.Equal(t, c.oldSHA, c.checkInvariant(t, "after a kill during down"))
 	c.setScript(fastScript(nil))
@@ -468,16 +469,16 @@ func unhealthyScript(commands map[string]fakedocker.Command) *fakedocker.Script 
 // box must restore it again and go on serving it — not take the environment down as if
 // it had served nothing.
 func TestCrashDuringRestore(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	c := newCrashBox(t)
 	// The new release is unhealthy; its logs call takes 2s, time enough to make the
 	// restore's compose up hang.
 	c.setScript(unhealthyScript(map[string]fakedocker.Command{"logs": {Delay: 2 * time.Second}}))
 	p := c.start([]string{"run", "--config", c.CfgPath})
-	testbox.WaitFor(t, 30*time.Second, "the failing service's logs", func() bool { return len(c.DockerCalls("logs")) > 0 })
+	testprog.WaitFor(t, 30*time.Second, "the failing service's logs", func() bool { return len(c.DockerCalls("logs")) > 0 })
 	ups := len(c.DockerCalls("up"))
 	c.setScript(unhealthyScript(map[string]fakedocker.Command{"up": {Delay: 30 * time.Second}}))
-	testbox.WaitFor(t, 30*time.Second, "the restore's compose up", func() bool { return len(c.DockerCalls("up")) > ups })
+	testprog.WaitFor(t, 30*time.Second, "the restore's compose up", func() bool { return len(c.DockerCalls("up")) > ups })
 	p.Kill()
 	require.Equal(t, c.oldSHA, c.checkInvariant(t, "after a kill during the restore"), "current was already back on the old release")
 
@@ -500,7 +501,7 @@ func TestCrashDuringRestore(t *testing.T) {
 // TestFailedApplyAfterDown: after tenancy took the environment down, a failed apply
 // must leave it down — the downed release is not "what the box served".
 func TestFailedApplyAfterDown(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	c := newCrashBox(t)
 	c.SetDesired(faketenancy.Desired{Action: "down"})
 	res := c.tick()

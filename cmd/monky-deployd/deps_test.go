@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/monky/monky-deployd/internal/testbox"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // forbiddenDeps are packages the agent binary must never link: test code and fakes
@@ -36,8 +37,8 @@ func forbidden(pkg string) bool {
 // TestLinksNoTestCode: `go list -deps` of the agent holds no test package and no fake,
 // and neither does the symbol table of the binary as built.
 func TestLinksNoTestCode(t *testing.T) {
-	goTool := testbox.GoTool(t)
-	deps := testbox.Deps(t, ".")
+	goTool := testprog.GoTool(t)
+	deps := testprog.Deps(t, ".")
 	require.Contains(t, deps, "github.com/monky/monky-deployd/deployd", "the list is the agent's")
 	require.Contains(t, deps, "github.com/monky/monky-deployd/cmd/monky-deployd")
 	for _, d := range deps {
@@ -83,7 +84,7 @@ func TestForbidden(t *testing.T) {
 	for _, pkg := range []string{"testingx", "net/http", mod + "deployd/bundle", mod + "internal/fsutil"} {
 		assert.False(t, forbidden(pkg), pkg)
 	}
-	for sym, want := range map[string]bool{"testing.tRunner": true, "testingx.F": false, mod + "internal/testbox.Build": true,
+	for sym, want := range map[string]bool{"testing.tRunner": true, "testingx.F": false, mod + "internal/testprog.Build": true,
 		mod + "internal/testbox/golden.Assert": true, mod + "deployd/deploydtest/fakedocker.New": true, mod + "deployd.New": false} {
 		assert.Equal(t, want, forbiddenSymbol(sym), sym)
 	}

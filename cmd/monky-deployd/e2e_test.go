@@ -21,7 +21,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestBinaryLifecycle drives the shipped binary through a box's life against the
@@ -31,7 +31,7 @@ import (
 // step is deployd's: TestApplyNoneDown, TestRefusalsCostNoLease, TestExitCodes and
 // TestEnvMismatchLatch.)
 func TestBinaryLifecycle(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 
@@ -135,11 +135,11 @@ func TestBinaryLifecycle(t *testing.T) {
 
 // TestBinaryLockHeld: a second run while one holds the lock exits 75 at once.
 func TestBinaryLockHeld(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{script: &fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {Delay: 5 * time.Second}}}})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	first := b.start([]string{"run", "--config", b.CfgPath})
-	testbox.WaitFor(t, 30*time.Second, "the first run's docker version call", func() bool { return len(b.DockerCalls("version")) > 0 })
+	testprog.WaitFor(t, 30*time.Second, "the first run's docker version call", func() bool { return len(b.DockerCalls("version")) > 0 })
 	start := time.Now()
 	res := b.tick()
 	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
@@ -150,7 +150,7 @@ func TestBinaryLockHeld(t *testing.T) {
 
 // TestBinaryLoop: run --loop stops on 78, backs off on 75 and stops on SIGTERM with 0.
 func TestBinaryLoop(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	t.Run("stops on 78", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
 		b.placeForeignToken()
@@ -178,12 +178,12 @@ func TestBinaryLoop(t *testing.T) {
 			return ts
 		}
 		// 1 + 4 failing check-ins: pauses of 200, 400, 800, 1600 ms (±10%).
-		testbox.WaitFor(t, 60*time.Second, "five check-ins", func() bool { return len(checkins()) >= 6 })
+		testprog.WaitFor(t, 60*time.Second, "five check-ins", func() bool { return len(checkins()) >= 6 })
 		failing := checkins()[1:6]
 		// Recovery: the pause goes back to tenancy's next_checkin_s (1s).
 		b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 		n := len(checkins())
-		testbox.WaitFor(t, 60*time.Second, "two check-ins after the recovery", func() bool { return len(checkins()) >= n+2 })
+		testprog.WaitFor(t, 60*time.Second, "two check-ins after the recovery", func() bool { return len(checkins()) >= n+2 })
 		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 		res = p.Wait(t, 30*time.Second)
 		assert.Equal(t, 0, res.Code, res.Stderr)
@@ -268,11 +268,11 @@ func countBao(b *box, part string) int {
 // TestBinaryLoopSignalDuringTick: SIGTERM while a tick of run --loop is busy ends the
 // loop with 0.
 func TestBinaryLoopSignalDuringTick(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{script: fastScript(map[string]fakedocker.Command{"up": {Delay: 30 * time.Second}})})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	p := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", "100ms"})
-	testbox.WaitFor(t, 30*time.Second, "compose up", func() bool { return len(b.DockerCalls("up")) > 0 })
+	testprog.WaitFor(t, 30*time.Second, "compose up", func() bool { return len(b.DockerCalls("up")) > 0 })
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	res := p.Wait(t, 30*time.Second)
 	assert.Equal(t, 0, res.Code, res.Stderr)

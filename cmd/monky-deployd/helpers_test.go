@@ -20,23 +20,24 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // testCommit is what the test build of the binary links as main.commit.
 const testCommit = "e2e0123abcd"
 
 // TestMain removes the binary built for the end-to-end tests when they are done.
-func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
 // agentFlags are the go build flags of the agent binary: the commit set with -ldflags.
 var agentFlags = []string{"-ldflags", "-X main.commit=" + testCommit}
 
 // agentBinary builds the real monky-deployd once per test process, exactly as it is
 // shipped (CGO off, the commit set with -ldflags), and returns its path. Under go test
-// -short it skips the test (testbox.Build).
+// -short it skips the test (testprog.Build).
 func agentBinary(t testing.TB) string {
 	t.Helper()
-	return testbox.Build(t, testbox.AgentPkg, agentFlags...)
+	return testprog.Build(t, testprog.AgentPkg, agentFlags...)
 }
 
 // readFile is the content of the file at p, which must read.
@@ -182,13 +183,13 @@ func (b *box) procEnv(extra ...string) []string {
 }
 
 // result is one finished run of the binary.
-type result = testbox.Result
+type result = testprog.Result
 
 // start starts the binary with args (the config is appended for the commands that
 // take one) and the box's process environment plus extraEnv.
-func (b *box) start(args []string, extraEnv ...string) *testbox.Proc {
+func (b *box) start(args []string, extraEnv ...string) *testprog.Proc {
 	b.T.Helper()
-	return testbox.Start(b.T, agentBinary(b.T), b.Dir, b.procEnv(extraEnv...), args...)
+	return testprog.Start(b.T, agentBinary(b.T), b.Dir, b.procEnv(extraEnv...), args...)
 }
 
 // run runs the binary to its end.

@@ -14,7 +14,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/hold"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestHoldCommand: hold --for sets a hold of the caller (cut to holds.max) and says
@@ -88,7 +88,7 @@ func TestHoldCommandErrors(t *testing.T) {
 // TestHoldDefersPreparedNotQueued; the console's override, TestOverrideHold; a hostile
 // hold file, TestHostileHoldFilesAreIgnored and TestHoldCommand.)
 func TestBinaryHold(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	res := b.tick()

@@ -12,7 +12,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // hookCompose adds the hook services to the sample app's compose file.
@@ -41,7 +41,7 @@ func hookScript(service, delay string) *fakedocker.Script {
 // (before the switch nothing switched; after it, the previous release is restored,
 // the release saying restore is safe) (docs/OPERATIONS.md, "Hooks and crashes").
 func TestCrashInHook(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	for _, tc := range []struct {
 		phase      string
 		repeatable bool
@@ -67,7 +67,7 @@ func TestCrashInHook(t *testing.T) {
 
 			b.setScript(hookScript(service, "30s"))
 			p := b.start([]string{"run", "--config", b.CfgPath})
-			testbox.WaitFor(t, 60*time.Second, "the hook's run", func() bool { return len(b.DockerCalls("run")) > 0 })
+			testprog.WaitFor(t, 60*time.Second, "the hook's run", func() bool { return len(b.DockerCalls("run")) > 0 })
 			killed := p.Kill()
 			require.Negative(t, killed.Code, "killed, not exited:\n%s", killed.Stderr)
 			st := b.State()

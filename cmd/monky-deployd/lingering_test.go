@@ -13,7 +13,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // The commands a lingering docker holds the output of, as shell case patterns over
@@ -58,7 +58,7 @@ func lingeringDocker(t *testing.T, b *box, match, fail string) {
 // delay, applies the release with one lease: the exit status decides, and the log
 // says what held the output.
 func TestBinaryDockerOutputOutlivesAnExit0(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	lingeringDocker(t, b, lingerUp+"|"+lingerPull, "")
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -86,7 +86,7 @@ func TestBinaryDockerOutputOutlivesAnExit0(t *testing.T) {
 // its output in the report's tail; a pull that failed for no network reason is
 // PULL_FAILED before the lease, naming what the daemon said.
 func TestBinaryDockerFailsWithItsOutputHeld(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	t.Run("compose up", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		said := "Error response from daemon: driver failed programming external connectivity on endpoint monky-web-1: Bind for 0.0.0.0:8080 failed: port is already allocated"

@@ -11,6 +11,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestBinaryPlan drives `monky-deployd plan` of the shipped binary on the fakes:
@@ -19,7 +20,7 @@ import (
 // with tenancy gone. (That a plan takes no lease and reports nothing, refused or not:
 // deployd's TestPlan.)
 func TestBinaryPlan(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	plan := func(extra ...string) result {
 		return b.run(append([]string{"plan", "--config", b.CfgPath}, extra...))

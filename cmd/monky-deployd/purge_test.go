@@ -13,6 +13,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/release"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // secretFiles lists the files under dir (relative to it; symlinks not followed) that
@@ -68,7 +69,7 @@ func twoReleases(t *testing.T, b *box) (string, string) {
 // the log line say what was removed, and the next apply stages the release afresh
 // (a new lease, the secret read again).
 func TestBinaryPurgeLeavesNoSecret(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{script: fastScript(nil)})
 	first, second := twoReleases(t, b)
 	downs := len(b.DockerCalls("down"))
@@ -126,7 +127,7 @@ func TestBinaryPurgeLeavesNoSecret(t *testing.T) {
 // after a plain down removes the volumes with the release taken down, then every
 // release.
 func TestBinaryDownKeepsTheReleases(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	tests := []struct {
 		name  string
 		env   string

@@ -16,6 +16,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // tickRE finds the tick's own log line and its code attribute ("" when the tick
@@ -114,7 +115,7 @@ func (s *sigBox) refusedForSignature(code codes.Code, leases int, live string) {
 // signed by the trusted key, the same bundle applies, exit 0, one lease; status names
 // the trusted key.
 func TestBinarySignatures(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	s := &sigBox{box: newBox(t, boxOpts{}), dir: t.TempDir()}
 	trusted, trustedPub := s.keygen("renderer")
 	other, otherPub := s.keygen("other")

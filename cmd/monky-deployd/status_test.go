@@ -13,7 +13,7 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // The status view itself (its verdicts, text and JSON) is tested in deployd
@@ -94,7 +94,7 @@ func TestStatusAfterRevokedToken(t *testing.T) {
 // state no longer holds (the next run clears it and checks in), and status must not
 // tell the operator that runs exit 78.
 func TestStatusLatchOfAnotherEnv(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{noGrant: true})
 	b.placeForeignToken()
 	res := b.tick()

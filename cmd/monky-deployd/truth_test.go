@@ -22,6 +22,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // The tests of issue 28's "Done when" ("One truth about a box"), one per bullet, each
@@ -41,7 +42,7 @@ type truthBox struct {
 // newTruthBox is newBox (on fastScript unless o names a script) with a metrics file.
 func newTruthBox(t *testing.T, o boxOpts) *truthBox {
 	t.Helper()
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	if o.script == nil {
 		o.script = fastScript(nil)
 	}
@@ -401,7 +402,7 @@ func missingSecretApp(env string, serial int64) faketenancy.BundleSpec {
 // with exactly one lease and no retry from tenancy. Gone between the check before the
 // lease and the read after it: one lease spent, and none more in that hour.
 func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	t.Run("missing before the lease", func(t *testing.T) {
 		b := newTruthBox(t, boxOpts{})
 		b.apply(1)
@@ -539,7 +540,7 @@ func secretReads(b *truthBox, path string) []int {
 // corrupt state.json is logged as what it is (not an interrupted apply, not an older
 // agent), every code stays honest, and the next status shows the rebuild.
 func TestTruthCodesThatDoNotLie(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	malformed := []struct{ name, body string }{
 		{"invalid JSON", `{"action":"apply","sha":`},
 		{"an unknown action", `{"action":"reboot","purge":false,"retry":false,"rollback":false,"next_checkin_s":60}`},
@@ -631,7 +632,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 // restarts, while the state dir cannot be written, or after a DISK_FULL tick that
 // could not save its state.
 func TestTruthStatusIsNotHealthy(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	restarting := []struct {
 		name  string
 		state fakedocker.State
@@ -794,7 +795,7 @@ func tickLogLine(t *testing.T, stderr, msg string) string {
 // still say so. (The replay ratchet: deployd's TestSignatureReplayAndRollback,
 // "state.json corrupt"; the failed shas: TestCorruptStateKeepsWhatMustSurvive.)
 func TestTruthRatchetAfterACorruptState(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	t.Run("the env-mismatch latch", func(t *testing.T) {
 		b := newTruthBox(t, boxOpts{noGrant: true})
 		b.placeForeignToken()

@@ -21,6 +21,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/fsutil"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // DefaultEnv is the environment of a box whose Options name none.
@@ -87,7 +88,7 @@ type Box struct {
 	// Grants are the bootstrap grants PlaceGrant placed, oldest first.
 	Grants []string
 	// Logs receives the log of the agents NewAgent builds (JSON, debug).
-	Logs *SyncBuffer
+	Logs *testprog.SyncBuffer
 
 	bin   string
 	flags []string
@@ -102,7 +103,7 @@ func New(tb testing.TB, o Options) *Box {
 	if o.Secret == "" {
 		o.Secret = DefaultSecret
 	}
-	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &SyncBuffer{}, bin: o.Binary, flags: o.BuildFlags}
+	b := &Box{T: tb, Env: o.Env, Dir: tb.TempDir(), Logs: &testprog.SyncBuffer{}, bin: o.Binary, flags: o.BuildFlags}
 	b.CfgPath = filepath.Join(b.Dir, "config.yaml")
 	var dockerOpts *fakedocker.Options
 	if !o.RealDocker {
@@ -398,17 +399,17 @@ func (b *Box) ProcEnv(extra ...string) []string {
 
 // Start starts the agent binary with args in the box's directory, with ProcEnv(extraEnv…).
 // Under go test -short it skips the test (SkipIfShort), Options.Binary given or not.
-func (b *Box) Start(args []string, extraEnv ...string) *Proc {
+func (b *Box) Start(args []string, extraEnv ...string) *testprog.Proc {
 	b.T.Helper()
-	SkipIfShort(b.T)
+	testprog.SkipIfShort(b.T)
 	if b.bin == "" {
-		b.bin = Build(b.T, AgentPkg, b.flags...)
+		b.bin = testprog.Build(b.T, testprog.AgentPkg, b.flags...)
 	}
-	return Start(b.T, b.bin, b.Dir, b.ProcEnv(extraEnv...), args...)
+	return testprog.Start(b.T, b.bin, b.Dir, b.ProcEnv(extraEnv...), args...)
 }
 
 // Run runs the agent binary with args to its end (at most d) and returns the result.
-func (b *Box) Run(d time.Duration, args []string, extraEnv ...string) Result {
+func (b *Box) Run(d time.Duration, args []string, extraEnv ...string) testprog.Result {
 	b.T.Helper()
 	res := b.Start(args, extraEnv...).Wait(b.T, d)
 	b.T.Logf("monky-deployd %s → exit %d in %s", strings.Join(args, " "), res.Code, res.Elapsed.Round(time.Millisecond))

@@ -16,9 +16,10 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
-func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
 // TestWriteConfig: a variant config leaves the box's own as it was.
 func TestWriteConfig(t *testing.T) {
@@ -40,8 +41,8 @@ func TestSkipIfShort(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, flag.Set("test.short", was)) })
 	require.NoError(t, flag.Set("test.short", "true"))
 	for name, ask := range map[string]func(t *testing.T){
-		"SkipIfShort": func(t *testing.T) { testbox.SkipIfShort(t) },
-		"Build":       func(t *testing.T) { testbox.Build(t, "github.com/monky/monky-deployd/test/engine/testapp") },
+		"SkipIfShort": func(t *testing.T) { testprog.SkipIfShort(t) },
+		"Build":       func(t *testing.T) { testprog.Build(t, "github.com/monky/monky-deployd/test/engine/testapp") },
 		"Box.Start":   func(t *testing.T) { testbox.New(t, testbox.Options{}).Start([]string{"version"}) },
 	} {
 		var skipped, went bool
@@ -56,7 +57,7 @@ func TestSkipIfShort(t *testing.T) {
 	require.NoError(t, flag.Set("test.short", "false"))
 	var went bool
 	t.Run("not short", func(t *testing.T) {
-		testbox.SkipIfShort(t)
+		testprog.SkipIfShort(t)
 		went = true
 	})
 	assert.True(t, went, "without -short the test goes on")

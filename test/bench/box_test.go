@@ -16,6 +16,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/internal/logging"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 const envID = "env-bench-01"
@@ -76,12 +77,12 @@ func (x *box) procEnv() []string { return x.Docker.Env() }
 func binaries(tb testing.TB) (agent, floor string) {
 	tb.Helper()
 	flags := []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w"}
-	return testbox.Build(tb, testbox.AgentPkg, flags...),
-		testbox.Build(tb, "github.com/monky/monky-deployd/test/bench/floor", flags...)
+	return testprog.Build(tb, testprog.AgentPkg, flags...),
+		testprog.Build(tb, "github.com/monky/monky-deployd/test/bench/floor", flags...)
 }
 
 // TestMain removes the binaries built for the benchmarks.
-func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
 // run execs a program with env, fails tb unless it exits 0, and returns the CPU time
 // (user and system) of the process and of the children it waited for.

@@ -24,6 +24,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // enableHint is how a developer turns the real-engine half on.
@@ -60,8 +61,8 @@ func engineWanted() bool { return os.Getenv("MONKY_ENGINE") == "1" }
 // engine half runs.
 func buildAll(tb testing.TB) {
 	tb.Helper()
-	built.agent = testbox.Build(tb, testbox.AgentPkg, "-trimpath")
-	built.testap = testbox.Build(tb, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath")
+	built.agent = testprog.Build(tb, testprog.AgentPkg, "-trimpath")
+	built.testap = testprog.Build(tb, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath")
 	built.once.Do(func() {
 		if engineWanted() {
 			built.image, built.err = importImage(built.testap, "", "")
@@ -128,7 +129,7 @@ func importImage(app, tag, variant string) (string, error) {
 
 // TestMain removes what the tests built; the image stays only while its tag is in use.
 func TestMain(m *testing.M) {
-	code := testbox.Run(m)
+	code := testprog.Run(m)
 	if built.image != "" {
 		_ = exec.Command("docker", "image", "rm", "-f", built.image).Run()
 	}
@@ -258,7 +259,7 @@ func (b *box) script(s fakedocker.Script) {
 }
 
 // start starts `monky-deployd args… --config <box>` in its own process group.
-func (b *box) start(args ...string) *testbox.Proc {
+func (b *box) start(args ...string) *testprog.Proc {
 	b.T.Helper()
 	return b.Start(append(args, "--config", b.CfgPath))
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // migrateApp is a backend with its database migration: a one-shot migrate service
@@ -183,7 +183,7 @@ func killInHook(t *testing.T, be backend, phase string) {
 	b.script(fakedocker.Script{Hooks: map[string]fakedocker.Hook{"backup": {Delay: "60s"}}})
 	p := b.start("run")
 	var name string
-	testbox.WaitFor(t, 60*time.Second, "the hook to run", func() bool {
+	testprog.WaitFor(t, 60*time.Second, "the hook to run", func() bool {
 		if !be.engine {
 			return len(b.DockerCalls("run")) > 0
 		}

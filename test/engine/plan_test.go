@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // planCompose has three services: web reads LOG_LEVEL, worker reads nothing that
@@ -35,7 +35,7 @@ func (b *box) publishPlan(level string) string {
 // apply release 2: exactly the services the plan said recreated get new containers
 // on the real engine.
 func TestPlan(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	for _, be := range []backend{fake, engine} {
 		t.Run(be.name, func(t *testing.T) {
 			b := newBox(t, be, boxOpts{})
@@ -119,7 +119,7 @@ func (b *box) releaseFile(sha, name string) string {
 // that no longer exists). With it, the service that mounts the config is recreated
 // and mounts the new release's file; plan says so first; the other service is kept.
 func TestConfigsFollowTheRelease(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	for _, be := range []backend{fake, engine} {
 		t.Run(be.name, func(t *testing.T) {
 			b := newBox(t, be, boxOpts{})

@@ -16,7 +16,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // Compose files of the scenarios. {{image}} is the test image; /app is the test app
@@ -88,7 +88,7 @@ var scenarios = []scenario{
 // TestScenarios runs every scenario on the fake docker, then on the real engine
 // (MONKY_ENGINE=1; skipped with the command that enables it otherwise, never in CI).
 func TestScenarios(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	for _, be := range []backend{fake, engine} {
 		t.Run(be.name, func(t *testing.T) {
 			for _, sc := range scenarios {
@@ -329,7 +329,7 @@ func killDuringUp(t *testing.T, be backend) {
 	b.publish(release{compose: dbAndAPI("3s")})
 	b.script(fakedocker.Script{Commands: map[string]fakedocker.Command{"up": {Delay: 3 * time.Second}}})
 	p := b.start("run")
-	testbox.WaitFor(t, 60*time.Second, "compose up to be running", func() bool {
+	testprog.WaitFor(t, 60*time.Second, "compose up to be running", func() bool {
 		if be.engine {
 			return len(b.containers()) > 0
 		}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // shapesProject writes the project the shape comparisons run, web (unhealthy by its
@@ -65,7 +65,7 @@ func TestFakeSpeaksLikeTheEngine(t *testing.T) {
 		return out
 	}
 	real("compose", "-p", project, "up", "-d")
-	testbox.WaitFor(t, 30*time.Second, "web to be unhealthy", func() bool {
+	testprog.WaitFor(t, 30*time.Second, "web to be unhealthy", func() bool {
 		return strings.Contains(string(real("compose", "-p", project, "ps", "--all", "--format", "json")), `"Health":"unhealthy"`)
 	})
 	realPS := real("compose", "-p", project, "ps", "--all", "--format", "json")
@@ -357,7 +357,7 @@ func TestFakeEngineSpeaksLikeTheEngine(t *testing.T) {
 		return list, inspected, images
 	}
 	realClient := unixClient(engineSocket())
-	testbox.WaitFor(t, 30*time.Second, "web to be unhealthy", func() bool {
+	testprog.WaitFor(t, 30*time.Second, "web to be unhealthy", func() bool {
 		var o []map[string]any
 		apiGet(t, realClient, filter, &o)
 		return slices.ContainsFunc(o, func(c map[string]any) bool { return strings.Contains(c["Status"].(string), "(unhealthy)") })

@@ -21,6 +21,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 var (
@@ -78,7 +79,7 @@ type rate struct {
 }
 
 func TestFleet(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	if *flagAgents <= 0 {
 		t.Skip("the fleet runs when given a size: go test -count=1 -v -run '^TestFleet$' ./test/fleet/ -fleet.agents=300 (500 for the figures of docs/OPERATIONS.md, 1000 for docs/BENCHMARKS.md)")
 	}

@@ -21,15 +21,16 @@ import (
 	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // TestMain removes the agent binary the soak built.
-func TestMain(m *testing.M) { os.Exit(testbox.Run(m)) }
+func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
 // buildAgent builds cmd/monky-deployd as shipped (CGO off, -trimpath).
 func buildAgent(t *testing.T) string {
 	t.Helper()
-	return testbox.Build(t, testbox.AgentPkg, "-trimpath")
+	return testprog.Build(t, testprog.AgentPkg, "-trimpath")
 }
 
 // box is one environment's box: a testbox.Box on the soak's shared fakes (its

@@ -25,6 +25,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 var (
@@ -129,7 +130,7 @@ func round(v float64) float64 {
 }
 
 func TestSoak(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	if *flagDuration <= 0 {
 		t.Skip("the soak runs when given a duration: go test -count=1 -v -run '^TestSoak$' ./test/soak/ -soak.duration=1m")
 	}

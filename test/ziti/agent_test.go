@@ -20,6 +20,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // zitiBinary returns the ziti CLI to run: $ZITI_BIN, or else tools/ziti/bin/ziti of
@@ -104,18 +105,18 @@ func (b *box) config(tb testing.TB, name string, tenancy deployd.TenancyConfig) 
 }
 
 // result is one run of the agent binary.
-type result = testbox.Result
+type result = testprog.Result
 
 // run runs the agent binary with args and the extra environment, and waits for it.
 func (b *box) run(tb testing.TB, extraEnv []string, args ...string) result {
 	tb.Helper()
-	return testbox.Start(tb, testbox.Build(tb, testbox.AgentPkg), b.Dir, b.env(extraEnv), args...).Wait(tb, 2*time.Minute)
+	return testprog.Start(tb, testprog.Build(tb, testprog.AgentPkg), b.Dir, b.env(extraEnv), args...).Wait(tb, 2*time.Minute)
 }
 
 // command is the agent binary with a clean environment: PATH (the fake docker first),
 // HOME and the fake docker's FAKE_DOCKER_*, plus extraEnv.
 func (b *box) command(ctx context.Context, extraEnv []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, testbox.Build(b.T, testbox.AgentPkg), args...)
+	cmd := exec.CommandContext(ctx, testprog.Build(b.T, testprog.AgentPkg), args...)
 	cmd.Env = b.env(extraEnv)
 	cmd.Dir = b.Dir
 	return cmd

@@ -15,7 +15,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
-	"github.com/monky/monky-deployd/internal/testbox"
+	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
 // plantedSecret is the OpenBao value of DB_PASSWORD; it must reach the release's .env
@@ -26,7 +26,7 @@ const plantedSecret = "zitimesh-planted-db-password-5f2c"
 // and edge router. The subtests run in order on one box and one mesh; the last one
 // stops the controller.
 func TestAgentOverMesh(t *testing.T) {
-	testbox.SkipIfShort(t)
+	testprog.SkipIfShort(t)
 	zitiBin := zitiBinary(t)
 	w := newWorld(t, zitiBin, t.TempDir())
 	b := newBox(t, w)

@@ -105,7 +105,7 @@ func GoTool(tb testing.TB) string {
 }
 
 // Run runs the tests of m and then removes every program Build built; a package's
-// TestMain returns os.Exit(testprog.Run(m)) (or testbox.Run) or does its own cleaning in
+// TestMain returns os.Exit(testprog.Run(m)) or does its own cleaning in
 // between.
 func Run(m *testing.M) int {
 	code := m.Run()

@@ -4,7 +4,8 @@
 // Deps (what a package links, for the dependency budgets) and SkipIfShort, the one
 // decision of what go test -short leaves out.
 //
-// testbox re-exports all of it; a test package imports testprog itself only when it
-// must not link the agent and its dependencies (the OpenZiti SDK, vault/api,
-// compose-go) that testbox's boxes bring: cmd/monky-fakes, internal/engine.
+// Tests import it directly (testbox does not re-export it): a test that runs a program
+// needs no box, and a test that must not link the agent and its dependencies (the
+// OpenZiti SDK, vault/api, compose-go) that testbox's boxes bring, as cmd/monky-fakes
+// and internal/engine, can have it.
 package testprog
