@@ -42,6 +42,14 @@ func (e *env) engineJSON(method, target string, wantCode int, v any) {
 	require.NoError(e.t, json.Unmarshal(body, v), "%s %s: %s", method, target, body)
 }
 
+// refused asks the engine and checks its error answer: the status and a message holding part.
+func (e *env) refused(method, target string, wantCode int, part string, msgAndArgs ...any) {
+	e.t.Helper()
+	code, body := e.engine(method, target)
+	assert.Equal(e.t, wantCode, code, msgAndArgs...)
+	message(part)(e.t, body)
+}
+
 func projectFilter(p string) string {
 	return url.QueryEscape(`{"label":["com.docker.compose.project=` + p + `"]}`)
 }
@@ -292,9 +300,7 @@ func TestEngineBadScript(t *testing.T) {
 	e := newEnv(t, nil)
 	e.script = filepath.Join(e.dir, "script.json")
 	require.NoError(t, os.WriteFile(e.script, []byte(`{"servics":{}}`), 0o644))
-	code, body := e.engine("GET", "/containers/json")
-	assert.Equal(t, 500, code)
-	message(`unknown field "servics"`)(t, body)
+	e.refused("GET", "/containers/json", 500, `unknown field "servics"`)
 }
 
 // composeIn runs docker compose up/down of project p in a release directory holding
@@ -362,10 +368,8 @@ func TestEngineImages(t *testing.T) {
 		}
 	}
 
-	code, body := e.engine("DELETE", "/images/"+api1.ID)
-	assert.Equal(t, 409, code)
-	message("(cannot be forced) - image is being used by running container")(t, body)
-	code, _ = e.engine("DELETE", "/images/"+api1.ID+"?force=1")
+	e.refused("DELETE", "/images/"+api1.ID, 409, "(cannot be forced) - image is being used by running container")
+	code, _ := e.engine("DELETE", "/images/"+api1.ID+"?force=1")
 	assert.Equal(t, 409, code, "a running container's image cannot be forced")
 
 	e.composeIn(rel2, "up", "-d")
@@ -376,18 +380,12 @@ func TestEngineImages(t *testing.T) {
 	var del []map[string]string
 	e.engineJSON("DELETE", "/images/"+api1.ID, 200, &del)
 	assert.Equal(t, []map[string]string{{"Untagged": "registry.example/api:1"}, {"Deleted": api1.ID}}, del)
-	code, body = e.engine("DELETE", "/images/"+api1.ID)
-	assert.Equal(t, 404, code)
-	message("No such image: "+api1.ID)(t, body)
+	e.refused("DELETE", "/images/"+api1.ID, 404, "No such image: "+api1.ID)
 	e.engineJSON("DELETE", "/images/"+strings.TrimPrefix(got["p-web:latest"].ID, "sha256:")[:12], 200, &del) // a short ID
-	code, body = e.engine("DELETE", "/images/alpine:latest")
-	assert.Equal(t, 400, code)
-	message("by ID")(t, body)
+	e.refused("DELETE", "/images/alpine:latest", 400, "by ID")
 
 	alpine := got["alpine:latest"].ID
-	code, body = e.engine("DELETE", "/images/"+alpine)
-	assert.Equal(t, 409, code, "a stopped container still holds its image")
-	message("(must be forced) - image is being used by stopped container")(t, body)
+	e.refused("DELETE", "/images/"+alpine, 409, "(must be forced) - image is being used by stopped container", "a stopped container still holds its image")
 	e.engineJSON("DELETE", "/images/"+alpine+"?force=1", 200, &del)
 
 	e.composeIn(rel2, "down")
@@ -453,17 +451,12 @@ func TestEnginePlaysTheScriptedCommands(t *testing.T) {
 	code, _, stderr := e.compose("up", "-d")
 	require.Equal(t, 0, code, stderr)
 
-	status, body := e.engine("GET", "/containers/json?all=1")
-	assert.Equal(t, http.StatusInternalServerError, status)
-	assert.Contains(t, string(body), "Cannot connect to the Docker daemon")
+	e.refused("GET", "/containers/json?all=1", http.StatusInternalServerError, "Cannot connect to the Docker daemon")
 	code, _, stderr = e.compose("ps", "--all", "--format", "json")
 	assert.Equal(t, 1, code, "the second ps call fails too, through the CLI: %s", stderr)
-	status, body = e.engine("GET", "/containers/json?all=1")
+	status, body := e.engine("GET", "/containers/json?all=1")
 	assert.Equal(t, http.StatusOK, status, "%s", body)
-
-	status, body = e.engine("GET", "/version")
-	assert.Equal(t, http.StatusInternalServerError, status)
-	assert.Contains(t, string(body), "dial unix docker.sock")
+	e.refused("GET", "/version", http.StatusInternalServerError, "dial unix docker.sock")
 
 	var list []struct{ ID string }
 	e.engineJSON("GET", "/containers/json?all=1", http.StatusOK, &list)
