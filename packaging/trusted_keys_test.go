@@ -22,13 +22,10 @@ const (
 	trustedKeyRFC8032 = "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 )
 
-// trustedKeysKitArgs are the install.sh arguments testdata/config.install-keys.yaml is
-// written with (packaging/check.sh runs the same); PUB is a .pub holding
-// trustedKeyRFC8032.
-func trustedKeysKitArgs(root, pub string) []string {
-	return []string{"--root", root, "--skip-package", "--env-id", "env-dev-01",
-		"--tenancy-url", "https://tenancy.monky.internal", "--bao-addr", "https://bao.monky.internal:8200",
-		"--transport", "system", "--trusted-key", trustedKeyDocs, "--trusted-key-file", pub}
+// kitArgs are install.sh's arguments for a new box of env-dev-01 under root, then more.
+func kitArgs(root string, more ...string) []string {
+	return append([]string{"--root", root, "--skip-package", "--env-id", "env-dev-01",
+		"--tenancy-url", "https://tenancy.monky.internal", "--bao-addr", "https://bao.monky.internal:8200"}, more...)
 }
 
 // runKit runs install.sh with args and returns its exit code, stdout and stderr.
@@ -59,7 +56,8 @@ func TestKitTrustedKeysInstall(t *testing.T) {
 	require.NoError(t, os.WriteFile(pub, []byte(trustedKeyRFC8032+"\n"), 0o644))
 	root := filepath.Join(dir, "root")
 
-	code, stdout, stderr := runKit(t, trustedKeysKitArgs(root, pub)...)
+	// the arguments testdata/config.install-keys.yaml is written with (check.sh runs the same)
+	code, stdout, stderr := runKit(t, kitArgs(root, "--transport", "system", "--trusted-key", trustedKeyDocs, "--trusted-key-file", pub)...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	config := filepath.Join(root, "etc", "monky-deployd", "config.yaml")
 	got, err := os.ReadFile(config)
@@ -114,9 +112,7 @@ func TestKitTrustedKeysRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
-			args := append([]string{"--root", root, "--skip-package", "--env-id", "env-dev-01",
-				"--tenancy-url", "https://tenancy.monky.internal", "--bao-addr", "https://bao.monky.internal:8200"}, tt.args...)
-			code, stdout, stderr := runKit(t, args...)
+			code, stdout, stderr := runKit(t, kitArgs(root, tt.args...)...)
 			assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 			assert.Contains(t, stderr, tt.msg)
 			assert.NotContains(t, stdout+stderr, "MC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp", "install.sh printed the private key")
