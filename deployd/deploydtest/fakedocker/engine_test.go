@@ -56,8 +56,7 @@ func projectFilter(p string) string {
 
 func TestEngineEndpoints(t *testing.T) {
 	e := newEnv(t, engineScript)
-	code, _, stderr := e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 	all := "/containers/json?all=1&filters=" + projectFilter("p")
 
 	var list []map[string]any
@@ -204,8 +203,7 @@ func TestEngineSharesThePSCounter(t *testing.T) {
 	}}
 	type seen struct{ State, Status string }
 	viaCLI := func(e *env) map[string]seen {
-		code, out, stderr := e.compose("ps", "--all", "--format", "json")
-		require.Equal(t, 0, code, stderr)
+		out, _ := e.mustCompose("ps", "--all", "--format", "json")
 		got := map[string]seen{}
 		for svc, m := range psServices(t, out) {
 			got[svc] = seen{m["State"].(string), m["Status"].(string)}
@@ -226,8 +224,7 @@ func TestEngineSharesThePSCounter(t *testing.T) {
 	}
 	cli, api, mixed := newEnv(t, script), newEnv(t, script), newEnv(t, script)
 	for _, e := range []*env{cli, api, mixed} {
-		code, _, stderr := e.compose("up", "-d")
-		require.Equal(t, 0, code, stderr)
+		e.mustCompose("up", "-d")
 	}
 	for n := range 6 {
 		want := viaCLI(cli)
@@ -247,8 +244,7 @@ func TestEngineSharesThePSCounter(t *testing.T) {
 	// inspect, through either, shows the last step and advances nothing
 	var o map[string]any
 	api.engineJSON("GET", "/containers/p-web-1/json", 200, &o)
-	code, out, _ := api.run("inspect", "--type", "container", "p-web-1")
-	require.Equal(t, 0, code)
+	out, _ := api.mustRun("inspect", "--type", "container", "p-web-1")
 	var cliObjs []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &cliObjs))
 	require.Len(t, cliObjs, 1)
@@ -257,8 +253,7 @@ func TestEngineSharesThePSCounter(t *testing.T) {
 	assert.Equal(t, 6, api.status().PSCalls)
 
 	// up starts the script again, for both
-	code, _, _ = api.compose("up", "-d")
-	require.Equal(t, 0, code)
+	api.mustCompose("up", "-d")
 	assert.Equal(t, seen{"running", "Up 3 seconds (health: starting)"}, viaAPI(api)["web"])
 }
 
@@ -307,9 +302,7 @@ func TestEngineBadScript(t *testing.T) {
 // compose.yaml.
 func (e *env) composeIn(dir string, args ...string) {
 	e.t.Helper()
-	base := []string{"compose", "--project-name", "p", "--project-directory", dir}
-	code, _, stderr := e.run(append(base, args...)...)
-	require.Equal(e.t, 0, code, stderr)
+	e.mustRun(append([]string{"compose", "--project-name", "p", "--project-directory", dir}, args...)...)
 }
 
 func release(t *testing.T, name, compose string) string {
@@ -448,11 +441,10 @@ func TestEnginePlaysTheScriptedCommands(t *testing.T) {
 		"inspect": {Delay: 50 * time.Millisecond},
 	}}
 	e := newEnv(t, script)
-	code, _, stderr := e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 
 	e.refused("GET", "/containers/json?all=1", http.StatusInternalServerError, "Cannot connect to the Docker daemon")
-	code, _, stderr = e.compose("ps", "--all", "--format", "json")
+	code, _, stderr := e.compose("ps", "--all", "--format", "json")
 	assert.Equal(t, 1, code, "the second ps call fails too, through the CLI: %s", stderr)
 	status, body := e.engine("GET", "/containers/json?all=1")
 	assert.Equal(t, http.StatusOK, status, "%s", body)
@@ -475,8 +467,7 @@ func TestEngineRestartStartsTheUptimeOver(t *testing.T) {
 	e := newEnv(t, &Script{Services: map[string]Service{
 		"web": {States: []State{{Times: 2}, {RestartCount: 1}}},
 	}})
-	code, _, stderr := e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 	status := func() string {
 		var list []struct {
 			Labels map[string]string
@@ -498,7 +489,6 @@ func TestEngineRestartStartsTheUptimeOver(t *testing.T) {
 	require.NoError(t, (&Script{Services: map[string]Service{"web": {States: []State{{RestartCount: 3}}}}}).writeFile(e.script))
 	assert.Equal(t, "Up Less than a second", status(), "a new script with a higher count: restarted again")
 	assert.Equal(t, 3, e.status().Starts["web"].RestartCount)
-	code, _, stderr = e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 	assert.Equal(t, "Up 3 seconds", status(), "up starts the fast clock over")
 }

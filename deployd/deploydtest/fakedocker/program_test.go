@@ -44,12 +44,26 @@ func (e *env) run(args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
+// mustRun is run that requires exit 0.
+func (e *env) mustRun(args ...string) (stdout, stderr string) {
+	e.t.Helper()
+	code, stdout, stderr := e.run(args...)
+	require.Equal(e.t, 0, code, "docker %v: %s", args, stderr)
+	return stdout, stderr
+}
+
 // compose runs docker compose on the testdata project.
-func (e *env) compose(args ...string) (int, string, string) {
+func (e *env) compose(args ...string) (int, string, string) { return e.run(composeArgv(e.t, args)...) }
+
+func (e *env) mustCompose(args ...string) (stdout, stderr string) {
+	e.t.Helper()
+	return e.mustRun(composeArgv(e.t, args)...)
+}
+
+func composeArgv(t *testing.T, args []string) []string {
 	dir, err := filepath.Abs("testdata")
-	require.NoError(e.t, err)
-	base := []string{"compose", "--project-name", "p", "--project-directory", dir, "-f", "compose.yaml", "-f", "override.yaml"}
-	return e.run(append(base, args...)...)
+	require.NoError(t, err)
+	return append([]string{"compose", "--project-name", "p", "--project-directory", dir, "-f", "compose.yaml", "-f", "override.yaml"}, args...)
 }
 
 func (e *env) status() fakeState {
@@ -75,8 +89,7 @@ func psServices(t *testing.T, out string) map[string]map[string]any {
 func TestRecord(t *testing.T) {
 	e := newEnv(t, nil)
 	e.vars = append(e.vars, "PATH=/usr/bin", "PATH=/bin")
-	code, _, _ := e.run("version", "--format", "{{.Server.Version}}")
-	require.Equal(t, 0, code)
+	e.mustRun("version", "--format", "{{.Server.Version}}")
 	calls, err := readCalls(e.log)
 	require.NoError(t, err)
 	require.Len(t, calls, 1)
@@ -142,19 +155,16 @@ func TestUsageErrors(t *testing.T) {
 
 func TestNoScript(t *testing.T) {
 	e := newEnv(t, nil)
-	code, out, _ := e.compose("ps", "--all", "--format", "json")
-	require.Equal(t, 0, code)
+	out, _ := e.mustCompose("ps", "--all", "--format", "json")
 	assert.Empty(t, out, "no containers before up: no output at all")
 
-	code, _, errOut := e.compose("up", "-d", "--remove-orphans")
-	require.Equal(t, 0, code, errOut)
+	_, errOut := e.mustCompose("up", "-d", "--remove-orphans")
 	st := e.status()
 	assert.True(t, st.Up)
 	assert.Equal(t, []string{"cron", "db", "web", "worker"}, st.Services)
 	assert.Equal(t, []string{"cron", "web"}, st.Healthchecks, "db's healthcheck is disabled by the override")
 
-	code, out, _ = e.compose("ps", "--all", "--format", "json")
-	require.Equal(t, 0, code)
+	out, _ = e.mustCompose("ps", "--all", "--format", "json")
 	got := psServices(t, out)
 	require.Len(t, got, 4)
 	assert.Equal(t, "healthy", got["web"]["Health"])
@@ -166,16 +176,13 @@ func TestNoScript(t *testing.T) {
 	}
 	assert.Len(t, got["web"], 20)
 
-	code, _, errOut = e.compose("down", "--remove-orphans", "-v")
-	require.Equal(t, 0, code)
+	_, errOut = e.mustCompose("down", "--remove-orphans", "-v")
 	assert.Contains(t, errOut, "Container p-web-1  Removed")
 	assert.True(t, e.status().DownVolumes)
-	code, out, _ = e.compose("ps", "--all", "--format", "json")
-	require.Equal(t, 0, code)
+	out, _ = e.mustCompose("ps", "--all", "--format", "json")
 	assert.Empty(t, out, "nothing after down")
 
-	code, _, _ = e.compose("down", "--remove-orphans")
-	require.Equal(t, 0, code)
+	e.mustCompose("down", "--remove-orphans")
 	assert.False(t, e.status().DownVolumes)
 }
 
@@ -191,8 +198,7 @@ func TestDefaultComposeFile(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte("services:\n  app:\n    image: a\n"), 0o644))
 	e := newEnv(t, nil)
-	code, _, errOut := e.run("compose", "--project-directory", dir, "up", "-d")
-	require.Equal(t, 0, code, errOut)
+	e.mustRun("compose", "--project-directory", dir, "up", "-d")
 	st := e.status()
 	assert.Equal(t, []string{"app"}, st.Services)
 	assert.Equal(t, filepath.Base(dir), st.Project, "the project name defaults to the directory's name")
@@ -206,19 +212,16 @@ func TestScriptedStates(t *testing.T) {
 				"migrate": {States: []State{{}, {State: "exited", ExitCode: 0}}},
 				"worker":  {States: []State{{State: "restarting", ExitCode: 1}}},
 			}})
-			code, out, _ := e.compose("ps", "--all", "--format", "json")
-			require.Equal(t, 0, code)
+			out, _ := e.mustCompose("ps", "--all", "--format", "json")
 			if format == PSArray {
 				assert.Equal(t, "[]\n", out)
 			} else {
 				assert.Empty(t, out)
 			}
-			code, _, _ = e.compose("up", "-d", "--remove-orphans")
-			require.Equal(t, 0, code)
+			e.mustCompose("up", "-d", "--remove-orphans")
 			var seq []string
 			for range 4 {
-				code, out, _ := e.compose("ps", "--all", "--format", "json")
-				require.Equal(t, 0, code)
+				out, _ := e.mustCompose("ps", "--all", "--format", "json")
 				var list []map[string]any
 				if format == PSArray {
 					require.NoError(t, json.Unmarshal([]byte(out), &list))
@@ -241,8 +244,7 @@ func TestScriptedStates(t *testing.T) {
 				"unhealthy/exited/Restarting (1) 1 second ago",
 				"unhealthy/exited/Restarting (1) 1 second ago",
 			}, seq)
-			code, out, _ = e.compose("ps", "--format", "json")
-			require.Equal(t, 0, code)
+			out, _ = e.mustCompose("ps", "--format", "json")
 			assert.NotContains(t, out, "p-migrate-1", "ps without --all hides exited containers")
 			assert.Contains(t, out, "p-worker-1", "restarting is shown")
 		})
@@ -275,38 +277,31 @@ func TestScriptedCommands(t *testing.T) {
 	})
 	t.Run("success with extra output", func(t *testing.T) {
 		e := newEnv(t, &Script{Commands: map[string]Command{"up": {Stderr: " Network p_default  Created\n"}}})
-		code, _, errOut := e.compose("up", "-d")
-		require.Equal(t, 0, code)
+		_, errOut := e.mustCompose("up", "-d")
 		assert.True(t, strings.HasPrefix(errOut, " Network p_default  Created\n Container"))
 	})
 	t.Run("delay", func(t *testing.T) {
 		e := newEnv(t, &Script{Commands: map[string]Command{"ps": {Delay: 150 * time.Millisecond}}})
 		start := time.Now()
-		code, _, _ := e.compose("ps")
-		require.Equal(t, 0, code)
+		e.mustCompose("ps")
 		assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
 	})
 	t.Run("version", func(t *testing.T) {
 		e := newEnv(t, &Script{ServerVersion: "28.1.0"})
-		code, out, _ := e.run("version", "--format", "{{.Server.Version}}")
-		require.Equal(t, 0, code)
+		out, _ := e.mustRun("version", "--format", "{{.Server.Version}}")
 		assert.Equal(t, "28.1.0\n", out)
 		code, _, errOut := e.run("version", "--format", "{{.Nope")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "template parsing error")
-		code, out, _ = e.run("compose", "version", "--short")
-		require.Equal(t, 0, code)
+		out, _ = e.mustRun("compose", "version", "--short")
 		assert.Equal(t, fakeComposeVersion+"\n", out)
 	})
 	t.Run("logs", func(t *testing.T) {
 		e := newEnv(t, &Script{Services: map[string]Service{"web": {Logs: "one\ntwo\nthree\n"}}})
-		code, _, _ := e.compose("up", "-d")
-		require.Equal(t, 0, code)
-		code, out, _ := e.compose("logs", "--no-color", "--tail", "2", "web")
-		require.Equal(t, 0, code)
+		e.mustCompose("up", "-d")
+		out, _ := e.mustCompose("logs", "--no-color", "--tail", "2", "web")
 		assert.Equal(t, "p-web-1  | two\np-web-1  | three\n", out)
-		code, out, _ = e.compose("logs", "--no-color", "--tail", "0")
-		require.Equal(t, 0, code)
+		out, _ = e.mustCompose("logs", "--no-color", "--tail", "0")
 		assert.Empty(t, out)
 		code, _, errOut := e.compose("logs", "--no-color", "nosuch")
 		assert.Equal(t, 1, code)
