@@ -28,13 +28,6 @@ import (
 // TestMain removes the binary the process tests built.
 func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
-// binary builds monky-fakes once per test process (testprog.Build: under go test
-// -short it skips the test). testprog, not testbox: this test links no agent.
-func binary(t *testing.T) string {
-	t.Helper()
-	return testprog.Build(t, "github.com/monky/monky-deployd/cmd/monky-fakes")
-}
-
 type process struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -44,7 +37,9 @@ type process struct {
 
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
+	// built once per test process (under go test -short testprog.Build skips the
+	// test); testprog, not testbox: this test links no agent
+	cmd := exec.Command(testprog.Build(t, "github.com/monky/monky-deployd/cmd/monky-fakes"), args...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
