@@ -3,7 +3,6 @@ package fakedocker
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -310,7 +309,8 @@ func TestEngineAgreesWithTheCLI(t *testing.T) {
 }
 
 // TestEngineRecord: every request is one Call, argv ["engine", METHOD, PATH], the
-// query apart; with nothing up the lists are empty arrays.
+// query apart; with nothing up the lists are empty arrays; without a log or state the
+// engine still answers, and records nothing.
 func TestEngineRecord(t *testing.T) {
 	e := newEnv(t, nil)
 	code, body := e.engine("GET", "/containers/json?all=1")
@@ -329,11 +329,8 @@ func TestEngineRecord(t *testing.T) {
 	assert.Equal(t, []string{"engine", "GET", "/images/json"}, calls[1].Argv)
 	assert.Empty(t, calls[1].Query)
 	assert.Equal(t, []string{"engine", "POST", "/v1.41/containers/json"}, calls[2].Argv, "a refused request is recorded too, as sent")
-}
 
-// TestEngineWithoutState: with neither log nor state the engine keeps nothing and sees
-// no project, and records nothing.
-func TestEngineWithoutState(t *testing.T) {
+	// with neither log nor state the engine keeps nothing and sees no project
 	rec := httptest.NewRecorder()
 	newEngine(config{}).ServeHTTP(rec, httptest.NewRequest("GET", "/containers/json?all=1", nil))
 	assert.Equal(t, 200, rec.Code)
@@ -453,35 +450,6 @@ func TestEngineOldStateFile(t *testing.T) {
 	assert.Equal(t, "example.invalid/web:latest", list[0]["Image"])
 	assert.Empty(t, e.images())
 	assert.Equal(t, 1, e.status().PSCalls)
-}
-
-// TestServeEngine serves the engine on a unix socket, as DOCKER_HOST reaches it.
-func TestServeEngine(t *testing.T) {
-	e := newEnv(t, nil)
-	dir, err := os.MkdirTemp("", "fd")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := serveEngine(filepath.Join(dir, "docker.sock"), config{Log: e.log})
-	require.NoError(t, err)
-	assert.Equal(t, "unix://"+filepath.Join(dir, "docker.sock"), s.DockerHost())
-	client := (&Docker{Socket: s.Socket}).HTTPClient()
-	resp, err := client.Get("http://docker/_ping")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	assert.Equal(t, "OK", string(body))
-	assert.Equal(t, apiVersion, resp.Header.Get("Api-Version"))
-	client.CloseIdleConnections()
-	require.NoError(t, s.Close())
-	_, err = os.Stat(s.Socket)
-	assert.True(t, os.IsNotExist(err), "Close removes the socket")
-	calls, err := readCalls(e.log)
-	require.NoError(t, err)
-	require.Len(t, calls, 1)
-	assert.Equal(t, []string{EngineArgv0, "GET", "/_ping"}, calls[0].Argv)
-
-	_, err = serveEngine("/"+strings.Repeat("x", 120), config{})
-	assert.ErrorContains(t, err, "more than the 107")
 }
 
 // TestEnginePlaysTheScriptedCommands: a scripted failure or delay of ps, inspect or

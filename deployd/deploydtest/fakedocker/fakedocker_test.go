@@ -1,6 +1,7 @@
 package fakedocker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -74,10 +75,16 @@ func TestScriptFile(t *testing.T) {
 		{`{"commands":{"up":{"delay":"soon"}}}`, `delay "soon"`, "a delay is a Go duration"},
 		{`{"commands":{"up":{"dealy":"2s"}}}`, "dealy", "an unknown field of a command"},
 		{`{"services":{"web":{"states":[{"state":"stopped"}]}}}`, `Services["web"].States[0]: State "stopped"`, "the program validates what it reads"},
+		{`{"ps_fromat":"array"}`, `unknown field "ps_fromat"`, "an unknown field of the script"},
+		{`{"ps_format":"yaml"}`, `PSFormat "yaml"`, "a bad ps format"},
+		{`services: {}`, "invalid character", "JSON only"},
 	} {
 		require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o644))
 		_, err = readScript(path)
 		assert.ErrorContains(t, err, tc.says, tc.why)
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 1, play(config{}, []string{"compose", "ps"}, []string{envScript + "=" + path}, &out, &errOut), tc.why)
+		assert.Contains(t, errOut.String(), "script", "the program says which file is wrong: %s", tc.why)
 	}
 }
 

@@ -309,25 +309,6 @@ func TestScriptedCommands(t *testing.T) {
 	})
 }
 
-func TestScriptErrors(t *testing.T) {
-	dir := t.TempDir()
-	for name, body := range map[string]string{
-		"unknown field": `{"ps_fromat":"array"}`,
-		"bad format":    `{"ps_format":"yaml"}`,
-		"bad delay":     `{"commands":{"up":{"delay":5}}}`,
-		"not json":      `services: {}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
-			require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
-			var out, errOut bytes.Buffer
-			code := play(config{}, []string{"compose", "ps"}, []string{envScript + "=" + p}, &out, &errOut)
-			assert.Equal(t, 1, code)
-			assert.Contains(t, errOut.String(), "script")
-		})
-	}
-}
-
 func TestStateless(t *testing.T) {
 	dir, err := filepath.Abs("testdata")
 	require.NoError(t, err)

@@ -95,6 +95,7 @@ func TestServeSharesTheProgramsState(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
 	_ = resp.Body.Close()
 	assert.Equal(t, "26.1.4", v.Version, "the engine plays the program's script")
+	assert.Equal(t, apiVersion, resp.Header.Get("Api-Version"), "over the socket too")
 	c.CloseIdleConnections()
 
 	calls, err := readCalls(cfg.Log)
