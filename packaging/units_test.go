@@ -22,10 +22,11 @@ import (
 // unit's command line) and systemd-analyze verify; test/systemd runs both units.
 
 const (
-	agentBin    = "/usr/bin/monky-deployd"
-	serviceUnit = "packaging/systemd/monky-deployd.service"
-	loopUnit    = "packaging/systemd/monky-deployd-loop.service"
-	timerUnit   = "packaging/systemd/monky-deployd.timer"
+	agentBin     = "/usr/bin/monky-deployd"
+	serviceUnit  = "packaging/systemd/monky-deployd.service"
+	loopUnit     = "packaging/systemd/monky-deployd-loop.service"
+	timerUnit    = "packaging/systemd/monky-deployd.timer"
+	holdPathUnit = "packaging/systemd/monky-deployd-hold.path"
 )
 
 // unit is a unit file: section -> key -> values in order (a key may repeat).
@@ -164,8 +165,6 @@ func TestOperationsListsWhatIsOnABox(t *testing.T) {
 	}
 	assert.Equal(t, 1, strings.Count(box, "| `/usr/bin/"), "\"What is on a box\" lists one binary")
 }
-
-const holdPathUnit = "packaging/systemd/monky-deployd-hold.path"
 
 // TestHoldPathUnit: under the timer, a hold set or cleared starts a tick at once (the
 // hold file the agent reads by default); the path unit comes and goes with the timer,

@@ -122,8 +122,8 @@ func TestScriptValidate(t *testing.T) {
 	assert.NoError(t, (&Script{}).Validate())
 }
 
-// TestCallCompose: Compose finds the subcommand after compose's global flags.
-func TestCallCompose(t *testing.T) {
+// TestCall: Compose finds the subcommand after compose's global flags.
+func TestCall(t *testing.T) {
 	up := Call{Argv: []string{"compose", "--project-name", "ps", "--project-directory", "/srv/up", "-f", "down", "--dry-run", "up", "-d", "--remove-orphans"}}
 	assert.True(t, up.Compose("up"))
 	assert.False(t, up.Compose("ps"), "a flag's value is not the subcommand")
@@ -132,11 +132,9 @@ func TestCallCompose(t *testing.T) {
 	assert.False(t, Call{Argv: []string{EngineArgv0, "GET", "/containers/json"}}.Compose("ps"))
 	assert.False(t, Call{}.Compose("up"))
 	assert.True(t, Call{Argv: []string{"compose", "ps", "--all"}}.Compose("ps"))
-}
 
-// TestCallEngineCommand: a request to the Engine API names the docker command that
-// reads the same (readCommand); another path, or a run of the program, names none.
-func TestCallEngineCommand(t *testing.T) {
+	// EngineCommand: a request to the Engine API names the docker command that reads
+	// the same (readCommand); another path, or a run of the program, names none.
 	for path, want := range map[string]string{
 		"/version": "version", "/containers/json": "ps", "/containers/abc/json": "inspect",
 		"/containers//json": "", "/images/json": "", "/_ping": "", "/containers/abc/logs": "",
@@ -252,7 +250,8 @@ func TestInstallIntoDir(t *testing.T) {
 	assert.NoError(t, err, "the caller's directory stays, with the record")
 }
 
-// TestInstallRefuses: each bad option is named, and nothing is left behind.
+// TestInstallRefuses: each bad option is named, and nothing is left behind; Build
+// without a go tool says what to do instead.
 func TestInstallRefuses(t *testing.T) {
 	notExec := filepath.Join(t.TempDir(), "docker")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
@@ -284,12 +283,10 @@ func TestInstallRefuses(t *testing.T) {
 	var d Docker
 	assert.ErrorContains(t, d.SetScript(&Script{Commands: map[string]Command{"pulll": {}}}), `SetScript: Commands["pulll"]`, "SetScript validates")
 	assert.ErrorContains(t, d.SetScript(nil), "a Docker that Install did not make")
-}
 
-// TestBuildNeedsGo: without a go tool, Build says what to do instead.
-func TestBuildNeedsGo(t *testing.T) {
+	// without a go tool, Build says what to do instead
 	t.Setenv("PATH", t.TempDir())
-	err := Build(context.Background(), filepath.Join(t.TempDir(), "docker"))
+	err = Build(context.Background(), filepath.Join(t.TempDir(), "docker"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set Options.Program")
 }

@@ -186,22 +186,29 @@ func TestNoScript(t *testing.T) {
 	assert.False(t, e.status().DownVolumes)
 }
 
-func TestUpMissingComposeFile(t *testing.T) {
+// TestComposeFiles: a missing compose file refuses up; docker-compose.yml is found
+// in the project directory, whose name names the project; without a state file the
+// project is seen as up.
+func TestComposeFiles(t *testing.T) {
 	e := newEnv(t, nil)
 	code, _, errOut := e.run("compose", "-p", "p", "--project-directory", t.TempDir(), "-f", "compose.yaml", "up", "-d")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "compose.yaml: no such file or directory")
 	assert.False(t, e.status().Up)
-}
 
-func TestDefaultComposeFile(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte("services:\n  app:\n    image: a\n"), 0o644))
-	e := newEnv(t, nil)
 	e.mustRun("compose", "--project-directory", dir, "up", "-d")
 	st := e.status()
 	assert.Equal(t, []string{"app"}, st.Services)
 	assert.Equal(t, filepath.Base(dir), st.Project, "the project name defaults to the directory's name")
+
+	testdata, err := filepath.Abs("testdata")
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	code = play(config{}, []string{"compose", "-p", "p", "--project-directory", testdata, "-f", "compose.yaml", "ps", "--format", "json"}, nil, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Len(t, psServices(t, stdout.String()), 3, "without a state file the project is seen as up")
 }
 
 func TestScriptedStates(t *testing.T) {
@@ -307,15 +314,6 @@ func TestScriptedCommands(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no such service: nosuch")
 	})
-}
-
-func TestStateless(t *testing.T) {
-	dir, err := filepath.Abs("testdata")
-	require.NoError(t, err)
-	var out, errOut bytes.Buffer
-	code := play(config{}, []string{"compose", "-p", "p", "--project-directory", dir, "-f", "compose.yaml", "ps", "--format", "json"}, nil, &out, &errOut)
-	require.Equal(t, 0, code, errOut.String())
-	assert.Len(t, psServices(t, out.String()), 3, "without a state file the project is seen as up")
 }
 
 func TestStep(t *testing.T) {
