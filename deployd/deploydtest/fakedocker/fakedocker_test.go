@@ -157,7 +157,7 @@ func docker(t *testing.T, d *Docker, dir string, args ...string) string {
 
 // TestInstall: the program found on Env's PATH and the Engine API at Env's
 // DOCKER_HOST share one state and one record; SetScript changes what both play; Close
-// removes everything Install made.
+// removes everything Install made, but for a directory of the caller's.
 func TestInstall(t *testing.T) {
 	d, err := Install(t.Context(), Options{})
 	require.NoError(t, err)
@@ -228,19 +228,15 @@ func TestInstall(t *testing.T) {
 		assert.ErrorIs(t, err, os.ErrNotExist, "%s is removed", p)
 	}
 	assert.NoError(t, d.Close(), "a second Close")
-}
 
-// TestInstallIntoDir: Options.Dir and Options.Program are used as given; Close leaves
-// the caller's directory.
-func TestInstallIntoDir(t *testing.T) {
-	prog, err := program(t.Context())
-	require.NoError(t, err)
-	root := t.TempDir()
-	d, err := Install(t.Context(), Options{Dir: root, Program: prog, Script: &Script{ServerVersion: "20.10.24"}})
+	// Options.Dir and Options.Program are used as given; Close leaves the caller's
+	// directory
+	root = t.TempDir()
+	d, err = Install(t.Context(), Options{Dir: root, Program: prog, Script: &Script{ServerVersion: "20.10.24"}})
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(root, "bin"), d.Dir)
 	assert.Equal(t, filepath.Join(root, "bin", "docker"), d.Path)
-	out := docker(t, d, root, "version", "--format", "{{.Server.Version}}")
+	out = docker(t, d, root, "version", "--format", "{{.Server.Version}}")
 	assert.Equal(t, "20.10.24\n", out)
 	cfg, err := readConfig(filepath.Join(d.Dir, configFile))
 	require.NoError(t, err)
