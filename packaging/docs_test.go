@@ -44,6 +44,25 @@ func docFiles(t *testing.T) []string {
 	return files
 }
 
+// repoFiles returns the paths of the repository's files (.git apart), relative to the root.
+func repoFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			if err == nil && d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, path)
+		files = append(files, filepath.ToSlash(rel))
+		return err
+	})
+	require.NoError(t, err)
+	return files
+}
+
 func readRepoFile(t *testing.T, rel string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, rel))
@@ -136,21 +155,11 @@ func TestDocMentionsExist(t *testing.T) {
 	for _, doc := range docFiles(t) {
 		check(doc, readRepoFile(t, doc))
 	}
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, rel := range repoFiles(t) {
+		if strings.HasSuffix(rel, ".go") && !slices.Contains(strings.Split(rel, "/"), "testdata") {
+			check(rel, readRepoFile(t, rel))
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".go") {
-			b, err := os.ReadFile(path)
-			require.NoError(t, err)
-			check(path, string(b))
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	}
 }
 
 // TestBundleDocReservedNames checks that docs/BUNDLE.md names every variable name and
@@ -330,26 +339,16 @@ func TestOperationsExplainsTheService(t *testing.T) {
 func TestVocabulary(t *testing.T) {
 	tenant := regexp.MustCompile(`(?i)\btenants?\b`)
 	exts := []string{".md", ".go", ".sh", ".yml", ".yaml", ".j2", ".py", ".service", ".timer", ".example"}
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, rel := range repoFiles(t) {
+		if strings.HasSuffix(rel, "_test.go") || !slices.Contains(exts, filepath.Ext(rel)) {
+			continue
 		}
-		if d.IsDir() && d.Name() == ".git" {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || strings.HasSuffix(path, "_test.go") || !slices.Contains(exts, filepath.Ext(path)) {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		for i, line := range strings.Split(string(b), "\n") {
+		for i, line := range strings.Split(readRepoFile(t, rel), "\n") {
 			if tenant.MatchString(line) {
-				t.Errorf("%s:%d: the word \"tenant\" (the vocabulary rule): %s", path, i+1, strings.TrimSpace(line))
+				t.Errorf("%s:%d: the word \"tenant\" (the vocabulary rule): %s", rel, i+1, strings.TrimSpace(line))
 			}
 		}
-		return nil
-	})
-	require.NoError(t, err)
+	}
 }
 
 // readmeCheck is the README's "Check a bundle from Go": its Go block, then the block of

@@ -1,8 +1,6 @@
 package packaging_test
 
 import (
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -133,22 +131,14 @@ func TestLoopHasTheServiceSandbox(t *testing.T) {
 func TestOneBinaryOnly(t *testing.T) {
 	gone := "monky-deployd" + "-tick"
 	var files []string
-	for _, dir := range []string{"packaging", "test/systemd"} {
-		err := filepath.WalkDir(filepath.Join(repoRoot, dir), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			files = append(files, path)
-			return nil
-		})
-		require.NoError(t, err)
+	for _, rel := range repoFiles(t) {
+		if strings.HasPrefix(rel, "packaging/") || strings.HasPrefix(rel, "test/systemd/") || rel == "docs/OPERATIONS.md" {
+			files = append(files, rel)
+		}
 	}
-	files = append(files, filepath.Join(repoRoot, "docs", "OPERATIONS.md"))
 	require.Greater(t, len(files), 20)
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		assert.False(t, strings.Contains(string(b), gone), "%s names %s", f, gone)
+		assert.False(t, strings.Contains(readRepoFile(t, f), gone), "%s names %s", f, gone)
 	}
 }
 
