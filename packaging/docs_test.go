@@ -101,15 +101,12 @@ func anchors(md string) map[string]bool {
 	return out
 }
 
-func TestSlug(t *testing.T) {
+// TestDocLinks checks that every relative link of the docs reaches a file of the
+// repository and, with a #fragment, a heading of that file (slug is GitHub's anchor).
+func TestDocLinks(t *testing.T) {
 	assert.Equal(t, "openbao-how-the-agent-uses-it", slug("OpenBao: how the agent uses it"))
 	assert.Equal(t, "1-check-in--post-v1agentcheckin", slug("1. Check-in — `POST /v1/agent/checkin`"))
 	assert.Equal(t, "memory-and-speed", slug("Memory and speed"))
-}
-
-// TestDocLinks checks that every relative link of the docs reaches a file of the
-// repository and, with a #fragment, a heading of that file.
-func TestDocLinks(t *testing.T) {
 	for _, doc := range docFiles(t) {
 		text := readRepoFile(t, doc)
 		for _, m := range mdLink.FindAllStringSubmatch(text, -1) {

@@ -230,7 +230,9 @@ func firstMatch(re *regexp.Regexp, data string) string {
 	return m[1]
 }
 
-func TestVersionPatterns(t *testing.T) {
+// TestOneVersion checks the patterns that find the version in install.sh, the role and
+// the CHANGELOG, then that the three agree with deployd.Version.
+func TestOneVersion(t *testing.T) {
 	tests := []struct {
 		name string
 		re   *regexp.Regexp
@@ -249,11 +251,9 @@ func TestVersionPatterns(t *testing.T) {
 			assert.Equal(t, tt.want, firstMatch(tt.re, tt.in))
 		})
 	}
-}
 
-// TestOneVersion checks that the version places agree (docs/OPERATIONS.md, "Releasing"): a release
-// bumps all of them together (docs/OPERATIONS.md, "Releasing").
-func TestOneVersion(t *testing.T) {
+	// the version places agree: a release bumps all of them together
+	// (docs/OPERATIONS.md, "Releasing")
 	places := map[string]string{
 		"packaging/install.sh DEFAULT_VERSION":                firstMatch(installVersion, readRepoFile(t, "packaging/install.sh")),
 		"packaging/ansible/.../defaults/main.yml":             firstMatch(roleVersion, readRepoFile(t, "packaging/ansible/roles/monky_deployd/defaults/main.yml")),

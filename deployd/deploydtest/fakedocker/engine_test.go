@@ -27,7 +27,7 @@ var engineScript = &Script{
 	},
 }
 
-// get asks the engine handler of e and returns the status and body.
+// engine asks the engine handler of e and returns the status and body.
 func (e *env) engine(method, target string) (int, []byte) {
 	e.t.Helper()
 	cfg := config{Log: e.log, Script: e.script}
