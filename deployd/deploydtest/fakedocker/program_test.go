@@ -157,7 +157,7 @@ func TestNoScript(t *testing.T) {
 	out, _ := e.mustCompose("ps", "--all", "--format", "json")
 	assert.Empty(t, out, "no containers before up: no output at all")
 
-	_, errOut := e.mustCompose("up", "-d", "--remove-orphans")
+	e.mustCompose("up", "-d", "--remove-orphans")
 	st := e.status()
 	assert.True(t, st.Up)
 	assert.Equal(t, []string{"cron", "db", "web", "worker"}, st.Services)
@@ -173,7 +173,7 @@ func TestNoScript(t *testing.T) {
 	assert.ElementsMatch(t, []string{"Command", "CreatedAt", "ExitCode", "Health", "ID", "Image", "Labels", "LocalVolumes", "Mounts", "Name", "Names", "Networks", "Ports", "Project", "Publishers", "RunningFor", "Service", "Size", "State", "Status"},
 		keys(got["web"]), "the compose 2.21 field set")
 
-	_, errOut = e.mustCompose("down", "--remove-orphans", "-v")
+	_, errOut := e.mustCompose("down", "--remove-orphans", "-v")
 	assert.Contains(t, errOut, "Container p-web-1  Removed")
 	assert.True(t, e.status().DownVolumes)
 	out, _ = e.mustCompose("ps", "--all", "--format", "json")
