@@ -70,18 +70,17 @@ func TestParseUnit(t *testing.T) {
 }
 
 // TestUnitsRunTheOneBinary checks both ExecStart= lines: the one binary, `run`, the
-// config and the metrics file, and --loop for the loop service only.
+// config and the metrics file, and --loop for the loop service only; then the
+// lifecycle of each service.
 func TestUnitsRunTheOneBinary(t *testing.T) {
 	const tail = " --config /etc/monky-deployd/config.yaml --metrics-file /var/lib/prometheus/node-exporter/monky-deployd.prom"
 	assert.Equal(t, agentBin+" run"+tail, readUnit(t, serviceUnit).one(t, "Service", "ExecStart"))
 	assert.Equal(t, agentBin+" run --loop"+tail, readUnit(t, loopUnit).one(t, "Service", "ExecStart"))
 	assert.Equal(t, "monky-deployd.service", readUnit(t, timerUnit).one(t, "Timer", "Unit"))
-}
 
-// TestLoopUnitLifecycle checks what systemd does with the loop's exits: a failure at
-// its start or a crash is restarted after a pause, 78 (AGENT_ENV_MISMATCH, latched) is
-// not, and 75 is no success (the loop backs off on 75 itself and never exits with it).
-func TestLoopUnitLifecycle(t *testing.T) {
+	// what systemd does with the loop's exits: a failure at its start or a crash is
+	// restarted after a pause, 78 (AGENT_ENV_MISMATCH, latched) is not, and 75 is no
+	// success (the loop backs off on 75 itself and never exits with it)
 	u := readUnit(t, loopUnit)
 	assert.Contains(t, []string{"exec", "simple"}, u.one(t, "Service", "Type"))
 	assert.Equal(t, "on-failure", u.one(t, "Service", "Restart"))
@@ -140,11 +139,9 @@ func TestOneBinaryOnly(t *testing.T) {
 	for _, f := range files {
 		assert.False(t, strings.Contains(readRepoFile(t, f), gone), "%s names %s", f, gone)
 	}
-}
 
-// TestOperationsListsWhatIsOnABox checks that "What is on a box" in docs/OPERATIONS.md
-// has a row for the binary and each unit, and for no second binary.
-func TestOperationsListsWhatIsOnABox(t *testing.T) {
+	// "What is on a box" in docs/OPERATIONS.md has a row for the binary and each
+	// unit, and for no second binary
 	ops := readRepoFile(t, "docs/OPERATIONS.md")
 	_, box, ok := strings.Cut(ops, "\n## What is on a box\n")
 	require.True(t, ok, "docs/OPERATIONS.md has no \"What is on a box\"")

@@ -208,7 +208,16 @@ func TestComposeFiles(t *testing.T) {
 	assert.Len(t, psServices(t, stdout.String()), 3, "without a state file the project is seen as up")
 }
 
+// TestScriptedStates: a service's step n is its n-th state, each state Times times
+// (Times 0 is once, the last state stays); ps plays the steps in both formats.
 func TestScriptedStates(t *testing.T) {
+	s := Service{States: []State{{Health: "starting", Times: 2}, {Health: "healthy"}, {Health: "unhealthy", Times: 0}}}
+	var got []string
+	for n := range 6 {
+		got = append(got, s.step(n).Health)
+	}
+	assert.Equal(t, []string{"starting", "starting", "healthy", "unhealthy", "unhealthy", "unhealthy"}, got)
+	assert.Equal(t, State{}, Service{}.step(3))
 	for _, format := range []string{PSLines, PSArray} {
 		t.Run(format, func(t *testing.T) {
 			e := newEnv(t, &Script{PSFormat: format, Services: map[string]Service{
@@ -311,16 +320,6 @@ func TestScriptedCommands(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "no such service: nosuch")
 	})
-}
-
-func TestStep(t *testing.T) {
-	s := Service{States: []State{{Health: "starting", Times: 2}, {Health: "healthy"}, {Health: "unhealthy", Times: 0}}}
-	var got []string
-	for n := range 6 {
-		got = append(got, s.step(n).Health)
-	}
-	assert.Equal(t, []string{"starting", "starting", "healthy", "unhealthy", "unhealthy", "unhealthy"}, got)
-	assert.Equal(t, State{}, Service{}.step(3))
 }
 
 // TestPlayConfig: the paths of fake-docker.json serve where the environment sets none; a
