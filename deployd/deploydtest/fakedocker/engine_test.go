@@ -313,12 +313,11 @@ func TestEngineAgreesWithTheCLI(t *testing.T) {
 // engine still answers, and records nothing.
 func TestEngineRecord(t *testing.T) {
 	e := newEnv(t, nil)
-	code, body := e.engine("GET", "/containers/json?all=1")
-	require.Equal(t, 200, code)
-	assert.Equal(t, "[]\n", string(body), "before the first up")
-	code, body = e.engine("GET", "/images/json")
-	require.Equal(t, 200, code)
-	assert.Equal(t, "[]\n", string(body))
+	for _, target := range []string{"/containers/json?all=1", "/images/json"} {
+		code, body := e.engine("GET", target)
+		require.Equal(t, 200, code)
+		assert.Equal(t, "[]\n", string(body), "%s before the first up", target)
+	}
 	e.engine("POST", "/v1.41/containers/json")
 	calls, err := readCalls(e.log)
 	require.NoError(t, err)
@@ -337,14 +336,6 @@ func TestEngineRecord(t *testing.T) {
 	assert.Equal(t, "[]\n", rec.Body.String())
 	assert.Equal(t, apiVersion, rec.Header().Get("Api-Version"))
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-}
-
-// TestEngineBadScript: a script that does not read is a 500 with its error.
-func TestEngineBadScript(t *testing.T) {
-	e := newEnv(t, nil)
-	e.script = filepath.Join(e.dir, "script.json")
-	require.NoError(t, os.WriteFile(e.script, []byte(`{"servics":{}}`), 0o644))
-	e.refused("GET", "/containers/json", 500, `unknown field "servics"`)
 }
 
 // composeIn runs docker compose up/down of project p in a release directory holding
@@ -439,7 +430,8 @@ func TestEngineImages(t *testing.T) {
 }
 
 // TestEngineOldStateFile: a state file written before images were modelled still
-// reads: its containers show the default image, and no image is held.
+// reads: its containers show the default image, and no image is held. A script file
+// that does not read is a 500 with its error.
 func TestEngineOldStateFile(t *testing.T) {
 	e := newEnv(t, nil)
 	require.NoError(t, os.WriteFile(e.log+".state",
@@ -450,6 +442,11 @@ func TestEngineOldStateFile(t *testing.T) {
 	assert.Equal(t, "example.invalid/web:latest", list[0]["Image"])
 	assert.Empty(t, e.images())
 	assert.Equal(t, 1, e.status().PSCalls)
+
+	// a script that does not read is a 500 with its error
+	e.script = filepath.Join(e.dir, "script.json")
+	require.NoError(t, os.WriteFile(e.script, []byte(`{"servics":{}}`), 0o644))
+	e.refused("GET", "/containers/json", 500, `unknown field "servics"`)
 }
 
 // TestEnginePlaysTheScriptedCommands: a scripted failure or delay of ps, inspect or
