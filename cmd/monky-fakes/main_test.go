@@ -90,21 +90,6 @@ func (p *process) admin(t *testing.T, method, path string, body io.Reader, out a
 	return resp.StatusCode
 }
 
-func vaultClient(t *testing.T, addr string) *vault.Client {
-	t.Helper()
-	for _, v := range []string{"VAULT_ADDR", "VAULT_AGENT_ADDR", "VAULT_TOKEN", "VAULT_NAMESPACE", "VAULT_WRAP_TTL", "VAULT_SKIP_VERIFY"} {
-		t.Setenv(v, "")
-	}
-	cfg := vault.DefaultConfig()
-	require.NoError(t, cfg.Error)
-	cfg.Address = addr
-	cfg.MaxRetries = 0
-	c, err := vault.NewClient(cfg)
-	require.NoError(t, err)
-	c.ClearToken()
-	return c
-}
-
 // TestProcess drives the binary through its admin API, a real vault/api client and
 // the tenancy client, then closes stdin.
 func TestProcess(t *testing.T) {
@@ -118,7 +103,15 @@ func TestProcess(t *testing.T) {
 	require.Equal(t, 200, p.admin(t, http.MethodPut, "/envs/"+env+"/secrets/db", strings.NewReader(`{"password":"planted-s3cret"}`), &version))
 	assert.Equal(t, 1, version.Version)
 
-	vc := vaultClient(t, p.addrs.BaoAddr)
+	for _, v := range []string{"VAULT_ADDR", "VAULT_AGENT_ADDR", "VAULT_TOKEN", "VAULT_NAMESPACE", "VAULT_WRAP_TTL", "VAULT_SKIP_VERIFY"} {
+		t.Setenv(v, "")
+	}
+	cfg := vault.DefaultConfig()
+	require.NoError(t, cfg.Error)
+	cfg.Address, cfg.MaxRetries = p.addrs.BaoAddr, 0
+	vc, err := vault.NewClient(cfg)
+	require.NoError(t, err)
+	vc.ClearToken()
 	login, err := vc.Logical().WriteWithContext(ctx, "auth/jwt-tenancy/login", map[string]any{"role": "see-env", "jwt": grant.Grant})
 	require.NoError(t, err)
 	require.NotNil(t, login.Auth)
