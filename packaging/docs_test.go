@@ -1,9 +1,6 @@
 package packaging_test
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io/fs"
 	"maps"
 	"os"
@@ -328,64 +325,4 @@ func TestOperationsExplainsTheService(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestVocabulary checks the vocabulary rule (docs/ARCHITECTURE.md, "Vocabulary") across the docs, the packaging and the
-// agent's code (comments, identifiers, log messages): never the word "tenant", whose
-// one exception, monky-tenancy, is another word. Test files are left to their packages.
-func TestVocabulary(t *testing.T) {
-	tenant := regexp.MustCompile(`(?i)\btenants?\b`)
-	exts := []string{".md", ".go", ".sh", ".yml", ".yaml", ".j2", ".py", ".service", ".timer", ".example"}
-	for _, rel := range repoFiles(t) {
-		if strings.HasSuffix(rel, "_test.go") || !slices.Contains(exts, filepath.Ext(rel)) {
-			continue
-		}
-		for i, line := range strings.Split(readRepoFile(t, rel), "\n") {
-			if tenant.MatchString(line) {
-				t.Errorf("%s:%d: the word \"tenant\" (the vocabulary rule): %s", rel, i+1, strings.TrimSpace(line))
-			}
-		}
-	}
-}
-
-// readmeCheck is the README's "Check a bundle from Go": its Go block, then the block of
-// what that code prints.
-var readmeCheck = regexp.MustCompile("(?s)\n## Check a bundle from Go\n.*?```go\n(.*?)```\n.*?```\n(.*?)```\n")
-
-// TestReadmeCheckIsTheExample: the README's "Check a bundle from Go" quotes the function
-// check of deployd/bundle's Example_check with its doc comment, and shows what it
-// prints as the example's // Output: says (which go test checks).
-func TestReadmeCheckIsTheExample(t *testing.T) {
-	m := readmeCheck.FindStringSubmatch(readRepoFile(t, "README.md"))
-	require.NotNil(t, m, "README.md has a Go block and an output block under \"Check a bundle from Go\"")
-	code, output := m[1], m[2]
-
-	const file = "deployd/bundle/example_check_test.go"
-	src := readRepoFile(t, file)
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, file, src, parser.ParseComments)
-	require.NoError(t, err)
-	funcs := map[string]*ast.FuncDecl{}
-	for _, d := range f.Decls {
-		if fn, ok := d.(*ast.FuncDecl); ok {
-			funcs[fn.Name.Name] = fn
-		}
-	}
-	check, example := funcs["check"], funcs["Example_check"]
-	require.NotNil(t, check, "%s has check", file)
-	require.NotNil(t, example, "%s has Example_check", file)
-	require.NotNil(t, check.Doc, "check has a doc comment")
-	quoted := src[fset.Position(check.Doc.Pos()).Offset:fset.Position(check.End()).Offset] + "\n"
-	assert.Equal(t, quoted, code, "the README's Go block is check of %s, with its doc comment", file)
-
-	var want string
-	for _, cg := range f.Comments {
-		if cg.Pos() > example.Body.Lbrace && cg.End() < example.Body.Rbrace {
-			if rest, ok := strings.CutPrefix(cg.Text(), "Output:\n"); ok {
-				want = rest
-			}
-		}
-	}
-	require.NotEmpty(t, want, "Example_check has an // Output: comment")
-	assert.Equal(t, want, output, "the README shows what Example_check prints")
 }
