@@ -117,8 +117,7 @@ func TestScriptValidate(t *testing.T) {
 			}
 		})
 	}
-	var nilScript *Script
-	assert.NoError(t, nilScript.Validate())
+	assert.NoError(t, (*Script)(nil).Validate())
 	assert.NoError(t, (&Script{}).Validate())
 }
 
@@ -251,8 +250,6 @@ func TestInstall(t *testing.T) {
 func TestInstallRefuses(t *testing.T) {
 	notExec := filepath.Join(t.TempDir(), "docker")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
-	file := filepath.Join(t.TempDir(), "file")
-	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	used := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(used, "bin"), 0o755))
 	prog, err := program(t.Context())
@@ -265,7 +262,7 @@ func TestInstallRefuses(t *testing.T) {
 		{name: "a bad script", opts: Options{Script: &Script{PSFormat: "table"}}, says: `Options.Script: PSFormat "table"`},
 		{name: "no program there", opts: Options{Program: "/nonexistent/fake-docker"}, says: "Options.Program /nonexistent/fake-docker is not an executable file"},
 		{name: "a program that is not executable", opts: Options{Program: notExec}, says: "is not an executable file"},
-		{name: "a directory that is not one", opts: Options{Program: prog, Dir: file}, says: "Options.Dir " + file + " is not an existing directory"},
+		{name: "a directory that is not one", opts: Options{Program: prog, Dir: notExec}, says: "Options.Dir " + notExec + " is not an existing directory"},
 		{name: "a directory already used", opts: Options{Program: prog, Dir: used}, says: "file exists"},
 	}
 	for _, tt := range tests {
