@@ -2,6 +2,7 @@ package packaging_test
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -37,6 +38,25 @@ func docFiles(t *testing.T) []string {
 		require.NoError(t, err)
 		files = append(files, rel)
 	}
+	return files
+}
+
+// repoFiles returns the paths of the repository's files (.git apart), relative to the root.
+func repoFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			if err == nil && d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, path)
+		files = append(files, filepath.ToSlash(rel))
+		return err
+	})
+	require.NoError(t, err)
 	return files
 }
 
@@ -78,15 +98,12 @@ func anchors(md string) map[string]bool {
 	return out
 }
 
-func TestSlug(t *testing.T) {
+// TestDocLinks checks that every relative link of the docs reaches a file of the
+// repository and, with a #fragment, a heading of that file (slug is GitHub's anchor).
+func TestDocLinks(t *testing.T) {
 	assert.Equal(t, "openbao-how-the-agent-uses-it", slug("OpenBao: how the agent uses it"))
 	assert.Equal(t, "1-check-in--post-v1agentcheckin", slug("1. Check-in — `POST /v1/agent/checkin`"))
 	assert.Equal(t, "memory-and-speed", slug("Memory and speed"))
-}
-
-// TestDocLinks checks that every relative link of the docs reaches a file of the
-// repository and, with a #fragment, a heading of that file.
-func TestDocLinks(t *testing.T) {
 	for _, doc := range docFiles(t) {
 		text := readRepoFile(t, doc)
 		for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
@@ -132,21 +149,11 @@ func TestDocMentionsExist(t *testing.T) {
 	for _, doc := range docFiles(t) {
 		check(doc, readRepoFile(t, doc))
 	}
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, rel := range repoFiles(t) {
+		if strings.HasSuffix(rel, ".go") && !slices.Contains(strings.Split(rel, "/"), "testdata") {
+			check(rel, readRepoFile(t, rel))
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".go") {
-			b, err := os.ReadFile(path)
-			require.NoError(t, err)
-			check(path, string(b))
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	}
 }
 
 // TestBundleDocReservedNames checks that docs/BUNDLE.md names every variable name and
@@ -169,67 +176,51 @@ func TestBundleDocReservedNames(t *testing.T) {
 	}
 }
 
-// TestOperationsNamesEveryFlag checks that docs/OPERATIONS.md names every flag of the
-// agent binary and its usage-error exit code.
-func TestOperationsNamesEveryFlag(t *testing.T) {
-	src := readRepoFile(t, "cmd/monky-deployd/cli.go")
+// TestOperationsNamesEveryOption checks that docs/OPERATIONS.md names every flag of the
+// agent binary and its usage-error exit code, and every option of install.sh.
+func TestOperationsNamesEveryOption(t *testing.T) {
 	ops := readRepoFile(t, "docs/OPERATIONS.md")
-	flags := regexp.MustCompile(`fs\.[A-Za-z0-9]+\("([a-z-]+)"`).FindAllStringSubmatch(src, -1)
-	require.NotEmpty(t, flags)
-	for _, m := range flags {
-		assert.True(t, strings.Contains(ops, "--"+m[1]), "docs/OPERATIONS.md does not name monky-deployd's --%s", m[1])
+	for file, option := range map[string]string{
+		"cmd/monky-deployd/cli.go": `fs\.[A-Za-z0-9]+\("([a-z-]+)"`,
+		"packaging/install.sh":     `(?m)^\t--([a-z-]+)\)`,
+	} {
+		opts := regexp.MustCompile(option).FindAllStringSubmatch(readRepoFile(t, file), -1)
+		require.NotEmpty(t, opts, file)
+		for _, m := range opts {
+			named := regexp.MustCompile(`--` + regexp.QuoteMeta(m[1]) + `\b`).MatchString(ops)
+			assert.True(t, named, "docs/OPERATIONS.md does not name %s's --%s", file, m[1])
+		}
 	}
 	assert.True(t, regexp.MustCompile(`(?m)^\| 2 \|`).MatchString(ops), "the exit code table has no row for 2 (a usage error)")
-}
-
-// TestOperationsNamesEveryKitOption checks that docs/OPERATIONS.md names every option
-// of install.sh.
-func TestOperationsNamesEveryKitOption(t *testing.T) {
-	kit := readRepoFile(t, "packaging/install.sh")
-	ops := readRepoFile(t, "docs/OPERATIONS.md")
-	opts := regexp.MustCompile(`(?m)^\t(--[a-z-]+)\)`).FindAllStringSubmatch(kit, -1)
-	require.NotEmpty(t, opts)
-	for _, m := range opts {
-		named := regexp.MustCompile(regexp.QuoteMeta(m[1]) + `\b`).MatchString(ops)
-		assert.True(t, named, "docs/OPERATIONS.md does not name install.sh's %s", m[1])
-	}
 }
 
 // codeRow finds the code of a table row: "| `CODE` | …".
 var codeRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")
 
-// tableCodes returns the codes of the table rows of a doc, in order.
-func tableCodes(t *testing.T, doc string) []codes.Code {
+// tableCodes returns the codes of the table rows of a markdown text, in order.
+func tableCodes(md string) []codes.Code {
 	var out []codes.Code
-	for _, m := range codeRow.FindAllStringSubmatch(readRepoFile(t, doc), -1) {
+	for _, m := range codeRow.FindAllStringSubmatch(md, -1) {
 		out = append(out, codes.Code(m[1]))
 	}
 	return out
 }
 
-// TestOperationsNamesEveryCode checks that every stable code the agent can log, report
-// or show in status (deployd/codes) has a row in docs/OPERATIONS.md, which tells the
+// TestDocsNameEveryCode checks that every stable code the agent can log, report or
+// show in status (deployd/codes) has a row in docs/OPERATIONS.md, which tells the
 // operator what to do, and that the doc names no code the agent does not have. Both
-// follow the order of codes.All.
-func TestOperationsNamesEveryCode(t *testing.T) {
+// follow the order of codes.All. The refusal table of docs/BUNDLE.md lists exactly
+// the refusal codes, in the order of codes.Refusals.
+func TestDocsNameEveryCode(t *testing.T) {
 	// CONFIG is a code of the OpenBao client alone: the agent reports a bad OpenBao
 	// client config as CONFIG_INVALID. docs/PROTOCOL.md names it.
 	want := slices.DeleteFunc(codes.All(), func(c codes.Code) bool { return c == codes.Config })
-	var got []codes.Code
 	// The rules table ("What each code means") is rendered from deployd/failure.go
 	// and checked there (TestOperationsTableIsTheRules); these are the "when" tables.
 	doc := regexp.MustCompile(`(?s)<!-- BEGIN rules.*?<!-- END rules -->`).ReplaceAllString(readRepoFile(t, "docs/OPERATIONS.md"), "")
-	for _, m := range codeRow.FindAllStringSubmatch(doc, -1) {
-		got = append(got, codes.Code(m[1]))
-	}
-	assert.Equal(t, want, got, "the code tables of docs/OPERATIONS.md")
-	assert.Contains(t, tableCodes(t, "docs/PROTOCOL.md"), codes.Config, "docs/PROTOCOL.md has no table row for %s", codes.Config)
-}
-
-// TestBundleDocNamesEveryRefusal checks that the refusal table of docs/BUNDLE.md lists
-// exactly the refusal codes, in the order of codes.Refusals.
-func TestBundleDocNamesEveryRefusal(t *testing.T) {
-	assert.Equal(t, codes.Refusals(), tableCodes(t, "docs/BUNDLE.md"))
+	assert.Equal(t, want, tableCodes(doc), "the code tables of docs/OPERATIONS.md")
+	assert.Contains(t, tableCodes(readRepoFile(t, "docs/PROTOCOL.md")), codes.Config, "docs/PROTOCOL.md has no table row for %s", codes.Config)
+	assert.Equal(t, codes.Refusals(), tableCodes(readRepoFile(t, "docs/BUNDLE.md")), "the refusal table of docs/BUNDLE.md")
 }
 
 // TestOperationsMetrics checks that docs/OPERATIONS.md lists exactly the metrics that
@@ -311,13 +302,6 @@ func TestOperationsConfigKeys(t *testing.T) {
 // headers send the operator there); "`ProtectKernel*`" in the doc covers every setting
 // with that prefix.
 func TestOperationsExplainsTheService(t *testing.T) {
-	for _, u := range []string{serviceUnit, loopUnit} {
-		t.Run(u, func(t *testing.T) { explained(t, u) })
-	}
-}
-
-func explained(t *testing.T, rel string) {
-	unit := readRepoFile(t, rel)
 	ops := readRepoFile(t, "docs/OPERATIONS.md")
 	var wildcards []string
 	for _, m := range regexp.MustCompile("`([A-Z][A-Za-z]+)\\*`").FindAllStringSubmatch(ops, -1) {
@@ -328,18 +312,17 @@ func explained(t *testing.T, rel string) {
 	for _, w := range named.FindAllString(ops, -1) {
 		words[w] = true
 	}
-	_, service, _ := strings.Cut(unit, "\n[Service]\n")
-	for _, line := range strings.Split(service, "\n") {
-		key, _, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok || strings.HasPrefix(key, "#") {
-			continue
-		}
-		covered := words[key]
-		for _, w := range wildcards {
-			covered = covered || strings.HasPrefix(key, w)
-		}
-		if !covered {
-			t.Errorf("docs/OPERATIONS.md does not explain %s's %s=", rel, key)
+	for _, rel := range []string{serviceUnit, loopUnit} {
+		u := readUnit(t, rel)
+		maps.Copy(u["Service"], u["Install"]) // the settings after [Service] too
+		for key := range u["Service"] {
+			covered := words[key]
+			for _, w := range wildcards {
+				covered = covered || strings.HasPrefix(key, w)
+			}
+			if !covered {
+				t.Errorf("docs/OPERATIONS.md does not explain %s's %s=", rel, key)
+			}
 		}
 	}
 }

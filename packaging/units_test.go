@@ -1,8 +1,6 @@
 package packaging_test
 
 import (
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd"
 )
 
 // The box runs one binary, /usr/bin/monky-deployd, from one of two units: the timer's
@@ -20,10 +20,11 @@ import (
 // unit's command line) and systemd-analyze verify; test/systemd runs both units.
 
 const (
-	agentBin    = "/usr/bin/monky-deployd"
-	serviceUnit = "packaging/systemd/monky-deployd.service"
-	loopUnit    = "packaging/systemd/monky-deployd-loop.service"
-	timerUnit   = "packaging/systemd/monky-deployd.timer"
+	agentBin     = "/usr/bin/monky-deployd"
+	serviceUnit  = "packaging/systemd/monky-deployd.service"
+	loopUnit     = "packaging/systemd/monky-deployd-loop.service"
+	timerUnit    = "packaging/systemd/monky-deployd.timer"
+	holdPathUnit = "packaging/systemd/monky-deployd-hold.path"
 )
 
 // unit is a unit file: section -> key -> values in order (a key may repeat).
@@ -69,18 +70,17 @@ func TestParseUnit(t *testing.T) {
 }
 
 // TestUnitsRunTheOneBinary checks both ExecStart= lines: the one binary, `run`, the
-// config and the metrics file, and --loop for the loop service only.
+// config and the metrics file, and --loop for the loop service only; then the
+// lifecycle of each service.
 func TestUnitsRunTheOneBinary(t *testing.T) {
 	const tail = " --config /etc/monky-deployd/config.yaml --metrics-file /var/lib/prometheus/node-exporter/monky-deployd.prom"
 	assert.Equal(t, agentBin+" run"+tail, readUnit(t, serviceUnit).one(t, "Service", "ExecStart"))
 	assert.Equal(t, agentBin+" run --loop"+tail, readUnit(t, loopUnit).one(t, "Service", "ExecStart"))
 	assert.Equal(t, "monky-deployd.service", readUnit(t, timerUnit).one(t, "Timer", "Unit"))
-}
 
-// TestLoopUnitLifecycle checks what systemd does with the loop's exits: a failure at
-// its start or a crash is restarted after a pause, 78 (AGENT_ENV_MISMATCH, latched) is
-// not, and 75 is no success (the loop backs off on 75 itself and never exits with it).
-func TestLoopUnitLifecycle(t *testing.T) {
+	// what systemd does with the loop's exits: a failure at its start or a crash is
+	// restarted after a pause, 78 (AGENT_ENV_MISMATCH, latched) is not, and 75 is no
+	// success (the loop backs off on 75 itself and never exits with it)
 	u := readUnit(t, loopUnit)
 	assert.Contains(t, []string{"exec", "simple"}, u.one(t, "Service", "Type"))
 	assert.Equal(t, "on-failure", u.one(t, "Service", "Restart"))
@@ -130,28 +130,18 @@ func TestLoopHasTheServiceSandbox(t *testing.T) {
 func TestOneBinaryOnly(t *testing.T) {
 	gone := "monky-deployd" + "-tick"
 	var files []string
-	for _, dir := range []string{"packaging", "test/systemd"} {
-		err := filepath.WalkDir(filepath.Join(repoRoot, dir), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			files = append(files, path)
-			return nil
-		})
-		require.NoError(t, err)
+	for _, rel := range repoFiles(t) {
+		if strings.HasPrefix(rel, "packaging/") || strings.HasPrefix(rel, "test/systemd/") || rel == "docs/OPERATIONS.md" {
+			files = append(files, rel)
+		}
 	}
-	files = append(files, filepath.Join(repoRoot, "docs", "OPERATIONS.md"))
 	require.Greater(t, len(files), 20)
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		assert.False(t, strings.Contains(string(b), gone), "%s names %s", f, gone)
+		assert.False(t, strings.Contains(readRepoFile(t, f), gone), "%s names %s", f, gone)
 	}
-}
 
-// TestOperationsListsWhatIsOnABox checks that "What is on a box" in docs/OPERATIONS.md
-// has a row for the binary and each unit, and for no second binary.
-func TestOperationsListsWhatIsOnABox(t *testing.T) {
+	// "What is on a box" in docs/OPERATIONS.md has a row for the binary and each
+	// unit, and for no second binary
 	ops := readRepoFile(t, "docs/OPERATIONS.md")
 	_, box, ok := strings.Cut(ops, "\n## What is on a box\n")
 	require.True(t, ok, "docs/OPERATIONS.md has no \"What is on a box\"")
@@ -161,4 +151,23 @@ func TestOperationsListsWhatIsOnABox(t *testing.T) {
 		assert.True(t, strings.Contains(box, "| `"+p+"` |"), "\"What is on a box\" has no row for %s", p)
 	}
 	assert.Equal(t, 1, strings.Count(box, "| `/usr/bin/"), "\"What is on a box\" lists one binary")
+}
+
+// TestHoldPathUnit: under the timer, a hold set or cleared starts a tick at once (the
+// hold file the agent reads by default); the path unit comes and goes with the timer,
+// so that it never starts the one-shot service beside the loop service; both services
+// may write the hold directory (the agent's note of what waits).
+func TestHoldPathUnit(t *testing.T) {
+	dir := deployd.DefaultConfig().Holds.Dir
+	u := readUnit(t, holdPathUnit)
+	assert.Equal(t, filepath.Join(dir, "hold.json"), u.one(t, "Path", "PathChanged"))
+	assert.Equal(t, "monky-deployd.service", u.one(t, "Path", "Unit"))
+	assert.Equal(t, "monky-deployd.timer", u.one(t, "Unit", "PartOf"))
+	assert.Equal(t, "monky-deployd.timer", u.one(t, "Install", "WantedBy"))
+	assert.Equal(t, "monky-deployd-hold.path", readUnit(t, timerUnit).one(t, "Install", "Also"))
+	assert.Contains(t, strings.Fields(readUnit(t, loopUnit).one(t, "Unit", "Conflicts")), "monky-deployd.timer",
+		"the loop stops the timer, and with it the path unit")
+	for _, svc := range []string{serviceUnit, loopUnit} {
+		assert.Contains(t, strings.Fields(readUnit(t, svc).one(t, "Service", "ReadWritePaths")), "-"+dir, svc)
+	}
 }

@@ -1,8 +1,6 @@
 package packaging_test
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -31,7 +29,9 @@ func firstMatch(re *regexp.Regexp, data string) string {
 	return m[1]
 }
 
-func TestVersionPatterns(t *testing.T) {
+// TestOneVersion checks the patterns that find the version in install.sh, the role and
+// the CHANGELOG, then that the three agree with deployd.Version.
+func TestOneVersion(t *testing.T) {
 	tests := []struct {
 		name string
 		re   *regexp.Regexp
@@ -50,21 +50,13 @@ func TestVersionPatterns(t *testing.T) {
 			assert.Equal(t, tt.want, firstMatch(tt.re, tt.in))
 		})
 	}
-}
 
-// TestOneVersion checks that the version places agree (docs/OPERATIONS.md, "Releasing"): a release
-// bumps all of them together (docs/OPERATIONS.md, "Releasing").
-func TestOneVersion(t *testing.T) {
-	read := func(path string) string {
-		t.Helper()
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		return string(b)
-	}
+	// the version places agree: a release bumps all of them together
+	// (docs/OPERATIONS.md, "Releasing")
 	places := map[string]string{
-		"packaging/install.sh DEFAULT_VERSION":                firstMatch(installVersion, read("install.sh")),
-		"packaging/ansible/.../defaults/main.yml":             firstMatch(roleVersion, read(filepath.Join("ansible", "roles", "monky_deployd", "defaults", "main.yml"))),
-		"CHANGELOG.md newest '## [X.Y.Z] - YYYY-MM-DD' entry": firstMatch(changelogRelease, read(filepath.Join("..", "CHANGELOG.md"))),
+		"packaging/install.sh DEFAULT_VERSION":                firstMatch(installVersion, readRepoFile(t, "packaging/install.sh")),
+		"packaging/ansible/.../defaults/main.yml":             firstMatch(roleVersion, readRepoFile(t, "packaging/ansible/roles/monky_deployd/defaults/main.yml")),
+		"CHANGELOG.md newest '## [X.Y.Z] - YYYY-MM-DD' entry": firstMatch(changelogRelease, readRepoFile(t, "CHANGELOG.md")),
 	}
 	require.Regexp(t, `^[0-9]+\.[0-9]+\.[0-9]+`, deployd.Version)
 	for place, v := range places {

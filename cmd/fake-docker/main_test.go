@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
 )
 
@@ -22,54 +24,37 @@ func TestServeEngineStopsOnSIGTERM(t *testing.T) {
 	}
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "docker")
-	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", prog, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", prog, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
 	log := filepath.Join(dir, "docker.log")
-	if err := os.WriteFile(filepath.Join(dir, "fake-docker.json"), []byte(`{"log":"`+log+`"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fake-docker.json"), []byte(`{"log":"`+log+`"}`), 0o644))
 	cmd := exec.CommandContext(t.Context(), prog, "serve-engine", "-watch-stdin=false")
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no line: %v", err)
-	}
+	require.NoError(t, err, "no line")
 	var served struct {
 		DockerHost string `json:"docker_host"`
 		Socket     string `json:"socket"`
 		Log        string `json:"log"`
 	}
-	if err := json.Unmarshal([]byte(line), &served); err != nil {
-		t.Fatalf("%v: %s", err, line)
-	}
-	if served.Log != log || served.DockerHost != "unix://"+served.Socket {
-		t.Fatalf("served %+v, want the log of fake-docker.json", served)
-	}
-	if out, err := exec.CommandContext(t.Context(), prog, "version", "--format", "{{.Server.Version}}").Output(); err != nil || string(out) != fakedocker.DefaultServerVersion+"\n" {
-		t.Fatalf("docker version beside serve-engine: %v %q", err, out)
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(line), &served), line)
+	require.Equal(t, log, served.Log, "the log of fake-docker.json")
+	require.Equal(t, "unix://"+served.Socket, served.DockerHost)
+	out, err = exec.CommandContext(t.Context(), prog, "version", "--format", "{{.Server.Version}}").Output()
+	require.NoError(t, err, "docker version beside serve-engine")
+	require.Equal(t, fakedocker.DefaultServerVersion+"\n", string(out), "docker version beside serve-engine")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve-engine after SIGTERM: %v", err)
-		}
+		require.NoError(t, err, "serve-engine after SIGTERM")
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve-engine did not stop on SIGTERM")
 	}
-	if _, err := os.Stat(served.Socket); !os.IsNotExist(err) {
-		t.Fatalf("the socket %s is still there: %v", served.Socket, err)
-	}
+	_, err = os.Stat(served.Socket)
+	require.ErrorIs(t, err, os.ErrNotExist, "the socket is still there")
 }

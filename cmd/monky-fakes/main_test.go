@@ -28,13 +28,6 @@ import (
 // TestMain removes the binary the process tests built.
 func TestMain(m *testing.M) { os.Exit(testprog.Run(m)) }
 
-// binary builds monky-fakes once per test process (testprog.Build: under go test
-// -short it skips the test). testprog, not testbox: this test links no agent.
-func binary(t *testing.T) string {
-	t.Helper()
-	return testprog.Build(t, "github.com/monky/monky-deployd/cmd/monky-fakes")
-}
-
 type process struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -44,7 +37,9 @@ type process struct {
 
 func start(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary(t), args...)
+	// built once per test process (under go test -short testprog.Build skips the
+	// test); testprog, not testbox: this test links no agent
+	cmd := exec.Command(testprog.Build(t, "github.com/monky/monky-deployd/cmd/monky-fakes"), args...)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
@@ -95,21 +90,6 @@ func (p *process) admin(t *testing.T, method, path string, body io.Reader, out a
 	return resp.StatusCode
 }
 
-func vaultClient(t *testing.T, addr string) *vault.Client {
-	t.Helper()
-	for _, v := range []string{"VAULT_ADDR", "VAULT_AGENT_ADDR", "VAULT_TOKEN", "VAULT_NAMESPACE", "VAULT_WRAP_TTL", "VAULT_SKIP_VERIFY"} {
-		t.Setenv(v, "")
-	}
-	cfg := vault.DefaultConfig()
-	require.NoError(t, cfg.Error)
-	cfg.Address = addr
-	cfg.MaxRetries = 0
-	c, err := vault.NewClient(cfg)
-	require.NoError(t, err)
-	c.ClearToken()
-	return c
-}
-
 // TestProcess drives the binary through its admin API, a real vault/api client and
 // the tenancy client, then closes stdin.
 func TestProcess(t *testing.T) {
@@ -123,7 +103,15 @@ func TestProcess(t *testing.T) {
 	require.Equal(t, 200, p.admin(t, http.MethodPut, "/envs/"+env+"/secrets/db", strings.NewReader(`{"password":"planted-s3cret"}`), &version))
 	assert.Equal(t, 1, version.Version)
 
-	vc := vaultClient(t, p.addrs.BaoAddr)
+	for _, v := range []string{"VAULT_ADDR", "VAULT_AGENT_ADDR", "VAULT_TOKEN", "VAULT_NAMESPACE", "VAULT_WRAP_TTL", "VAULT_SKIP_VERIFY"} {
+		t.Setenv(v, "")
+	}
+	cfg := vault.DefaultConfig()
+	require.NoError(t, cfg.Error)
+	cfg.Address, cfg.MaxRetries = p.addrs.BaoAddr, 0
+	vc, err := vault.NewClient(cfg)
+	require.NoError(t, err)
+	vc.ClearToken()
 	login, err := vc.Logical().WriteWithContext(ctx, "auth/jwt-tenancy/login", map[string]any{"role": "see-env", "jwt": grant.Grant})
 	require.NoError(t, err)
 	require.NotNil(t, login.Auth)
@@ -230,34 +218,22 @@ func TestRunFlags(t *testing.T) {
 }
 
 func TestRunInProcess(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	out := &lineWriter{line: make(chan string, 1)}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"-lease-budget", "2"}, pr, out, &stderr) }()
+	go func() {
+		done <- run(t.Context(), []string{"-lease-budget", "2"}, inR, outW, io.Discard)
+		_ = outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	require.NoError(t, err, "no address line")
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
 	var addrs addresses
-	select {
-	case line := <-out.line:
-		require.NoError(t, json.Unmarshal([]byte(line), &addrs))
-	case <-time.After(10 * time.Second):
-		t.Fatal("no address line")
-	}
+	require.NoError(t, json.Unmarshal([]byte(line), &addrs))
 	resp, err := http.Get(addrs.AdminURL + "/requests")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
-	require.NoError(t, pw.Close())
+	require.NoError(t, inW.Close())
 	assert.Equal(t, 0, <-done)
-	cancel()
-}
-
-type lineWriter struct{ line chan string }
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	select {
-	case w.line <- string(p):
-	default:
-	}
-	return len(p), nil
 }

@@ -2,7 +2,7 @@ package fakedocker
 
 import (
 	"encoding/json"
-	"io"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/deployd/compose"
 )
 
 // engineScript has a service becoming healthy, a failed one-shot and a sized image.
@@ -25,7 +27,7 @@ var engineScript = &Script{
 	},
 }
 
-// get asks the engine handler of e and returns the status and body.
+// engine asks the engine handler of e and returns the status and body.
 func (e *env) engine(method, target string) (int, []byte) {
 	e.t.Helper()
 	cfg := config{Log: e.log, Script: e.script}
@@ -42,14 +44,21 @@ func (e *env) engineJSON(method, target string, wantCode int, v any) {
 	require.NoError(e.t, json.Unmarshal(body, v), "%s %s: %s", method, target, body)
 }
 
+// refused asks the engine and checks its error answer: the status and a message holding part.
+func (e *env) refused(method, target string, wantCode int, part string, msgAndArgs ...any) {
+	e.t.Helper()
+	code, body := e.engine(method, target)
+	assert.Equal(e.t, wantCode, code, msgAndArgs...)
+	message(part)(e.t, body)
+}
+
 func projectFilter(p string) string {
 	return url.QueryEscape(`{"label":["com.docker.compose.project=` + p + `"]}`)
 }
 
 func TestEngineEndpoints(t *testing.T) {
 	e := newEnv(t, engineScript)
-	code, _, stderr := e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 	all := "/containers/json?all=1&filters=" + projectFilter("p")
 
 	var list []map[string]any
@@ -186,61 +195,107 @@ func message(part string) func(t *testing.T, b []byte) {
 	}
 }
 
-// TestEngineSharesThePSCounter: a script plays the same whichever way it is read: the
-// n-th ps step shows the same container states through docker compose ps and through
-// GET /containers/json, and a mix of both advances one counter.
-func TestEngineSharesThePSCounter(t *testing.T) {
-	script := &Script{Services: map[string]Service{
-		"web": {States: []State{{Health: "starting", Times: 2}, {Health: "unhealthy"}, {State: "restarting", ExitCode: 2}, {Health: "healthy"}}},
-		"db":  {States: []State{{State: "created"}, {State: "running"}}},
-	}}
-	type seen struct{ State, Status string }
-	viaCLI := func(e *env) map[string]seen {
-		code, out, stderr := e.compose("ps", "--all", "--format", "json")
-		require.Equal(t, 0, code, stderr)
-		got := map[string]seen{}
-		for svc, m := range psServices(t, out) {
-			got[svc] = seen{m["State"].(string), m["Status"].(string)}
+// healthFromStatus is the health docker's status text shows: moby's State.String
+// writes a running container with a healthcheck as "Up <duration> (<health>)".
+// internal/engine's copy, which the agent reads the list with, is not shared on
+// purpose: a fake is checked against docker's format with its own code, not with the
+// code under test (internal/engine's FuzzStatus pins the agent's reading).
+func healthFromStatus(status string) string {
+	for suffix, health := range map[string]string{" (healthy)": "healthy", " (unhealthy)": "unhealthy", " (health: starting)": "starting"} {
+		if strings.HasSuffix(status, suffix) {
+			return health
 		}
-		return got
 	}
-	viaAPI := func(e *env) map[string]seen {
-		var list []struct {
-			Labels        map[string]string
-			State, Status string
+	return ""
+}
+
+// TestEngineAgreesWithTheCLI: a script plays the same whichever way it is read: at the
+// n-th ps step docker compose ps (parsed by compose.ParsePS), GET /containers/json
+// (parsed by the same ParsePS) and GET /containers/{id}/json show the same containers
+// with the same State, Status, Health and ExitCode; a mix of both reads advances one
+// counter; inspect advances none.
+func TestEngineAgreesWithTheCLI(t *testing.T) {
+	script := &Script{Services: map[string]Service{
+		"web":     {States: []State{{Health: "starting", Times: 2}, {Health: "unhealthy"}, {State: "restarting", ExitCode: 2}, {Health: "healthy"}}},
+		"worker":  {States: []State{{State: "restarting", ExitCode: 137}, {}}},
+		"migrate": {States: []State{{}, {State: "exited", ExitCode: 3}}},
+		"cron":    {States: []State{{State: "created"}, {State: "paused"}}},
+	}}
+	dir := release(t, "agree", "services:\n  web:\n    image: nginx:1.27\n    healthcheck:\n      test: [CMD, true]\n  worker:\n    build: .\n")
+	viaCLI := func(e *env) []compose.Container {
+		out, _ := e.mustRun("compose", "--project-name", "p", "--project-directory", dir, "ps", "--all", "--format", "json")
+		cs, err := compose.ParsePS([]byte(out))
+		require.NoError(t, err)
+		return cs
+	}
+	viaAPI := func(e *env) []compose.Container {
+		code, body := e.engine("GET", "/containers/json?all=1&filters="+projectFilter("p"))
+		require.Equal(t, 200, code, "%s", body)
+		cs, err := compose.ParsePS(body)
+		require.NoError(t, err, "the API list reads as ps output")
+		return cs
+	}
+	agree := func(step int, api *env, want, got []compose.Container) {
+		t.Helper()
+		require.Len(t, want, 4, "step %d", step)
+		require.Len(t, got, len(want), "step %d", step)
+		for i, w := range want {
+			g, at := got[i], fmt.Sprintf("step %d %s", step, w.Service)
+			assert.True(t, strings.HasPrefix(g.ID, w.ID), "%s: the API's full ID %s starts with ps's %s", at, g.ID, w.ID)
+			assert.Equal(t, []string{w.Name, w.Service, w.Image, w.Command, w.State, w.Status}, []string{g.Name, g.Service, g.Image, g.Command, g.State, g.Status}, at)
+			assert.Equal(t, w.Health, healthFromStatus(g.Status), "%s: health in the status text", at)
+			if w.State == "exited" {
+				assert.Equal(t, w.ExitCode, g.ExitCode, "%s: exit code in the status text", at)
+			}
+			var ins struct {
+				Name, Image string
+				State       struct {
+					Status   string
+					ExitCode int
+					Health   *struct{ Status string }
+				}
+			}
+			api.engineJSON("GET", "/containers/"+g.ID+"/json", 200, &ins)
+			assert.Equal(t, []any{"/" + w.Name, ImageID(w.Image), w.State, w.ExitCode}, []any{ins.Name, ins.Image, ins.State.Status, ins.State.ExitCode}, "%s: inspect", at)
+			if w.Health != "" {
+				require.NotNil(t, ins.State.Health, at)
+				assert.Equal(t, w.Health, ins.State.Health.Status, "%s: inspect", at)
+			}
 		}
-		e.engineJSON("GET", "/containers/json?all=1&filters="+projectFilter("p"), 200, &list)
-		got := map[string]seen{}
-		for _, c := range list {
-			got[c.Labels["com.docker.compose.service"]] = seen{c.State, c.Status}
-		}
-		return got
 	}
 	cli, api, mixed := newEnv(t, script), newEnv(t, script), newEnv(t, script)
 	for _, e := range []*env{cli, api, mixed} {
-		code, _, stderr := e.compose("up", "-d")
-		require.Equal(t, 0, code, stderr)
+		e.composeIn(dir, "up", "-d")
 	}
 	for n := range 6 {
 		want := viaCLI(cli)
-		assert.Equal(t, want, viaAPI(api), "step %d through the API", n)
+		agree(n, api, want, viaAPI(api))
 		if n%2 == 0 {
-			assert.Equal(t, want, viaAPI(mixed), "step %d, mixed, through the API", n)
+			agree(n, mixed, want, viaAPI(mixed))
 		} else {
 			assert.Equal(t, want, viaCLI(mixed), "step %d, mixed, through ps", n)
 		}
 		if n == 3 {
-			assert.Equal(t, seen{"restarting", "Restarting (2) 1 second ago"}, want["web"], "the script did advance")
+			assert.Equal(t, []string{"restarting", "Restarting (2) 1 second ago"}, []string{want[2].State, want[2].Status}, "the script did advance: %s", want[2].Service)
 		}
 	}
 	for _, e := range []*env{cli, api, mixed} {
 		assert.Equal(t, 6, e.status().PSCalls)
 	}
+	calls, err := readCalls(api.log)
+	require.NoError(t, err)
+	lists := 0
+	for _, c := range calls {
+		if c.EngineCommand() == "ps" {
+			lists++
+		}
+	}
+	assert.Equal(t, 6, lists, "one recorded call per list")
+
 	// inspect, through either, shows the last step and advances nothing
 	var o map[string]any
 	api.engineJSON("GET", "/containers/p-web-1/json", 200, &o)
-	code, out, _ := api.run("inspect", "--type", "container", "p-web-1")
-	require.Equal(t, 0, code)
+	out, _ := api.mustRun("inspect", "--type", "container", "p-web-1")
 	var cliObjs []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &cliObjs))
 	require.Len(t, cliObjs, 1)
@@ -249,21 +304,20 @@ func TestEngineSharesThePSCounter(t *testing.T) {
 	assert.Equal(t, 6, api.status().PSCalls)
 
 	// up starts the script again, for both
-	code, _, _ = api.compose("up", "-d")
-	require.Equal(t, 0, code)
-	assert.Equal(t, seen{"running", "Up 3 seconds (health: starting)"}, viaAPI(api)["web"])
+	api.composeIn(dir, "up", "-d")
+	assert.Equal(t, "Up 3 seconds (health: starting)", viaAPI(api)[2].Status)
 }
 
 // TestEngineRecord: every request is one Call, argv ["engine", METHOD, PATH], the
-// query apart; with nothing up the lists are empty arrays.
+// query apart; with nothing up the lists are empty arrays; without a log or state the
+// engine still answers, and records nothing.
 func TestEngineRecord(t *testing.T) {
 	e := newEnv(t, nil)
-	code, body := e.engine("GET", "/containers/json?all=1")
-	require.Equal(t, 200, code)
-	assert.Equal(t, "[]\n", string(body), "before the first up")
-	code, body = e.engine("GET", "/images/json")
-	require.Equal(t, 200, code)
-	assert.Equal(t, "[]\n", string(body))
+	for _, target := range []string{"/containers/json?all=1", "/images/json"} {
+		code, body := e.engine("GET", target)
+		require.Equal(t, 200, code)
+		assert.Equal(t, "[]\n", string(body), "%s before the first up", target)
+	}
 	e.engine("POST", "/v1.41/containers/json")
 	calls, err := readCalls(e.log)
 	require.NoError(t, err)
@@ -274,11 +328,8 @@ func TestEngineRecord(t *testing.T) {
 	assert.Equal(t, []string{"engine", "GET", "/images/json"}, calls[1].Argv)
 	assert.Empty(t, calls[1].Query)
 	assert.Equal(t, []string{"engine", "POST", "/v1.41/containers/json"}, calls[2].Argv, "a refused request is recorded too, as sent")
-}
 
-// TestEngineWithoutState: with neither log nor state the engine keeps nothing and sees
-// no project, and records nothing.
-func TestEngineWithoutState(t *testing.T) {
+	// with neither log nor state the engine keeps nothing and sees no project
 	rec := httptest.NewRecorder()
 	newEngine(config{}).ServeHTTP(rec, httptest.NewRequest("GET", "/containers/json?all=1", nil))
 	assert.Equal(t, 200, rec.Code)
@@ -287,23 +338,11 @@ func TestEngineWithoutState(t *testing.T) {
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 }
 
-// TestEngineBadScript: a script that does not read is a 500 with its error.
-func TestEngineBadScript(t *testing.T) {
-	e := newEnv(t, nil)
-	e.script = filepath.Join(e.dir, "script.json")
-	require.NoError(t, os.WriteFile(e.script, []byte(`{"servics":{}}`), 0o644))
-	code, body := e.engine("GET", "/containers/json")
-	assert.Equal(t, 500, code)
-	message(`unknown field "servics"`)(t, body)
-}
-
 // composeIn runs docker compose up/down of project p in a release directory holding
 // compose.yaml.
 func (e *env) composeIn(dir string, args ...string) {
 	e.t.Helper()
-	base := []string{"compose", "--project-name", "p", "--project-directory", dir}
-	code, _, stderr := e.run(append(base, args...)...)
-	require.Equal(e.t, 0, code, stderr)
+	e.mustRun(append([]string{"compose", "--project-name", "p", "--project-directory", dir}, args...)...)
 }
 
 func release(t *testing.T, name, compose string) string {
@@ -362,10 +401,8 @@ func TestEngineImages(t *testing.T) {
 		}
 	}
 
-	code, body := e.engine("DELETE", "/images/"+api1.ID)
-	assert.Equal(t, 409, code)
-	message("(cannot be forced) - image is being used by running container")(t, body)
-	code, _ = e.engine("DELETE", "/images/"+api1.ID+"?force=1")
+	e.refused("DELETE", "/images/"+api1.ID, 409, "(cannot be forced) - image is being used by running container")
+	code, _ := e.engine("DELETE", "/images/"+api1.ID+"?force=1")
 	assert.Equal(t, 409, code, "a running container's image cannot be forced")
 
 	e.composeIn(rel2, "up", "-d")
@@ -376,18 +413,12 @@ func TestEngineImages(t *testing.T) {
 	var del []map[string]string
 	e.engineJSON("DELETE", "/images/"+api1.ID, 200, &del)
 	assert.Equal(t, []map[string]string{{"Untagged": "registry.example/api:1"}, {"Deleted": api1.ID}}, del)
-	code, body = e.engine("DELETE", "/images/"+api1.ID)
-	assert.Equal(t, 404, code)
-	message("No such image: "+api1.ID)(t, body)
+	e.refused("DELETE", "/images/"+api1.ID, 404, "No such image: "+api1.ID)
 	e.engineJSON("DELETE", "/images/"+strings.TrimPrefix(got["p-web:latest"].ID, "sha256:")[:12], 200, &del) // a short ID
-	code, body = e.engine("DELETE", "/images/alpine:latest")
-	assert.Equal(t, 400, code)
-	message("by ID")(t, body)
+	e.refused("DELETE", "/images/alpine:latest", 400, "by ID")
 
 	alpine := got["alpine:latest"].ID
-	code, body = e.engine("DELETE", "/images/"+alpine)
-	assert.Equal(t, 409, code, "a stopped container still holds its image")
-	message("(must be forced) - image is being used by stopped container")(t, body)
+	e.refused("DELETE", "/images/"+alpine, 409, "(must be forced) - image is being used by stopped container", "a stopped container still holds its image")
 	e.engineJSON("DELETE", "/images/"+alpine+"?force=1", 200, &del)
 
 	e.composeIn(rel2, "down")
@@ -399,7 +430,8 @@ func TestEngineImages(t *testing.T) {
 }
 
 // TestEngineOldStateFile: a state file written before images were modelled still
-// reads: its containers show the default image, and no image is held.
+// reads: its containers show the default image, and no image is held. A script file
+// that does not read is a 500 with its error.
 func TestEngineOldStateFile(t *testing.T) {
 	e := newEnv(t, nil)
 	require.NoError(t, os.WriteFile(e.log+".state",
@@ -410,35 +442,11 @@ func TestEngineOldStateFile(t *testing.T) {
 	assert.Equal(t, "example.invalid/web:latest", list[0]["Image"])
 	assert.Empty(t, e.images())
 	assert.Equal(t, 1, e.status().PSCalls)
-}
 
-// TestServeEngine serves the engine on a unix socket, as DOCKER_HOST reaches it.
-func TestServeEngine(t *testing.T) {
-	e := newEnv(t, nil)
-	dir, err := os.MkdirTemp("", "fd")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := serveEngine(filepath.Join(dir, "docker.sock"), config{Log: e.log})
-	require.NoError(t, err)
-	assert.Equal(t, "unix://"+filepath.Join(dir, "docker.sock"), s.DockerHost())
-	client := (&Docker{Socket: s.Socket}).HTTPClient()
-	resp, err := client.Get("http://docker/_ping")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	assert.Equal(t, "OK", string(body))
-	assert.Equal(t, apiVersion, resp.Header.Get("Api-Version"))
-	client.CloseIdleConnections()
-	require.NoError(t, s.Close())
-	_, err = os.Stat(s.Socket)
-	assert.True(t, os.IsNotExist(err), "Close removes the socket")
-	calls, err := readCalls(e.log)
-	require.NoError(t, err)
-	require.Len(t, calls, 1)
-	assert.Equal(t, []string{EngineArgv0, "GET", "/_ping"}, calls[0].Argv)
-
-	_, err = serveEngine("/"+strings.Repeat("x", 120), config{})
-	assert.ErrorContains(t, err, "more than the 107")
+	// a script that does not read is a 500 with its error
+	e.script = filepath.Join(e.dir, "script.json")
+	require.NoError(t, os.WriteFile(e.script, []byte(`{"servics":{}}`), 0o644))
+	e.refused("GET", "/containers/json", 500, `unknown field "servics"`)
 }
 
 // TestEnginePlaysTheScriptedCommands: a scripted failure or delay of ps, inspect or
@@ -450,20 +458,14 @@ func TestEnginePlaysTheScriptedCommands(t *testing.T) {
 		"inspect": {Delay: 50 * time.Millisecond},
 	}}
 	e := newEnv(t, script)
-	code, _, stderr := e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 
-	status, body := e.engine("GET", "/containers/json?all=1")
-	assert.Equal(t, http.StatusInternalServerError, status)
-	assert.Contains(t, string(body), "Cannot connect to the Docker daemon")
-	code, _, stderr = e.compose("ps", "--all", "--format", "json")
+	e.refused("GET", "/containers/json?all=1", http.StatusInternalServerError, "Cannot connect to the Docker daemon")
+	code, _, stderr := e.compose("ps", "--all", "--format", "json")
 	assert.Equal(t, 1, code, "the second ps call fails too, through the CLI: %s", stderr)
-	status, body = e.engine("GET", "/containers/json?all=1")
+	status, body := e.engine("GET", "/containers/json?all=1")
 	assert.Equal(t, http.StatusOK, status, "%s", body)
-
-	status, body = e.engine("GET", "/version")
-	assert.Equal(t, http.StatusInternalServerError, status)
-	assert.Contains(t, string(body), "dial unix docker.sock")
+	e.refused("GET", "/version", http.StatusInternalServerError, "dial unix docker.sock")
 
 	var list []struct{ ID string }
 	e.engineJSON("GET", "/containers/json?all=1", http.StatusOK, &list)
@@ -482,8 +484,7 @@ func TestEngineRestartStartsTheUptimeOver(t *testing.T) {
 	e := newEnv(t, &Script{Services: map[string]Service{
 		"web": {States: []State{{Times: 2}, {RestartCount: 1}}},
 	}})
-	code, _, stderr := e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 	status := func() string {
 		var list []struct {
 			Labels map[string]string
@@ -505,7 +506,6 @@ func TestEngineRestartStartsTheUptimeOver(t *testing.T) {
 	require.NoError(t, (&Script{Services: map[string]Service{"web": {States: []State{{RestartCount: 3}}}}}).writeFile(e.script))
 	assert.Equal(t, "Up Less than a second", status(), "a new script with a higher count: restarted again")
 	assert.Equal(t, 3, e.status().Starts["web"].RestartCount)
-	code, _, stderr = e.compose("up", "-d")
-	require.Equal(t, 0, code, stderr)
+	e.mustCompose("up", "-d")
 	assert.Equal(t, "Up 3 seconds", status(), "up starts the fast clock over")
 }

@@ -13,6 +13,18 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
+// check stops the example on an error; must is check for a call that also returns a value.
+func check(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	check(err)
+	return v
+}
+
 // Example applies a bundle end to end with no docker daemon: the fake tenancy, OpenBao
 // and docker (fakestack with Options.Docker), and an agent in-process. The first
 // release comes up healthy; a script makes the second one's web service unhealthy,
@@ -22,21 +34,13 @@ func Example() {
 	defer cancel()
 	const env = "env-dev-01"
 
-	s, err := fakestack.Start(ctx, fakestack.Options{Docker: &fakedocker.Options{}})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	s := must(fakestack.Start(ctx, fakestack.Options{Docker: &fakedocker.Options{}}))
 	defer s.Close()
 	d := s.Docker
 
-	dir, err := os.MkdirTemp("", "fakedocker-example-")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	dir := must(os.MkdirTemp("", "fakedocker-example-"))
 	defer os.RemoveAll(dir)
-	cfg, err := deployd.ParseConfig("config.yaml", fmt.Appendf(nil, `env_id: %[1]s
+	cfg := must(deployd.ParseConfig("config.yaml", fmt.Appendf(nil, `env_id: %[1]s
 deploy_dir: %[2]s/srv
 state_dir: %[2]s/state
 bootstrap_grant: %[2]s/grant.jwt
@@ -48,71 +52,37 @@ bao:
   addr: %[4]s
 compose:
   health_timeout: 20s
-`, env, dir, s.Tenancy.URL(), s.Bao.URL()))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := os.WriteFile(filepath.Join(dir, "grant.jwt"), []byte(s.Bao.MintGrant(env)), 0o600); err != nil {
-		fmt.Println(err)
-		return
-	}
+`, env, dir, s.Tenancy.URL(), s.Bao.URL())))
+	check(os.WriteFile(filepath.Join(dir, "grant.jwt"), []byte(s.Bao.MintGrant(env)), 0o600))
 	s.Bao.PutSecret(env, "db", map[string]string{"password": "example-password"})
-	agent, err := deployd.New(ctx, cfg, deployd.Options{DockerEnv: d.Env(), HealthPoll: 20 * time.Millisecond})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	agent := must(deployd.New(ctx, cfg, deployd.Options{DockerEnv: d.Env(), HealthPoll: 20 * time.Millisecond}))
 	defer agent.Close()
 
-	publish := func(serial int64) (string, error) {
-		b, err := faketenancy.BuildBundle(faketenancy.SampleApp(env, serial))
-		if err != nil {
-			return "", err
-		}
+	publish := func(serial int64) string {
+		b := must(faketenancy.BuildBundle(faketenancy.SampleApp(env, serial)))
 		sha, _, err := s.Tenancy.PublishBundle(env, b.Data)
-		return sha, err
+		check(err)
+		return sha
 	}
 	tick := func() {
 		out, err := agent.Tick(ctx)
 		fmt.Printf("tick: %s %s, code %q, exit %d\n", out.Action, out.Result, out.Code, deployd.ExitCode(err))
 	}
 
-	if _, err := publish(1); err != nil {
-		fmt.Println(err)
-		return
-	}
+	publish(1)
 	tick()
-	sha2, err := publish(2)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	err = d.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
+	sha2 := publish(2)
+	check(d.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		sha2: {"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy", HealthOutput: "GET /health: 500"}}}},
-	}})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	}}))
 	tick()
 
 	for _, r := range s.Tenancy.Reports(env) {
 		fmt.Printf("report: serial %d %s, code %q\n", r.Serial, r.Result, r.Code)
 	}
-	st, err := deployd.ReadState(cfg)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println("serving serial", st.LiveSerial)
-	calls, err := d.Calls()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	fmt.Println("serving serial", must(deployd.ReadState(cfg)).LiveSerial)
 	ups, reads := 0, 0
-	for _, c := range calls {
+	for _, c := range must(d.Calls()) {
 		if c.Compose("up") {
 			ups++
 		}

@@ -1,6 +1,7 @@
 package fakedocker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -74,10 +75,16 @@ func TestScriptFile(t *testing.T) {
 		{`{"commands":{"up":{"delay":"soon"}}}`, `delay "soon"`, "a delay is a Go duration"},
 		{`{"commands":{"up":{"dealy":"2s"}}}`, "dealy", "an unknown field of a command"},
 		{`{"services":{"web":{"states":[{"state":"stopped"}]}}}`, `Services["web"].States[0]: State "stopped"`, "the program validates what it reads"},
+		{`{"ps_fromat":"array"}`, `unknown field "ps_fromat"`, "an unknown field of the script"},
+		{`{"ps_format":"yaml"}`, `PSFormat "yaml"`, "a bad ps format"},
+		{`services: {}`, "invalid character", "JSON only"},
 	} {
 		require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o644))
 		_, err = readScript(path)
 		assert.ErrorContains(t, err, tc.says, tc.why)
+		var out, errOut bytes.Buffer
+		assert.Equal(t, 1, play(config{}, []string{"compose", "ps"}, []string{envScript + "=" + path}, &out, &errOut), tc.why)
+		assert.Contains(t, errOut.String(), "script", "the program says which file is wrong: %s", tc.why)
 	}
 }
 
@@ -110,13 +117,12 @@ func TestScriptValidate(t *testing.T) {
 			}
 		})
 	}
-	var nilScript *Script
-	assert.NoError(t, nilScript.Validate())
+	assert.NoError(t, (*Script)(nil).Validate())
 	assert.NoError(t, (&Script{}).Validate())
 }
 
-// TestCallCompose: Compose finds the subcommand after compose's global flags.
-func TestCallCompose(t *testing.T) {
+// TestCall: Compose finds the subcommand after compose's global flags.
+func TestCall(t *testing.T) {
 	up := Call{Argv: []string{"compose", "--project-name", "ps", "--project-directory", "/srv/up", "-f", "down", "--dry-run", "up", "-d", "--remove-orphans"}}
 	assert.True(t, up.Compose("up"))
 	assert.False(t, up.Compose("ps"), "a flag's value is not the subcommand")
@@ -125,11 +131,9 @@ func TestCallCompose(t *testing.T) {
 	assert.False(t, Call{Argv: []string{EngineArgv0, "GET", "/containers/json"}}.Compose("ps"))
 	assert.False(t, Call{}.Compose("up"))
 	assert.True(t, Call{Argv: []string{"compose", "ps", "--all"}}.Compose("ps"))
-}
 
-// TestCallEngineCommand: a request to the Engine API names the docker command that
-// reads the same (readCommand); another path, or a run of the program, names none.
-func TestCallEngineCommand(t *testing.T) {
+	// EngineCommand: a request to the Engine API names the docker command that reads
+	// the same (readCommand); another path, or a run of the program, names none.
 	for path, want := range map[string]string{
 		"/version": "version", "/containers/json": "ps", "/containers/abc/json": "inspect",
 		"/containers//json": "", "/images/json": "", "/_ping": "", "/containers/abc/logs": "",
@@ -152,7 +156,7 @@ func docker(t *testing.T, d *Docker, dir string, args ...string) string {
 
 // TestInstall: the program found on Env's PATH and the Engine API at Env's
 // DOCKER_HOST share one state and one record; SetScript changes what both play; Close
-// removes everything Install made.
+// removes everything Install made, but for a directory of the caller's.
 func TestInstall(t *testing.T) {
 	d, err := Install(t.Context(), Options{})
 	require.NoError(t, err)
@@ -223,19 +227,15 @@ func TestInstall(t *testing.T) {
 		assert.ErrorIs(t, err, os.ErrNotExist, "%s is removed", p)
 	}
 	assert.NoError(t, d.Close(), "a second Close")
-}
 
-// TestInstallIntoDir: Options.Dir and Options.Program are used as given; Close leaves
-// the caller's directory.
-func TestInstallIntoDir(t *testing.T) {
-	prog, err := program(t.Context())
-	require.NoError(t, err)
-	root := t.TempDir()
-	d, err := Install(t.Context(), Options{Dir: root, Program: prog, Script: &Script{ServerVersion: "20.10.24"}})
+	// Options.Dir and Options.Program are used as given; Close leaves the caller's
+	// directory
+	root = t.TempDir()
+	d, err = Install(t.Context(), Options{Dir: root, Program: prog, Script: &Script{ServerVersion: "20.10.24"}})
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(root, "bin"), d.Dir)
 	assert.Equal(t, filepath.Join(root, "bin", "docker"), d.Path)
-	out := docker(t, d, root, "version", "--format", "{{.Server.Version}}")
+	out = docker(t, d, root, "version", "--format", "{{.Server.Version}}")
 	assert.Equal(t, "20.10.24\n", out)
 	cfg, err := readConfig(filepath.Join(d.Dir, configFile))
 	require.NoError(t, err)
@@ -245,12 +245,11 @@ func TestInstallIntoDir(t *testing.T) {
 	assert.NoError(t, err, "the caller's directory stays, with the record")
 }
 
-// TestInstallRefuses: each bad option is named, and nothing is left behind.
+// TestInstallRefuses: each bad option is named, and nothing is left behind; Build
+// without a go tool says what to do instead.
 func TestInstallRefuses(t *testing.T) {
 	notExec := filepath.Join(t.TempDir(), "docker")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
-	file := filepath.Join(t.TempDir(), "file")
-	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	used := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(used, "bin"), 0o755))
 	prog, err := program(t.Context())
@@ -263,7 +262,7 @@ func TestInstallRefuses(t *testing.T) {
 		{name: "a bad script", opts: Options{Script: &Script{PSFormat: "table"}}, says: `Options.Script: PSFormat "table"`},
 		{name: "no program there", opts: Options{Program: "/nonexistent/fake-docker"}, says: "Options.Program /nonexistent/fake-docker is not an executable file"},
 		{name: "a program that is not executable", opts: Options{Program: notExec}, says: "is not an executable file"},
-		{name: "a directory that is not one", opts: Options{Program: prog, Dir: file}, says: "Options.Dir " + file + " is not an existing directory"},
+		{name: "a directory that is not one", opts: Options{Program: prog, Dir: notExec}, says: "Options.Dir " + notExec + " is not an existing directory"},
 		{name: "a directory already used", opts: Options{Program: prog, Dir: used}, says: "file exists"},
 	}
 	for _, tt := range tests {
@@ -277,12 +276,10 @@ func TestInstallRefuses(t *testing.T) {
 	var d Docker
 	assert.ErrorContains(t, d.SetScript(&Script{Commands: map[string]Command{"pulll": {}}}), `SetScript: Commands["pulll"]`, "SetScript validates")
 	assert.ErrorContains(t, d.SetScript(nil), "a Docker that Install did not make")
-}
 
-// TestBuildNeedsGo: without a go tool, Build says what to do instead.
-func TestBuildNeedsGo(t *testing.T) {
+	// without a go tool, Build says what to do instead
 	t.Setenv("PATH", t.TempDir())
-	err := Build(context.Background(), filepath.Join(t.TempDir(), "docker"))
+	err = Build(context.Background(), filepath.Join(t.TempDir(), "docker"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set Options.Program")
 }

@@ -44,12 +44,26 @@ func (e *env) run(args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
+// mustRun is run that requires exit 0.
+func (e *env) mustRun(args ...string) (stdout, stderr string) {
+	e.t.Helper()
+	code, stdout, stderr := e.run(args...)
+	require.Equal(e.t, 0, code, "docker %v: %s", args, stderr)
+	return stdout, stderr
+}
+
 // compose runs docker compose on the testdata project.
-func (e *env) compose(args ...string) (int, string, string) {
+func (e *env) compose(args ...string) (int, string, string) { return e.run(composeArgv(e.t, args)...) }
+
+func (e *env) mustCompose(args ...string) (stdout, stderr string) {
+	e.t.Helper()
+	return e.mustRun(composeArgv(e.t, args)...)
+}
+
+func composeArgv(t *testing.T, args []string) []string {
 	dir, err := filepath.Abs("testdata")
-	require.NoError(e.t, err)
-	base := []string{"compose", "--project-name", "p", "--project-directory", dir, "-f", "compose.yaml", "-f", "override.yaml"}
-	return e.run(append(base, args...)...)
+	require.NoError(t, err)
+	return append([]string{"compose", "--project-name", "p", "--project-directory", dir, "-f", "compose.yaml", "-f", "override.yaml"}, args...)
 }
 
 func (e *env) status() fakeState {
@@ -75,8 +89,7 @@ func psServices(t *testing.T, out string) map[string]map[string]any {
 func TestRecord(t *testing.T) {
 	e := newEnv(t, nil)
 	e.vars = append(e.vars, "PATH=/usr/bin", "PATH=/bin")
-	code, _, _ := e.run("version", "--format", "{{.Server.Version}}")
-	require.Equal(t, 0, code)
+	e.mustRun("version", "--format", "{{.Server.Version}}")
 	calls, err := readCalls(e.log)
 	require.NoError(t, err)
 	require.Len(t, calls, 1)
@@ -89,10 +102,9 @@ func TestRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, string(raw), "hunter2", "values are never recorded")
 	assert.NotContains(t, string(raw), "/usr/bin")
-}
 
-func TestRecordConcurrent(t *testing.T) {
-	e := newEnv(t, nil)
+	// concurrent calls: every line whole, no counter update lost
+	e = newEnv(t, nil)
 	const n = 40
 	var wg sync.WaitGroup
 	for i := range n {
@@ -102,7 +114,7 @@ func TestRecordConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	calls, err := readCalls(e.log)
+	calls, err = readCalls(e.log)
 	require.NoError(t, err, "every line is whole JSON")
 	assert.Len(t, calls, n)
 	assert.Equal(t, n, e.status().Calls["version"], "the state counter lost no update")
@@ -142,63 +154,70 @@ func TestUsageErrors(t *testing.T) {
 
 func TestNoScript(t *testing.T) {
 	e := newEnv(t, nil)
-	code, out, _ := e.compose("ps", "--all", "--format", "json")
-	require.Equal(t, 0, code)
+	out, _ := e.mustCompose("ps", "--all", "--format", "json")
 	assert.Empty(t, out, "no containers before up: no output at all")
 
-	code, _, errOut := e.compose("up", "-d", "--remove-orphans")
-	require.Equal(t, 0, code, errOut)
+	e.mustCompose("up", "-d", "--remove-orphans")
 	st := e.status()
 	assert.True(t, st.Up)
 	assert.Equal(t, []string{"cron", "db", "web", "worker"}, st.Services)
 	assert.Equal(t, []string{"cron", "web"}, st.Healthchecks, "db's healthcheck is disabled by the override")
 
-	code, out, _ = e.compose("ps", "--all", "--format", "json")
-	require.Equal(t, 0, code)
+	out, _ = e.mustCompose("ps", "--all", "--format", "json")
 	got := psServices(t, out)
 	require.Len(t, got, 4)
 	assert.Equal(t, "healthy", got["web"]["Health"])
 	assert.Equal(t, "", got["db"]["Health"])
 	assert.Equal(t, "running", got["worker"]["State"])
 	assert.Equal(t, "p-web-1", got["web"]["Name"])
-	for _, key := range []string{"Command", "CreatedAt", "ExitCode", "Health", "ID", "Image", "Labels", "LocalVolumes", "Mounts", "Name", "Names", "Networks", "Ports", "Project", "Publishers", "RunningFor", "Service", "Size", "State", "Status"} {
-		assert.Contains(t, got["web"], key, "the compose 2.21 field set")
-	}
-	assert.Len(t, got["web"], 20)
+	assert.ElementsMatch(t, []string{"Command", "CreatedAt", "ExitCode", "Health", "ID", "Image", "Labels", "LocalVolumes", "Mounts", "Name", "Names", "Networks", "Ports", "Project", "Publishers", "RunningFor", "Service", "Size", "State", "Status"},
+		keys(got["web"]), "the compose 2.21 field set")
 
-	code, _, errOut = e.compose("down", "--remove-orphans", "-v")
-	require.Equal(t, 0, code)
+	_, errOut := e.mustCompose("down", "--remove-orphans", "-v")
 	assert.Contains(t, errOut, "Container p-web-1  Removed")
 	assert.True(t, e.status().DownVolumes)
-	code, out, _ = e.compose("ps", "--all", "--format", "json")
-	require.Equal(t, 0, code)
+	out, _ = e.mustCompose("ps", "--all", "--format", "json")
 	assert.Empty(t, out, "nothing after down")
 
-	code, _, _ = e.compose("down", "--remove-orphans")
-	require.Equal(t, 0, code)
+	e.mustCompose("down", "--remove-orphans")
 	assert.False(t, e.status().DownVolumes)
 }
 
-func TestUpMissingComposeFile(t *testing.T) {
+// TestComposeFiles: a missing compose file refuses up; docker-compose.yml is found
+// in the project directory, whose name names the project; without a state file the
+// project is seen as up.
+func TestComposeFiles(t *testing.T) {
 	e := newEnv(t, nil)
 	code, _, errOut := e.run("compose", "-p", "p", "--project-directory", t.TempDir(), "-f", "compose.yaml", "up", "-d")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "compose.yaml: no such file or directory")
 	assert.False(t, e.status().Up)
-}
 
-func TestDefaultComposeFile(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte("services:\n  app:\n    image: a\n"), 0o644))
-	e := newEnv(t, nil)
-	code, _, errOut := e.run("compose", "--project-directory", dir, "up", "-d")
-	require.Equal(t, 0, code, errOut)
+	e.mustRun("compose", "--project-directory", dir, "up", "-d")
 	st := e.status()
 	assert.Equal(t, []string{"app"}, st.Services)
 	assert.Equal(t, filepath.Base(dir), st.Project, "the project name defaults to the directory's name")
+
+	testdata, err := filepath.Abs("testdata")
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	code = play(config{}, []string{"compose", "-p", "p", "--project-directory", testdata, "-f", "compose.yaml", "ps", "--format", "json"}, nil, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Len(t, psServices(t, stdout.String()), 3, "without a state file the project is seen as up")
 }
 
+// TestScriptedStates: a service's step n is its n-th state, each state Times times
+// (Times 0 is once, the last state stays); ps plays the steps in both formats.
 func TestScriptedStates(t *testing.T) {
+	s := Service{States: []State{{Health: "starting", Times: 2}, {Health: "healthy"}, {Health: "unhealthy", Times: 0}}}
+	var got []string
+	for n := range 6 {
+		got = append(got, s.step(n).Health)
+	}
+	assert.Equal(t, []string{"starting", "starting", "healthy", "unhealthy", "unhealthy", "unhealthy"}, got)
+	assert.Equal(t, State{}, Service{}.step(3))
 	for _, format := range []string{PSLines, PSArray} {
 		t.Run(format, func(t *testing.T) {
 			e := newEnv(t, &Script{PSFormat: format, Services: map[string]Service{
@@ -206,19 +225,16 @@ func TestScriptedStates(t *testing.T) {
 				"migrate": {States: []State{{}, {State: "exited", ExitCode: 0}}},
 				"worker":  {States: []State{{State: "restarting", ExitCode: 1}}},
 			}})
-			code, out, _ := e.compose("ps", "--all", "--format", "json")
-			require.Equal(t, 0, code)
+			out, _ := e.mustCompose("ps", "--all", "--format", "json")
 			if format == PSArray {
 				assert.Equal(t, "[]\n", out)
 			} else {
 				assert.Empty(t, out)
 			}
-			code, _, _ = e.compose("up", "-d", "--remove-orphans")
-			require.Equal(t, 0, code)
+			e.mustCompose("up", "-d", "--remove-orphans")
 			var seq []string
 			for range 4 {
-				code, out, _ := e.compose("ps", "--all", "--format", "json")
-				require.Equal(t, 0, code)
+				out, _ := e.mustCompose("ps", "--all", "--format", "json")
 				var list []map[string]any
 				if format == PSArray {
 					require.NoError(t, json.Unmarshal([]byte(out), &list))
@@ -241,8 +257,7 @@ func TestScriptedStates(t *testing.T) {
 				"unhealthy/exited/Restarting (1) 1 second ago",
 				"unhealthy/exited/Restarting (1) 1 second ago",
 			}, seq)
-			code, out, _ = e.compose("ps", "--format", "json")
-			require.Equal(t, 0, code)
+			out, _ = e.mustCompose("ps", "--format", "json")
 			assert.NotContains(t, out, "p-migrate-1", "ps without --all hides exited containers")
 			assert.Contains(t, out, "p-worker-1", "restarting is shown")
 		})
@@ -275,38 +290,31 @@ func TestScriptedCommands(t *testing.T) {
 	})
 	t.Run("success with extra output", func(t *testing.T) {
 		e := newEnv(t, &Script{Commands: map[string]Command{"up": {Stderr: " Network p_default  Created\n"}}})
-		code, _, errOut := e.compose("up", "-d")
-		require.Equal(t, 0, code)
+		_, errOut := e.mustCompose("up", "-d")
 		assert.True(t, strings.HasPrefix(errOut, " Network p_default  Created\n Container"))
 	})
 	t.Run("delay", func(t *testing.T) {
 		e := newEnv(t, &Script{Commands: map[string]Command{"ps": {Delay: 150 * time.Millisecond}}})
 		start := time.Now()
-		code, _, _ := e.compose("ps")
-		require.Equal(t, 0, code)
+		e.mustCompose("ps")
 		assert.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
 	})
 	t.Run("version", func(t *testing.T) {
 		e := newEnv(t, &Script{ServerVersion: "28.1.0"})
-		code, out, _ := e.run("version", "--format", "{{.Server.Version}}")
-		require.Equal(t, 0, code)
+		out, _ := e.mustRun("version", "--format", "{{.Server.Version}}")
 		assert.Equal(t, "28.1.0\n", out)
 		code, _, errOut := e.run("version", "--format", "{{.Nope")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "template parsing error")
-		code, out, _ = e.run("compose", "version", "--short")
-		require.Equal(t, 0, code)
+		out, _ = e.mustRun("compose", "version", "--short")
 		assert.Equal(t, fakeComposeVersion+"\n", out)
 	})
 	t.Run("logs", func(t *testing.T) {
 		e := newEnv(t, &Script{Services: map[string]Service{"web": {Logs: "one\ntwo\nthree\n"}}})
-		code, _, _ := e.compose("up", "-d")
-		require.Equal(t, 0, code)
-		code, out, _ := e.compose("logs", "--no-color", "--tail", "2", "web")
-		require.Equal(t, 0, code)
+		e.mustCompose("up", "-d")
+		out, _ := e.mustCompose("logs", "--no-color", "--tail", "2", "web")
 		assert.Equal(t, "p-web-1  | two\np-web-1  | three\n", out)
-		code, out, _ = e.compose("logs", "--no-color", "--tail", "0")
-		require.Equal(t, 0, code)
+		out, _ = e.mustCompose("logs", "--no-color", "--tail", "0")
 		assert.Empty(t, out)
 		code, _, errOut := e.compose("logs", "--no-color", "nosuch")
 		assert.Equal(t, 1, code)
@@ -314,40 +322,59 @@ func TestScriptedCommands(t *testing.T) {
 	})
 }
 
-func TestScriptErrors(t *testing.T) {
+// TestPlayConfig: the paths of fake-docker.json serve where the environment sets none; a
+// variable of the environment wins; the record names only what was received; a
+// script named by the config is read once it exists.
+func TestPlayConfig(t *testing.T) {
 	dir := t.TempDir()
-	for name, body := range map[string]string{
-		"unknown field": `{"ps_fromat":"array"}`,
-		"bad format":    `{"ps_format":"yaml"}`,
-		"bad delay":     `{"commands":{"up":{"delay":5}}}`,
-		"not json":      `services: {}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
-			require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
-			var out, errOut bytes.Buffer
-			code := play(config{}, []string{"compose", "ps"}, []string{envScript + "=" + p}, &out, &errOut)
-			assert.Equal(t, 1, code)
-			assert.Contains(t, errOut.String(), "script")
-		})
-	}
-}
-
-func TestStateless(t *testing.T) {
-	dir, err := filepath.Abs("testdata")
+	cfg := config{Log: filepath.Join(dir, "docker.log"), Script: filepath.Join(dir, "script.json")}
+	require.NoError(t, cfg.writeFile(filepath.Join(dir, configFile)))
+	back, err := configNextTo(filepath.Join(dir, "docker"))
 	require.NoError(t, err)
-	var out, errOut bytes.Buffer
-	code := play(config{}, []string{"compose", "-p", "p", "--project-directory", dir, "-f", "compose.yaml", "ps", "--format", "json"}, nil, &out, &errOut)
-	require.Equal(t, 0, code, errOut.String())
-	assert.Len(t, psServices(t, out.String()), 3, "without a state file the project is seen as up")
+	assert.Equal(t, cfg, back)
+
+	version := func(env ...string) string {
+		var out, errOut bytes.Buffer
+		code := play(back, []string{"version", "--format", "{{.Server.Version}}"}, env, &out, &errOut)
+		require.Equal(t, 0, code, errOut.String())
+		return out.String()
+	}
+	assert.Equal(t, DefaultServerVersion+"\n", version("PATH=/bin"), "no script yet: the default")
+	require.NoError(t, (&Script{ServerVersion: "27.0.0"}).writeFile(cfg.Script))
+	assert.Equal(t, "27.0.0\n", version("PATH=/bin"))
+
+	other := filepath.Join(dir, "other.log")
+	version(envLog + "=" + other)
+	calls, err := readCalls(cfg.Log)
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	assert.Equal(t, []string{"PATH"}, calls[0].Env, "only what the program received")
+	calls, err = readCalls(other)
+	require.NoError(t, err)
+	assert.Len(t, calls, 1, "FAKE_DOCKER_LOG wins over the config")
+	_, err = os.Stat(cfg.Log + ".state")
+	assert.NoError(t, err, "the state defaults to the log's")
+
+	missing, err := readConfig(filepath.Join(dir, "none.json"))
+	require.NoError(t, err)
+	assert.Equal(t, config{}, missing)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o600))
+	_, err = readConfig(filepath.Join(dir, "bad.json"))
+	assert.Error(t, err)
 }
 
-func TestStep(t *testing.T) {
-	s := Service{States: []State{{Health: "starting", Times: 2}, {Health: "healthy"}, {Health: "unhealthy", Times: 0}}}
-	var got []string
-	for n := range 6 {
-		got = append(got, s.step(n).Health)
-	}
-	assert.Equal(t, []string{"starting", "starting", "healthy", "unhealthy", "unhealthy", "unhealthy"}, got)
-	assert.Equal(t, State{}, Service{}.step(3))
+// TestReadCallsSkipsALineBeingWritten: a reader that comes while a call is being
+// appended (or after a kill cut one short) sees the complete lines only; a broken
+// complete line is an error that names the file and the line.
+func TestReadCallsSkipsALineBeingWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "docker.log")
+	require.NoError(t, os.WriteFile(path, []byte(`{"argv":["version"]}`+"\n"+`{"argv":["compose","up`), 0o644))
+	calls, err := readCalls(path)
+	require.NoError(t, err)
+	require.Len(t, calls, 1)
+	assert.Equal(t, []string{"version"}, calls[0].Argv)
+
+	require.NoError(t, os.WriteFile(path, []byte(`{"argv":["version"]}`+"\n"+`{"argv":`+"\n"), 0o644))
+	_, err = readCalls(path)
+	require.ErrorContains(t, err, "docker.log line 2")
 }

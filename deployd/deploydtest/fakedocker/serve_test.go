@@ -42,23 +42,19 @@ func startServe(t *testing.T, ctx context.Context, exe string, args, env []strin
 	require.NoError(t, json.Unmarshal([]byte(line), &s.line), line)
 	t.Cleanup(func() {
 		_ = inW.Close()
-		select {
-		case <-s.done:
-		case <-time.After(5 * time.Second):
-			t.Error("Serve did not stop after stdin closed")
-		}
+		s.wait(t)
 	})
 	return s
 }
 
-// wait returns Serve's exit code.
+// wait returns Serve's exit code (again, to the next wait).
 func (s *serving) wait(t *testing.T) int {
 	t.Helper()
 	select {
 	case code := <-s.done:
-		s.done <- code // for the cleanup
+		s.done <- code
 		return code
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not stop")
 		return -1
 	}
@@ -99,6 +95,7 @@ func TestServeSharesTheProgramsState(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
 	_ = resp.Body.Close()
 	assert.Equal(t, "26.1.4", v.Version, "the engine plays the program's script")
+	assert.Equal(t, apiVersion, resp.Header.Get("Api-Version"), "over the socket too")
 	c.CloseIdleConnections()
 
 	calls, err := readCalls(cfg.Log)

@@ -7,12 +7,99 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd"
+	"github.com/monky/monky-deployd/deployd/bundle"
 )
+
+// TestKitConfigsParse feeds every config the kit can write to the agent's own strict
+// parser. testdata/config.install.yaml is what install.sh writes and
+// testdata/config.ansible*.yaml what the ansible template renders: check.sh regenerates
+// both and fails when they differ from these files, so this test covers the real output.
+func TestKitConfigsParse(t *testing.T) {
+	// The URLs every config names; env-dev-01 unless it says otherwise.
+	dev01 := func(c *deployd.Config) {
+		c.EnvID = "env-dev-01"
+		c.Tenancy.URL = "https://tenancy.monky.internal"
+		c.Bao.Addr = "https://bao.monky.internal:8200"
+	}
+	sdkDev01 := func(c *deployd.Config) {
+		dev01(c)
+		c.DeployDir = "/data/monky"
+		c.MinFreeMB = 2048
+		c.Tenancy.Service = "monky's tenancy"
+		c.Bao.Namespace = "ops/team-a"
+		c.Compose.HealthTimeout = deployd.Duration(5 * time.Minute)
+		c.Compose.KeepReleases = 3
+		c.Compose.AllowPrivileged = []string{"cadvisor", "node-exporter"}
+	}
+	// The kit's configs with trusted keys (install.sh --trusted-key, the role's
+	// monky_deployd_trusted_keys); the others trust none: signatures are not asked for.
+	keyed := func(c *deployd.Config) {
+		dev01(c)
+		c.Tenancy.Transport = "system"
+		c.TrustedKeys = []string{trustedKeyDocs, trustedKeyRFC8032}
+	}
+	tests := []struct {
+		file string
+		want func(*deployd.Config) // applied to DefaultConfig
+	}{
+		{"testdata/config.install.yaml", sdkDev01},
+		{"testdata/config.ansible.yaml", sdkDev01},
+		{"testdata/config.ansible-proxy.yaml", func(c *deployd.Config) {
+			dev01(c)
+			c.EnvID = "env-prod-03"
+			c.Tenancy.Transport = "proxy"
+			c.Tenancy.Proxy = "http://127.0.0.1:8080"
+			c.Tenancy.CAFile = "/etc/ssl/monky/ca.pem"
+			c.Tenancy.ServerName = "tenancy.monky.internal"
+			c.Bao.CAFile = "/etc/ssl/monky/ca.pem"
+		}},
+		{"testdata/config.install-keys.yaml", keyed},
+		{"testdata/config.ansible-keys.yaml", keyed},
+		{"config.yaml.example", func(c *deployd.Config) {
+			dev01(c)
+			c.Compose.AllowPrivileged = []string{}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(tt.file), func(t *testing.T) {
+			got, err := deployd.LoadConfig(tt.file)
+			require.NoError(t, err)
+			// the parser is strict: a key outside the config keys of
+			// docs/OPERATIONS.md, at the top or as a section, is refused by name
+			data, err := os.ReadFile(tt.file)
+			require.NoError(t, err)
+			for _, extra := range []string{"log_level: 'debug'\n", "approle:\n  role_id: 'x'\n"} {
+				_, err := deployd.ParseConfig("config.yaml", append(data[:len(data):len(data)], extra...))
+				assert.ErrorContains(t, err, strings.Split(extra, ":")[0])
+			}
+
+			want := deployd.DefaultConfig()
+			tt.want(&want)
+			// every key, the defaults included; the list of privileges in any order
+			assert.ElementsMatch(t, want.Compose.AllowPrivileged, got.Compose.AllowPrivileged)
+			want.Compose.AllowPrivileged, got.Compose.AllowPrivileged = nil, nil
+			if len(want.TrustedKeys) == 0 {
+				assert.Empty(t, got.TrustedKeys)
+				want.TrustedKeys, got.TrustedKeys = nil, nil
+			}
+			assert.Equal(t, want, got)
+			if len(want.TrustedKeys) == 0 {
+				return
+			}
+			ring, err := got.KeyRing()
+			require.NoError(t, err)
+			rfc, err := bundle.ParsePublicKey(trustedKeyRFC8032)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, []bundle.KeyID{trustedKeyDocsID, rfc.ID}, ring.IDs())
+		})
+	}
+}
 
 // The two keys of the trusted_keys goldens: the key of docs/OPERATIONS.md ("Trusting
 // signing keys") and the public key of RFC 8032's first Ed25519 test vector.
@@ -22,13 +109,10 @@ const (
 	trustedKeyRFC8032 = "ed25519:11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="
 )
 
-// trustedKeysKitArgs are the install.sh arguments testdata/config.install-keys.yaml is
-// written with (packaging/check.sh runs the same); PUB is a .pub holding
-// trustedKeyRFC8032.
-func trustedKeysKitArgs(root, pub string) []string {
-	return []string{"--root", root, "--skip-package", "--env-id", "env-dev-01",
-		"--tenancy-url", "https://tenancy.monky.internal", "--bao-addr", "https://bao.monky.internal:8200",
-		"--transport", "system", "--trusted-key", trustedKeyDocs, "--trusted-key-file", pub}
+// kitArgs are install.sh's arguments for a new box of env-dev-01 under root, then more.
+func kitArgs(root string, more ...string) []string {
+	return append([]string{"--root", root, "--skip-package", "--env-id", "env-dev-01",
+		"--tenancy-url", "https://tenancy.monky.internal", "--bao-addr", "https://bao.monky.internal:8200"}, more...)
 }
 
 // runKit runs install.sh with args and returns its exit code, stdout and stderr.
@@ -59,7 +143,8 @@ func TestKitTrustedKeysInstall(t *testing.T) {
 	require.NoError(t, os.WriteFile(pub, []byte(trustedKeyRFC8032+"\n"), 0o644))
 	root := filepath.Join(dir, "root")
 
-	code, stdout, stderr := runKit(t, trustedKeysKitArgs(root, pub)...)
+	// the arguments testdata/config.install-keys.yaml is written with (check.sh runs the same)
+	code, stdout, stderr := runKit(t, kitArgs(root, "--transport", "system", "--trusted-key", trustedKeyDocs, "--trusted-key-file", pub)...)
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	config := filepath.Join(root, "etc", "monky-deployd", "config.yaml")
 	got, err := os.ReadFile(config)
@@ -114,9 +199,7 @@ func TestKitTrustedKeysRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "root")
-			args := append([]string{"--root", root, "--skip-package", "--env-id", "env-dev-01",
-				"--tenancy-url", "https://tenancy.monky.internal", "--bao-addr", "https://bao.monky.internal:8200"}, tt.args...)
-			code, stdout, stderr := runKit(t, args...)
+			code, stdout, stderr := runKit(t, kitArgs(root, tt.args...)...)
 			assert.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 			assert.Contains(t, stderr, tt.msg)
 			assert.NotContains(t, stdout+stderr, "MC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp", "install.sh printed the private key")
