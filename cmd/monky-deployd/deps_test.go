@@ -84,7 +84,7 @@ func TestForbidden(t *testing.T) {
 	for _, pkg := range []string{"testingx", "net/http", mod + "deployd/bundle", mod + "internal/fsutil"} {
 		assert.False(t, forbidden(pkg), pkg)
 	}
-	for sym, want := range map[string]bool{"testing.tRunner": true, "testingx.F": false, mod + "internal/testprog.Build": true,
+	for sym, want := range map[string]bool{"testing.tRunner": true, "testingx.F": false, mod + "internal/testbox/testprog.Build": true,
 		mod + "internal/testbox/golden.Assert": true, mod + "deployd/deploydtest/fakedocker.New": true, mod + "deployd.New": false} {
 		assert.Equal(t, want, forbiddenSymbol(sym), sym)
 	}
