@@ -178,12 +178,12 @@ func (r *run) logs(args []string) int {
 			if tail >= 0 && len(lines) > tail {
 				lines = lines[len(lines)-tail:]
 			}
+			prefix := c.name + "  | "
+			if noPrefix {
+				prefix = ""
+			}
 			for _, l := range lines {
-				if noPrefix {
-					fmt.Fprintln(&out.stdout, l)
-				} else {
-					fmt.Fprintf(&out.stdout, "%s  | %s\n", c.name, l)
-				}
+				fmt.Fprintln(&out.stdout, prefix+l)
 			}
 		}
 		return nil

@@ -22,12 +22,10 @@ type Options struct {
 	// Dir is an existing directory to install into (it gets bin/, the record, the
 	// state and the script); "": a new temporary directory, removed by Close.
 	Dir string
-	// Program is the fake docker program: one already built (Build, or `go build -o …
-	// github.com/monky/monky-deployd/cmd/fake-docker`), or the caller's own executable
-	// when it calls Main on being run as docker (os.Executable; the helper-process
-	// pattern, which needs no go tool). "": Install builds one, once per process, with
-	// Build into a temporary directory of its own that is left for the system's temp
-	// cleaning (no hook runs when a process ends).
+	// Program is the fake docker program: one already built (Build, or go build of
+	// ProgramPackage), or the caller's own executable when it calls Main on being run
+	// as docker (os.Executable; no go tool needed). "": Install builds one, once per
+	// process, into a temporary directory left for the system's temp cleaning.
 	Program string
 	// Script is the scripted behaviour (Script.Validate must pass); nil: every
 	// command succeeds.
