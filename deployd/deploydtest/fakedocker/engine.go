@@ -522,12 +522,9 @@ func (e *engine) info() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := s.DockerRootDir
-	if root == "" && e.cfg.State != "" {
+	root := cmp.Or(s.DockerRootDir, os.TempDir())
+	if s.DockerRootDir == "" && e.cfg.State != "" {
 		root = filepath.Dir(e.cfg.State)
-	}
-	if root == "" {
-		root = os.TempDir()
 	}
 	return map[string]any{"DockerRootDir": root, "ServerVersion": cmp.Or(s.ServerVersion, DefaultServerVersion)}, nil
 }

@@ -265,10 +265,8 @@ func (r *run) compose(args []string) int {
 	if err != nil {
 		return r.usage(err)
 	}
-	r.projectDir = last(vals, "--project-directory")
-	if r.projectDir == "" {
-		r.projectDir = r.cwd
-	} else if !filepath.IsAbs(r.projectDir) {
+	// r.cwd is absolute (os.Getwd) or "" (Join keeps it "")
+	if r.projectDir = cmp.Or(last(vals, "--project-directory"), r.cwd); !filepath.IsAbs(r.projectDir) {
 		r.projectDir = filepath.Join(r.cwd, r.projectDir)
 	}
 	r.project = cmp.Or(last(vals, "-p", "--project-name"), filepath.Base(r.projectDir))

@@ -30,10 +30,8 @@ type fakeState struct {
 	// Images are the images the fake engine holds: learned from every up, kept after
 	// down and after an up of another release, until DELETE /images/{id} removes them.
 	Images []heldImage `json:"images,omitempty"`
-	// Starts records, per service, the restart count its container was last seen with
-	// and when that count changed: docker started the container again then, so its
-	// uptime counts from that moment in real time (a container not restarted since the
-	// up keeps the fake's fast uptime clock). Cleared by up.
+	// Starts records, per service, when its container was last started (stepTo).
+	// Cleared by up.
 	Starts map[string]started `json:"starts,omitempty"`
 }
 
