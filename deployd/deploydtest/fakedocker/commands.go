@@ -1,10 +1,12 @@
 package fakedocker
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -35,9 +37,7 @@ func (r *run) up(args []string) int {
 	return r.do("up", func(st *fakeState, out *outcome) error {
 		services, healthchecks, images, err := projectFile(r.projectDir, r.files)
 		if err != nil {
-			fmt.Fprintln(&out.stderr, err)
-			out.code = 1
-			return nil
+			return out.fail("%v\n", err)
 		}
 		st.Up = true
 		st.Project = r.project
@@ -49,7 +49,7 @@ func (r *run) up(args []string) int {
 		st.PSCalls, st.Starts = 0, nil
 		st.UpAt = time.Now().Unix()
 		for _, c := range r.containers(st) {
-			r.learnImage(st, c)
+			hold(st, c.image, r.service(st, c.service).ImageSize)
 			fmt.Fprintf(&out.stderr, " Container %s  Started\n", c.name)
 		}
 		return nil
@@ -159,14 +159,12 @@ func (r *run) logs(args []string) int {
 	noPrefix := has(vals, "--no-log-prefix")
 	return r.do("logs", func(st *fakeState, out *outcome) error {
 		known := r.serviceNames(st)
-		if fromFiles, _, err := projectServices(r.projectDir, r.files); err == nil {
+		if fromFiles, _, _, err := projectFile(r.projectDir, r.files); err == nil {
 			known = append(known, fromFiles...)
 		}
 		for _, svc := range pos {
 			if !slices.Contains(known, svc) {
-				fmt.Fprintf(&out.stderr, "no such service: %s\n", svc)
-				out.code = 1
-				return nil
+				return out.fail("no such service: %s\n", svc)
 			}
 		}
 		for _, c := range r.containers(st) {
@@ -180,12 +178,12 @@ func (r *run) logs(args []string) int {
 			if tail >= 0 && len(lines) > tail {
 				lines = lines[len(lines)-tail:]
 			}
+			prefix := c.name + "  | "
+			if noPrefix {
+				prefix = ""
+			}
 			for _, l := range lines {
-				if noPrefix {
-					fmt.Fprintln(&out.stdout, l)
-				} else {
-					fmt.Fprintf(&out.stdout, "%s  | %s\n", c.name, l)
-				}
+				fmt.Fprintln(&out.stdout, prefix+l)
 			}
 		}
 		return nil
@@ -207,23 +205,14 @@ func versionOutput(out *outcome, format, server string) error {
 		format = "Client:\n Version:\t{{.Client.Version}}\n API version:\t{{.Client.apiVersion}}\n\nServer:\n engine:\n  Version:\t{{.Server.Version}}\n  API version:\t{{.Server.apiVersion}}"
 	}
 	if format == "json" || format == "{{json .}}" {
-		b, err := json.Marshal(data)
-		if err != nil {
-			return err
-		}
-		out.stdout.Write(append(b, '\n'))
-		return nil
+		return out.printJSON(data)
 	}
 	t, err := template.New("version").Parse(format)
 	if err != nil {
-		fmt.Fprintf(&out.stderr, "template parsing error: %v\n", err)
-		out.code = 1
-		return nil
+		return out.fail("template parsing error: %v\n", err)
 	}
 	if err := t.Execute(&out.stdout, data); err != nil {
-		fmt.Fprintf(&out.stderr, "template: %v\n", err)
-		out.code = 1
-		return nil
+		return out.fail("template: %v\n", err)
 	}
 	out.stdout.WriteString("\n")
 	return nil
@@ -252,13 +241,8 @@ type container struct {
 }
 
 func (r *run) serviceNames(st *fakeState) []string {
-	names := slices.Clone(st.Services)
-	for name := range r.script.Services {
-		names = append(names, name)
-	}
-	for name := range r.script.Releases[filepath.Base(st.Dir)] {
-		names = append(names, name)
-	}
+	names := slices.AppendSeq(slices.Clone(st.Services), maps.Keys(r.script.Services))
+	names = slices.AppendSeq(names, maps.Keys(r.script.Releases[filepath.Base(st.Dir)]))
 	slices.Sort(names)
 	return slices.Compact(names)
 }
@@ -268,44 +252,28 @@ func (r *run) containers(st *fakeState) []container {
 	if !st.Up {
 		return nil
 	}
-	project := st.Project
-	if project == "" {
-		project = r.project
-	}
+	project := cmp.Or(st.Project, r.project)
 	var cs []container
 	for _, name := range r.serviceNames(st) {
 		svc := r.service(st, name)
 		c := container{
 			service: name,
 			name:    project + "-" + name + "-1",
-			image:   svc.Image,
+			image:   cmp.Or(svc.Image, st.ServiceImages[name], "example.invalid/"+name+":latest"),
 			hasHC:   slices.Contains(st.Healthchecks, name),
-		}
-		if c.image == "" {
-			c.image = st.ServiceImages[name]
-		}
-		if c.image == "" {
-			c.image = "example.invalid/" + name + ":latest"
 		}
 		if svc.Healthcheck != nil {
 			c.hasHC = *svc.Healthcheck
 		}
-		for _, s := range svc.States {
-			if s.Health != "" {
-				c.hasHC = true
-			}
+		if slices.ContainsFunc(svc.States, func(s State) bool { return s.Health != "" }) {
+			c.hasHC = true
 		}
 		cs = append(cs, c)
 	}
 	return cs
 }
 
-func (c container) stateName() string {
-	if c.state.State == "" {
-		return "running"
-	}
-	return c.state.State
-}
+func (c container) stateName() string { return cmp.Or(c.state.State, "running") }
 
 func (c container) running() bool {
 	switch c.stateName() {
@@ -320,10 +288,7 @@ func (c container) health() string {
 	if !c.hasHC || c.stateName() != "running" {
 		return ""
 	}
-	if c.state.Health == "" {
-		return "healthy"
-	}
-	return c.state.Health
+	return cmp.Or(c.state.Health, "healthy")
 }
 
 func (c container) id(st *fakeState) string {
@@ -420,12 +385,7 @@ func (r *run) psJSON(st *fakeState, cs []container, n int, noTrunc bool, out *ou
 				ExitCode: c.state.ExitCode,
 			})
 		}
-		b, err := json.Marshal(list)
-		if err != nil {
-			return err
-		}
-		out.stdout.Write(append(b, '\n'))
-		return nil
+		return out.printJSON(list)
 	}
 	for _, c := range cs {
 		id := c.id(st)
@@ -454,12 +414,28 @@ func (r *run) psJSON(st *fakeState, cs []container, n int, noTrunc bool, out *ou
 			"State":        c.stateName(),
 			"Status":       c.status(n),
 		}
-		b, err := json.Marshal(obj)
-		if err != nil {
+		if err := out.printJSON(obj); err != nil {
 			return err
 		}
-		out.stdout.Write(append(b, '\n'))
 	}
+	return nil
+}
+
+// fail prints a message on stderr and makes the command exit 1; the command itself
+// succeeded (nil).
+func (out *outcome) fail(format string, args ...any) error {
+	fmt.Fprintf(&out.stderr, format, args...)
+	out.code = 1
+	return nil
+}
+
+// printJSON prints v as one line of JSON on out's stdout.
+func (out *outcome) printJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	out.stdout.Write(append(b, '\n'))
 	return nil
 }
 
@@ -482,18 +458,14 @@ func (r *run) inspect(args []string) int {
 		return r.usage(usageError("docker inspect requires at least 1 argument"))
 	}
 	return r.do("inspect", func(st *fakeState, out *outcome) error {
-		var list []map[string]any
+		list := []map[string]any{}
 		for _, want := range pos {
 			c, ok := findContainer(r, st, want)
 			if !ok {
-				fmt.Fprintf(&out.stderr, "Error: No such container: %s\n", want)
-				out.code = 1
+				_ = out.fail("Error: No such container: %s\n", want)
 				continue
 			}
 			list = append(list, c.inspectJSON(st))
-		}
-		if list == nil {
-			list = []map[string]any{}
 		}
 		b, err := json.MarshalIndent(list, "", "    ")
 		if err != nil {
@@ -522,17 +494,12 @@ func (c container) inspectJSON(st *fakeState) map[string]any {
 		"FinishedAt": "0001-01-01T00:00:00Z",
 	}
 	if c.hasHC {
-		health := c.state.Health
-		if health == "" {
-			health = "healthy"
-		}
+		health := cmp.Or(c.state.Health, "healthy")
 		exit, output, streak := 0, "ok", 0
 		if health != "healthy" {
 			exit, output, streak = 1, "unhealthy", 3
 		}
-		if c.state.HealthOutput != "" {
-			output = c.state.HealthOutput
-		}
+		output = cmp.Or(c.state.HealthOutput, output)
 		var log []map[string]any
 		for i := range 3 {
 			at := up.Add(time.Duration(i+1) * time.Second)

@@ -12,16 +12,10 @@ import (
 // defaultComposeFiles are looked for, in order, when no -f is given.
 var defaultComposeFiles = []string{"compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"}
 
-// projectServices reads the compose files just enough to learn the service names and
-// which of them declare a healthcheck (one that is not disabled). Later files override
+// projectFile reads the compose files just enough to learn the service names, which
+// of them declare a healthcheck (one that is not disabled) and the image each names
+// (services that name none are absent: compose builds them). Later files override
 // earlier ones, as compose merges them. Relative files are taken from dir.
-func projectServices(dir string, files []string) (services, healthchecks []string, err error) {
-	services, healthchecks, _, err = projectFile(dir, files)
-	return services, healthchecks, err
-}
-
-// projectFile is projectServices that also returns the image each service names
-// (services that name none are absent: compose builds them).
 func projectFile(dir string, files []string) (services, healthchecks []string, images map[string]string, err error) {
 	if len(files) == 0 {
 		for _, name := range defaultComposeFiles {

@@ -1,22 +1,16 @@
 package fakedocker
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 )
 
-// configFile is the file next to the fake docker program (in the same directory as the
-// executable, found with os.Executable) that tells it where its record, state and
-// script are. The agent gives docker compose only the variables docker itself reads
-// (deployd.DockerEnv), never FAKE_DOCKER_*, so a fake docker run by the agent binary
-// learns its paths from this file; a variable of its environment still wins. Put the
-// program in place as a copy or a hard link, not a symlink: os.Executable resolves a
-// symlink to its target's directory.
+// configFile is the file next to the fake docker program that names its record, state
+// and script where its environment does not (package doc, "Without the variables").
 const configFile = "fake-docker.json"
 
-// config is the content of configFile: the paths of FAKE_DOCKER_LOG,
-// FAKE_DOCKER_STATE and FAKE_DOCKER_SCRIPT, for when the environment does not set
-// them.
+// config is the content of configFile.
 type config struct {
 	// Log is the record file (FAKE_DOCKER_LOG).
 	Log string `json:"log,omitempty"`
@@ -25,6 +19,16 @@ type config struct {
 	// Script is the script file (FAKE_DOCKER_SCRIPT). It is read only when it exists,
 	// so that a test can put a script in place later.
 	Script string `json:"script,omitempty"`
+}
+
+// withEnv is c with the paths vars (the environment) sets instead, and State
+// defaulting to Log + ".state".
+func (c config) withEnv(vars map[string]string) config {
+	c = config{Log: cmp.Or(vars[envLog], c.Log), State: cmp.Or(vars[envState], c.State), Script: cmp.Or(vars[envScript], c.Script)}
+	if c.State == "" && c.Log != "" {
+		c.State = c.Log + ".state"
+	}
+	return c
 }
 
 // readConfig reads a configFile. A missing file is the zero config.
@@ -38,9 +42,9 @@ func configNextTo(exe string) (config, error) {
 // writeFile writes c as JSON to path.
 func (c config) writeFile(path string) error { return writeJSON(path, c, 0o644) }
 
-// placeProgram puts the fake docker program src at dst, where it will find the
-// configFile beside it: a hard link where the file system allows it, a copy
-// otherwise, never a symlink (os.Executable resolves it to the target's directory).
+// placeProgram puts the fake docker program src at dst: a hard link where the file
+// system allows it, a copy otherwise, never a symlink (os.Executable resolves it to the
+// target's directory, away from its configFile).
 func placeProgram(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil

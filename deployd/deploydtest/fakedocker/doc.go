@@ -47,13 +47,10 @@
 //	FAKE_DOCKER_SCRIPT  JSON script of compose behaviour (optional)
 //	FAKE_DOCKER_STATE   state kept between invocations (default: FAKE_DOCKER_LOG + ".state")
 //
-// Every invocation appends one line to FAKE_DOCKER_LOG with a single write on a file
-// opened with O_APPEND, so concurrent calls never interleave:
+// Every invocation appends one line (a Call) to FAKE_DOCKER_LOG with a single write on
+// a file opened with O_APPEND, so concurrent calls never interleave:
 //
 //	{"argv":["compose","--project-name","monky",...],"dir":"/srv/monky/current","env":["FAKE_DOCKER_LOG","PATH"],"time":"2026-11-30T09:00:00.123Z"}
-//
-// argv holds the arguments after the program name; env holds the sorted names of the
-// environment variables the program received, never their values.
 //
 // # Without the variables
 //
@@ -68,11 +65,9 @@
 // as a copy or a hard link, never a symlink (os.Executable resolves it); Install does
 // so for every Docker.
 //
-// The state file remembers whether the project is up, its services, how many ps calls
-// were made since the last up and how often each command was called. It is updated
-// under an exclusive flock of "<state>.lock" and replaced by atomic rename. With
-// neither FAKE_DOCKER_LOG nor FAKE_DOCKER_STATE set, nothing is kept: every call sees
-// the project as freshly up.
+// The state file (Status) is updated under an exclusive flock of "<state>.lock" and
+// replaced by atomic rename. With neither FAKE_DOCKER_LOG nor FAKE_DOCKER_STATE set,
+// nothing is kept: every call sees the project as freshly up.
 //
 // # Without a script
 //
@@ -84,8 +79,9 @@
 //
 // # The script
 //
-// FAKE_DOCKER_SCRIPT names a JSON document that decodes into Script (an unknown field
-// is an error, and Script.Validate must pass):
+// FAKE_DOCKER_SCRIPT names a JSON document that decodes into Script, with the JSON
+// names of its fields (an unknown field is an error, and Script.Validate must pass);
+// Script, Command, Service, State and Hook say what each field plays:
 //
 //	{
 //	  "ps_format": "lines",
@@ -102,49 +98,18 @@
 //	  }
 //	}
 //
-// ps_format selects the shape of ps --format json: "lines" (compose 2.21 and later, one
-// object per line, nothing at all for no containers; the default) or "array" (compose
-// 2.20 and earlier, one JSON array, "[]" for no containers).
-//
-// hooks scripts docker compose run by service (Hook: stdout, stderr, exit, fail_times,
-// delay, echo): the agent's hooks. A run of a service behind a profile needs that
-// profile among the --profile flags, as compose does; up leaves such services out.
-// docker rm finds no container (a run keeps none) and says so.
-//
-// commands scripts up, down, ps, logs, version (docker version), pull and "image
-// inspect" by name. A command
-// with a non-zero exit fails every time: it prints stdout and stderr, exits with that
-// code and has no effect. With fail_times N only the first N calls fail (with exit, or
-// 1) and later calls behave normally. A command with exit 0 prints stdout and stderr
-// before its normal output. delay (a Go duration) is slept before every call of that
-// command, after the call was recorded, so that a test can kill the caller mid-call.
-//
-// releases scripts the services of one release only, keyed by the base name of the
-// project directory of up (the agent's release directories are named by bundle sha):
-// while that release is up, its services override those of services. So a test makes
-// one release unhealthy and the restored one healthy, as a real engine would.
-//
-// services adds or overrides services. The states of a service are shown over
-// successive ps calls after the last up: the n-th ps call shows the n-th state (a state
-// with "times": k counts as k calls) and the last one repeats. A state has state
-// (running, the default; exited, restarting, created, paused, dead), health ("",
-// starting, healthy, unhealthy), exit_code, status (overrides the generated docker
-// status text, e.g. to make the uptime go backwards as a restart loop does),
-// health_output (what docker inspect shows as the healthcheck's output in
-// State.Health.Log) and restart_count (a count other than the one last shown is a
-// restart: from then the container's uptime is real time, as docker starts it over).
-// inspect shows the state of the last ps call. Health is
-// printed only for running containers with a healthcheck, as docker does; a service has
-// a healthcheck when its compose file declares one, when healthcheck is set in the
-// script, or when one of its states names a health. ps without --all hides containers
-// that are not running, as compose does. image_size sets the size of the service's
-// image (default 10 MiB).
+// A scripted command's delay is slept after the call was recorded, so that a test can
+// kill the caller mid-call. inspect shows the state of the last ps call; ps without
+// --all hides containers that are not running, as compose does. A run of a service
+// behind a profile needs that profile among the --profile flags, as compose does; up
+// leaves such services out. docker rm finds no container (a run keeps none) and says
+// so.
 //
 // # The Engine API
 //
 // Install serves the fake docker Engine API on Docker.Socket, over the same record,
-// state and script as the program (those of its fake-docker.json): GET /_ping, GET
-// /version, GET /containers/json (all=1, filters by label and status), GET
+// state and script as the program (those of its fake-docker.json): GET|HEAD /_ping, GET
+// /version, GET /info, GET /containers/json (all=1, filters by label and status), GET
 // /containers/{id}/json, GET /images/json and DELETE /images/{id}, unversioned or
 // under /v1.NN. A GET /containers/json is one ps step: it advances the same counter
 // as docker compose ps, so a script plays the same whichever way it is read, and GET
@@ -163,13 +128,10 @@
 //
 // Images: every up learns the image of each service (its image in the compose
 // files, "<project>-<service>" for one compose would build, or the script's) with ID
-// ImageID(ref), "sha256:" and the hex sha256 of the normalized reference, and keeps it
-// in the state file after down and after an up of another release, until DELETE
-// /images/{id} removes it: by ID only (a full ID or a prefix of 12 hex digits or
+// ImageID(ref), and keeps it after down and after an up of another release, until
+// DELETE /images/{id} removes it: by ID only (a full ID or a prefix of 12 hex digits or
 // more), 409 while a running container of the project uses it (or a stopped one,
-// without force=1), 404 for an unknown ID. docker pull learns its image the same way
-// (printing the plain progress lines of a one-layer image), unless the script's
-// missing_images names it: then it fails as the daemon does for a tag that does not
-// exist ("manifest for REF not found: manifest unknown"). docker image inspect finds
-// the images held, and says "No such image" of the others.
+// without force=1), 404 for an unknown ID. docker pull learns its image the same way,
+// unless Script.MissingImages names it. docker image inspect finds the images held,
+// and says "No such image" of the others.
 package fakedocker

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -26,43 +27,22 @@ const apiVersion = "1.47"
 // fake engine: ["engine", METHOD, PATH], the query in Call.Query.
 const EngineArgv0 = "engine"
 
-// engine is the fake docker Engine API: an http.Handler that answers from the same
-// state file and script as the fake docker program, so that reading the containers
-// through the API shows exactly what docker compose ps and docker inspect of the fake
-// would show. It serves, unversioned or under a /v1.NN prefix:
-//
-//	GET|HEAD /_ping
-//	GET      /version
-//	GET      /containers/json?all=1&filters={"label":["com.docker.compose.project=P"]}
-//	GET      /containers/{id|name}/json
-//	GET      /info
-//	GET      /images/json
-//	DELETE   /images/{id}[?force=1]
-//
-// Each request is one Call in the record (config.Log), argv ["engine", METHOD, PATH].
-// GET /containers/json is one ps step: it advances the same counter as docker compose
-// ps. Errors are {"message": "..."} with the engine's status codes; an unknown path is
-// 404 and a known path with another method 405, so that a wrong request shows up.
+// engine is the fake docker Engine API (package doc, "The Engine API"; endpoints): an
+// http.Handler over the same state file and script as the fake docker program. Errors
+// are {"message": "..."} with the engine's status codes; an unknown path is 404 and a
+// known path with another method 405, so that a wrong request shows up.
 type engine struct {
 	cfg config
 
-	mu sync.Mutex
-	// cached is the script as last read, with its file's info: a script replaced
-	// (a rename, a write) is another file or has another size or time.
-	cached   Script
-	cachedFI os.FileInfo
+	mu       sync.Mutex
+	cached   Script      // the script as last read (script)
+	cachedFI os.FileInfo // the info of its file then
 }
 
-// newEngine returns the fake engine over the record, state and script of cfg (the
-// paths of the fake docker program's configFile; State "" means Log + ".state"). The
-// script file is read again whenever its size or modification time changed, once it
-// exists. Without
-// Log and State nothing is kept and no project is up.
+// newEngine returns the fake engine over the record, state and script of cfg (State ""
+// means Log + ".state"). Without Log and State nothing is kept and no project is up.
 func newEngine(cfg config) *engine {
-	if cfg.State == "" && cfg.Log != "" {
-		cfg.State = cfg.Log + ".state"
-	}
-	return &engine{cfg: cfg}
+	return &engine{cfg: cfg.withEnv(nil)}
 }
 
 // engineServer is a fake engine served on a unix socket.
@@ -105,9 +85,6 @@ func (s *engineServer) Close() error {
 	return err
 }
 
-// DockerHost is the DOCKER_HOST value that reaches the server.
-func (s *engineServer) DockerHost() string { return "unix://" + s.Socket }
-
 // versionPrefix is the optional /v1.NN of a versioned path.
 var versionPrefix = regexp.MustCompile(`^/v[0-9]+\.[0-9]+(/.*)$`)
 
@@ -117,7 +94,6 @@ type apiError struct {
 	msg  string
 }
 
-// Error returns the message.
 func (e *apiError) Error() string { return e.msg }
 
 func errorf(code int, format string, args ...any) *apiError {
@@ -207,9 +183,9 @@ func (e *engine) script() (Script, error) {
 	return *s, nil
 }
 
-// endpoint is one path the fake engine serves: its pattern ("{}" stands for one
-// non-empty segment, handed to serve as arg), the methods it takes, and the docker CLI
-// command that reads the same ("" none; see readCommand).
+// endpoint is one path the fake engine serves: its path.Match pattern (a "*" is the
+// third segment, not empty, handed to serve as arg), the methods it takes, and the
+// docker CLI command that reads the same ("" none; see readCommand).
 type endpoint struct {
 	pattern string
 	methods []string
@@ -222,39 +198,30 @@ var endpoints = []endpoint{
 	{"/version", []string{http.MethodGet}, "version", func(e *engine, _ *http.Request, _ string) (any, error) { return e.version() }},
 	{"/info", []string{http.MethodGet}, "", func(e *engine, _ *http.Request, _ string) (any, error) { return e.info() }},
 	{"/containers/json", []string{http.MethodGet}, "ps", func(e *engine, req *http.Request, _ string) (any, error) { return e.listContainers(req) }},
-	{"/containers/{}/json", []string{http.MethodGet}, "inspect", func(e *engine, _ *http.Request, id string) (any, error) { return e.inspectContainer(id) }},
+	{"/containers/*/json", []string{http.MethodGet}, "inspect", func(e *engine, _ *http.Request, id string) (any, error) { return e.inspectContainer(id) }},
 	{"/images/json", []string{http.MethodGet}, "", func(e *engine, req *http.Request, _ string) (any, error) { return e.listImages(req) }},
-	{"/images/{}", []string{http.MethodDelete}, "", (*engine).removeImage},
+	{"/images/*", []string{http.MethodDelete}, "", (*engine).removeImage},
 }
 
-// endpointOf is the endpoint path (no version prefix) is of, with the segment its
-// "{}" matched.
-func endpointOf(path string) (endpoint, string, bool) {
-	parts := strings.Split(path, "/")
+// endpointOf is the endpoint p (no version prefix) is of, with the segment its "*"
+// matched.
+func endpointOf(p string) (endpoint, string, bool) {
 	for _, ep := range endpoints {
-		want := strings.Split(ep.pattern, "/")
-		if len(want) != len(parts) {
+		if ok, _ := path.Match(ep.pattern, p); !ok {
 			continue
 		}
-		arg, ok := "", true
-		for i, w := range want {
-			switch {
-			case w == "{}" && parts[i] != "":
-				arg = parts[i]
-			case w != parts[i]:
-				ok = false
-			}
+		if !strings.Contains(ep.pattern, "*") {
+			return ep, "", true
 		}
-		if ok {
+		if arg := strings.Split(p, "/")[2]; arg != "" {
 			return ep, arg, true
 		}
 	}
 	return endpoint{}, "", false
 }
 
-// route answers one request; path has no version prefix. A known path with another
-// method is 405; a read the CLI also does plays the script's command first
-// (playScripted).
+// route answers one request (path without its version prefix), playing the script's
+// command first for a read the CLI also does (playScripted).
 func (e *engine) route(req *http.Request, path string) (any, error) {
 	ep, arg, ok := endpointOf(path)
 	if !ok {
@@ -271,20 +238,15 @@ func (e *engine) route(req *http.Request, path string) (any, error) {
 	return ep.serve(e, req, arg)
 }
 
-// readCommand is the docker CLI command that reads what the Engine API path reads —
-// "version" for /version, "ps" for /containers/json, "inspect" for
-// /containers/{id}/json — and "" for any other path. The script's command of that
-// name plays for the request too (its delay, its failures), and a test that counts a
-// command's calls can count these requests with them.
+// readCommand is the docker CLI command that reads what the Engine API path reads
+// (Call.EngineCommand), "" for none.
 func readCommand(path string) string {
 	ep, _, _ := endpointOf(path)
 	return ep.command
 }
 
-// playScripted plays the script's command that the CLI would run for the same read —
-// "version", "ps" or "inspect" — as the docker program plays it: its delay, then its
-// failures, as a 500 with the command's stderr. A scripted slow or failing docker is
-// slow or failing whichever way it is asked.
+// playScripted plays the script's command name (readCommand) as the docker program
+// plays it: its delay, then its failures, as a 500 with the command's stderr.
 func (e *engine) playScripted(name string) error {
 	s, err := e.script()
 	if err != nil {
@@ -298,32 +260,17 @@ func (e *engine) playScripted(name string) error {
 		time.Sleep(cmd.Delay)
 	}
 	fail := false
-	if err := e.withState(func(_ *run, st *fakeState) error { fail = countCall(st, name, cmd); return nil }); err != nil {
+	if err := e.state(true, func(_ *run, st *fakeState) error { fail = countCall(st, name, cmd); return nil }); err != nil {
 		return err
 	}
 	if !fail {
 		return nil
 	}
-	msg := strings.TrimSpace(cmd.Stderr)
-	if msg == "" {
-		msg = "fake engine: scripted failure of " + name
-	}
-	return errorf(http.StatusInternalServerError, "%s", msg)
+	return errorf(http.StatusInternalServerError, "%s", cmp.Or(strings.TrimSpace(cmd.Stderr), "fake engine: scripted failure of "+name))
 }
 
-// withState runs fn on the state under the lock of the fake docker program, with a run
-// that knows the script.
-func (e *engine) withState(fn func(r *run, st *fakeState) error) error {
-	return e.state(true, fn)
-}
-
-// viewState is withState for a read that changes nothing: the state is not written.
-func (e *engine) viewState(fn func(r *run, st *fakeState) error) error {
-	return e.state(false, fn)
-}
-
-// state runs fn under the state's lock with a run that knows the script, and saves
-// the state when save is true.
+// state runs fn under the lock of the fake docker program's state with a run that
+// knows the script, and saves the state when save is true (false: a read).
 func (e *engine) state(save bool, fn func(r *run, st *fakeState) error) error {
 	s, err := e.script()
 	if err != nil {
@@ -340,19 +287,17 @@ func (e *engine) version() (any, error) {
 		"Experimental": "false", "GitCommit": "41ca978", "GoVersion": "go1.22.7",
 		"KernelVersion": "6.1.0", "MinAPIVersion": "1.24", "Os": "linux",
 	}
-	return map[string]any{
-		"Platform":      map[string]string{"Name": "Docker engine - Community (fake)"},
-		"Components":    []any{map[string]any{"Name": "engine", "Version": v, "Details": details}},
-		"Version":       v,
-		"ApiVersion":    apiVersion,
-		"MinAPIVersion": "1.24",
-		"GitCommit":     details["GitCommit"],
-		"GoVersion":     details["GoVersion"],
-		"Os":            "linux",
-		"Arch":          "amd64",
-		"KernelVersion": details["KernelVersion"],
-		"BuildTime":     details["BuildTime"],
-	}, nil
+	out := map[string]any{
+		"Platform":   map[string]string{"Name": "Docker engine - Community (fake)"},
+		"Components": []any{map[string]any{"Name": "engine", "Version": v, "Details": details}},
+		"Version":    v,
+	}
+	for k, d := range details { // the top level repeats every detail but Experimental
+		if k != "Experimental" {
+			out[k] = d
+		}
+	}
+	return out, nil
 }
 
 // truthy reads a boolean query parameter as the engine does: 1 or true.
@@ -434,7 +379,7 @@ func (e *engine) listContainers(req *http.Request) (any, error) {
 	}
 	all := truthy(q.Get("all"))
 	list := []containerSummary{}
-	err = e.withState(func(r *run, st *fakeState) error {
+	err = e.state(true, func(r *run, st *fakeState) error {
 		n := st.PSCalls
 		st.PSCalls++
 		for _, c := range r.containers(st) {
@@ -483,7 +428,7 @@ func findContainer(r *run, st *fakeState, want string) (container, bool) {
 // docker program prints, in the state of the last ps step.
 func (e *engine) inspectContainer(want string) (any, error) {
 	var obj map[string]any
-	err := e.viewState(func(r *run, st *fakeState) error {
+	err := e.state(false, func(r *run, st *fakeState) error {
 		c, ok := findContainer(r, st, want)
 		if !ok {
 			return errorf(http.StatusNotFound, "No such container: %s", want)
@@ -518,7 +463,7 @@ func (e *engine) listImages(req *http.Request) (any, error) {
 		return nil, errorf(http.StatusBadRequest, "fake engine: image filters are not modelled")
 	}
 	list := []imageSummary{}
-	err = e.viewState(func(_ *run, st *fakeState) error {
+	err = e.state(false, func(_ *run, st *fakeState) error {
 		for _, im := range st.Images {
 			list = append(list, imageSummary{
 				Containers: -1, Created: im.Created, ID: im.ID, Labels: map[string]string{},
@@ -544,7 +489,7 @@ func (e *engine) removeImage(req *http.Request, want string) (any, error) {
 	force := truthy(req.URL.Query().Get("force"))
 	prefix := "sha256:" + strings.TrimPrefix(want, "sha256:")
 	var out []map[string]string
-	err := e.withState(func(r *run, st *fakeState) error {
+	err := e.state(true, func(r *run, st *fakeState) error {
 		i := slices.IndexFunc(st.Images, func(im heldImage) bool { return strings.HasPrefix(im.ID, prefix) })
 		if i < 0 {
 			return errorf(http.StatusNotFound, "No such image: %s", want)
@@ -577,12 +522,9 @@ func (e *engine) info() (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := s.DockerRootDir
-	if root == "" && e.cfg.State != "" {
+	root := cmp.Or(s.DockerRootDir, os.TempDir())
+	if s.DockerRootDir == "" && e.cfg.State != "" {
 		root = filepath.Dir(e.cfg.State)
-	}
-	if root == "" {
-		root = os.TempDir()
 	}
 	return map[string]any{"DockerRootDir": root, "ServerVersion": cmp.Or(s.ServerVersion, DefaultServerVersion)}, nil
 }

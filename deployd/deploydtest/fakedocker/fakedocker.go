@@ -22,12 +22,10 @@ type Options struct {
 	// Dir is an existing directory to install into (it gets bin/, the record, the
 	// state and the script); "": a new temporary directory, removed by Close.
 	Dir string
-	// Program is the fake docker program: one already built (Build, or `go build -o …
-	// github.com/monky/monky-deployd/cmd/fake-docker`), or the caller's own executable
-	// when it calls Main on being run as docker (os.Executable; the helper-process
-	// pattern, which needs no go tool). "": Install builds one, once per process, with
-	// Build into a temporary directory of its own that is left for the system's temp
-	// cleaning (no hook runs when a process ends).
+	// Program is the fake docker program: one already built (Build, or go build of
+	// ProgramPackage), or the caller's own executable when it calls Main on being run
+	// as docker (os.Executable; no go tool needed). "": Install builds one, once per
+	// process, into a temporary directory left for the system's temp cleaning.
 	Program string
 	// Script is the scripted behaviour (Script.Validate must pass); nil: every
 	// command succeeds.
@@ -71,11 +69,9 @@ var (
 // Build builds the fake docker program (ProgramPackage) to the file dst with the go
 // tool on PATH (go test puts the running toolchain's first), in the current
 // directory: the module there must require github.com/monky/monky-deployd, as the
-// package directory of a test of any module that imports this package does. It takes
-// a few seconds the first time, less once the build cache has it. The program is
-// built without its symbol table and debug information (-ldflags=-s -w, as go test
-// links test binaries): a test runs it hundreds of times, and each start is ~20%
-// cheaper, the link half as long.
+// package directory of a test of any module that imports this package does. The
+// program is built with -ldflags=-s -w, as go test links test binaries: a test runs
+// it hundreds of times, and each start is ~20% cheaper, the link half as long.
 func Build(ctx context.Context, dst string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -109,14 +105,10 @@ func program(ctx context.Context) (string, error) {
 	return p, nil
 }
 
-// Install puts a fake docker in place and starts its Engine API: the program (a hard
-// link to Options.Program or the shared build, or a copy where no link can be made;
-// never a symlink, as the program finds its fake-docker.json next to its resolved
-// path), its fake-docker.json naming the record, state and script, the script, and
-// the Engine API on Socket. The code under test then finds docker on Env's PATH and
-// the daemon at Env's DOCKER_HOST, and needs none of the fake's own variables, so
-// that an agent binary, which passes docker only the docker CLI's variables, reaches
-// it as well as an in-process agent.
+// Install puts a fake docker in place — the program (a hard link to Options.Program or
+// the shared build, or a copy), its fake-docker.json and the script — and starts its
+// Engine API on Socket. The code under test then finds docker on Env's PATH and the
+// daemon at Env's DOCKER_HOST, and needs none of the fake's own variables.
 func Install(ctx context.Context, opts Options) (*Docker, error) {
 	if err := opts.Script.Validate(); err != nil {
 		return nil, fmt.Errorf("fakedocker: Options.Script: %w", err)
@@ -193,17 +185,12 @@ func (d *Docker) Close() error {
 		return nil
 	}
 	d.closed = true
-	var errs []error
+	var srvErr error
 	if d.srv != nil {
-		errs = append(errs, d.srv.Close())
+		srvErr = d.srv.Close()
 	}
-	if d.sockDir != "" {
-		errs = append(errs, os.RemoveAll(d.sockDir))
-	}
-	if d.ownDir != "" {
-		errs = append(errs, os.RemoveAll(d.ownDir))
-	}
-	if err := errors.Join(errs...); err != nil {
+	// os.RemoveAll of "" (no such directory made) is nil.
+	if err := errors.Join(srvErr, os.RemoveAll(d.sockDir), os.RemoveAll(d.ownDir)); err != nil {
 		return fmt.Errorf("fakedocker: close: %w", err)
 	}
 	return nil

@@ -75,7 +75,7 @@ func (r *run) runHook(args []string) int {
 		time.Sleep(d)
 	}
 	code := 0
-	err = withStatus(r.statePath, r.fresh, func(st *fakeState) error {
+	err = lockedStatus(r.statePath, r.fresh, true, func(st *fakeState) error {
 		if countCall(st, "run "+svc, Command{Exit: h.Exit, FailTimes: h.FailTimes}) {
 			code = max(h.Exit, 1)
 		}

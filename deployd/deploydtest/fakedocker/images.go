@@ -1,6 +1,7 @@
 package fakedocker
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -15,11 +16,7 @@ const defaultImageSize int64 = 10 << 20
 func serviceImages(project string, services []string, named map[string]string) map[string]string {
 	m := make(map[string]string, len(services))
 	for _, s := range services {
-		ref := named[s]
-		if ref == "" {
-			ref = project + "-" + s
-		}
-		m[s] = ref
+		m[s] = cmp.Or(named[s], project+"-"+s)
 	}
 	return m
 }
@@ -27,11 +24,7 @@ func serviceImages(project string, services []string, named map[string]string) m
 // normalizeRef is the reference as docker lists it in RepoTags: a reference without a
 // tag or digest gets ":latest".
 func normalizeRef(ref string) string {
-	if strings.Contains(ref, "@") {
-		return ref
-	}
-	last := ref[strings.LastIndex(ref, "/")+1:]
-	if strings.Contains(last, ":") {
+	if strings.Contains(ref, "@") || strings.Contains(ref[strings.LastIndex(ref, "/")+1:], ":") {
 		return ref
 	}
 	return ref + ":latest"
@@ -43,11 +36,6 @@ func normalizeRef(ref string) string {
 func ImageID(ref string) string {
 	sum := sha256.Sum256([]byte(normalizeRef(ref)))
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// learnImage adds the image of c to the images the engine holds, once.
-func (r *run) learnImage(st *fakeState, c container) {
-	hold(st, c.image, r.service(st, c.service).ImageSize)
 }
 
 // hold adds the image ref, of size bytes (≤ 0: defaultImageSize), to the images the

@@ -39,10 +39,8 @@ const fakeComposeVersion = "2.29.7"
 //	}
 //
 // It plays the docker command of os.Args, or serves the Engine API for `docker
-// serve-engine` until stdin closes or SIGTERM or SIGINT (docs/FAKES.md), with the
-// record, state and script that FAKE_DOCKER_LOG, FAKE_DOCKER_STATE and
-// FAKE_DOCKER_SCRIPT name, else those of the fake-docker.json next to the program, and
-// exits the process with the command's exit code: Main never returns.
+// serve-engine` until stdin closes or SIGTERM or SIGINT (package doc), and exits the
+// process with the command's exit code: Main never returns.
 func Main() {
 	exe, exeErr := os.Executable()
 	if len(os.Args) > 1 && os.Args[1] == serveCommand {
@@ -67,32 +65,25 @@ func Main() {
 }
 
 // play is one run of the program: args are the arguments after its name and env its
-// whole environment ("K=V"); it reads neither of the process's and returns the exit
-// code. The paths of cfg serve where env does not set FAKE_DOCKER_LOG,
-// FAKE_DOCKER_STATE or FAKE_DOCKER_SCRIPT; the record's env holds the names of env
-// only: what the program received.
+// whole environment ("K=V"), whose variables win over the paths of cfg; it reads
+// neither of the process's and returns the exit code.
 func play(cfg config, args []string, env []string, stdout, stderr io.Writer) int {
 	vars := envMap(env)
-	logPath := cmp.Or(vars[envLog], cfg.Log)
+	cfg = cfg.withEnv(vars)
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = ""
 	}
-	if logPath != "" {
-		if err := appendCall(logPath, Call{Argv: args, Dir: dir, Env: envNames(env), Time: time.Now().UTC()}); err != nil {
-			fmt.Fprintf(stderr, "fake docker: recording the call in %s: %v\n", logPath, err)
+	if cfg.Log != "" {
+		if err := appendCall(cfg.Log, Call{Argv: args, Dir: dir, Env: envNames(env), Time: time.Now().UTC()}); err != nil {
+			fmt.Fprintf(stderr, "fake docker: recording the call in %s: %v\n", cfg.Log, err)
 			return 1
 		}
 	}
-	r := &run{stdout: stdout, stderr: stderr, cwd: dir, statePath: cmp.Or(vars[envState], cfg.State)}
-	if r.statePath == "" && logPath != "" {
-		r.statePath = logPath + ".state"
-	}
-	scriptPath := vars[envScript]
-	if scriptPath == "" && cfg.Script != "" {
-		if _, err := os.Stat(cfg.Script); err == nil {
-			scriptPath = cfg.Script
-		}
+	r := &run{stdout: stdout, stderr: stderr, cwd: dir, statePath: cfg.State}
+	scriptPath := cfg.Script
+	if _, err := os.Stat(scriptPath); vars[envScript] == "" && err != nil {
+		scriptPath = "" // the configFile's script is read once it exists
 	}
 	if scriptPath != "" {
 		s, err := readScript(scriptPath)
@@ -185,7 +176,6 @@ type run struct {
 // usageError is a command line the fake does not understand.
 type usageError string
 
-// Error returns the message.
 func (e usageError) Error() string { return string(e) }
 
 func (r *run) main(args []string) int {
@@ -275,16 +265,11 @@ func (r *run) compose(args []string) int {
 	if err != nil {
 		return r.usage(err)
 	}
-	r.projectDir = last(vals, "--project-directory")
-	if r.projectDir == "" {
-		r.projectDir = r.cwd
-	} else if !filepath.IsAbs(r.projectDir) {
+	// r.cwd is absolute (os.Getwd) or "" (Join keeps it "")
+	if r.projectDir = cmp.Or(last(vals, "--project-directory"), r.cwd); !filepath.IsAbs(r.projectDir) {
 		r.projectDir = filepath.Join(r.cwd, r.projectDir)
 	}
-	r.project = last(vals, "-p", "--project-name")
-	if r.project == "" {
-		r.project = filepath.Base(r.projectDir)
-	}
+	r.project = cmp.Or(last(vals, "-p", "--project-name"), filepath.Base(r.projectDir))
 	r.files = append(append([]string(nil), vals["-f"]...), vals["--file"]...)
 	r.profiles = vals["--profile"]
 	if len(vals["-f"]) > 0 && len(vals["--file"]) > 0 {
@@ -321,14 +306,11 @@ func (r *run) do(name string, effect func(st *fakeState, out *outcome) error) in
 		time.Sleep(cmd.Delay)
 	}
 	var out outcome
-	err := withStatus(r.statePath, r.fresh, func(st *fakeState) error {
+	err := lockedStatus(r.statePath, r.fresh, true, func(st *fakeState) error {
 		out.stdout.WriteString(cmd.Stdout)
 		out.stderr.WriteString(cmd.Stderr)
 		if countCall(st, name, cmd) {
-			out.code = cmd.Exit
-			if out.code == 0 {
-				out.code = 1
-			}
+			out.code = max(cmd.Exit, 1)
 			return nil
 		}
 		if cmd.FailTimes > 0 {
@@ -363,7 +345,7 @@ func countCall(st *fakeState, name string, cmd Command) bool {
 func (r *run) fresh() fakeState {
 	st := fakeState{Up: true, Project: r.project, Generation: 1, UpAt: time.Now().Add(-5 * time.Second).Unix()}
 	if r.projectDir != "" {
-		st.Services, st.Healthchecks, _ = projectServices(r.projectDir, r.files)
+		st.Services, st.Healthchecks, _, _ = projectFile(r.projectDir, r.files)
 	}
 	return st
 }
@@ -377,15 +359,8 @@ func (r *run) dockerVersion(args []string) int {
 		return r.usage(usageError("docker version takes no arguments"))
 	}
 	return r.do("version", func(_ *fakeState, out *outcome) error {
-		return versionOutput(out, last(vals, "-f", "--format"), r.serverVersion())
+		return versionOutput(out, last(vals, "-f", "--format"), cmp.Or(r.script.ServerVersion, DefaultServerVersion))
 	})
-}
-
-func (r *run) serverVersion() string {
-	if r.script.ServerVersion != "" {
-		return r.script.ServerVersion
-	}
-	return DefaultServerVersion
 }
 
 func (r *run) composeVersion(args []string) int {

@@ -28,8 +28,7 @@ func (r *run) image(args []string) int {
 			if !holds(st, ref) {
 				// docker 20.10's words; later versions say "Error response from
 				// daemon: No such image: …": both hold "No such image".
-				fmt.Fprintf(&out.stderr, "Error: No such image: %s\n", ref)
-				out.code = 1
+				_ = out.fail("Error: No such image: %s\n", ref)
 				continue
 			}
 			fmt.Fprintln(&out.stdout, ImageID(ref))
@@ -61,9 +60,7 @@ func (r *run) pull(args []string) int {
 		norm := normalizeRef(ref)
 		repo, tag := splitRef(norm)
 		if slices.Contains(r.script.MissingImages, ref) || slices.Contains(r.script.MissingImages, norm) {
-			fmt.Fprintf(&out.stderr, "Error response from daemon: manifest for %s not found: manifest unknown: manifest unknown\n", ref)
-			out.code = 1
-			return nil
+			return out.fail("Error response from daemon: manifest for %s not found: manifest unknown: manifest unknown\n", ref)
 		}
 		sum := sha256.Sum256([]byte(norm))
 		layer := hex.EncodeToString(sum[:])[:12]

@@ -93,7 +93,8 @@ type Service struct {
 	// ImageSize is the image's size in bytes in GET /images/json; 0 is 10 MiB.
 	ImageSize int64 `json:"image_size,omitempty"`
 	// Healthcheck, when set, says whether the service has a healthcheck, whatever its
-	// compose file says.
+	// compose file says; unset, a service has one when its compose file declares one
+	// or one of its States names a health.
 	Healthcheck *bool `json:"healthcheck,omitempty"`
 	// States are shown over successive reads after up (docker compose ps, or GET
 	// /containers/json: the n-th read shows the n-th state, a state with Times k
@@ -218,9 +219,7 @@ func (c Command) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads c from the script file: delay is a Go duration string ("1.5s").
 func (c *Command) UnmarshalJSON(b []byte) error {
 	var j commandJSON
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
+	if err := decodeStrict(b, &j); err != nil {
 		return err
 	}
 	*c = Command(j.plainCommand)
@@ -246,16 +245,21 @@ func readScript(path string) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var s Script
-	if err := dec.Decode(&s); err != nil {
+	if err := decodeStrict(b, &s); err != nil {
 		return nil, fmt.Errorf("script %s: %w", path, err)
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("script %s: %w", path, err)
 	}
 	return &s, nil
+}
+
+// decodeStrict decodes the JSON b into v; an unknown field is an error.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // step returns the state shown by the n-th read (0-based) after up.

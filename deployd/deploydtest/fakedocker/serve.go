@@ -1,7 +1,6 @@
 package fakedocker
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,22 +31,18 @@ type served struct {
 	Script string `json:"script"`
 }
 
-// serve is the fake docker program's serve-engine command, for harnesses in any
-// language: it serves newEngine on a unix socket over the same record, state and
-// script as the program, prints one JSON line (served) on stdout, and serves until
-// stdin closes (so a harness that dies takes it along; -watch-stdin=false turns that
-// off), or until ctx ends (the program's SIGTERM or SIGINT); it returns the exit code:
-// 0 after a clean stop, 2 for a bad command line or nothing to serve, 1 when the socket
-// cannot be served.
-//
-//	docker serve-engine [-socket PATH] [-config FILE] [-watch-stdin=true]
-//
-// args are the arguments after serveCommand. The paths come from FAKE_DOCKER_LOG,
-// FAKE_DOCKER_STATE and FAKE_DOCKER_SCRIPT in env where set, else from -config, else
-// from configFile in the directory of exe (the program's path, os.Executable), as the
-// program itself finds them. Without -socket the socket is docker.sock in a new
-// directory under os.TempDir (a socket path is at most 107 bytes), removed on exit.
+// serve is the program's serve-engine command (package doc, "The Engine API"): args
+// are the arguments after serveCommand, exe the program's path. It serves until stdin
+// closes (unless -watch-stdin=false) or ctx ends, and returns the exit code: 0 after a
+// clean stop, 2 for a bad command line or nothing to serve, 1 when the socket cannot
+// be served. The paths come from env, else from -config, else from the configFile
+// beside exe; without -socket the socket is docker.sock in a new temporary directory,
+// removed on exit.
 func serve(ctx context.Context, exe string, args, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fail := func(code int, err any) int {
+		fmt.Fprintf(stderr, "fake docker %s: %v\n", serveCommand, err)
+		return code
+	}
 	fs := flag.NewFlagSet("docker "+serveCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", "", "the unix socket to serve on (default: docker.sock in a new temporary directory)")
@@ -57,56 +52,45 @@ func serve(ctx context.Context, exe string, args, env []string, stdin io.Reader,
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "fake docker %s: unexpected argument %q\n", serveCommand, fs.Arg(0))
-		return 2
+		return fail(2, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
 	if *configPath == "" {
 		*configPath = filepath.Join(filepath.Dir(exe), configFile)
 	}
 	cfg, err := readConfig(*configPath)
 	if err != nil {
-		fmt.Fprintf(stderr, "fake docker %s: %v\n", serveCommand, err)
-		return 2
+		return fail(2, err)
 	}
-	vars := envMap(env)
-	cfg = config{Log: cmp.Or(vars[envLog], cfg.Log), State: cmp.Or(vars[envState], cfg.State), Script: cmp.Or(vars[envScript], cfg.Script)}
-	if cfg.State == "" && cfg.Log != "" {
-		cfg.State = cfg.Log + ".state"
-	}
+	cfg = cfg.withEnv(envMap(env))
 	if cfg.State == "" {
-		fmt.Fprintf(stderr, "fake docker %s: no state to serve: neither %s nor %s is set and %s names no log or state; "+
-			"write {\"log\":…,\"state\":…,\"script\":…} there, the file the program reads\n", serveCommand, envLog, envState, *configPath)
-		return 2
+		return fail(2, fmt.Sprintf("no state to serve: neither %s nor %s is set and %s names no log or state; "+
+			"write {\"log\":…,\"state\":…,\"script\":…} there, the file the program reads", envLog, envState, *configPath))
 	}
 	if *socket == "" {
 		dir, err := os.MkdirTemp("", "fd")
 		if err != nil {
-			fmt.Fprintf(stderr, "fake docker %s: %v\n", serveCommand, err)
-			return 1
+			return fail(1, err)
 		}
 		defer func() { _ = os.RemoveAll(dir) }() // the socket is removed by Close; the directory is empty
 		*socket = filepath.Join(dir, "docker.sock")
 	}
 	srv, err := serveEngine(*socket, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "fake docker %s: %v\n", serveCommand, err)
-		return 1
+		return fail(1, err)
 	}
-	line, err := json.Marshal(served{DockerHost: srv.DockerHost(), Socket: srv.Socket, Log: cfg.Log, State: cfg.State, Script: cfg.Script})
+	line, err := json.Marshal(served{DockerHost: "unix://" + srv.Socket, Socket: srv.Socket, Log: cfg.Log, State: cfg.State, Script: cfg.Script})
 	if err == nil {
 		_, err = fmt.Fprintf(stdout, "%s\n", line)
 	}
 	if err != nil {
 		_ = srv.Close() // the write error is the one to report
-		fmt.Fprintf(stderr, "fake docker %s: %v\n", serveCommand, err)
-		return 1
+		return fail(1, err)
 	}
 	ctx, cancel := stdinwatch.Context(ctx, stdin, *watchStdin)
 	defer cancel()
 	<-ctx.Done()
 	if err := srv.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		fmt.Fprintf(stderr, "fake docker %s: stopping: %v\n", serveCommand, err)
-		return 1
+		return fail(1, fmt.Errorf("stopping: %w", err))
 	}
 	return 0
 }

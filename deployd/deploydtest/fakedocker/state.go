@@ -9,26 +9,19 @@ import (
 	"path/filepath"
 )
 
-// fakeState is what the fake remembers between invocations, in the state file.
+// fakeState is what the fake remembers between invocations, in the state file; the
+// fields Status shows (PSCalls is its Reads) mean what they mean there.
 type fakeState struct {
-	// Up is true after a successful up and false after down.
-	Up bool `json:"up"`
-	// Project is the project name of the last up.
-	Project string `json:"project,omitempty"`
-	// Dir is the project directory of the last up.
-	Dir string `json:"dir,omitempty"`
-	// Services are the services the compose files declared at the last up, sorted.
+	Up       bool     `json:"up"`
+	Project  string   `json:"project,omitempty"`
+	Dir      string   `json:"dir,omitempty"`
 	Services []string `json:"services,omitempty"`
 	// Healthchecks are the services among them that declare a healthcheck.
-	Healthchecks []string `json:"healthchecks,omitempty"`
-	// Generation counts successful ups; it is part of the container IDs.
-	Generation int `json:"generation"`
-	// PSCalls counts ps calls since the last up.
-	PSCalls int `json:"ps_calls"`
-	// Calls counts the calls of each command ("up", "down", "ps", "logs", "version").
-	Calls map[string]int `json:"calls,omitempty"`
-	// DownVolumes is true when the last down removed volumes (-v).
-	DownVolumes bool `json:"down_volumes"`
+	Healthchecks []string       `json:"healthchecks,omitempty"`
+	Generation   int            `json:"generation"`
+	PSCalls      int            `json:"ps_calls"`
+	Calls        map[string]int `json:"calls,omitempty"`
+	DownVolumes  bool           `json:"down_volumes"`
 	// UpAt is when the last up ran, in Unix seconds.
 	UpAt int64 `json:"up_at,omitempty"`
 	// ServiceImages maps each service of the compose files of the last up to its image
@@ -37,10 +30,8 @@ type fakeState struct {
 	// Images are the images the fake engine holds: learned from every up, kept after
 	// down and after an up of another release, until DELETE /images/{id} removes them.
 	Images []heldImage `json:"images,omitempty"`
-	// Starts records, per service, the restart count its container was last seen with
-	// and when that count changed: docker started the container again then, so its
-	// uptime counts from that moment in real time (a container not restarted since the
-	// up keeps the fake's fast uptime clock). Cleared by up.
+	// Starts records, per service, when its container was last started (stepTo).
+	// Cleared by up.
 	Starts map[string]started `json:"starts,omitempty"`
 }
 
@@ -86,11 +77,8 @@ func readJSON[T any](path, what string) (T, error) {
 }
 
 // writeJSON replaces the file path with v as indented JSON and mode perm, atomically
-// (a temporary file in the same directory, then rename), so that a reader sees the
-// old file or the new one, never a part. It is not internal/fsutil.WriteFileAtomic on
-// purpose: that one syncs the file and its directory, as the agent's state must be,
-// and the fake program writes its state on every call (hundreds of calls a test run),
-// where a crash of the machine loses nothing worth keeping.
+// (a temporary file, then rename). Unlike internal/fsutil.WriteFileAtomic it does not
+// sync: the fake writes its state on every call, and a crash loses nothing of worth.
 func writeJSON(path string, v any, perm os.FileMode) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -116,14 +104,8 @@ func writeJSON(path string, v any, perm os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// withStatus runs fn on the state under an exclusive lock and saves what fn leaves.
-// With no path the state lives only for this call and starts as "up".
-func withStatus(path string, fresh func() fakeState, fn func(*fakeState) error) error {
-	return lockedStatus(path, fresh, true, fn)
-}
-
-// lockedStatus runs fn on the state under the lock, and saves what fn leaves when
-// save is true.
+// lockedStatus runs fn on the state under an exclusive lock, and saves what fn leaves
+// when save is true. With no path the state is fresh() and lives only for this call.
 func lockedStatus(path string, fresh func() fakeState, save bool, fn func(*fakeState) error) error {
 	if path == "" {
 		st := fresh()
