@@ -190,6 +190,10 @@ func (r *run) logs(args []string) int {
 	})
 }
 
+// apiVersion is the Engine API version the fake engine (and the fake's docker version)
+// reports.
+const apiVersion = "1.47"
+
 // versionOutput prints docker version, through a text/template like docker does.
 func versionOutput(out *outcome, format, server string) error {
 	type part struct {
@@ -540,4 +544,19 @@ func (c container) labels(st *fakeState) map[string]string {
 		"com.docker.compose.project": st.Project,
 		"com.docker.compose.service": c.service,
 	}
+}
+
+// findContainer finds the container named by want (full ID, an ID prefix of at least
+// 12 characters, or the name with or without its leading "/"), in the state of the
+// last ps call, for docker inspect and GET /containers/{id}/json alike.
+func findContainer(r *run, st *fakeState, want string) (container, bool) {
+	name := strings.TrimPrefix(want, "/")
+	for _, c := range r.containers(st) {
+		id := c.id(st)
+		if c.name == name || id == want || (len(want) >= 12 && strings.HasPrefix(id, want)) {
+			r.stepTo(st, &c, max(st.PSCalls-1, 0))
+			return c, true
+		}
+	}
+	return container{}, false
 }

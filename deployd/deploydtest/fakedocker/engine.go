@@ -1,7 +1,10 @@
+//go:build !fakedocker_cli
+
 package fakedocker
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +21,6 @@ import (
 	"sync"
 	"time"
 )
-
-// apiVersion is the Engine API version the fake engine (and the fake's docker version)
-// reports.
-const apiVersion = "1.47"
-
-// EngineArgv0 is the first element of the argv of a Call that records a request to the
-// fake engine: ["engine", METHOD, PATH], the query in Call.Query.
-const EngineArgv0 = "engine"
 
 // engine is the fake docker Engine API (package doc, "The Engine API"; endpoints): an
 // http.Handler over the same state file and script as the fake docker program. Errors
@@ -83,6 +78,14 @@ func (s *engineServer) Close() error {
 		err = cmp.Or(err, rmErr)
 	}
 	return err
+}
+
+// HTTPClient returns a client whose every request goes to the fake Engine API's
+// socket, whatever the URL's host ("http://docker/containers/json").
+func (d *Docker) HTTPClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.Socket)
+	}}}
 }
 
 // versionPrefix is the optional /v1.NN of a versioned path.
@@ -236,6 +239,17 @@ func (e *engine) route(req *http.Request, path string) (any, error) {
 		}
 	}
 	return ep.serve(e, req, arg)
+}
+
+// EngineCommand is, for a request to the Engine API, the docker command that reads
+// the same and whose script plays for it too: "version" for GET /version, "ps" for
+// /containers/json, "inspect" for /containers/{id}/json; "" for another request and
+// for a run of the program.
+func (c Call) EngineCommand() string {
+	if len(c.Argv) != 3 || c.Argv[0] != EngineArgv0 {
+		return ""
+	}
+	return readCommand(c.Argv[2])
 }
 
 // readCommand is the docker CLI command that reads what the Engine API path reads
@@ -407,21 +421,6 @@ func (e *engine) listContainers(req *http.Request) (any, error) {
 		return nil, err
 	}
 	return list, nil
-}
-
-// findContainer finds the container named by want (full ID, an ID prefix of at least
-// 12 characters, or the name with or without its leading "/"), in the state of the
-// last ps call, for docker inspect and GET /containers/{id}/json alike.
-func findContainer(r *run, st *fakeState, want string) (container, bool) {
-	name := strings.TrimPrefix(want, "/")
-	for _, c := range r.containers(st) {
-		id := c.id(st)
-		if c.name == name || id == want || (len(want) >= 12 && strings.HasPrefix(id, want)) {
-			r.stepTo(st, &c, max(st.PSCalls-1, 0))
-			return c, true
-		}
-	}
-	return container{}, false
 }
 
 // inspectContainer is docker inspect's object of one container: the same as the fake

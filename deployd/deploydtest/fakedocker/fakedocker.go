@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,10 @@ import (
 
 // ProgramPackage is the import path of the fake docker program that Build builds.
 const ProgramPackage = "github.com/monky/monky-deployd/cmd/fake-docker"
+
+// cliTag is the build tag of the program Build builds: the docker commands without
+// the Engine API (cli.go).
+const cliTag = "fakedocker_cli"
 
 // Options configure Install. The zero value is ready to use.
 type Options struct {
@@ -66,18 +68,21 @@ var (
 	buildPath string // the process's build, once one succeeded
 )
 
-// Build builds the fake docker program (ProgramPackage) to the file dst with the go
-// tool on PATH (go test puts the running toolchain's first), in the current
-// directory: the module there must require github.com/monky/monky-deployd, as the
-// package directory of a test of any module that imports this package does. The
-// program is built with -ldflags=-s -w, as go test links test binaries: a test runs
-// it hundreds of times, and each start is ~20% cheaper, the link half as long.
+// Build builds the fake docker program (ProgramPackage) as Install runs it to the
+// file dst with the go tool on PATH (go test puts the running toolchain's first), in
+// the current directory: the module there must require
+// github.com/monky/monky-deployd, as the package directory of a test of any module
+// that imports this package does. A test runs the program hundreds of times, so it is
+// built for a quick start: with -tags fakedocker_cli it plays the docker commands
+// and links no net/http (Install serves the Engine API from the caller's process; its
+// serve-engine command says so and exits 2), and with -ldflags=-s -w, as go test
+// links test binaries. Each start costs about half the CPU of the whole program's.
 func Build(ctx context.Context, dst string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("fakedocker: no go tool on PATH to build %s (set Options.Program to a built one): %w", ProgramPackage, err)
 	}
-	cmd := exec.CommandContext(ctx, goTool, "build", "-ldflags=-s -w", "-o", dst, ProgramPackage)
+	cmd := exec.CommandContext(ctx, goTool, "build", "-tags", cliTag, "-ldflags=-s -w", "-o", dst, ProgramPackage)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("fakedocker: go build %s: %w: %s", ProgramPackage, err, strings.TrimSpace(string(out)))
@@ -207,14 +212,6 @@ func (d *Docker) Env(extra ...string) []string {
 	return append([]string{"PATH=" + d.Dir, "DOCKER_HOST=" + d.DockerHost()}, extra...)
 }
 
-// HTTPClient returns a client whose every request goes to the fake Engine API's
-// socket, whatever the URL's host ("http://docker/containers/json").
-func (d *Docker) HTTPClient() *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", d.Socket)
-	}}}
-}
-
 // SetScript replaces the script (nil: every command succeeds); the next call of the
 // program, or request to the Engine API, plays it.
 func (d *Docker) SetScript(s *Script) error {
@@ -232,6 +229,10 @@ func (d *Docker) SetScript(s *Script) error {
 	}
 	return nil
 }
+
+// EngineArgv0 is the first element of the argv of a Call that records a request to the
+// fake engine: ["engine", METHOD, PATH], the query in Call.Query.
+const EngineArgv0 = "engine"
 
 // Call is one recorded call of the fake docker, one JSON line of its record (Log): a
 // run of the program, or a request to the Engine API.
@@ -266,17 +267,6 @@ func (c Call) Compose(sub string) bool {
 		}
 	}
 	return false
-}
-
-// EngineCommand is, for a request to the Engine API, the docker command that reads
-// the same and whose script plays for it too: "version" for GET /version, "ps" for
-// /containers/json, "inspect" for /containers/{id}/json; "" for another request and
-// for a run of the program.
-func (c Call) EngineCommand() string {
-	if len(c.Argv) != 3 || c.Argv[0] != EngineArgv0 {
-		return ""
-	}
-	return readCommand(c.Argv[2])
 }
 
 // Calls returns the calls recorded so far, oldest first.

@@ -178,6 +178,11 @@ func TestInstall(t *testing.T) {
 		assert.True(t, os.SameFile(built, fi), "built once per process: %s is a link to the one build", p)
 	}
 	assert.NotEqual(t, d.Dir, again.Dir, "each Install has its own program directory")
+	serve := exec.CommandContext(t.Context(), prog, "serve-engine")
+	refusal, err := serve.CombinedOutput()
+	assert.Error(t, err, "Build's program has no Engine API")
+	assert.Equal(t, 2, serve.ProcessState.ExitCode(), "Build's program has no Engine API: %s", refusal)
+	assert.Contains(t, string(refusal), "go install "+ProgramPackage+" for serve-engine")
 	assert.NotEqual(t, d.Log, again.Log, "each Install has its own record")
 
 	project := t.TempDir()
@@ -282,4 +287,14 @@ func TestInstallRefuses(t *testing.T) {
 	err = Build(context.Background(), filepath.Join(t.TempDir(), "docker"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set Options.Program")
+}
+
+// TestBuildLinksNoHTTP: the program Build builds, which a test starts hundreds of
+// times, plays docker without net/http, which would double the cost of each start.
+func TestBuildLinksNoHTTP(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-tags", cliTag, "-deps", ProgramPackage).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	deps := strings.Fields(string(out))
+	assert.Contains(t, deps, "github.com/monky/monky-deployd/deployd/deploydtest/fakedocker")
+	assert.NotContains(t, deps, "net/http")
 }

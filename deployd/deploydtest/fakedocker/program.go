@@ -24,6 +24,11 @@ const (
 	envState  = "FAKE_DOCKER_STATE"
 )
 
+// serveCommand is the first argument that makes the fake docker program serve its
+// Engine API (serve) instead of playing a docker command. No docker command has this
+// name, so the code under test cannot run it by mistake; its runs are not recorded.
+const serveCommand = "serve-engine"
+
 // fakeComposeVersion is the compose version the fake reports.
 const fakeComposeVersion = "2.29.7"
 

@@ -1,3 +1,5 @@
+//go:build !fakedocker_cli
+
 package fakedocker
 
 import (
@@ -12,11 +14,6 @@ import (
 
 	"github.com/monky/monky-deployd/internal/fakes/stdinwatch"
 )
-
-// serveCommand is the first argument that makes the fake docker program serve its
-// Engine API (serve) instead of playing a docker command. No docker command has this
-// name, so the code under test cannot run it by mistake; its runs are not recorded.
-const serveCommand = "serve-engine"
 
 // served is the one JSON line serve prints on stdout once the socket listens.
 type served struct {
