@@ -198,15 +198,15 @@ const apiVersion = "1.47"
 func versionOutput(out *outcome, format, server string) error {
 	type part struct {
 		Version    string
-		apiVersion string
+		APIVersion string
 		Os, Arch   string
 	}
 	data := struct{ Client, Server part }{
-		Client: part{Version: DefaultServerVersion, apiVersion: apiVersion, Os: "linux", Arch: "amd64"},
-		Server: part{Version: server, apiVersion: apiVersion, Os: "linux", Arch: "amd64"},
+		Client: part{Version: DefaultServerVersion, APIVersion: apiVersion, Os: "linux", Arch: "amd64"},
+		Server: part{Version: server, APIVersion: apiVersion, Os: "linux", Arch: "amd64"},
 	}
 	if format == "" {
-		format = "Client:\n Version:\t{{.Client.Version}}\n API version:\t{{.Client.apiVersion}}\n\nServer:\n engine:\n  Version:\t{{.Server.Version}}\n  API version:\t{{.Server.apiVersion}}"
+		format = "Client:\n Version:\t{{.Client.Version}}\n API version:\t{{.Client.APIVersion}}\n\nServer:\n Engine:\n  Version:\t{{.Server.Version}}\n  API version:\t{{.Server.APIVersion}}"
 	}
 	if format == "json" || format == "{{json .}}" {
 		return out.printJSON(data)

@@ -302,8 +302,8 @@ func (e *engine) version() (any, error) {
 		"KernelVersion": "6.1.0", "MinAPIVersion": "1.24", "Os": "linux",
 	}
 	out := map[string]any{
-		"Platform":   map[string]string{"Name": "Docker engine - Community (fake)"},
-		"Components": []any{map[string]any{"Name": "engine", "Version": v, "Details": details}},
+		"Platform":   map[string]string{"Name": "Docker Engine - Community (fake)"},
+		"Components": []any{map[string]any{"Name": "Engine", "Version": v, "Details": details}},
 		"Version":    v,
 	}
 	for k, d := range details { // the top level repeats every detail but Experimental

@@ -106,6 +106,8 @@ func TestEngineEndpoints(t *testing.T) {
 			require.NoError(t, json.Unmarshal(b, &v))
 			assert.Equal(t, "26.1.4", v["Version"])
 			assert.Equal(t, apiVersion, v["ApiVersion"])
+			assert.Equal(t, map[string]any{"Name": "Docker Engine - Community (fake)"}, v["Platform"])
+			assert.Equal(t, "Engine", v["Components"].([]any)[0].(map[string]any)["Name"], "the Engine API's names of record")
 		}},
 		{"versioned path", "GET", "/v1.41/version", 200, nil},
 		{"running only without all", "GET", "/containers/json?filters=" + projectFilter("p"), 200, func(t *testing.T, b []byte) {

@@ -303,6 +303,9 @@ func TestScriptedCommands(t *testing.T) {
 		e := newEnv(t, &Script{ServerVersion: "28.1.0"})
 		out, _ := e.mustRun("version", "--format", "{{.Server.Version}}")
 		assert.Equal(t, "28.1.0\n", out)
+		out, _ = e.mustRun("version")
+		assert.Equal(t, "Client:\n Version:\t"+DefaultServerVersion+"\n API version:\t1.47\n\nServer:\n Engine:\n  Version:\t28.1.0\n  API version:\t1.47\n", out,
+			"docker version's own layout, as docker 27 prints it")
 		code, _, errOut := e.run("version", "--format", "{{.Nope")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "template parsing error")
