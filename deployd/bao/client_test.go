@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
@@ -120,7 +119,7 @@ func TestTokenExpiry(t *testing.T) {
 	require.ErrorIs(t, err, bao.ErrUnauthenticated)
 	_, err = c.RenewSelf(ctx, info.Token)
 	require.ErrorIs(t, err, bao.ErrUnauthenticated)
-	assert.False(t, deployd.IsTemporary(err))
+	assert.Equal(t, codes.Unauthenticated, codes.Of(err))
 }
 
 func TestNotRenewable(t *testing.T) {
@@ -169,7 +168,6 @@ func TestLoginRejected(t *testing.T) {
 			if len(tc.grant) > 8 {
 				assert.NotContains(t, err.Error(), tc.grant)
 			}
-			assert.False(t, deployd.IsTemporary(err))
 		})
 	}
 	t.Run("expired", func(t *testing.T) {
@@ -311,7 +309,6 @@ func TestSealedAndUnreachable(t *testing.T) {
 	for name, call := range calls {
 		t.Run("sealed "+name, func(t *testing.T) {
 			err := call()
-			assert.True(t, deployd.IsTemporary(err))
 			assert.Contains(t, err.Error(), "OpenBao is sealed")
 			be := baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 			assert.Equal(t, http.StatusServiceUnavailable, be.Status)
@@ -326,7 +323,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		hs.Close() // its port now refuses connections
 		_, err := newClient(t, hs.URL, nil).LookupSelf(ctx, info.Token)
 		require.ErrorIs(t, err, bao.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Unavailable, codes.Of(err))
 		assert.Contains(t, err.Error(), "cannot reach OpenBao")
 	})
 	t.Run("timeout", func(t *testing.T) {
@@ -344,7 +341,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		_, err = c.LookupSelf(ctx, info.Token)
 		require.ErrorIs(t, err, bao.ErrUnavailable)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.True(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Unavailable, codes.Of(err))
 	})
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -155,7 +154,7 @@ func TestBundleErrors(t *testing.T) {
 		_, err := f.c.Bundle(t.Context(), b.SHA, &buf)
 		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
 		assert.Zero(t, buf.Len(), "an announced size over the cap is refused before reading")
-		assert.Equal(t, codes.BundleMalformed, codeOf(err))
+		assert.Equal(t, codes.BundleMalformed, codes.Of(err))
 	})
 	t.Run("too_large_streamed", func(t *testing.T) {
 		const limit = 64 << 10
@@ -198,7 +197,7 @@ func TestBundleErrors(t *testing.T) {
 	t.Run("writer_fails", func(t *testing.T) {
 		_, err := f.c.Bundle(t.Context(), b.SHA, failingWriter{})
 		require.ErrorIs(t, err, errDiskFull)
-		assert.False(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Code(""), codes.Of(err), "the writer's failure is no condition of tenancy's")
 	})
 	t.Run("bad_sha_not_sent", func(t *testing.T) {
 		before := len(f.fake.Requests())
@@ -210,7 +209,7 @@ func TestBundleErrors(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
 		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Unavailable, codes.Of(err))
 	})
 }
 
@@ -256,8 +255,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 			f.fake.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			_, err := f.c.Lease(t.Context(), env, b.SHA)
 			require.ErrorIs(t, err, tenancy.ErrLeaseShape)
-			assert.Equal(t, codes.LeaseShape, codeOf(err))
-			assert.False(t, deployd.IsTemporary(err))
+			assert.Equal(t, codes.LeaseShape, codes.Of(err))
 			assert.Contains(t, f.reg.Values(), f.auth.LiveGrant(env), "the refused shape's secret is registered")
 			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
 		})
@@ -275,8 +273,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 		require.True(t, ok)
 		assert.Greater(t, d, 59*time.Minute)
 		assert.LessOrEqual(t, d, time.Hour)
-		assert.True(t, deployd.IsTemporary(err))
-		assert.Equal(t, codes.RateLimited, codeOf(err))
+		assert.Equal(t, codes.RateLimited, codes.Of(err))
 	})
 }
 
@@ -354,14 +351,6 @@ func client(t *testing.T, base, token string, reg secret.Registry, mutate func(*
 	return c
 }
 
-func codeOf(err error) codes.Code {
-	var c interface{ Code() codes.Code }
-	if errors.As(err, &c) {
-		return c.Code()
-	}
-	return "?"
-}
-
 func TestHeaders(t *testing.T) {
 	const token = "hvs.headers-check-token"
 	var mu sync.Mutex
@@ -418,24 +407,23 @@ func TestStatusMapping(t *testing.T) {
 		body, retryAfter string
 		kind             error
 		code             codes.Code
-		temp             bool
 		wantAfter        time.Duration
 	}{
-		{"401", 401, `{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}`, "", tenancy.ErrUnauthenticated, "UNAUTHENTICATED", false, 0},
-		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
-		{"409_no_body", 409, ``, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
-		{"403_env", 403, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"x"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
-		{"403_other", 403, `{"error":{"code":"FORBIDDEN","message":"x"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
-		{"429_seconds", 429, `{"error":{"code":"RATE_LIMITED","message":"budget"}}`, "120", tenancy.ErrRateLimited, "RATE_LIMITED", true, 2 * time.Minute},
-		{"429_date", 429, ``, time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat), tenancy.ErrRateLimited, "RATE_LIMITED", true, 10 * time.Minute},
-		{"429_no_header", 429, ``, "", tenancy.ErrRateLimited, "RATE_LIMITED", true, 0},
-		{"500", 500, `oops`, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
-		{"502", 502, `<html>bad gateway</html>`, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
-		{"503_retry", 503, ``, "30", tenancy.ErrUnavailable, "UNAVAILABLE", true, 30 * time.Second},
-		{"408", 408, ``, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
-		{"400", 400, `{"error":{"code":"BAD_REQUEST","message":"env_id"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
-		{"404", 404, ``, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
-		{"200_for_report_ok", 0, ``, "", nil, "", false, 0},
+		{"401", 401, `{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}`, "", tenancy.ErrUnauthenticated, "UNAUTHENTICATED", 0},
+		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", 0},
+		{"409_no_body", 409, ``, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", 0},
+		{"403_env", 403, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"x"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", 0},
+		{"403_other", 403, `{"error":{"code":"FORBIDDEN","message":"x"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", 0},
+		{"429_seconds", 429, `{"error":{"code":"RATE_LIMITED","message":"budget"}}`, "120", tenancy.ErrRateLimited, "RATE_LIMITED", 2 * time.Minute},
+		{"429_date", 429, ``, time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat), tenancy.ErrRateLimited, "RATE_LIMITED", 10 * time.Minute},
+		{"429_no_header", 429, ``, "", tenancy.ErrRateLimited, "RATE_LIMITED", 0},
+		{"500", 500, `oops`, "", tenancy.ErrUnavailable, "UNAVAILABLE", 0},
+		{"502", 502, `<html>bad gateway</html>`, "", tenancy.ErrUnavailable, "UNAVAILABLE", 0},
+		{"503_retry", 503, ``, "30", tenancy.ErrUnavailable, "UNAVAILABLE", 30 * time.Second},
+		{"408", 408, ``, "", tenancy.ErrUnavailable, "UNAVAILABLE", 0},
+		{"400", 400, `{"error":{"code":"BAD_REQUEST","message":"env_id"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", 0},
+		{"404", 404, ``, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", 0},
+		{"200_for_report_ok", 0, ``, "", nil, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -464,7 +452,7 @@ func TestStatusMapping(t *testing.T) {
 			assert.Equal(t, "report", ae.Op)
 			assert.Equal(t, tt.status, ae.Status)
 			assert.Equal(t, tt.code, ae.Code())
-			assert.Equal(t, tt.temp, deployd.IsTemporary(err))
+			assert.Equal(t, tt.code, codes.Of(err))
 			d, ok := tenancy.RetryAfter(err)
 			assert.Equal(t, tt.wantAfter > 0, ok)
 			assert.InDelta(t, tt.wantAfter.Seconds(), d.Seconds(), 2)
@@ -478,7 +466,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		srv.Close() // its port now refuses connections
 		_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Unavailable, codes.Of(err))
 		var op *net.OpError
 		assert.ErrorAs(t, err, &op, "the cause stays reachable")
 	})
@@ -489,7 +477,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.True(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Unavailable, codes.Of(err))
 		assert.Less(t, time.Since(start), 3*time.Second)
 	})
 	t.Run("reset", func(t *testing.T) {
@@ -506,14 +494,14 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		c := client(t, srv.URL, "tok", nil, nil)
 		_, err := c.Lease(t.Context(), env, strings.Repeat("a", 64))
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Unavailable, codes.Of(err))
 	})
 	t.Run("bearer_of_other_env", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.token = f.auth.Token("env-dev-02")
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
 		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
-		assert.False(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.AgentEnvMismatch, codes.Of(err))
 	})
 	t.Run("revoked_bearer", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -646,7 +634,7 @@ func TestSignatureAgainstFake(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
 		_, err := f.c.Signature(t.Context(), b.SHA)
 		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Unavailable, codes.Of(err))
 		var ae *tenancy.APIError
 		require.ErrorAs(t, err, &ae)
 		assert.Equal(t, "signature", ae.Op)
@@ -682,8 +670,7 @@ func TestSignatureSize(t *testing.T) {
 		t.Run("too_large_"+name, func(t *testing.T) {
 			_, err := serve(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
 			require.ErrorIs(t, err, tenancy.ErrSignatureTooLarge)
-			assert.Equal(t, codes.SignatureInvalid, codeOf(err))
-			assert.False(t, deployd.IsTemporary(err))
+			assert.Equal(t, codes.SignatureInvalid, codes.Of(err))
 			assert.Contains(t, err.Error(), "longer than 4096 bytes")
 		})
 	}
