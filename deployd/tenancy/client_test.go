@@ -152,13 +152,12 @@ func TestBundleErrors(t *testing.T) {
 		b := f.publish(t, 1)
 		var buf bytes.Buffer
 		_, err := f.c.Bundle(t.Context(), b.SHA, &buf)
-		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
+		apiError(t, err, tenancy.ErrBundleTooLarge, codes.BundleMalformed)
 		assert.Zero(t, buf.Len(), "an announced size over the cap is refused before reading")
-		assert.Equal(t, codes.BundleMalformed, codes.Of(err))
 	})
 	t.Run("too_large_streamed", func(t *testing.T) {
 		const limit = 64 << 10
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/x-tar")
 			chunk := bytes.Repeat([]byte{'x'}, 4096)
 			for i := 0; i < 1024; i++ { // 4 MiB, chunked: no Content-Length
@@ -167,9 +166,7 @@ func TestBundleErrors(t *testing.T) {
 				}
 				w.(http.Flusher).Flush()
 			}
-		}))
-		defer srv.Close()
-		c := client(t, srv.URL, "tok", nil, func(c *tenancy.Config) { c.MaxBundleSize = limit })
+		}, func(c *tenancy.Config) { c.MaxBundleSize = limit })
 		cw := &countingWriter{}
 		n, err := c.Bundle(t.Context(), strings.Repeat("a", 64), cw)
 		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
@@ -188,9 +185,7 @@ func TestBundleErrors(t *testing.T) {
 	})
 	t.Run("unknown_sha_is_protocol", func(t *testing.T) {
 		_, err := f.c.Bundle(t.Context(), strings.Repeat("0", 64), io.Discard)
-		require.ErrorIs(t, err, tenancy.ErrProtocol)
-		var ae *tenancy.APIError
-		require.ErrorAs(t, err, &ae)
+		ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 		assert.Equal(t, http.StatusNotFound, ae.Status)
 		assert.Equal(t, "BUNDLE_NOT_FOUND", ae.ServerCode)
 	})
@@ -208,8 +203,7 @@ func TestBundleErrors(t *testing.T) {
 	t.Run("truncated_is_unavailable", func(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
 		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.Equal(t, codes.Unavailable, codes.Of(err))
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 	})
 }
 
@@ -254,8 +248,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 		t.Run(shape, func(t *testing.T) {
 			f.fake.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			_, err := f.c.Lease(t.Context(), env, b.SHA)
-			require.ErrorIs(t, err, tenancy.ErrLeaseShape)
-			assert.Equal(t, codes.LeaseShape, codes.Of(err))
+			apiError(t, err, tenancy.ErrLeaseShape, codes.LeaseShape)
 			assert.Contains(t, f.reg.Values(), f.auth.LiveGrant(env), "the refused shape's secret is registered")
 			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
 		})
@@ -268,12 +261,11 @@ func TestLeaseAgainstFake(t *testing.T) {
 		_, err := f.c.Lease(t.Context(), env, b.SHA)
 		require.NoError(t, err)
 		_, err = f.c.Lease(t.Context(), env, b.SHA)
-		require.ErrorIs(t, err, tenancy.ErrRateLimited)
+		apiError(t, err, tenancy.ErrRateLimited, codes.RateLimited)
 		d, ok := tenancy.RetryAfter(err)
 		require.True(t, ok)
 		assert.Greater(t, d, 59*time.Minute)
 		assert.LessOrEqual(t, d, time.Hour)
-		assert.Equal(t, codes.RateLimited, codes.Of(err))
 	})
 }
 
@@ -337,6 +329,25 @@ func TestWireGolden(t *testing.T) {
 	for i, name := range []string{"checkin", "lease", "report", "checkin_live"} {
 		golden.AssertJSON(t, "request_"+name+".golden.json", []byte(bodies[i]+"\n"))
 	}
+}
+
+// serve starts h as tenancy for the test's duration and returns a client of it (bearer "tok").
+func serve(t *testing.T, h http.HandlerFunc, mutate func(*tenancy.Config)) *tenancy.Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return client(t, srv.URL, "tok", nil, mutate)
+}
+
+// apiError requires err to be an *APIError of kind whose code is code, and returns it.
+func apiError(t *testing.T, err, kind error, code codes.Code) *tenancy.APIError {
+	t.Helper()
+	require.ErrorIs(t, err, kind)
+	var ae *tenancy.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, code, ae.Code())
+	assert.Equal(t, code, codes.Of(err))
+	return ae
 }
 
 func client(t *testing.T, base, token string, reg secret.Registry, mutate func(*tenancy.Config)) *tenancy.Client {
@@ -427,7 +438,7 @@ func TestStatusMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 				if tt.retryAfter != "" {
 					w.Header().Set("Retry-After", tt.retryAfter)
 				}
@@ -438,21 +449,15 @@ func TestStatusMapping(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(tt.status)
 				_, _ = io.WriteString(w, tt.body)
-			}))
-			defer srv.Close()
-			c := client(t, srv.URL, "tok", nil, nil)
+			}, nil)
 			err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
 			if tt.kind == nil {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, tt.kind)
-			var ae *tenancy.APIError
-			require.ErrorAs(t, err, &ae)
+			ae := apiError(t, err, tt.kind, tt.code)
 			assert.Equal(t, "report", ae.Op)
 			assert.Equal(t, tt.status, ae.Status)
-			assert.Equal(t, tt.code, ae.Code())
-			assert.Equal(t, tt.code, codes.Of(err))
 			d, ok := tenancy.RetryAfter(err)
 			assert.Equal(t, tt.wantAfter > 0, ok)
 			assert.InDelta(t, tt.wantAfter.Seconds(), d.Seconds(), 2)
@@ -465,8 +470,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		srv.Close() // its port now refuses connections
 		_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.Equal(t, codes.Unavailable, codes.Of(err))
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		var op *net.OpError
 		assert.ErrorAs(t, err, &op, "the cause stays reachable")
 	})
@@ -475,13 +479,12 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"checkin": 5 * time.Second}})
 		start := time.Now()
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Equal(t, codes.Unavailable, codes.Of(err))
 		assert.Less(t, time.Since(start), 3*time.Second)
 	})
 	t.Run("reset", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			conn, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {
 				if tc, ok := conn.(*net.TCPConn); ok {
@@ -489,19 +492,15 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 				}
 				_ = conn.Close()
 			}
-		}))
-		defer srv.Close()
-		c := client(t, srv.URL, "tok", nil, nil)
+		}, nil)
 		_, err := c.Lease(t.Context(), env, strings.Repeat("a", 64))
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.Equal(t, codes.Unavailable, codes.Of(err))
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 	})
 	t.Run("bearer_of_other_env", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.token = f.auth.Token("env-dev-02")
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
-		assert.Equal(t, codes.AgentEnvMismatch, codes.Of(err))
+		apiError(t, err, tenancy.ErrEnvMismatch, codes.AgentEnvMismatch)
 	})
 	t.Run("revoked_bearer", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -546,24 +545,21 @@ func TestNoSecretInErrorsOrLogs(t *testing.T) {
 	t.Run("raw_echo_server", func(t *testing.T) {
 		const token = "plain-bearer-with-no-known-shape!"
 		const grant = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJlbnYtZGV2LTAxIn0.c2lnbmF0dXJlLXh5eg"
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var logs bytes.Buffer
+		c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadRequest)
 			msg := "you sent " + r.Header.Get("Authorization") + " and the grant " + grant
 			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "ECHO " + token, "message": msg}})
-		}))
-		defer srv.Close()
-		var logs bytes.Buffer
-		c := client(t, srv.URL, token, nil, func(c *tenancy.Config) {
+		}, func(c *tenancy.Config) {
+			c.Token = func(context.Context) (secret.Value, error) { return secret.New(token), nil }
 			c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		})
 		_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrProtocol)
+		ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 		for _, s := range []string{token, grant, "ECHO"} {
 			assert.NotContains(t, err.Error(), s)
 			assert.NotContains(t, logs.String(), s)
 		}
-		var ae *tenancy.APIError
-		require.ErrorAs(t, err, &ae)
 		assert.Empty(t, ae.ServerCode, "a code that does not look like one is dropped")
 		assert.Contains(t, ae.Message, "you sent Bearer [REDACTED]")
 	})
@@ -583,9 +579,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	caller := &http.Client{}
 	c := client(t, srv.URL, "hvs.redirect-bearer", nil, func(cfg *tenancy.Config) { cfg.HTTPClient = caller })
 	err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
-	require.ErrorIs(t, err, tenancy.ErrProtocol)
-	var ae *tenancy.APIError
-	require.ErrorAs(t, err, &ae)
+	ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 	assert.Equal(t, http.StatusTemporaryRedirect, ae.Status)
 	_, contacted := leaked.Load("auth")
 	assert.False(t, contacted, "the redirect target was never contacted")
@@ -633,18 +627,15 @@ func TestSignatureAgainstFake(t *testing.T) {
 	t.Run("forced_503_is_unavailable", func(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
 		_, err := f.c.Signature(t.Context(), b.SHA)
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.Equal(t, codes.Unavailable, codes.Of(err))
-		var ae *tenancy.APIError
-		require.ErrorAs(t, err, &ae)
+		ae := apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		assert.Equal(t, "signature", ae.Op)
 	})
 }
 
 func TestSignatureSize(t *testing.T) {
 	sha := strings.Repeat("a", 64)
-	serve := func(t *testing.T, n int, announce bool) *tenancy.Client {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	signatureOf := func(t *testing.T, n int, announce bool) *tenancy.Client {
+		return serve(t, func(w http.ResponseWriter, r *http.Request) {
 			assert.Equal(t, "/v1/agent/bundles/"+sha+"/signature", r.URL.Path)
 			assert.Equal(t, "text/plain", r.Header.Get("Accept"))
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -656,38 +647,30 @@ func TestSignatureSize(t *testing.T) {
 				_, _ = w.Write([]byte(strings.Repeat("s", min(1024, n-i))))
 				w.(http.Flusher).Flush()
 			}
-		}))
-		t.Cleanup(srv.Close)
-		return client(t, srv.URL, "tok", nil, nil)
+		}, nil)
 	}
 	for _, announce := range []bool{true, false} {
 		name := map[bool]string{true: "announced", false: "streamed"}[announce]
 		t.Run("exactly_the_cap_"+name, func(t *testing.T) {
-			got, err := serve(t, tenancy.MaxSignatureSize, announce).Signature(t.Context(), sha)
+			got, err := signatureOf(t, tenancy.MaxSignatureSize, announce).Signature(t.Context(), sha)
 			require.NoError(t, err)
 			assert.Len(t, got.Data, tenancy.MaxSignatureSize)
 		})
 		t.Run("too_large_"+name, func(t *testing.T) {
-			_, err := serve(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
-			require.ErrorIs(t, err, tenancy.ErrSignatureTooLarge)
-			assert.Equal(t, codes.SignatureInvalid, codes.Of(err))
+			_, err := signatureOf(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
+			apiError(t, err, tenancy.ErrSignatureTooLarge, codes.SignatureInvalid)
 			assert.Contains(t, err.Error(), "longer than 4096 bytes")
 		})
 	}
 	t.Run("404_without_body_is_unsigned", func(t *testing.T) {
-		srv := httptest.NewServer(http.NotFoundHandler())
-		t.Cleanup(srv.Close)
-		got, err := client(t, srv.URL, "tok", nil, nil).Signature(t.Context(), sha)
+		got, err := serve(t, http.NotFound, nil).Signature(t.Context(), sha)
 		require.NoError(t, err)
 		assert.True(t, got.Unsigned, "a tenancy that does not know the call: unsigned, so a box that requires signatures fails closed")
 	})
 	t.Run("401_is_unauthenticated", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusUnauthorized)
-		}))
-		t.Cleanup(srv.Close)
-		_, err := client(t, srv.URL, "tok", nil, nil).Signature(t.Context(), sha)
-		require.ErrorIs(t, err, tenancy.ErrUnauthenticated)
+		unauthorized := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnauthorized) }
+		_, err := serve(t, unauthorized, nil).Signature(t.Context(), sha)
+		apiError(t, err, tenancy.ErrUnauthenticated, codes.Unauthenticated)
 	})
 }
 
