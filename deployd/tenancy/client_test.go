@@ -295,7 +295,7 @@ func TestReportAgainstFake(t *testing.T) {
 func TestWireGolden(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		bodies = append(bodies, string(data))
@@ -308,9 +308,7 @@ func TestWireGolden(t *testing.T) {
 		default:
 			w.WriteHeader(http.StatusTeapot)
 		}
-	}))
-	defer srv.Close()
-	c := client(t, srv.URL, "tok", nil, nil)
+	}, nil)
 	_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, AgentVersion: "0.1.0", Host: tenancy.Host{Hostname: "h", DockerVersion: "27", FreeMB: 10}})
 	require.NoError(t, err)
 	_, err = c.Lease(t.Context(), env, strings.Repeat("e", 64))
@@ -572,12 +570,10 @@ func TestRedirectNotFollowed(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer elsewhere.Close()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
-	}))
-	defer srv.Close()
 	caller := &http.Client{}
-	c := client(t, srv.URL, "hvs.redirect-bearer", nil, func(cfg *tenancy.Config) { cfg.HTTPClient = caller })
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}, func(cfg *tenancy.Config) { cfg.HTTPClient = caller })
 	err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
 	ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 	assert.Equal(t, http.StatusTemporaryRedirect, ae.Status)
@@ -674,44 +670,31 @@ func TestSignatureSize(t *testing.T) {
 	})
 }
 
-// checkinCapture is a tenancy that answers every check-in with none and keeps the
-// bodies it received.
-type checkinCapture struct {
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func (c *checkinCapture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	data, _ := io.ReadAll(r.Body)
-	c.mu.Lock()
-	c.bodies = append(c.bodies, data)
-	c.mu.Unlock()
-	_, _ = io.WriteString(w, `{"action":"none","next_checkin_s":60}`)
-}
-
-func (c *checkinCapture) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.bodies)
-}
-
-// sendCheckin posts ci (EnvID and AgentVersion filled in) to a capturing server. A
-// refused check-in returns the error, and must have sent nothing; a sent one must
-// be one body, returned as its keys.
+// sendCheckin posts ci (EnvID and AgentVersion filled in) to a tenancy that answers
+// none and keeps the bodies it received. A refused check-in returns the error, and
+// must have sent nothing; a sent one must be one body, returned as its keys.
 func sendCheckin(t *testing.T, ci tenancy.Checkin) (map[string]json.RawMessage, error) {
 	t.Helper()
-	rec := &checkinCapture{}
-	srv := httptest.NewServer(rec)
-	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	var bodies [][]byte
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, data)
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"action":"none","next_checkin_s":60}`)
+	}, nil)
 	ci.EnvID, ci.AgentVersion = env, "0.1.0"
-	_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), ci)
+	_, err := c.Checkin(t.Context(), ci)
+	mu.Lock()
+	defer mu.Unlock()
 	if err != nil {
-		assert.Zero(t, rec.count(), "nothing is sent")
+		assert.Empty(t, bodies, "nothing is sent")
 		return nil, err
 	}
-	require.Equal(t, 1, rec.count())
+	require.Len(t, bodies, 1)
 	var body map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(rec.bodies[0], &body))
+	require.NoError(t, json.Unmarshal(bodies[0], &body))
 	return body, nil
 }
 
