@@ -55,6 +55,17 @@ func baoError(t *testing.T, err error, kind error, code codes.Code) *bao.Error {
 	return be
 }
 
+// everyCall runs each call of c, login with grant and the others with tok, and
+// returns their errors by op.
+func everyCall(ctx context.Context, c *bao.Client, grant string, tok secret.Value) map[string]error {
+	_, login := c.Login(ctx, secret.New(grant))
+	_, lookup := c.LookupSelf(ctx, tok)
+	_, renew := c.RenewSelf(ctx, tok)
+	revoke := c.RevokeSelf(ctx, tok)
+	_, read := c.Read(ctx, tok, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
+	return map[string]error{"login": login, "lookup-self": lookup, "renew-self": renew, "revoke-self": revoke, "read": read}
+}
+
 func TestTokenLifecycle(t *testing.T) {
 	ctx := context.Background()
 	clk := deploydtest.NewClock(time.Now())
@@ -296,19 +307,8 @@ func TestSealedAndUnreachable(t *testing.T) {
 	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
 	require.NoError(t, err)
 	s.SetSealed(true)
-	calls := map[string]func() error{
-		"login":       func() error { _, err := c.Login(ctx, secret.New(s.MintGrant(env))); return err },
-		"lookup-self": func() error { _, err := c.LookupSelf(ctx, info.Token); return err },
-		"renew-self":  func() error { _, err := c.RenewSelf(ctx, info.Token); return err },
-		"revoke-self": func() error { return c.RevokeSelf(ctx, info.Token) },
-		"read": func() error {
-			_, err := c.Read(ctx, info.Token, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
-			return err
-		},
-	}
-	for name, call := range calls {
+	for name, err := range everyCall(ctx, c, s.MintGrant(env), info.Token) {
 		t.Run("sealed "+name, func(t *testing.T) {
-			err := call()
 			assert.Contains(t, err.Error(), "OpenBao is sealed")
 			be := baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 			assert.Equal(t, http.StatusServiceUnavailable, be.Status)
@@ -379,16 +379,13 @@ func TestStatusMapping(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			status.Store(int32(tc.status))
-			_, err := c.Login(ctx, secret.New("grant"))
-			assert.ErrorIs(t, err, tc.login, "login")
-			_, err = c.LookupSelf(ctx, tok)
-			assert.ErrorIs(t, err, tc.token, "lookup-self")
-			_, err = c.RenewSelf(ctx, tok)
-			assert.ErrorIs(t, err, tc.token, "renew-self")
-			_, err = c.Read(ctx, tok, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
-			assert.ErrorIs(t, err, tc.read, "read")
+			errs := everyCall(ctx, c, "grant", tok)
+			assert.ErrorIs(t, errs["login"], tc.login, "login")
+			assert.ErrorIs(t, errs["lookup-self"], tc.token, "lookup-self")
+			assert.ErrorIs(t, errs["renew-self"], tc.token, "renew-self")
+			assert.ErrorIs(t, errs["read"], tc.read, "read")
 			var be *bao.Error
-			require.ErrorAs(t, err, &be)
+			require.ErrorAs(t, errs["read"], &be)
 			assert.Equal(t, tc.status, be.Status)
 		})
 	}
@@ -413,20 +410,10 @@ func TestServerEchoesCredentials(t *testing.T) {
 					w.WriteHeader(st)
 					_, _ = fmt.Fprintf(w, body, grant, tok)
 				}))
-				c := newClient(t, hs.URL, nil)
-				var errs []error
-				_, err := c.Login(ctx, secret.New(grant))
-				errs = append(errs, err)
-				_, err = c.LookupSelf(ctx, secret.New(tok))
-				errs = append(errs, err)
-				_, err = c.RenewSelf(ctx, secret.New(tok))
-				errs = append(errs, err)
-				errs = append(errs, c.RevokeSelf(ctx, secret.New(tok)))
-				_, err = c.Read(ctx, secret.New(tok), map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
-				errs = append(errs, err)
+				errs := everyCall(ctx, newClient(t, hs.URL, nil), grant, secret.New(tok))
 				hs.Close()
-				for i, err := range errs {
-					if st == 403 && i == 3 {
+				for op, err := range errs {
+					if st == 403 && op == "revoke-self" {
 						assert.NoError(t, err, "revoke of a rejected token")
 						continue
 					}
