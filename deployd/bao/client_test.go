@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -551,7 +553,14 @@ func TestNamespace(t *testing.T) {
 	assert.Equal(t, "team-a", got.Load())
 }
 
+// TestNewRefusesBadConfig: New refuses, at once, a Config it cannot work with. bao.ca_file
+// is read as tenancy.ca_file is, a regular file of bounded size; a fifo is refused at once (os.ReadFile would wait for a writer for
+// ever) and a file too large is refused before it is parsed.
 func TestNewRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	fifo, big, missing := filepath.Join(dir, "ca.fifo"), filepath.Join(dir, "big.pem"), filepath.Join(dir, "missing.pem")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.WriteFile(big, make([]byte, 4<<20+1), 0o600))
 	tests := []struct {
 		name   string
 		cfg    bao.Config
@@ -567,10 +576,18 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"role with slash", bao.Config{Addr: "https://bao.internal", EnvID: env, Role: "a/b"}, "bao.role"},
 		{"missing CA file", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: "/nonexistent/ca.pem"}, "bao.ca_file"},
 		{"CA file without PEM", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: "testdata/kv/ok.json"}, "no PEM certificate"},
+		{"CA fifo", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: fifo},
+			"bao.ca_file: " + fifo + ": cannot read: a fifo, not a regular file"},
+		{"CA file too large", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: big},
+			"bao.ca_file: " + big + ": larger than 4194304 bytes"},
+		{"CA file missing", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: missing},
+			"bao.ca_file: " + missing + ": cannot read: no such file or directory"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
 			c, err := bao.New(tc.cfg)
+			assert.Less(t, time.Since(start), 5*time.Second, "refused at once")
 			require.Error(t, err)
 			assert.Nil(t, c)
 			assert.ErrorIs(t, err, bao.ErrConfig)
