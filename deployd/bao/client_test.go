@@ -54,6 +54,7 @@ func baoError(t *testing.T, err error, kind error, code codes.Code) *bao.Error {
 	var be *bao.Error
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, code, be.Code())
+	assert.Equal(t, code, codes.Of(err))
 	return be
 }
 
@@ -131,8 +132,7 @@ func TestTokenExpiry(t *testing.T) {
 	_, err = c.LookupSelf(ctx, info.Token)
 	require.ErrorIs(t, err, bao.ErrUnauthenticated)
 	_, err = c.RenewSelf(ctx, info.Token)
-	require.ErrorIs(t, err, bao.ErrUnauthenticated)
-	assert.Equal(t, codes.Unauthenticated, codes.Of(err))
+	baoError(t, err, bao.ErrUnauthenticated, codes.Unauthenticated)
 }
 
 func TestNotRenewable(t *testing.T) {
@@ -324,8 +324,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		hs := httptest.NewServer(http.NotFoundHandler())
 		hs.Close() // its port now refuses connections
 		_, err := newClient(t, hs.URL, nil).LookupSelf(ctx, info.Token)
-		require.ErrorIs(t, err, bao.ErrUnavailable)
-		assert.Equal(t, codes.Unavailable, codes.Of(err))
+		baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 		assert.Contains(t, err.Error(), "cannot reach OpenBao")
 	})
 	t.Run("timeout", func(t *testing.T) {
@@ -341,9 +340,8 @@ func TestSealedAndUnreachable(t *testing.T) {
 		c, err := bao.New(bao.Config{Addr: hs.URL, EnvID: env, Timeout: 100 * time.Millisecond})
 		require.NoError(t, err)
 		_, err = c.LookupSelf(ctx, info.Token)
-		require.ErrorIs(t, err, bao.ErrUnavailable)
+		baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Equal(t, codes.Unavailable, codes.Of(err))
 	})
 }
 
@@ -676,9 +674,7 @@ func TestSecretPath(t *testing.T) {
 			require.ErrorIs(t, err, bao.ErrSecretPath)
 			assert.Empty(t, got)
 			assert.Contains(t, err.Error(), tc.detail)
-			var coded interface{ Code() codes.Code }
-			require.ErrorAs(t, err, &coded)
-			assert.Equal(t, codes.SecretPath, coded.Code())
+			assert.Equal(t, codes.SecretPath, codes.Of(err))
 		})
 	}
 }
@@ -692,9 +688,7 @@ func TestErrorShape(t *testing.T) {
 	assert.ErrorIs(t, e, cause)
 	assert.NotErrorIs(t, e, bao.ErrSecretDenied)
 	wrapped := fmt.Errorf("tick: %w", e)
-	var coded interface{ Code() codes.Code }
-	require.ErrorAs(t, wrapped, &coded)
-	assert.Equal(t, codes.SecretMissing, coded.Code())
+	assert.Equal(t, codes.SecretMissing, codes.Of(wrapped))
 	for _, k := range []struct {
 		err  error
 		code codes.Code
@@ -703,8 +697,7 @@ func TestErrorShape(t *testing.T) {
 		{bao.ErrSecretMissing, codes.SecretMissing}, {bao.ErrLeaseShape, codes.LeaseShape},
 		{bao.ErrSecretPath, codes.SecretPath}, {bao.ErrUnavailable, codes.Unavailable}, {bao.ErrConfig, codes.Config},
 	} {
-		require.ErrorAs(t, k.err, &coded)
-		assert.Equal(t, k.code, coded.Code())
+		assert.Equal(t, k.code, codes.Of(k.err), "a bare sentinel has a Code method too")
 		assert.Equal(t, k.code, (&bao.Error{Kind: k.err}).Code())
 	}
 	assert.False(t, strings.Contains((&bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}).Error(), "<nil>"))
