@@ -422,8 +422,7 @@ func TestJournalStream(t *testing.T) {
 				assert.Regexp(t, `^<3>level=ERROR msg="the config is invalid; fix it and run again"`, r.Stderr)
 			}
 			b.SetDesired(faketenancy.Desired{Action: "down"})
-			res := b.run([]string{"run", "--config", b.CfgPath}, extra...)
-			require.Equal(t, 0, res.Code, res.Stderr)
+			res := b.runExit(0, []string{"run", "--config", b.CfgPath}, extra...)
 			check(res.Stderr)
 			if journal {
 				assert.Regexp(t, `(?m)^<6>level=INFO msg="tick done"`, res.Stderr)

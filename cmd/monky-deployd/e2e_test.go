@@ -36,8 +36,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 
 	// bootstrap: consume the grant, store the token, confirm with a check-in.
-	res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-	require.Equal(t, 0, res.Code, res.Stderr)
+	res := b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 	assert.Contains(t, res.Stderr, "bootstrap confirmed by a check-in")
 	_, err := os.Stat(b.Cfg.BootstrapGrant)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the grant is consumed")
@@ -46,8 +45,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// apply with a secret: exit 0, the secret not in the log.
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, 0, res.Code, res.Stderr)
+	res = b.tickExit(0, "--metrics-file", metricsPath)
 	assert.Equal(t, sha, b.Live())
 	assert.NotContains(t, res.Stderr, "s3cr3t-db-password")
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
@@ -72,8 +70,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// none: exit 0.
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0, "--metrics-file", metricsPath)
 	assert.Equal(t, sha, b.Live())
 
 	// A refused bundle: exit 1, the box keeps serving.
@@ -81,8 +78,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	bad.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
 	delete(bad.Files, "config/app.toml")
 	b.Publish(bad)
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitFailed, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "bundle refused before the lease")
 	assert.Equal(t, sha, b.Live(), "the box keeps serving")
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"), "neither none nor a refused bundle costs a lease")
@@ -106,18 +102,15 @@ func TestBinaryLifecycle(t *testing.T) {
 	assert.Contains(t, res.Stderr, "tenancy unavailable")
 	assert.Equal(t, 75.0, parseMetrics(t, metricsPath)["monky_deployd_exit_code"])
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 
 	// env mismatch: the token belongs to another env → 78, then 78 again without the
 	// network.
 	b.placeForeignToken()
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitEnvMismatch, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "AGENT_ENV_MISMATCH")
 	dockerBefore := len(b.DockerCalls(""))
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitEnvMismatch, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "not contacting the network")
 	assert.Len(t, b.DockerCalls(""), dockerBefore, "a latched run runs no docker")
 	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_env_mismatch_latched"])
@@ -126,10 +119,8 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// bootstrap with a fresh grant of this env clears the latch.
 	b.PlaceGrant()
-	res = b.run([]string{"bootstrap", "--config", b.CfgPath})
-	require.Equal(t, 0, res.Code, res.Stderr)
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
+	b.tickExit(0)
 	assert.Nil(t, b.State().EnvMismatch)
 }
 
@@ -401,8 +392,7 @@ func TestBinaryBootstrap(t *testing.T) {
 		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 96), 0o600))
 		for range 2 {
-			res = b.tick()
-			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+			res = b.tickExit(deployd.ExitFailed)
 			assert.Contains(t, res.Stderr, "code=UNAUTHENTICATED")
 			assert.Contains(t, res.Stderr, "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt")
 			assert.Contains(t, res.Stderr, "place a fresh bootstrap grant at "+b.Cfg.BootstrapGrant+" and run `monky-deployd bootstrap`")
@@ -449,14 +439,13 @@ func TestBinaryBootstrap(t *testing.T) {
 		b.SetDesired(faketenancy.Desired{Action: "none"})
 		grant := filepath.Join(b.Dir, "handed-over.jwt")
 		require.NoError(t, os.WriteFile(grant, []byte(b.Stack.Bao.MintGrant(b.Env)+"\n"), 0o600))
-		res := b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant})
-		require.Equal(t, 0, res.Code, res.Stderr)
+		b.runExit(0, []string{"bootstrap", "--config", b.CfgPath, "--grant", grant})
 		_, err := os.Stat(grant)
 		assert.ErrorIs(t, err, os.ErrNotExist, "the named grant is consumed")
 		assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"), "confirmed by a check-in")
 		// Used again (forced: the box is bootstrapped), the grant is gone: exit 1 with a
 		// message naming the path.
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant, "--force"})
+		res := b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant, "--force"})
 		assert.Equal(t, deployd.ExitFailed, res.Code)
 		assert.Contains(t, res.Stderr, "handed-over.jwt")
 		res = b.tick()
@@ -516,8 +505,7 @@ func TestBinaryFullDisks(t *testing.T) {
 	assert.Empty(t, b.State().Failed, "box faults are never remembered")
 
 	require.NoError(t, os.Remove(stateFiller))
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	assert.Equal(t, 1, b.Leases())
 }
 

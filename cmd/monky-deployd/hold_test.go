@@ -91,12 +91,10 @@ func TestBinaryHold(t *testing.T) {
 	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res := b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	require.Equal(t, first, b.Live())
 
-	res = b.run([]string{"hold", "--config", b.CfgPath, "--for", "20h", "--reason", "demo at 3"})
-	require.Equal(t, 0, res.Code, res.Stderr)
+	res := b.runExit(0, []string{"hold", "--config", b.CfgPath, "--for", "20h", "--reason", "demo at 3"})
 	assert.Contains(t, res.Stdout, "(cut to holds.max, 8h0m0s)")
 
 	bn := faketenancy.SampleApp(b.Env, 2)
@@ -123,9 +121,7 @@ func TestBinaryHold(t *testing.T) {
 	show := b.run([]string{"hold", "--config", b.CfgPath})
 	assert.Contains(t, show.Stdout, "waiting: "+sha[:12]+" (serial 2)")
 
-	res = b.run([]string{"hold", "--config", b.CfgPath, "--clear"})
-	require.Equal(t, 0, res.Code, res.Stderr)
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.runExit(0, []string{"hold", "--config", b.CfgPath, "--clear"})
+	b.tickExit(0)
 	assert.Equal(t, sha, b.Live())
 }

@@ -25,17 +25,15 @@ func TestBinaryPlan(t *testing.T) {
 	plan := func(extra ...string) result {
 		return b.run(append([]string{"plan", "--config", b.CfgPath}, extra...))
 	}
-	res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res = plan()
+	res := plan()
 	require.Equal(t, 2, res.Code, res.Stderr)
 	assert.Contains(t, res.Stdout, "+ web")
 	assert.Contains(t, res.Stdout, "summary: 2 added")
 
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	res = plan("--json")
 	require.Equal(t, 0, res.Code, res.Stderr)
 	var p deployd.Plan

@@ -100,8 +100,7 @@ func (b *box) downloads(sha string) int {
 // sha: deployd's TestSignatureRefusals.)
 func (s *sigBox) refusedForSignature(code codes.Code, leases int, live string) {
 	s.T.Helper()
-	res := s.tick()
-	require.Equal(s.T, deployd.ExitFailed, res.Code, res.Stderr)
+	res := s.tickExit(deployd.ExitFailed)
 	assert.Equal(s.T, string(code), tickCode(s.T, res.Stderr))
 	assert.Contains(s.T, res.Stderr, "bundle refused for its signature (no lease taken")
 	assert.Equal(s.T, leases, s.Leases(), "a signature refusal costs no lease")
@@ -129,8 +128,7 @@ func TestBinarySignatures(t *testing.T) {
 	s.refusedForSignature(codes.SignatureUnknownKey, 0, "")
 
 	s.sign(file, sha, trusted, trustedPub.ID)
-	res := s.tick()
-	require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
+	res := s.tickExit(deployd.ExitOK)
 	assert.Equal(t, `""`, tickCode(t, res.Stderr), "a tick that applied has no code")
 	assert.Contains(t, res.Stderr, "signature checked: signed by a trusted key for this env, sha and serial; downloading the bundle")
 	assert.Contains(t, res.Stderr, "key_id="+string(trustedPub.ID))

@@ -64,8 +64,7 @@ func TestStatusAfterRevokedToken(t *testing.T) {
 	assert.Regexp(t, `^status:\s+OK: nothing is live; the last run ended 0\n`, r.Stdout)
 
 	b.Stack.Bao.InvalidateTokens(b.Env)
-	res := b.tick()
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	b.tickExit(deployd.ExitFailed)
 	r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
 	require.Equal(t, 2, r.Code, r.Stdout+r.Stderr)
 	assert.Regexp(t, `^status:\s+CRITICAL: the last run ended on UNAUTHENTICATED \(exit 1\) at 20\d\d-\S+\n`, r.Stdout)
@@ -97,8 +96,7 @@ func TestStatusLatchOfAnotherEnv(t *testing.T) {
 	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{noGrant: true})
 	b.placeForeignToken()
-	res := b.tick()
-	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	b.tickExit(deployd.ExitEnvMismatch)
 
 	b.Configure(func(c *deployd.Config) { c.EnvID = "env-dev-02" })
 

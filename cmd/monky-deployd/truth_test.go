@@ -56,13 +56,18 @@ func (b *truthBox) tickM() result {
 	return b.tick("--metrics-file", b.metrics)
 }
 
+// tickMExit is tickM, which must exit with code.
+func (b *truthBox) tickMExit(code int) result {
+	b.t.Helper()
+	return b.tickExit(code, "--metrics-file", b.metrics)
+}
+
 // apply publishes the sample app at serial, runs a tick that must apply it and
 // returns its sha.
 func (b *truthBox) apply(serial int64) string {
 	b.t.Helper()
 	sha := b.Publish(faketenancy.SampleApp(b.Env, serial))
-	res := b.tickM()
-	require.Equal(b.t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	require.Equal(b.t, sha, b.Live())
 	return sha
 }
@@ -219,8 +224,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 
 	var since time.Time
 	for run := 1; run <= 3; run++ {
-		res := b.tickM()
-		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitTemporary)
 		assert.Equal(t, string(codes.Unavailable), tickCode(t, res.Stderr))
 		assert.Equal(t, leases, b.Leases(), "run %d: no lease while OpenBao is sealed", run)
 		c := b.State().Condition
@@ -263,8 +267,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	assert.Equal(t, 2, code, text)
 	assert.Regexp(t, `^status:\s+CRITICAL: the last 3 runs ended on UNAVAILABLE \(exit 75\)`, text)
 
-	res := b.tickM()
-	require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	b.tickMExit(deployd.ExitTemporary)
 	c := b.State().Condition
 	require.NotNil(t, c)
 	assert.Equal(t, 4, c.Runs)
@@ -295,8 +298,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 
 	// OpenBao is back: the next tick applies with one lease; the condition is gone.
 	b.Stack.Bao.SetSealed(false)
-	res = b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	assert.Equal(t, second, b.Live())
 	assert.Equal(t, leases+1, b.Leases())
 	assert.Nil(t, b.State().Condition)
@@ -306,8 +308,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	assert.Nil(t, v.Condition)
 	b.assertConditionMetrics(nil)
 	b.assertVerdictMetric(deployd.VerdictOK)
-	res = b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	_, carried := b.Stack.Tenancy.LastCondition(b.Env)
 	assert.False(t, carried, "the check-in after a run that ended 0 carries no condition")
 	assertPairing(t, b.Stack.Tenancy.Checkins(b.Env))
@@ -325,8 +326,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{LeaseBudget: 1}) // spent by the apply
 	second := b.Publish(faketenancy.SampleApp(b.Env, 2))
 
-	res := b.tickM()
-	require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	res := b.tickMExit(deployd.ExitTemporary)
 	assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
 	assert.Equal(t, 1, b.downloads(second))
 	assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "the apply's lease, then the one refused")
@@ -339,8 +339,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 
 	for run := 2; run <= 3; run++ {
 		checkins := len(b.Stack.Tenancy.Checkins(b.Env))
-		res = b.tickM()
-		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+		res = b.tickMExit(deployd.ExitTemporary)
 		assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "tenancy asked the box to wait; checked in, but neither downloading the bundle nor asking for a lease before then")
 		assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1, "run %d checks in: the heartbeat", run)
@@ -375,8 +374,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	// The hour passes: the recorded next attempt is behind, and the budget refilled.
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	b.editState(func(st *deployd.State) { st.Condition.NextAttempt = time.Now().Add(-time.Minute) })
-	res = b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	assert.Equal(t, 2, b.downloads(second))
 	assert.Equal(t, 3, b.TenancyCalls("/v1/agent/lease"))
 	assert.Equal(t, 2, b.Leases())
@@ -409,8 +407,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		sha := b.Publish(missingSecretApp(b.Env, 2))
 		leases := b.Leases()
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "a secret the bundle names does not exist in OpenBao; no lease taken")
 		assert.Equal(t, leases, b.Leases(), "a missing secret costs no lease")
@@ -428,8 +425,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 
 		// The next ticks of the hour re-report it: no download, no lease.
 		gets, reports := b.downloads(sha), len(b.Stack.Tenancy.Reports(b.Env))
-		res = b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res = b.tickMExit(deployd.ExitFailed)
 		assert.Contains(t, res.Stderr, "this sha failed on this box and is held until its next attempt")
 		assert.Equal(t, gets, b.downloads(sha))
 		assert.Equal(t, leases, b.Leases())
@@ -459,8 +455,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 
 		// The secret is written; within the hour the sha stays held.
 		b.Stack.Bao.PutSecret(b.Env, "api", map[string]string{"token": "api-token-written-later"})
-		res = b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, leases, b.Leases())
 
 		// The hour passes: the next tick applies, with one lease. Tenancy asks as it
@@ -471,8 +466,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 			st.Failed[sha] = f
 			st.Condition.NextAttempt = f.Until
 		})
-		res = b.tickM()
-		require.Equal(t, 0, res.Code, res.Stderr)
+		b.tickMExit(0)
 		assert.Equal(t, sha, b.Live())
 		assert.Equal(t, leases+1, b.Leases(), "exactly one lease")
 		assert.Equal(t, "applied", b.LastReport().Result)
@@ -501,8 +495,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		reads := len(secretReads(b, secretPath))
 		armed.Store(true)
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Equal(t, []int{http.StatusOK, http.StatusNotFound}, secretReads(b, secretPath)[reads:], "found before the lease, gone after it")
 		assert.Equal(t, leases+1, b.Leases(), "one lease spent")
@@ -515,8 +508,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		// The next ticks of the hour take no lease, the secret written again or not.
 		b.Stack.Bao.PutSecret(b.Env, "db", map[string]string{"password": testbox.DefaultSecret})
 		for range 2 {
-			res = b.tickM()
-			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+			res = b.tickMExit(deployd.ExitFailed)
 			assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 			assert.Equal(t, leases+1, b.Leases(), "no lease more within the hour")
 		}
@@ -553,8 +545,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			tenURL := checkinProxy(t, b.Stack.Tenancy.URL(), tt.body)
 			b.Configure(func(c *deployd.Config) { c.Tenancy.URL = tenURL })
 
-			res := b.tickM()
-			require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+			res := b.tickMExit(deployd.ExitTemporary)
 			assert.Equal(t, string(codes.TenancyProtocol), tickCode(t, res.Stderr))
 			assert.NotContains(t, res.Stderr, string(codes.ApplyFailed))
 			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "nothing is reported")
@@ -594,8 +585,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			leases, reports := b.Leases(), b.Stack.Tenancy.Reports(b.Env)
 			corruptState(t, b.box)
 
-			res := b.tickM()
-			require.Equal(t, 0, res.Code, res.Stderr)
+			res := b.tickMExit(0)
 			assert.Equal(t, `""`, tickCode(t, res.Stderr))
 			assert.Contains(t, res.Stderr, "state.json did not parse; rebuilt the state from the live release and the kept file")
 			for _, lie := range []string{"interrupted apply", "older agent", string(codes.ApplyFailed)} {
@@ -672,8 +662,7 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 		b.apply(1)
 		readOnlyDir(t, b.Cfg.StateDir)
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Contains(t, res.Stderr, "code="+string(codes.StateUnavailable))
 		v, _ := b.statusJSON()
 		assert.Equal(t, deployd.VerdictCritical, v.Verdict)
@@ -699,8 +688,7 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 		require.Equal(t, deployd.VerdictOK, v.Verdict, "%+v", v.Problems)
 		fill(t, filepath.Join(b.Cfg.StateDir, "filler"), b.Cfg.StateDir, 0)
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, string(codes.DiskFull), tickCode(t, res.Stderr))
 		v, _ = b.statusJSON()
 		assert.Equal(t, deployd.VerdictCritical, v.Verdict, "not the old healthy view")
@@ -743,8 +731,7 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 	}}}
 	b.setScript(script)
 
-	res := b.tickM()
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	res := b.tickMExit(deployd.ExitFailed)
 	assert.Equal(t, string(codes.Unhealthy), tickCode(t, res.Stderr))
 	assert.Equal(t, live, b.Live(), "restored")
 	line := tickLogLine(t, res.Stderr, "the release failed its health check")
@@ -799,12 +786,12 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 	t.Run("the env-mismatch latch", func(t *testing.T) {
 		b := newTruthBox(t, boxOpts{noGrant: true})
 		b.placeForeignToken()
-		res := b.tickM()
-		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+		b.tickMExit(deployd.ExitEnvMismatch)
 		require.NotNil(t, b.State().EnvMismatch)
 
 		corruptState(t, b.box)
 		tenancyCalls, baoCalls := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests())
+		var res result
 		for run := 1; run <= 2; run++ {
 			res = b.tickM()
 			require.Equal(t, deployd.ExitEnvMismatch, res.Code, "run %d: %s", run, res.Stderr)
@@ -831,8 +818,7 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	b := newTruthBox(t, boxOpts{})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	res := b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	require.InDelta(t, 0, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
 	b.assertVerdictMetric(deployd.VerdictOK)
 
@@ -840,8 +826,7 @@ func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	typo := filepath.Join(b.Dir, "typo.yaml")
 	require.NoError(t, os.WriteFile(typo, append(bytes.Clone(good), "not_a_key: 1\n"...), 0o600))
 
-	res = b.run([]string{"run", "--config", typo, "--metrics-file", b.metrics})
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	res := b.runExit(deployd.ExitFailed, []string{"run", "--config", typo, "--metrics-file", b.metrics})
 	assert.Contains(t, res.Stderr, "not_a_key")
 	assert.Contains(t, res.Stderr, "code="+string(codes.ConfigInvalid))
 	assert.InDelta(t, 1, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0, "the metrics file of the earlier run is replaced")
