@@ -271,7 +271,6 @@ func TestSecretCanary(t *testing.T) {
 	require.Positive(t, envFiles)
 	// The fake docker's own record (argv and the names of the environment).
 	for _, f := range []string{b.Docker.Log, b.Docker.State} {
-		data := readFile(t, f)
-		assertClean(f, string(data), all)
+		assertClean(f, string(readFile(t, f)), all)
 	}
 }

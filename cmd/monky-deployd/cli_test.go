@@ -305,8 +305,7 @@ func TestStatus(t *testing.T) {
 		assert.True(t, v.Healthy)
 		assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore)
 		assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
-		tok := readFile(t, b.Cfg.TokenPath())
-		assert.NotContains(t, r.Stdout, strings.TrimSpace(string(tok)))
+		assert.NotContains(t, r.Stdout, strings.TrimSpace(string(readFile(t, b.Cfg.TokenPath()))))
 	})
 
 	t.Run("latched", func(t *testing.T) {

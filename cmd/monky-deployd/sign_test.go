@@ -114,8 +114,7 @@ func TestKeygen(t *testing.T) {
 	r = runMain(t, nil, "keygen", "--out", key)
 	assert.Equal(t, 1, r.Code)
 	assert.Contains(t, r.Stderr, "exists; a key is never overwritten")
-	again := readFile(t, key)
-	assert.Equal(t, data, again)
+	assert.Equal(t, data, readFile(t, key))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "other.pub"), nil, 0o644))
 	r = runMain(t, nil, "keygen", "--out", filepath.Join(dir, "other"))
 	assert.Equal(t, 1, r.Code)
@@ -124,8 +123,7 @@ func TestKeygen(t *testing.T) {
 	// Two runs, two keys.
 	r = runMain(t, nil, "keygen", "--out", filepath.Join(dir, "second"))
 	require.Equal(t, 0, r.Code)
-	second := readFile(t, filepath.Join(dir, "second.pub"))
-	assert.NotEqual(t, pubText, second)
+	assert.NotEqual(t, pubText, readFile(t, filepath.Join(dir, "second.pub")))
 }
 
 func TestPack(t *testing.T) {
@@ -146,8 +144,7 @@ func TestPack(t *testing.T) {
 	require.NoError(t, os.Chtimes(filepath.Join(dir, "config", "app.toml"), time0, time0))
 	r = runMain(t, nil, "pack", "--out", b, "--json", dir)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	again := readFile(t, b)
-	assert.Equal(t, data, again)
+	assert.Equal(t, data, readFile(t, b))
 	var j map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &j))
 	assert.Equal(t, map[string]any{"sha": sha, "env_id": "env-dev-01", "serial": float64(7), "files": float64(3),
@@ -267,8 +264,7 @@ func TestSign(t *testing.T) {
 
 		r = runMain(t, nil, "sign", "--key", key, "--expires", "720h", "--out", out, bundlePath)
 		require.Equal(t, 0, r.Code, r.Stderr)
-		s := readFile(t, out)
-		parsed, err := bundle.ParseSignature(s)
+		parsed, err := bundle.ParseSignature(readFile(t, out))
 		require.NoError(t, err)
 		assert.WithinDuration(t, time.Now().Add(720*time.Hour), parsed.Expires, time.Minute)
 	})
@@ -300,8 +296,7 @@ func TestSign(t *testing.T) {
 		pubFile := filepath.Join(dir, "renderer.key.pub")
 		require.NoError(t, os.WriteFile(pubFile, []byte(pub.String()+"\n"), 0o600))
 		corrupt := filepath.Join(dir, "corrupt.key")
-		data := readFile(t, key)
-		require.NoError(t, os.WriteFile(corrupt, bytes.Replace(data, []byte("MC4C"), []byte("MD4C"), 1), 0o600))
+		require.NoError(t, os.WriteFile(corrupt, bytes.Replace(readFile(t, key), []byte("MC4C"), []byte("MD4C"), 1), 0o600))
 		for name, tt := range map[string]struct {
 			path string
 			code int
@@ -492,8 +487,7 @@ func TestBundleDocRecipe(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "accepted ")
 	assert.Contains(t, string(out), "signature: valid, key ")
-	data := readFile(t, filepath.Join(work, "bundle.tar.gz"))
-	sha := bundleSHA(t, data)
+	sha := bundleSHA(t, readFile(t, filepath.Join(work, "bundle.tar.gz")))
 	assert.Contains(t, string(out), sha, "the recipe's sha lines agree")
 	assert.Equal(t, 4, strings.Count(string(out), sha), "pack, the coreutils line, sign and verify print the same sha:\n%s", out)
 	assertNoSecret(t, mainResult{Stdout: string(out)}, secretsOf(t, filepath.Join(work, "renderer.key")))
@@ -502,6 +496,5 @@ func TestBundleDocRecipe(t *testing.T) {
 // fixtureSHAOf is bundleSHA of the bundle file at path.
 func fixtureSHAOf(t *testing.T, path string) string {
 	t.Helper()
-	data := readFile(t, path)
-	return bundleSHA(t, data)
+	return bundleSHA(t, readFile(t, path))
 }

@@ -85,12 +85,22 @@ func (b *truthBox) statusJSON() (deployd.Status, string) {
 	return v, res.Stdout
 }
 
-// statusText runs `monky-deployd status` and returns what it printed and its exit
-// code.
-func (b *truthBox) statusText() (string, int) {
+// status runs `status --json` (statusJSON) and `status`, which exits as the JSON's
+// verdict does. The verdict must be want and the first problem's code problem, unless
+// they are "". It returns the view, the JSON and the text.
+func (b *truthBox) status(want deployd.Verdict, problem codes.Code) (deployd.Status, string, string) {
 	b.t.Helper()
+	v, out := b.statusJSON()
+	if want != "" {
+		assert.Equal(b.t, want, v.Verdict, "%+v", v.Problems)
+	}
+	if problem != "" {
+		require.NotEmpty(b.t, v.Problems)
+		assert.Equal(b.t, problem, v.Problems[0].Code)
+	}
 	res := b.run([]string{"status", "--config", b.CfgPath})
-	return res.Stdout, res.Code
+	assert.Equal(b.t, v.Verdict.Exit(), res.Code, "status exits as status --json:\n%s", res.Stdout)
+	return v, out, res.Stdout
 }
 
 // editState changes state.json on disk, as time passing would have: the shipped
@@ -242,16 +252,11 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 		assert.InDelta(t, 75, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
 	}
 
-	v, _ := b.statusJSON()
-	assert.Equal(t, deployd.VerdictWarning, v.Verdict, "a young 75 is a warning")
+	v, _, text := b.status(deployd.VerdictWarning, codes.Unavailable) // a young 75 is a warning
 	require.NotNil(t, v.Condition)
 	assert.Equal(t, codes.Unavailable, v.Condition.Code)
 	assert.Equal(t, 3, v.Condition.Runs)
 	assert.True(t, since.Equal(v.Condition.Since))
-	require.NotEmpty(t, v.Problems)
-	assert.Equal(t, codes.Unavailable, v.Problems[0].Code)
-	text, code := b.statusText()
-	assert.Equal(t, 1, code, text)
 	assert.Regexp(t, `^status:\s+WARNING: the last 3 runs ended on UNAVAILABLE \(exit 75\) since 20\d\d-`, text)
 	assert.Regexp(t, `(?m)^condition:\s+UNAVAILABLE \(exit 75\) since \S+, 3 runs; sha `+second+`$`, text)
 
@@ -261,10 +266,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 		st.Condition.CodeSince = st.Condition.Since
 	})
 	aged := b.State().Condition
-	v, _ = b.statusJSON()
-	assert.Equal(t, deployd.VerdictCritical, v.Verdict, "a 75 that lasts is critical")
-	text, code = b.statusText()
-	assert.Equal(t, 2, code, text)
+	_, _, text = b.status(deployd.VerdictCritical, "") // a 75 that lasts is critical
 	assert.Regexp(t, `^status:\s+CRITICAL: the last 3 runs ended on UNAVAILABLE \(exit 75\)`, text)
 
 	b.tickMExit(deployd.ExitTemporary)
@@ -358,14 +360,11 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	assert.Equal(t, 2, got.Runs)
 	assert.True(t, next.Truncate(time.Second).Equal(got.NextAttempt), "the check-in names the next attempt: %s", got.NextAttempt)
 
-	v, _ := b.statusJSON()
-	assert.Equal(t, deployd.VerdictWarning, v.Verdict)
+	v, _, text := b.status(deployd.VerdictWarning, "")
 	require.NotNil(t, v.Condition)
 	assert.Equal(t, codes.RateLimited, v.Condition.Code)
 	require.NotNil(t, v.Condition.NextAttempt)
 	assert.True(t, next.Equal(*v.Condition.NextAttempt))
-	text, code := b.statusText()
-	assert.Equal(t, 1, code, text)
 	when := next.UTC().Format(time.RFC3339)
 	assert.Regexp(t, `^status:\s+WARNING: the last 3 runs ended on RATE_LIMITED \(exit 75\) since \S+; the box tries again by itself at `+when, text)
 	assert.Regexp(t, `(?m)^condition:\s+RATE_LIMITED \(exit 75\) since \S+, 3 runs; sha `+second+`; next attempt `+when+`$`, text)
@@ -441,14 +440,13 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.Equal(t, string(codes.SecretMissing), got.Code)
 		assert.True(t, f.Until.Truncate(time.Second).Equal(got.NextAttempt), "the check-in names the next attempt")
 
-		v, _ := b.statusJSON()
+		v, _, text := b.status("", "")
 		require.NotNil(t, v.Condition)
 		require.NotNil(t, v.Condition.NextAttempt, "status names the next attempt")
 		assert.True(t, f.Until.Equal(*v.Condition.NextAttempt))
 		require.NotEmpty(t, v.FailedSHAs)
 		require.NotNil(t, v.FailedSHAs[0].Until)
 		assert.True(t, f.Until.Equal(*v.FailedSHAs[0].Until))
-		text, _ := b.statusText()
 		when := f.Until.UTC().Format(time.RFC3339)
 		assert.Contains(t, text, "the box tries again by itself at "+when)
 		assert.Regexp(t, `(?m)^failed sha:\s+`+sha+` serial 2 SECRET_MISSING \(tried again at `+when+`\)$`, text)
@@ -472,8 +470,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.Equal(t, "applied", b.LastReport().Result)
 		assert.NotContains(t, b.State().Failed, sha)
 		assert.Nil(t, b.State().Condition)
-		env := readFile(t, filepath.Join(b.Cfg.CurrentLink(), ".env"))
-		assert.Contains(t, string(env), "API_TOKEN='api-token-written-later'\n")
+		assert.Contains(t, string(readFile(t, filepath.Join(b.Cfg.CurrentLink(), ".env"))), "API_TOKEN='api-token-written-later'\n")
 	})
 
 	t.Run("gone between the check and the read after the lease", func(t *testing.T) {
@@ -557,10 +554,8 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			assert.Equal(t, codes.TenancyProtocol, c.Code)
 			b.assertConditionMetrics(c)
 
-			v, out := b.statusJSON()
-			assert.Equal(t, deployd.VerdictWarning, v.Verdict)
+			v, out, text := b.status(deployd.VerdictWarning, "")
 			assert.Nil(t, v.LastRestore)
-			text, _ := b.statusText()
 			for _, s := range []string{out, text} {
 				assert.NotContains(t, s, string(codes.ApplyFailed))
 				assert.NotContains(t, s, "restored")
@@ -603,11 +598,10 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			require.NoError(t, err)
 			assert.Len(t, aside, 1, "the corrupt file is moved aside")
 
-			v, out := b.statusJSON()
+			v, out, text := b.status("", "")
 			require.NotNil(t, v.Rebuilt, "the next status shows the rebuild")
 			assert.Contains(t, v.Rebuilt.Why, "moved to "+aside[0])
 			assert.Nil(t, v.LastRestore, "nothing was restored")
-			text, _ := b.statusText()
 			assert.Regexp(t, `(?m)^rebuilt:\s+at \S+: state `+b.Cfg.StatePath()+` is corrupt`, text)
 			for _, s := range []string{out, text} {
 				assert.NotContains(t, s, string(codes.ApplyFailed))
@@ -643,13 +637,8 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 			b.setScript(script)
 			res := b.tickM()
 			require.Equal(t, 0, res.Code, "the agent changes nothing on its own: %s", res.Stderr)
-			v, _ = b.statusJSON()
-			assert.Equal(t, deployd.VerdictCritical, v.Verdict)
+			v, _, text := b.status(deployd.VerdictCritical, codes.Unhealthy)
 			assert.False(t, v.Healthy)
-			require.NotEmpty(t, v.Problems)
-			assert.Equal(t, codes.Unhealthy, v.Problems[0].Code)
-			text, code := b.statusText()
-			assert.Equal(t, 2, code, text)
 			assert.Regexp(t, `^status:\s+CRITICAL: the live release \S+ is not healthy`, text)
 			assert.Regexp(t, `(?m)^live health:\s+UNHEALTHY`, text)
 			b.assertVerdictMetric(deployd.VerdictCritical)
@@ -664,14 +653,9 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 
 		res := b.tickMExit(deployd.ExitFailed)
 		assert.Contains(t, res.Stderr, "code="+string(codes.StateUnavailable))
-		v, _ := b.statusJSON()
-		assert.Equal(t, deployd.VerdictCritical, v.Verdict)
+		v, _, text := b.status(deployd.VerdictCritical, codes.StateUnavailable)
 		assert.False(t, v.StateDir.Writable)
-		require.NotEmpty(t, v.Problems)
-		assert.Equal(t, codes.StateUnavailable, v.Problems[0].Code)
 		assert.Contains(t, v.Problems[0].Problem, "cannot be written")
-		text, code := b.statusText()
-		assert.Equal(t, 2, code, text)
 		assert.Regexp(t, `^status:\s+CRITICAL: the state dir cannot take the state: \S+ cannot be written`, text)
 		b.assertVerdictMetric(deployd.VerdictCritical)
 		assert.InDelta(t, 1, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
@@ -690,12 +674,7 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 
 		res := b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, string(codes.DiskFull), tickCode(t, res.Stderr))
-		v, _ = b.statusJSON()
-		assert.Equal(t, deployd.VerdictCritical, v.Verdict, "not the old healthy view")
-		require.NotEmpty(t, v.Problems)
-		assert.Equal(t, codes.DiskFull, v.Problems[0].Code)
-		text, code := b.statusText()
-		assert.Equal(t, 2, code, text)
+		_, _, text := b.status(deployd.VerdictCritical, codes.DiskFull) // not the old healthy view
 		assert.Regexp(t, `^status:\s+CRITICAL: `, text)
 		b.assertVerdictMetric(deployd.VerdictCritical)
 	})
@@ -746,17 +725,15 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 		assert.Contains(t, f.Evidence, ev)
 	}
 	for _, p := range []string{b.Cfg.StatePath(), b.Cfg.KeepPath()} {
-		data := readFile(t, p)
-		assert.NotContains(t, string(data), testbox.DefaultSecret, p)
+		assert.NotContains(t, string(readFile(t, p)), testbox.DefaultSecret, p)
 	}
 
-	v, out := b.statusJSON()
+	v, out, text := b.status("", "")
 	require.NotEmpty(t, v.FailedSHAs)
 	assert.Equal(t, sha, v.FailedSHAs[0].SHA)
 	assert.Equal(t, f.Evidence, v.FailedSHAs[0].Evidence)
 	require.NotNil(t, v.LastRestore)
 	assert.Equal(t, deployd.RestoreHealthy, v.LastRestore.Result)
-	text, _ := b.statusText()
 	assert.Regexp(t, `(?m)^failed sha:\s+`+sha+` serial 2 UNHEALTHY\n  evidence:\s+--- health of web `, text, "the evidence follows the failed sha")
 	assert.Regexp(t, `(?m)^\s+healthcheck at \S+: exit code \d+: GET /healthz: 503 database login refused for password`, text)
 	assert.Regexp(t, `(?m)^\s+.*FATAL: the database refused the login$`, text)
