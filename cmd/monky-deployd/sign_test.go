@@ -87,8 +87,7 @@ func renderDir(t *testing.T, envID string, serial int64) string {
 func TestKeygen(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "renderer.key")
-	r := runMain(t, nil, "keygen", "--out", key)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "keygen", "--out", key)
 	assert.Empty(t, r.Stderr)
 
 	st, err := os.Stat(key)
@@ -121,8 +120,7 @@ func TestKeygen(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "other"))
 
 	// Two runs, two keys.
-	r = runMain(t, nil, "keygen", "--out", filepath.Join(dir, "second"))
-	require.Equal(t, 0, r.Code)
+	runMainExit(t, 0, nil, "keygen", "--out", filepath.Join(dir, "second"))
 	assert.NotEqual(t, pubText, readFile(t, filepath.Join(dir, "second.pub")))
 }
 
@@ -130,8 +128,7 @@ func TestPack(t *testing.T) {
 	dir := renderDir(t, "env-dev-01", 7)
 	out := t.TempDir()
 	a, b := filepath.Join(out, "a.tar.gz"), filepath.Join(out, "b.tar.gz")
-	r := runMain(t, nil, "pack", "--out", a, dir)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "pack", "--out", a, dir)
 	assert.Empty(t, r.Stderr)
 	data := readFile(t, a)
 	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], ".tar.gz: gzip")
@@ -142,8 +139,7 @@ func TestPack(t *testing.T) {
 	// Reproducible: the same directory, touched and re-moded, packs to the same bytes.
 	require.NoError(t, os.Chmod(filepath.Join(dir, "compose.yaml"), 0o600))
 	require.NoError(t, os.Chtimes(filepath.Join(dir, "config", "app.toml"), time0, time0))
-	r = runMain(t, nil, "pack", "--out", b, "--json", dir)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r = runMainExit(t, 0, nil, "pack", "--out", b, "--json", dir)
 	assert.Equal(t, data, readFile(t, b))
 	var j map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &j))
@@ -239,8 +235,7 @@ func TestSign(t *testing.T) {
 	bundlePath := copyFixture(t, "good.tar.gz")
 	sha := fixtureSHA(t, "good.tar.gz")
 
-	r := runMain(t, nil, "sign", "--key", key, bundlePath)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "sign", "--key", key, bundlePath)
 	assertNoSecret(t, r, secrets)
 	assert.Empty(t, r.Stderr)
 	assert.Equal(t, "signed "+sha+" (env-dev-01 serial 7) with key "+string(pub.ID)+", expires never, to "+bundlePath+".sig\n", r.Stdout)
@@ -256,14 +251,12 @@ func TestSign(t *testing.T) {
 
 	t.Run("expires, out, json", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "x.sig")
-		r := runMain(t, nil, "sign", "--key", key, "--expires", "2100-01-02T03:04:05+01:00", "--out", out, "--json", bundlePath)
-		require.Equal(t, 0, r.Code, r.Stderr)
+		r := runMainExit(t, 0, nil, "sign", "--key", key, "--expires", "2100-01-02T03:04:05+01:00", "--out", out, "--json", bundlePath)
 		assert.JSONEq(t, `{"sha":"`+sha+`","env_id":"env-dev-01","serial":7,"key_id":"`+string(pub.ID)+`","expires":"2100-01-02T02:04:05Z","out":"`+out+`"}`, r.Stdout)
 		sig := readFile(t, out)
 		assert.Contains(t, string(sig), "\nexpires 2100-01-02T02:04:05Z\n")
 
-		r = runMain(t, nil, "sign", "--key", key, "--expires", "720h", "--out", out, bundlePath)
-		require.Equal(t, 0, r.Code, r.Stderr)
+		runMainExit(t, 0, nil, "sign", "--key", key, "--expires", "720h", "--out", out, bundlePath)
 		parsed, err := bundle.ParseSignature(readFile(t, out))
 		require.NoError(t, err)
 		assert.WithinDuration(t, time.Now().Add(720*time.Hour), parsed.Expires, time.Minute)
@@ -340,8 +333,7 @@ func TestVerifySignature(t *testing.T) {
 	signed := func(t *testing.T, key string, extra ...string) string {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "b.sig")
-		r := runMain(t, nil, append(append([]string{"sign", "--key", key, "--out", out}, extra...), good)...)
-		require.Equal(t, 0, r.Code, r.Stderr)
+		r := runMainExit(t, 0, nil, append(append([]string{"sign", "--key", key, "--out", out}, extra...), good)...)
 		if slices.Contains(extra, "2001-01-01T00:00:00Z") {
 			assert.Contains(t, r.Stderr, "is in the past: every box refuses this signature (SIGNATURE_EXPIRED)")
 		} else {
@@ -453,8 +445,7 @@ func TestVerifySignature(t *testing.T) {
 	}
 
 	t.Run("without --key, the output is what it was", func(t *testing.T) {
-		r := runMain(t, nil, "verify", "--env", "env-dev-01", "--json", good)
-		require.Equal(t, 0, r.Code)
+		r := runMainExit(t, 0, nil, "verify", "--env", "env-dev-01", "--json", good)
 		golden.Assert(t, "golden/verify-good.json", []byte(r.Stdout))
 	})
 	t.Run("not a bundle: not checked", func(t *testing.T) {
