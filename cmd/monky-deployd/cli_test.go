@@ -344,7 +344,6 @@ func TestStatus(t *testing.T) {
 		assert.Regexp(t, `^status:\s+UNKNOWN: .*state.json is corrupt`, r.Stdout)
 		assert.Contains(t, r.Stdout, "the next run moves it aside")
 	})
-
 }
 
 // TestRunBadConfig: a config error exits 1 (status 3) with a message that names the

@@ -382,15 +382,12 @@ func TestCrashAtRandomPoints(t *testing.T) {
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 0x6d6f6e6b79))
 		fromStaging := seed%2 == 1
-		span := full
+		span, from := full, "start+"
 		if fromStaging {
-			span = window
+			span, from = window, "staging+"
 		}
 		after := time.Duration(rng.Int64N(int64(span) + 1))
-		name := "start+" + after.Round(time.Millisecond).String()
-		if fromStaging {
-			name = "staging+" + after.Round(time.Millisecond).String()
-		}
+		name := from + after.Round(time.Millisecond).String()
 		t.Run(name, func(t *testing.T) {
 			c := newCrashBox(t)
 			p := c.start([]string{"run", "--config", c.CfgPath})

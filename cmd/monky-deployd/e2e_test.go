@@ -294,26 +294,37 @@ func mkfifo(t *testing.T, p string) {
 // writer: a blocking open hangs for ever) is refused at once, exit 1, with its path
 // and what it is named; nothing reaches the network with it.
 func TestBinaryRefusesFifoFiles(t *testing.T) {
-	t.Run("config", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		cfg := filepath.Join(b.Dir, "fifo.yaml")
-		mkfifo(t, cfg)
-		for _, cmd := range []string{"run", "status", "bootstrap"} {
-			res := b.runPrompt(t, cmd, "--config", cfg)
-			assert.Contains(t, res.Stderr, cfg+": cannot read: a fifo, not a regular file", cmd)
-			assert.Contains(t, res.Stderr, "code=CONFIG_INVALID", cmd)
-			if cmd == "status" {
-				// status cannot tell: unknown (3), and it says why on stdout.
-				assert.Equal(t, deployd.VerdictUnknown.Exit(), res.Code, res.Stderr)
-				assert.Contains(t, res.Stdout, cfg+": cannot read: a fifo, not a regular file")
-				continue
+	// The config and the state: every command.
+	for _, name := range []string{"config", "state"} {
+		t.Run(name, func(t *testing.T) {
+			b := newBox(t, boxOpts{})
+			fifo, cfg, says := b.Cfg.StatePath(), b.CfgPath, b.Cfg.StatePath()+" is a fifo, not a regular file"
+			if name == "config" {
+				fifo = filepath.Join(b.Dir, "fifo.yaml")
+				cfg, says = fifo, fifo+": cannot read: a fifo, not a regular file"
 			}
-			assert.Equal(t, deployd.ExitFailed, res.Code, "%s:\n%s", cmd, res.Stderr)
-			assert.Empty(t, res.Stdout, cmd)
-		}
-		assert.Empty(t, b.Stack.Tenancy.Requests())
-		assert.Empty(t, b.Stack.Bao.Requests())
-	})
+			mkfifo(t, fifo)
+			for _, cmd := range []string{"run", "status", "bootstrap"} {
+				res := b.runPrompt(t, cmd, "--config", cfg)
+				if name == "config" {
+					assert.Contains(t, res.Stderr, "code=CONFIG_INVALID", cmd)
+				}
+				if cmd == "status" {
+					// status cannot tell: unknown (3), and it says why on stdout.
+					assert.Equal(t, deployd.VerdictUnknown.Exit(), res.Code, res.Stderr)
+					assert.Contains(t, res.Stdout, says)
+				} else {
+					assert.Equal(t, deployd.ExitFailed, res.Code, "%s:\n%s", cmd, res.Stderr)
+					assert.Empty(t, res.Stdout, cmd)
+				}
+				if cmd != "status" || name == "config" {
+					assert.Contains(t, res.Stderr, says, cmd)
+				}
+			}
+			assert.Empty(t, b.Stack.Tenancy.Requests())
+			assert.Empty(t, b.Stack.Bao.Requests())
+		})
+	}
 
 	t.Run("grant", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
@@ -346,23 +357,6 @@ func TestBinaryRefusesFifoFiles(t *testing.T) {
 		res = b.runPrompt(t, "status", "--config", b.CfgPath)
 		assert.Equal(t, deployd.VerdictCritical.Exit(), res.Code, res.Stderr)
 		assert.Regexp(t, `(?m)^token:\s+unreadable: `+b.Cfg.TokenPath()+` is a fifo, not a regular file$`, res.Stdout)
-	})
-
-	t.Run("state", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		mkfifo(t, b.Cfg.StatePath())
-		for _, cmd := range []string{"run", "status", "bootstrap"} {
-			res := b.runPrompt(t, cmd, "--config", b.CfgPath)
-			if cmd == "status" {
-				// status cannot tell: unknown (3), and it says why on stdout.
-				assert.Equal(t, deployd.VerdictUnknown.Exit(), res.Code, res.Stderr)
-				assert.Contains(t, res.Stdout, b.Cfg.StatePath()+" is a fifo, not a regular file")
-				continue
-			}
-			assert.Equal(t, deployd.ExitFailed, res.Code, "%s:\n%s", cmd, res.Stderr)
-			assert.Contains(t, res.Stderr, b.Cfg.StatePath()+" is a fifo, not a regular file", cmd)
-		}
-		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 }
 
