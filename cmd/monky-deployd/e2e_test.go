@@ -96,8 +96,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	// deployd's TestExitCodes, "tenancy unreachable is 75").
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
-	res = b.tick("--metrics-file", metricsPath)
-	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitTemporary, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "level=WARN")
 	assert.Contains(t, res.Stderr, "tenancy unavailable")
 	assert.Equal(t, 75.0, parseMetrics(t, metricsPath)["monky_deployd_exit_code"])
@@ -132,8 +131,7 @@ func TestBinaryLockHeld(t *testing.T) {
 	first := b.start([]string{"run", "--config", b.CfgPath})
 	testprog.WaitFor(t, 30*time.Second, "the first run's docker version call", func() bool { return len(b.DockerCalls("version")) > 0 })
 	start := time.Now()
-	res := b.tick()
-	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	res := b.tickExit(deployd.ExitTemporary)
 	assert.Less(t, time.Since(start), 4*time.Second, "exits at once")
 	assert.Contains(t, res.Stderr, "holds the lock")
 	assert.Equal(t, 0, first.Wait(t, 60*time.Second).Code)
@@ -370,12 +368,10 @@ func TestBinaryRefusesFifoFiles(t *testing.T) {
 func TestBinaryBootstrap(t *testing.T) {
 	t.Run("no token, no grant", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		res := b.tick()
-		assert.Equal(t, deployd.ExitFailed, res.Code)
+		res := b.tickExit(deployd.ExitFailed)
 		assert.Contains(t, res.Stderr, "monky-deployd bootstrap")
 		assert.Empty(t, b.Stack.Tenancy.Requests())
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, deployd.ExitFailed, res.Code)
+		res = b.runExit(deployd.ExitFailed, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "bootstrap failed")
 
 		// A token file a crash or a disk left unusable (NULs) is known as corrupt when
@@ -398,8 +394,7 @@ func TestBinaryBootstrap(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
 		grant := b.Stack.Bao.MintGrant("env-dev-02")
 		require.NoError(t, os.WriteFile(b.Cfg.BootstrapGrant, []byte(grant+"\n"), 0o600))
-		res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.runExit(deployd.ExitFailed, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "code=UNAUTHENTICATED")
 		assert.Contains(t, res.Stderr, "is for env env-dev-02, and this box is env-dev-01")
 		assert.NotContains(t, res.Stderr, "consumed the grant")
@@ -411,18 +406,15 @@ func TestBinaryBootstrap(t *testing.T) {
 		b.SetDesired(faketenancy.Desired{Action: "none"})
 		require.Equal(t, 0, b.tick().Code)
 		// Without a grant: it says the box is bootstrapped, not that there is no token.
-		res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, 0, res.Code, res.Stderr)
+		res := b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "already bootstrapped")
 		assert.NotContains(t, res.Stderr, "no token")
 		assert.NotContains(t, res.Stderr, "bootstrap confirmed by a check-in")
 
 		b.PlaceGrant()
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, 0, res.Code, res.Stderr)
+		res = b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "already bootstrapped")
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--force"})
-		assert.Equal(t, 0, res.Code, res.Stderr)
+		res = b.runExit(0, []string{"bootstrap", "--config", b.CfgPath, "--force"})
 		assert.Contains(t, res.Stderr, "bootstrap confirmed by a check-in")
 		_, err := os.Stat(b.Cfg.BootstrapGrant)
 		assert.ErrorIs(t, err, os.ErrNotExist, "consumed with --force")
@@ -439,8 +431,7 @@ func TestBinaryBootstrap(t *testing.T) {
 		assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"), "confirmed by a check-in")
 		// Used again (forced: the box is bootstrapped), the grant is gone: exit 1 with a
 		// message naming the path.
-		res := b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant, "--force"})
-		assert.Equal(t, deployd.ExitFailed, res.Code)
+		res := b.runExit(deployd.ExitFailed, []string{"bootstrap", "--config", b.CfgPath, "--grant", grant, "--force"})
 		assert.Contains(t, res.Stderr, "handed-over.jwt")
 		res = b.tick()
 		assert.Equal(t, 0, res.Code, "the stored token serves the next run:\n%s", res.Stderr)
@@ -454,8 +445,7 @@ func TestBinaryBootstrap(t *testing.T) {
 func TestBinaryDockerSocketMissing(t *testing.T) {
 	b := newBox(t, boxOpts{})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res := b.run([]string{"run", "--config", b.CfgPath}, "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "docker.sock"))
-	assert.Equal(t, 1, res.Code, res.Stderr)
+	res := b.runExit(1, []string{"run", "--config", b.CfgPath}, "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "docker.sock"))
 	assert.Contains(t, res.Stderr, "code=DOCKER_UNAVAILABLE")
 	assert.Contains(t, res.Stderr, "Start docker")
 }
@@ -483,16 +473,14 @@ func TestBinaryFullDisks(t *testing.T) {
 		spec.Files[fmt.Sprintf("conf/%02d/%d.txt", i%50, i)] = "x"
 	}
 	b.Publish(spec)
-	res := b.tick()
-	assert.Equal(t, 1, res.Code, res.Stderr)
+	res := b.tickExit(1)
 	assert.Contains(t, res.Stderr, "DISK_LOW")
 	assert.Regexp(t, `DISK_LOW: [0-9] MiB free under deploy_dir, the release needs 1[6-9] MiB`, res.Stderr, "counted in blocks: 2000 blocks of 4 KiB, twice")
 	assert.Zero(t, b.Leases(), "a full deploy dir costs no lease")
 
 	require.NoError(t, os.Remove(deployFiller))
 	fill(t, stateFiller, b.Cfg.StateDir, 128<<10)
-	res = b.tick()
-	assert.Equal(t, 1, res.Code, res.Stderr)
+	res = b.tickExit(1)
 	assert.Contains(t, res.Stderr, "code=DISK_FULL")
 	assert.Contains(t, res.Stderr, b.Cfg.StateDir)
 	assert.Zero(t, b.Leases(), "a full state dir costs no lease")
