@@ -94,8 +94,7 @@ func TestSecretCanary(t *testing.T) {
 	var outputs []string
 	run := func(want int, args ...string) {
 		t.Helper()
-		res := b.run(args, "MONKY_DEPLOYD_DEBUG=1") // the most verbose the agent gets
-		require.Equal(t, want, res.Code, "%v\n%s", args, res.Stderr)
+		res := b.runExit(want, args, "MONKY_DEPLOYD_DEBUG=1") // the most verbose the agent gets
 		outputs = append(outputs, res.Stdout, res.Stderr)
 	}
 	tick := func(want int) {
