@@ -152,8 +152,7 @@ func TestBinaryLoop(t *testing.T) {
 	t.Run("backs off on 75", func(t *testing.T) {
 		b := newBox(t, boxOpts{nextCheckin: time.Second})
 		b.SetDesired(faketenancy.Desired{Action: "none"})
-		res := b.tick() // bootstrap, so that the loop only checks in
-		require.Equal(t, 0, res.Code, res.Stderr)
+		b.tickExit(0) // bootstrap, so that the loop only checks in
 		b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 		const interval = 200 * time.Millisecond
 		p := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", interval.String()})
@@ -174,7 +173,7 @@ func TestBinaryLoop(t *testing.T) {
 		n := len(checkins())
 		testprog.WaitFor(t, 60*time.Second, "two check-ins after the recovery", func() bool { return len(checkins()) >= n+2 })
 		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
-		res = p.Wait(t, 30*time.Second)
+		res := p.Wait(t, 30*time.Second)
 		assert.Equal(t, 0, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "stopping the loop on a signal")
 
