@@ -118,6 +118,14 @@ func goodEnts(tb testing.TB) []ent {
 
 func goodTar(tb testing.TB) []byte { return tarOf(tb, goodEnts(tb)...) }
 
+// shaOf is SHA of data without limits, which must not fail.
+func shaOf(tb testing.TB, data []byte) string {
+	tb.Helper()
+	s, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
+	require.NoError(tb, err)
+	return s
+}
+
 func expect() Expect { return Expect{EnvID: testEnv} }
 
 // verifyWith verifies data against expect() as edit, if any, changes it.

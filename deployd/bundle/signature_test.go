@@ -96,14 +96,16 @@ func TestSignatureFile(t *testing.T) {
 	assert.Contains(t, string(sign(t, 1, testStmt, local)), "\nexpires 2026-03-04T11:00:00Z\n")
 }
 
-// signatureCases are files for the parser: the valid ones and every way to break one.
-// The fuzz test is seeded from them.
-func signatureCases(t testing.TB) []struct {
+type signatureCase struct {
 	name   string
 	data   []byte
 	code   codes.Code // "" for a valid file
 	detail string
-} {
+}
+
+// signatureCases are files for the parser: the valid ones and every way to break one.
+// The fuzz test is seeded from them.
+func signatureCases(t testing.TB) []signatureCase {
 	good := string(sign(t, 1, testStmt, testUntil))
 	noExp := string(sign(t, 1, testStmt, time.Time{}))
 	lines := strings.SplitAfter(good, "\n")
@@ -116,12 +118,7 @@ func signatureCases(t testing.TB) []struct {
 	b64 := strings.TrimSuffix(strings.TrimPrefix(sigLine, "sig "), "\n")
 	raw, _ := base64.StdEncoding.DecodeString(b64)
 	inv := codes.SignatureInvalid
-	return []struct {
-		name   string
-		data   []byte
-		code   codes.Code
-		detail string
-	}{
+	return []signatureCase{
 		{name: "valid", data: []byte(good)},
 		{name: "valid without expiry", data: []byte(noExp)},
 		{name: "an expiry in year 0 parses (long expired)", data: []byte(swap(6, "expires 0000-01-01T00:00:00Z\n"))},
@@ -559,20 +556,14 @@ func TestSignatureErrorZero(t *testing.T) {
 	assert.True(t, errors.Is(&e, ErrSignature))
 }
 
-func publicKeyCases(t testing.TB) []struct {
-	name string
-	text string
-	err  string // "" for a valid key
-} {
+type publicKeyCase struct{ name, text, err string } // err "" for a valid key
+
+func publicKeyCases(t testing.TB) []publicKeyCase {
 	pub := testPub(t, 1)
 	raw := base64.StdEncoding.EncodeToString(pub.Key)
 	privPEM, err := MarshalPrivateKey(testKey(1))
 	require.NoError(t, err)
-	return []struct {
-		name string
-		text string
-		err  string
-	}{
+	return []publicKeyCase{
 		{name: "valid", text: "ed25519:" + raw},
 		{name: "valid with a final newline", text: "ed25519:" + raw + "\n"},
 		{name: "valid with spaces around", text: "  ed25519:" + raw + " "},

@@ -31,8 +31,7 @@ func withManifest(tb testing.TB, edit func(*Manifest), rest ...ent) []byte {
 
 func TestVerifyAccepts(t *testing.T) {
 	plain := goodTar(t)
-	want, err := SHA(context.Background(), bytes.NewReader(plain), Limits{})
-	require.NoError(t, err)
+	want := shaOf(t, plain)
 	gitArchive := append([]ent{{name: "pax_global_header", typ: tar.TypeXGlobalHeader,
 		pax: map[string]string{"comment": "0123456789abcdef"}}}, goodEnts(t)...)
 	reordered := goodEnts(t)
@@ -84,8 +83,7 @@ func TestVerifyAccepts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := verifyWith(tt.data, tt.exp)
 			require.NoError(t, err)
-			own, err := SHA(context.Background(), bytes.NewReader(tt.data), Limits{})
-			require.NoError(t, err)
+			own := shaOf(t, tt.data)
 			assert.Equal(t, own, res.SHA)
 			if !tt.other {
 				assert.Equal(t, want, res.SHA, "same files, same sha")
@@ -316,19 +314,14 @@ func TestVerifyEveryCodeHasACase(t *testing.T) {
 
 func TestVerifySHAComputedWhenRefused(t *testing.T) {
 	data := tarOf(t, append(goodEnts(t), ent{name: "l", typ: tar.TypeSymlink, link: "x"})...)
-	want, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
-	require.NoError(t, err)
+	want := shaOf(t, data)
 	res, err := Verify(context.Background(), bytes.NewReader(data), expect())
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Equal(t, want, res.SHA)
 	assert.Equal(t, want, goodSHA(t), "a symlink does not change the sha: find -type f skips it")
 }
 
-func goodSHA(tb testing.TB) string {
-	s, err := SHA(context.Background(), bytes.NewReader(goodTar(tb)), Limits{})
-	require.NoError(tb, err)
-	return s
-}
+func goodSHA(tb testing.TB) string { return shaOf(tb, goodTar(tb)) }
 
 func TestVerifyInvalidExpect(t *testing.T) {
 	for name, exp := range map[string]Expect{
