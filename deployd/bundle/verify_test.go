@@ -123,8 +123,13 @@ func refusalCases() []refusalCase {
 			return tarOf(tb, append([]ent{file(ManifestName, s)}, goodEnts(tb)[1:]...)...)
 		}
 	}
+	listed := func(e ...ent) func(tb testing.TB) []byte { // the good bundle and e, e[0] listed in files
+		return func(tb testing.TB) []byte {
+			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, e[0].name) }, append(goodEnts(tb)[1:], e...)...)
+		}
+	}
 	malformed := []codes.Code{codes.BundleMalformed}
-	paths := []codes.Code{codes.ManifestPaths}
+	paths, paths2 := []codes.Code{codes.ManifestPaths}, []codes.Code{codes.ManifestPaths, codes.ManifestPaths}
 	return []refusalCase{
 		// BUNDLE_MALFORMED: the stream.
 		{name: "empty stream", data: func(testing.TB) []byte { return nil }, codes: malformed, detail: "empty"},
@@ -189,27 +194,19 @@ func refusalCases() []refusalCase {
 		{name: "block device", data: hostile(ent{name: "sda", typ: tar.TypeBlock}), codes: paths, detail: "block device"},
 		{name: "fifo", data: hostile(ent{name: "pipe", typ: tar.TypeFifo}), codes: paths, detail: "fifo"},
 		{name: "global header with path", data: hostile(ent{name: "g", typ: tar.TypeXGlobalHeader, pax: map[string]string{"path": "evil"}}), codes: paths, detail: "PAX global header"},
-		{name: "file is also a directory", data: func(tb testing.TB) []byte {
-			return tarOf(tb, append(goodEnts(tb), file("config/app.toml/x", "x"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "which is a file"},
+		{name: "file is also a directory", data: hostile(file("config/app.toml/x", "x")), codes: paths2, detail: "which is a file"},
 		{name: "directory is then a file", data: func(tb testing.TB) []byte {
 			ents := goodEnts(tb)
 			return tarOf(tb, ents[0], ents[1], ents[3], file("config", "x"))
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "earlier entries are inside it"},
-		{name: "bundled .env", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env") }, append(goodEnts(tb)[1:], file(".env", "COMPOSE_FILE=evil.yaml\n"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .env itself"},
+		}, codes: paths2, detail: "earlier entries are inside it"},
+		{name: "bundled .env", data: listed(file(".env", "COMPOSE_FILE=evil.yaml\n")), codes: paths2, detail: "writes the release's .env itself"},
 		// The release's root .env is the agent's: a file inside ".env/" makes a directory of
 		// that name. Without the refusal the bundle verifies, costs a lease, and staging fails.
-		{name: ".env directory by implication", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env/x") }, append(goodEnts(tb)[1:], file(".env/x", "A=1\n"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "reserved"},
-		{name: "bundled labels file", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, LabelsFileName) }, append(goodEnts(tb)[1:], file(LabelsFileName, "services: {}\n"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .deployd-labels.yaml itself"},
-		{name: "nested .env is an ordinary file", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, "config/.env") }, append(goodEnts(tb)[1:], file("config/.env", "A=1\n"), file("x", ""))...)
-		}, codes: paths, detail: `"x" is in the bundle but not in files`},
+		{name: ".env directory by implication", data: listed(file(".env/x", "A=1\n")), codes: paths2, detail: "reserved"},
+		{name: "bundled labels file", data: listed(file(LabelsFileName, "services: {}\n")), codes: paths2,
+			detail: "writes the release's .deployd-labels.yaml itself"},
+		{name: "nested .env is an ordinary file", data: listed(file("config/.env", "A=1\n"), file("x", "")), codes: paths,
+			detail: `"x" is in the bundle but not in files`},
 		{name: "unlisted file", data: hostile(file("extra.txt", "x")), codes: paths, detail: `"extra.txt" is in the bundle but not in files`},
 		{name: "missing file", data: man(func(m *Manifest) { m.Files = append(m.Files, "gone.txt") }), codes: paths, detail: `"gone.txt" is listed but not in the bundle`},
 		{name: "compose file not in files", data: man(func(m *Manifest) { m.ComposeFiles = append(m.ComposeFiles, "config/app.toml", "other.yaml") }), codes: paths, detail: `"other.yaml" is not in files`},
@@ -245,9 +242,8 @@ func refusalCases() []refusalCase {
 			e := goodEnts(tb)
 			return tarOf(tb, e[1], e[2], e[3], e[0])
 		}, exp: func(e *Expect) { e.Limits.MaxBufferSize = 10 }, codes: malformed, detail: "buffer budget"},
-		{name: "MaxHeaderSize", data: func(tb testing.TB) []byte {
-			return tarOf(tb, append(goodEnts(tb), ent{name: "x", pax: map[string]string{"comment": strings.Repeat("c", 8000)}})...)
-		}, exp: func(e *Expect) { e.Limits.MaxHeaderSize = 4096 }, codes: malformed, detail: "MaxHeaderSize"},
+		{name: "MaxHeaderSize", data: hostile(ent{name: "x", pax: map[string]string{"comment": strings.Repeat("c", 8000)}}),
+			exp: func(e *Expect) { e.Limits.MaxHeaderSize = 4096 }, codes: malformed, detail: "MaxHeaderSize"},
 		// Several at once: every refusal comes back, sorted.
 		{name: "several refusals", data: func(tb testing.TB) []byte {
 			m := goodManifest()
