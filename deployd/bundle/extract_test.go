@@ -3,6 +3,7 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
@@ -181,10 +182,7 @@ func TestExtractRefusesWhatVerifyRefusesOnPaths(t *testing.T) {
 				return
 			}
 			checked++
-			sha := res.SHA
-			if sha == "" {
-				sha = strings.Repeat("0", 64)
-			}
+			sha := cmp.Or(res.SHA, strings.Repeat("0", 64))
 			err := Extract(context.Background(), bytes.NewReader(data), t.TempDir(), sha, Limits{MaxTotalSize: 16 << 20})
 			require.ErrorIs(t, err, ErrRefused, "Verify refused %v", res.Refusals)
 		})
@@ -220,9 +218,7 @@ func TestReadStagedSaysWhatIsWrong(t *testing.T) {
 	require.ErrorAs(t, err, &refused, "a bad manifest is refused as Verify would")
 	assert.Equal(t, codes.BundleMalformed, refused.Code())
 
-	m := goodManifest()
-	b := manifestEnt(t, m).body
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte(b), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte(manifestEnt(t, goodManifest()).body), 0o644))
 	_, err = ReadStaged(context.Background(), dir, Expect{})
 	require.Error(t, err, "the compose file is missing")
 	assert.Contains(t, err.Error(), "compose file compose.yaml")

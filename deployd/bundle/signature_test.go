@@ -612,11 +612,7 @@ func TestKeyRing(t *testing.T) {
 	r, err := ParseKeyRing([]string{k2.String(), k1.String(), k1.String() + "\n"})
 	require.NoError(t, err)
 	assert.Equal(t, 2, r.Len(), "the same key twice counts once")
-	ids := []KeyID{k1.ID, k2.ID}
-	if ids[0] > ids[1] {
-		ids[0], ids[1] = ids[1], ids[0]
-	}
-	assert.Equal(t, ids, r.IDs())
+	assert.Equal(t, []KeyID{min(k1.ID, k2.ID), max(k1.ID, k2.ID)}, r.IDs())
 	got, ok := r.Lookup(k1.ID)
 	require.True(t, ok)
 	assert.Equal(t, k1, got)

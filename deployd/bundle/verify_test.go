@@ -319,14 +319,25 @@ func TestVerifySHAComputedWhenRefused(t *testing.T) {
 
 func goodSHA(tb testing.TB) string { return shaOf(tb, goodTar(tb)) }
 
-func TestVerifyInvalidExpect(t *testing.T) {
-	for name, exp := range map[string]Expect{
-		"no env":  {},
-		"bad sha": {EnvID: testEnv, SHA: "abc"},
+// TestVerifyErrorsAreNotRefusals: an invalid Expect and a failing reader are errors of
+// the call, never refusals of the bundle, and give no result.
+func TestVerifyErrorsAreNotRefusals(t *testing.T) {
+	data := goodTar(t)
+	failing := func(after int) io.Reader { return io.MultiReader(bytes.NewReader(data[:after]), &failingReader{}) }
+	for name, tt := range map[string]struct {
+		r   io.Reader
+		exp Expect
+		is  error
+	}{
+		"no env":                 {bytes.NewReader(data), Expect{}, ErrInvalidArgument},
+		"bad sha":                {bytes.NewReader(data), Expect{EnvID: testEnv, SHA: "abc"}, ErrInvalidArgument},
+		"reader fails at 0":      {failing(0), expect(), errBroken},
+		"reader fails at 3":      {failing(3), expect(), errBroken},
+		"reader fails after 700": {failing(700), expect(), errBroken},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, err := Verify(context.Background(), bytes.NewReader(goodTar(t)), exp)
-			require.ErrorIs(t, err, ErrInvalidArgument)
+			res, err := Verify(context.Background(), tt.r, tt.exp)
+			require.ErrorIs(t, err, tt.is)
 			assert.NotErrorIs(t, err, ErrRefused)
 			assert.Nil(t, res)
 		})
@@ -347,19 +358,6 @@ func (f *failingReader) Read(p []byte) (int, error) {
 	}
 	f.after -= n
 	return n, nil
-}
-
-func TestVerifyReaderErrorIsNotARefusal(t *testing.T) {
-	for _, after := range []int{0, 3, 700} {
-		t.Run(fmt.Sprint(after), func(t *testing.T) {
-			data := goodTar(t)
-			r := io.MultiReader(bytes.NewReader(data[:min(after, len(data))]), &failingReader{})
-			res, err := Verify(context.Background(), r, expect())
-			require.ErrorIs(t, err, errBroken)
-			assert.NotErrorIs(t, err, ErrRefused)
-			assert.Nil(t, res)
-		})
-	}
 }
 
 func TestVerifyContextCancelled(t *testing.T) {
