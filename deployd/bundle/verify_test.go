@@ -319,24 +319,32 @@ func TestVerifySHAComputedWhenRefused(t *testing.T) {
 
 func goodSHA(tb testing.TB) string { return shaOf(tb, goodTar(tb)) }
 
-// TestVerifyErrorsAreNotRefusals: an invalid Expect and a failing reader are errors of
-// the call, never refusals of the bundle, and give no result.
+// TestVerifyErrorsAreNotRefusals: an invalid Expect, a failing reader and a cancelled
+// context are errors of the call, never refusals of the bundle, and give no result.
 func TestVerifyErrorsAreNotRefusals(t *testing.T) {
 	data := goodTar(t)
 	failing := func(after int) io.Reader { return io.MultiReader(bytes.NewReader(data[:after]), &failingReader{}) }
+	bg := context.Background()
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+	streaming, stop := context.WithCancel(bg) // cancelled by its reader after the first read
+	defer stop()
 	for name, tt := range map[string]struct {
+		ctx context.Context
 		r   io.Reader
 		exp Expect
 		is  error
 	}{
-		"no env":                 {bytes.NewReader(data), Expect{}, ErrInvalidArgument},
-		"bad sha":                {bytes.NewReader(data), Expect{EnvID: testEnv, SHA: "abc"}, ErrInvalidArgument},
-		"reader fails at 0":      {failing(0), expect(), errBroken},
-		"reader fails at 3":      {failing(3), expect(), errBroken},
-		"reader fails after 700": {failing(700), expect(), errBroken},
+		"no env":                    {bg, bytes.NewReader(data), Expect{}, ErrInvalidArgument},
+		"bad sha":                   {bg, bytes.NewReader(data), Expect{EnvID: testEnv, SHA: "abc"}, ErrInvalidArgument},
+		"reader fails at 0":         {bg, failing(0), expect(), errBroken},
+		"reader fails at 3":         {bg, failing(3), expect(), errBroken},
+		"reader fails after 700":    {bg, failing(700), expect(), errBroken},
+		"cancelled before":          {cancelled, bytes.NewReader(data), expect(), context.Canceled},
+		"cancelled while streaming": {streaming, &cancelReader{r: bytes.NewReader(data), cancel: stop}, expect(), context.Canceled},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, err := Verify(context.Background(), tt.r, tt.exp)
+			res, err := Verify(tt.ctx, tt.r, tt.exp)
 			require.ErrorIs(t, err, tt.is)
 			assert.NotErrorIs(t, err, ErrRefused)
 			assert.Nil(t, res)
@@ -358,21 +366,6 @@ func (f *failingReader) Read(p []byte) (int, error) {
 	}
 	f.after -= n
 	return n, nil
-}
-
-func TestVerifyContextCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	res, err := Verify(ctx, bytes.NewReader(goodTar(t)), expect())
-	require.ErrorIs(t, err, context.Canceled)
-	assert.Nil(t, res)
-
-	// Cancelled while streaming: the reader cancels after the first read.
-	ctx, cancel = context.WithCancel(context.Background())
-	defer cancel()
-	r := &cancelReader{r: bytes.NewReader(goodTar(t)), cancel: cancel}
-	_, err = Verify(ctx, r, expect())
-	require.ErrorIs(t, err, context.Canceled)
 }
 
 type cancelReader struct {
