@@ -25,16 +25,11 @@ func tinyWith(envID, compose string) *bytes.Reader {
 	manifest := `{"schema":1,"env_id":"` + envID + `","serial":3,` +
 		`"compose_files":["compose.yaml"],"files":["compose.yaml","app.toml"],` +
 		`"vars":{"LOG_LEVEL":"info"},"secrets":{"DB_PASSWORD":{"path":"db","key":"password"}}}`
-	files := []struct{ name, body string }{
-		{"manifest.json", manifest},
-		{"compose.yaml", compose},
-		{"app.toml", "port = 8080\n"},
-	}
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
-	for _, f := range files {
-		_ = tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body))})
-		_, _ = tw.Write([]byte(f.body))
+	for _, f := range [][2]string{{"manifest.json", manifest}, {"compose.yaml", compose}, {"app.toml", "port = 8080\n"}} {
+		_ = tw.WriteHeader(&tar.Header{Name: f[0], Mode: 0o644, Size: int64(len(f[1]))})
+		_, _ = tw.Write([]byte(f[1]))
 	}
 	_ = tw.Close()
 	return bytes.NewReader(b.Bytes())

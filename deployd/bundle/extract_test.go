@@ -20,8 +20,7 @@ import (
 )
 
 func TestExtract(t *testing.T) {
-	ents := goodEnts(t)
-	ents = append(ents, ent{name: "bin/run.sh", body: "#!/bin/sh\n", mode: 0o4777}, ent{name: "open/", typ: tar.TypeDir, mode: 0o1777})
+	ents := append(goodEnts(t), ent{name: "bin/run.sh", body: "#!/bin/sh\n", mode: 0o4777}, ent{name: "open/", typ: tar.TypeDir, mode: 0o1777})
 	m := goodManifest()
 	m.Files = append(m.Files, "bin/run.sh")
 	ents[0] = manifestEnt(t, m)
