@@ -160,9 +160,7 @@ type stringer struct{ s string }
 
 func (s stringer) String() string { return "stringer " + s.s }
 
-type plain struct {
-	Name, Token string
-}
+type plain struct{ Name, Token string }
 
 func TestHandlerPlantedSecrets(t *testing.T) {
 	const s = "Zm9vYmFyLXNlY3JldA-planted"
