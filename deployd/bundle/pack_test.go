@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -301,13 +302,14 @@ func TestPackDirManifest(t *testing.T) {
 	})
 	t.Run("packed byte for byte", func(t *testing.T) {
 		// Compact, no final newline: not what Pack would encode.
+		list, err := json.Marshal(packManifest().Files)
+		require.NoError(t, err)
 		files := packFiles()
-		files[ManifestName] = `{"schema":1,"env_id":"env-dev-01","serial":3,"compose_files":["compose.yaml"],"files":` +
-			jsonList(packManifest().Files) + "}"
+		files[ManifestName] = `{"schema":1,"env_id":"env-dev-01","serial":3,"compose_files":["compose.yaml"],"files":` + string(list) + "}"
 		dir := writeTree(t, files, 0o644, time.Now())
 		data, res := packBytes(t, dir, PackOptions{})
 		tr := tar.NewReader(bytes.NewReader(data))
-		_, err := tr.Next()
+		_, err = tr.Next()
 		require.NoError(t, err)
 		got, err := io.ReadAll(tr)
 		require.NoError(t, err)
@@ -331,14 +333,6 @@ func TestPackDirManifest(t *testing.T) {
 		require.ErrorIs(t, err, ErrRefused)
 		assert.Contains(t, err.Error(), `"manifest.json" is a symlink`)
 	})
-}
-
-func jsonList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return "[" + strings.Join(q, ",") + "]"
 }
 
 func TestPackErrors(t *testing.T) {
