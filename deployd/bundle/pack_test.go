@@ -236,8 +236,7 @@ func TestPackRefusals(t *testing.T) {
 		refused []codes.Code
 		detail  string
 	}{
-		{name: "symlink", setup: symlink("/etc/passwd", "config/passwd"), refused: paths,
-			detail: `"config/passwd" is a symlink; a bundle holds only regular files and directories`},
+		{name: "symlink", setup: symlink("/etc/passwd", "config/passwd"), refused: paths, detail: `"config/passwd" is a symlink; a bundle holds only regular files and directories`},
 		{name: "symlink to a directory is not followed", setup: symlink("/etc", "etc"), refused: paths, detail: `"etc" is a symlink`},
 		{name: "fifo", setup: func(t *testing.T, dir string) {
 			require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644))
