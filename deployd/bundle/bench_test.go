@@ -193,7 +193,6 @@ func BenchmarkSHA256Floor(b *testing.B) {
 	}
 }
 
-// BenchmarkSHA is SHA alone over the plain bundle.
 func BenchmarkSHA(b *testing.B) {
 	p, n := benchBundle(b, false)
 	b.SetBytes(n)

@@ -14,13 +14,11 @@ import (
 	"github.com/monky/monky-deployd/deployd/bundle"
 )
 
-// tinyCompose is the compose file of tiny.
 const tinyCompose = "services:\n  web:\n    image: nginx:1.27\n    environment:\n      LOG_LEVEL: ${LOG_LEVEL}\n      DB_PASSWORD: ${DB_PASSWORD}\n"
 
 // tiny builds a bundle in memory: a manifest, a compose file and a config file.
 func tiny(envID string) *bytes.Reader { return tinyWith(envID, tinyCompose) }
 
-// tinyWith is tiny with the compose file compose.
 func tinyWith(envID, compose string) *bytes.Reader {
 	manifest := `{"schema":1,"env_id":"` + envID + `","serial":3,` +
 		`"compose_files":["compose.yaml"],"files":["compose.yaml","app.toml"],` +

@@ -22,7 +22,6 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
-// fixtureExpect is the Expect every fixture is verified with.
 func fixtureExpect() Expect {
 	return Expect{EnvID: testEnv, Limits: Limits{MaxTotalSize: 16 << 20}}
 }

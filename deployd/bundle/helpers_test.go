@@ -87,7 +87,6 @@ const goodCompose = `services:
       - ./config/app.toml:/etc/app/app.toml:ro
 `
 
-// goodManifest is the manifest of the good bundle.
 func goodManifest() Manifest {
 	return Manifest{
 		Schema: 1, EnvID: testEnv, Serial: 17,
@@ -137,7 +136,6 @@ func verifyWith(data []byte, edit func(*Expect)) (*Result, error) {
 	return Verify(context.Background(), bytes.NewReader(data), exp)
 }
 
-// refusalCodes returns the codes of rs, in order.
 func refusalCodes(rs []Refusal) []codes.Code {
 	out := make([]codes.Code, 0, len(rs))
 	for _, r := range rs {

@@ -42,7 +42,6 @@ func packFiles() map[string]string {
 	}
 }
 
-// packManifest is the manifest of packFiles, with files filled in.
 func packManifest() Manifest {
 	m := goodManifest()
 	m.Files = slices.Sorted(maps.Keys(packFiles()))
