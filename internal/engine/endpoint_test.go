@@ -239,9 +239,7 @@ func TestResolveDockerDesktop(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep, err := Resolve([]string{"PATH=/usr/bin", "HOME=" + home})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if ep.Host != "unix://"+sock || ep.Context != "desktop-linux" {
 		t.Fatalf("Resolve = %+v, want Docker Desktop's socket %s", ep, sock)
 	}
@@ -255,9 +253,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal("a negative MaxBody was accepted")
 	}
 	c, err := New(nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if c.timeout != DefaultTimeout || c.maxBody != DefaultMaxBody || c.log == nil {
 		t.Fatalf("zero Options: timeout %v, max body %d, logger %v; want the defaults", c.timeout, c.maxBody, c.log)
 	}

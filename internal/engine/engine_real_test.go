@@ -78,18 +78,14 @@ func TestAgainstTheEngine(t *testing.T) {
 	dc("up", "-d", "--quiet-pull")
 
 	c, err := New(nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	defer func() { _ = c.Close() }()
 
 	// Wait until web is healthy, oneshot exited and crash restarted at least once.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		cs, err := c.Containers(ctx, project)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		var ids []string
 		ready := map[string]bool{}
 		for _, ctr := range cs {
@@ -97,9 +93,7 @@ func TestAgainstTheEngine(t *testing.T) {
 			ready[ctr.Service] = ctr.Service == "web" && ctr.Health == "healthy" || ctr.Service == "oneshot" && ctr.State == "exited"
 		}
 		ins, err := c.Inspect(ctx, ids)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		for _, in := range ins {
 			if in.Service == "crash" {
 				ready["crash"] = in.RestartCount > 0
@@ -119,17 +113,11 @@ func TestAgainstTheEngine(t *testing.T) {
 		// between two equal engine listings.
 		for attempt := 1; ; attempt++ {
 			before, err := c.Containers(ctx, project)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			ps, err := compose.ParsePS(dc("ps", "--all", "--format", "json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			after, err := c.Containers(ctx, project)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			// A crash loop can go restarting and back between two equal listings, so
 			// ps must agree with both too; a mismatch that lasts (a real one) still
 			// fails after 20 attempts, and then sameAsPS says where.
@@ -155,17 +143,13 @@ func TestAgainstTheEngine(t *testing.T) {
 
 	t.Run("Inspect", func(t *testing.T) {
 		cs, err := c.Containers(ctx, project)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		ids := []string{project + "-gone-1"}
 		for _, ctr := range cs {
 			ids = append(ids, ctr.ID)
 		}
 		ins, err := c.Inspect(ctx, ids)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		if len(ins) != 3 {
 			t.Fatalf("Inspect gave %d containers, want 3 (the missing one skipped)", len(ins))
 		}
@@ -200,9 +184,7 @@ func TestAgainstTheEngine(t *testing.T) {
 
 	t.Run("images", func(t *testing.T) {
 		ims, err := c.Images(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		if !hasImage(ims, imageID, tag) {
 			t.Fatalf("Images() lacks %s (%s): %+v", imageID, tag, ims)
 		}
@@ -262,9 +244,7 @@ func hasImage(ims []Image, id, tag string) bool {
 func importTestImage(t *testing.T, tag string) string {
 	t.Helper()
 	app, err := os.ReadFile(testprog.Build(t, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, h := range []*tar.Header{
