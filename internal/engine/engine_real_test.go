@@ -251,16 +251,12 @@ func importTestImage(t *testing.T, tag string) string {
 		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
 		{Name: "app", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(app))},
 	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, tw.WriteHeader(h))
 	}
 	if _, err := tw.Write(app); err != nil {
 		t.Fatal(err)
 	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, tw.Close())
 	imp := exec.Command("docker", "import", "-c", `ENTRYPOINT ["/app"]`, "-c", "LABEL monky.test=engine", "-", tag)
 	imp.Stdin = &buf
 	out, err := imp.Output()

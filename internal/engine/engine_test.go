@@ -395,9 +395,7 @@ func TestClose(t *testing.T) {
 	if n := closed(); n != 0 {
 		t.Fatalf("%d connections closed before Close", n)
 	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, c.Close())
 	deadline := time.Now().Add(5 * time.Second)
 	for closed() == 0 {
 		if time.Now().After(deadline) {

@@ -93,9 +93,7 @@ func (f *fakeEngine) golden(tb testing.TB) http.HandlerFunc {
 	notFoundImage := readTestdata(tb, "error-404-image.json")
 	inUse := readTestdata(tb, "error-409-image.json")
 	var list []map[string]any
-	if err := json.Unmarshal(containers, &list); err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, json.Unmarshal(containers, &list))
 	send := func(w http.ResponseWriter, status int, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
