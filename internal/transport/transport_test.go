@@ -31,6 +31,18 @@ func get(ctx context.Context, t *testing.T, c *Client, rawURL string) (string, e
 	return transporttest.Get(ctx, t, c.HTTP, rawURL)
 }
 
+// hello GETs rawURL with c, requires ts's greeting and returns what ts saw of the
+// last request.
+func hello(t *testing.T, ts *tenancyServer, c *Client, rawURL string) seen {
+	t.Helper()
+	body, err := get(t.Context(), t, c, rawURL)
+	require.NoError(t, err)
+	assert.Equal(t, "tenancy says hello", body)
+	reqs := ts.requests()
+	require.NotEmpty(t, reqs)
+	return reqs[len(reqs)-1]
+}
+
 // open is New with cfg, closed when the test ends.
 func open(t *testing.T, cfg Config) *Client {
 	t.Helper()
@@ -50,12 +62,7 @@ func TestSystemTransport(t *testing.T) {
 		t.Cleanup(func() { assert.NoError(t, c.Close()) })
 		assert.Equal(t, TransportSystem, c.Transport())
 
-		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
-		reqs := ts.requests()
-		require.NotEmpty(t, reqs)
-		last := reqs[len(reqs)-1]
+		last := hello(t, ts, c, base+"/v1/agent/checkin")
 		assert.Equal(t, transporttest.TenancyName, last.SNI)
 		assert.Equal(t, ts.addr(), last.Host)
 
@@ -188,16 +195,13 @@ func TestProxyTransport(t *testing.T) {
 		p := newConnectProxy(t, ts.addr(), 0)
 		c := open(t, Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 
-		body, err := get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
+		last := hello(t, ts, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
 		methods, targets := p.seen()
 		assert.Equal(t, []string{http.MethodConnect}, methods)
 		assert.Equal(t, []string{transporttest.TenancyName + ":443"}, targets)
-		reqs := ts.requests()
-		require.Len(t, reqs, 1)
-		assert.Equal(t, transporttest.TenancyName, reqs[0].SNI)
-		assert.Equal(t, transporttest.TenancyName, reqs[0].Host)
+		require.Len(t, ts.requests(), 1)
+		assert.Equal(t, transporttest.TenancyName, last.SNI)
+		assert.Equal(t, transporttest.TenancyName, last.Host)
 	})
 
 	t.Run("http goes in absolute form", func(t *testing.T) {
@@ -288,36 +292,25 @@ func TestSDKTransport(t *testing.T) {
 	base := "https://" + transporttest.TenancyName
 	cfg := Config{URL: base, Service: "monky-tenancy", CAFile: ts.CAFile, Timeout: 5 * time.Second}
 
-	t.Run("Host and SNI are the URL host, the service is dialed", func(t *testing.T) {
-		d := &loopDialer{addr: ts.addr()}
-		c := openSDK(t, cfg, d)
-		assert.Equal(t, TransportSDK, c.Transport())
-
-		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
-		reqs := ts.requests()
-		last := reqs[len(reqs)-1]
-		assert.Equal(t, transporttest.TenancyName, last.Host)
-		assert.Equal(t, transporttest.TenancyName, last.SNI)
-		_, ok := d.services.Load("monky-tenancy")
-		assert.True(t, ok)
-		assert.Nil(t, c.HTTP.Transport.(*http.Transport).Proxy)
-	})
-
-	t.Run("server_name overrides SNI but not Host", func(t *testing.T) {
-		d := &loopDialer{addr: ts.addr()}
-		c2 := cfg
-		c2.URL = "https://tenancy.example.org"
-		c2.ServerName = transporttest.TenancyName
-		c := openSDK(t, c2, d)
-		_, err := get(t.Context(), t, c, c2.URL+"/")
-		require.NoError(t, err)
-		reqs := ts.requests()
-		last := reqs[len(reqs)-1]
-		assert.Equal(t, "tenancy.example.org", last.Host)
-		assert.Equal(t, transporttest.TenancyName, last.SNI)
-	})
+	// SNI is the URL's host, or server_name when set; Host is always the URL's host.
+	for _, tc := range []struct{ name, host, serverName string }{
+		{"Host and SNI are the URL host, the service is dialed", transporttest.TenancyName, ""},
+		{"server_name overrides SNI but not Host", "tenancy.example.org", transporttest.TenancyName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &loopDialer{addr: ts.addr()}
+			c2 := cfg
+			c2.URL, c2.ServerName = "https://"+tc.host, tc.serverName
+			c := openSDK(t, c2, d)
+			assert.Equal(t, TransportSDK, c.Transport())
+			last := hello(t, ts, c, c2.URL+"/v1/agent/checkin")
+			assert.Equal(t, tc.host, last.Host)
+			assert.Equal(t, transporttest.TenancyName, last.SNI)
+			_, ok := d.services.Load("monky-tenancy")
+			assert.True(t, ok)
+			assert.Nil(t, c.HTTP.Transport.(*http.Transport).Proxy)
+		})
+	}
 
 	t.Run("concurrent requests each get their own connection", func(t *testing.T) {
 		const n = 5
@@ -523,9 +516,7 @@ func TestNewWithOwnedDialer(t *testing.T) {
 		c, err := NewWithOwnedDialer(cfg, func() (DialCloser, error) { return d, nil })
 		require.NoError(t, err)
 		assert.Equal(t, TransportSDK, c.Transport(), "the sdk transport, whatever cfg.Transport says")
-		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
+		hello(t, ts, c, base+"/v1/agent/checkin")
 		assert.False(t, d.closed.Load())
 		require.NoError(t, c.Close())
 		assert.True(t, d.closed.Load())
