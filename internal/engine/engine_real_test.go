@@ -40,7 +40,7 @@ func TestAgainstTheEngine(t *testing.T) {
 	imageID := importTestImage(t, tag)
 	dir := t.TempDir()
 	composeFile := filepath.Join(dir, "compose.yaml")
-	if err := os.WriteFile(composeFile, []byte(strings.ReplaceAll(`services:
+	noErr(t, os.WriteFile(composeFile, []byte(strings.ReplaceAll(`services:
   web:
     image: {{image}}
     command: ["serve"]
@@ -60,9 +60,7 @@ func TestAgainstTheEngine(t *testing.T) {
     image: {{image}}
     command: ["exit", "1"]
     restart: always
-`, "{{image}}", tag)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, "{{image}}", tag)), 0o644))
 	dc := func(args ...string) []byte {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, "docker", append([]string{"compose", "-p", project, "-f", composeFile}, args...)...).Output()
@@ -253,9 +251,8 @@ func importTestImage(t *testing.T, tag string) string {
 	} {
 		noErr(t, tw.WriteHeader(h))
 	}
-	if _, err := tw.Write(app); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tw.Write(app)
+	noErr(t, err)
 	noErr(t, tw.Close())
 	imp := exec.Command("docker", "import", "-c", `ENTRYPOINT ["/app"]`, "-c", "LABEL monky.test=engine", "-", tag)
 	imp.Stdin = &buf
