@@ -43,6 +43,14 @@ func hello(t *testing.T, ts *tenancyServer, c *Client, rawURL string) seen {
 	return reqs[len(reqs)-1]
 }
 
+// errAs requires err to hold an error of type T and returns it.
+func errAs[T error](t *testing.T, err error) T {
+	t.Helper()
+	var target T
+	require.ErrorAs(t, err, &target)
+	return target
+}
+
 // open is New with cfg, closed when the test ends.
 func open(t *testing.T, cfg Config) *Client {
 	t.Helper()
@@ -94,9 +102,7 @@ func TestSystemTransport(t *testing.T) {
 		require.NoError(t, ln.Close())
 		c := open(t, Config{Transport: TransportSystem, URL: "https://" + addr, CAFile: ts.CAFile})
 		_, err = get(t.Context(), t, c, "https://"+addr+"/")
-		var op *net.OpError
-		require.ErrorAs(t, err, &op)
-		assert.Equal(t, "dial", op.Op)
+		assert.Equal(t, "dial", errAs[*net.OpError](t, err).Op)
 	})
 }
 
@@ -219,11 +225,8 @@ func TestProxyTransport(t *testing.T) {
 		c := open(t, Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 		_, err := get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/")
 		require.ErrorIs(t, err, ErrUnreachable)
-		var op *net.OpError
-		require.ErrorAs(t, err, &op)
-		assert.Equal(t, "proxyconnect", op.Op)
-		var te *Error
-		require.ErrorAs(t, err, &te)
+		assert.Equal(t, "proxyconnect", errAs[*net.OpError](t, err).Op)
+		te := errAs[*Error](t, err)
 		assert.Equal(t, codes.Unavailable, te.Code())
 		assert.True(t, te.Temporary())
 		assert.Contains(t, err.Error(), "502 Bad Gateway")
@@ -409,9 +412,7 @@ func TestSDKTransport(t *testing.T) {
 				assert.Less(t, time.Since(start), 2*time.Second)
 				require.ErrorIs(t, err, tc.is)
 				require.ErrorIs(t, err, ErrUnreachable)
-				var op *net.OpError
-				require.ErrorAs(t, err, &op)
-				assert.Equal(t, tc.timeout, op.Timeout())
+				assert.Equal(t, tc.timeout, errAs[*net.OpError](t, err).Timeout())
 				close(unblock)
 				select {
 				case <-started: // dialed
@@ -433,12 +434,8 @@ func TestSDKTransport(t *testing.T) {
 		c4.Timeout = 100 * time.Millisecond
 		c := openSDK(t, c4, d)
 		_, err := get(t.Context(), t, c, base+"/")
-		var ue *url.Error
-		require.ErrorAs(t, err, &ue)
-		assert.True(t, ue.Timeout())
-		var ne net.Error
-		require.ErrorAs(t, err, &ne)
-		assert.True(t, ne.Timeout())
+		assert.True(t, errAs[*url.Error](t, err).Timeout())
+		assert.True(t, errAs[net.Error](t, err).Timeout())
 		require.ErrorIs(t, err, ErrUnreachable)
 	})
 
@@ -456,8 +453,7 @@ func TestSDKTransport(t *testing.T) {
 				c := openSDK(t, cfg, dialerFunc(func(string) (net.Conn, error) { return nil, tc.dialErr }))
 				_, err := get(t.Context(), t, c, base+"/")
 				require.Error(t, err)
-				var op *net.OpError
-				require.ErrorAs(t, err, &op)
+				op := errAs[*net.OpError](t, err)
 				assert.Equal(t, "dial", op.Op)
 				assert.Equal(t, "ziti", op.Net)
 				assert.Equal(t, "monky-tenancy", op.Addr.String())
@@ -465,8 +461,7 @@ func TestSDKTransport(t *testing.T) {
 					assert.ErrorIs(t, err, target)
 				}
 				assert.NotErrorIs(t, err, ErrInvalidConfig)
-				var te *Error
-				require.ErrorAs(t, err, &te)
+				te := errAs[*Error](t, err)
 				assert.Equal(t, codes.Unavailable, te.Code())
 				assert.True(t, te.Temporary())
 				assert.True(t, op.Temporary())
@@ -485,9 +480,7 @@ func TestSDKTransport(t *testing.T) {
 		require.NoError(t, c.Close())
 		_, err = get(t.Context(), t, c, base+"/")
 		require.ErrorIs(t, err, ErrClosed)
-		var te *Error
-		require.ErrorAs(t, err, &te)
-		assert.False(t, te.Temporary())
+		assert.False(t, errAs[*Error](t, err).Temporary())
 		assert.False(t, d.closed.Load())
 		assert.Equal(t, int32(1), d.dials.Load())
 	})
@@ -628,8 +621,7 @@ func TestConfigErrors(t *testing.T) {
 				require.ErrorIs(t, err, ErrInvalidConfig)
 			}
 			assert.Contains(t, err.Error(), tc.key)
-			var te *Error
-			require.ErrorAs(t, err, &te)
+			te := errAs[*Error](t, err)
 			assert.Equal(t, tc.key, te.Key)
 			assert.Empty(t, te.Code())
 			assert.False(t, te.Temporary())
