@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,10 +182,7 @@ func TestWaitHealthy(t *testing.T) {
 			_, err := f.client.Up(t.Context())
 			require.NoError(t, err)
 			require.NoError(t, f.docker.SetScript(&fakedocker.Script{PSFormat: tc.format, Services: tc.services, Commands: tc.commands}))
-			timeout := tc.timeout
-			if timeout == 0 {
-				timeout = 30 * time.Second
-			}
+			timeout := cmp.Or(tc.timeout, 30*time.Second)
 			if tc.expect == nil {
 				tc.expect = []string{"web", "worker"}
 			}

@@ -396,12 +396,10 @@ func TestClose(t *testing.T) {
 		t.Fatalf("%d connections closed before Close", n)
 	}
 	noErr(t, c.Close())
-	deadline := time.Now().Add(5 * time.Second)
-	for closed() == 0 {
+	for deadline := time.Now().Add(5 * time.Second); closed() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("Close left the idle connection open")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := c.Version(ctx); err != nil {
 		t.Fatalf("a call after Close: %v", err)
