@@ -68,9 +68,7 @@ func TestRestoreSafety(t *testing.T) {
 			good := b.applySample(1)
 			bad := b.Publish(hookApp(b.Env, 2, tc.restore, nil))
 			require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: unhealthy(bad)}))
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, codes.Unhealthy, out.Code)
+			out := b.tickEnds(deployd.ExitFailed, codes.Unhealthy)
 			rep := b.LastReport()
 			st := b.State()
 			status := b.agent.Status()
@@ -98,14 +96,12 @@ func TestRestoreSafety(t *testing.T) {
 			assert.Contains(t, st.Failed, bad)
 
 			// Tenancy asks for the same sha again: told again, no lease, nothing restored.
-			out, code = b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
+			out = b.tickExits(deployd.ExitFailed)
 			assert.False(t, out.Leased)
 			assert.Equal(t, bad, b.Live())
 			// A down is a person's decision: status asks for none any more.
 			b.SetDesired(faketenancy.Desired{Action: "down"})
-			_, code = b.tick()
-			require.Equal(t, deployd.ExitOK, code)
+			b.tickExits(deployd.ExitOK)
 			assert.Equal(t, "", b.Live())
 			assert.Nil(t, b.State().LastRestore)
 			assert.NotContains(t, b.agent.Status().Text(), "a person decides")
@@ -131,9 +127,7 @@ func TestBeforeHookFails(t *testing.T) {
 	}}))
 	leases := b.Leases()
 	sha := b.Publish(hookApp(b.Env, 2, "unsafe", beforeHook(faketenancy.HookSpec{Service: "backup"})))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.HookFailed, out.Code)
+	out := b.tickEnds(deployd.ExitFailed, codes.HookFailed)
 	assert.Equal(t, "", out.Restore, "nothing to restore")
 	assert.Equal(t, leases+1, b.Leases(), "one lease")
 	assert.Equal(t, good, b.Live())
@@ -158,8 +152,7 @@ func TestBeforeHookFails(t *testing.T) {
 	assert.Contains(t, strings.Join(b.agent.Status().Hooks, "\n"), "before_switch backup")
 
 	// Asked again: told again, no lease, the hook does not run again.
-	out, code = b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
+	out = b.tickExits(deployd.ExitFailed)
 	assert.False(t, out.Leased)
 	assert.Len(t, b.DockerCalls("run"), 1)
 }
@@ -198,16 +191,12 @@ func TestBeforeHookLater(t *testing.T) {
 	leases := b.Leases()
 	sha := b.Publish(hookApp(b.Env, 2, "", beforeHook(faketenancy.HookSpec{Service: "backup"})))
 	for range 2 {
-		out, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Equal(t, codes.HookLater, out.Code)
+		b.tickEnds(deployd.ExitTemporary, codes.HookLater)
 		assert.Equal(t, good, b.Live())
 		assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "no report")
 		assert.NotContains(t, b.State().Failed, sha)
 	}
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, leases+1, b.Leases(), "one lease for three ticks")
 	assert.Len(t, b.DockerCalls("run"), 3)
@@ -226,9 +215,7 @@ func TestAfterHookFailure(t *testing.T) {
 				"smoke": {Stderr: "GET /health: 500\n", Exit: 1},
 			}}))
 			bad := b.Publish(hookApp(b.Env, 2, restore, afterHook(faketenancy.HookSpec{Service: "smoke"})))
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, codes.HookFailed, out.Code)
+			out := b.tickEnds(deployd.ExitFailed, codes.HookFailed)
 			assert.Contains(t, b.LastReport().Tail, "GET /health: 500")
 			assert.Contains(t, b.LastReport().Detail, "after_switch hook smoke exited 1")
 			if restore == "safe" {
@@ -386,9 +373,7 @@ func TestHookInvalidCostsNoLease(t *testing.T) {
 			bn := hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: tc.service}))
 			bn.Files["compose.yaml"] += "  daemon:\n    image: busybox:1.36\n    restart: always\n    profiles: [monky-hooks]\n"
 			sha := b.Publish(bn)
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, codes.HookInvalid, out.Code)
+			out := b.tickEnds(deployd.ExitFailed, codes.HookInvalid)
 			assert.False(t, out.Leased)
 			assert.Equal(t, 0, b.Leases())
 			assert.Contains(t, b.LastReport().Detail, tc.detail)

@@ -19,8 +19,7 @@ import (
 func TestLiveHealthInEveryCheckin(t *testing.T) {
 	t.Parallel()
 	b := newBox(t, boxOptions{})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	_, ok := b.Stack.Tenancy.LastLive(b.Env)
 	assert.False(t, ok, "nothing live yet: the check-in carries no live object")
 
@@ -42,8 +41,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 	}}))
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	ups, downs := len(b.DockerCalls("up")), len(b.DockerCalls("down"))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out := b.tickExits(deployd.ExitOK)
 	assert.Equal(t, "none", out.Action)
 	live = b.lastLive()
 	require.NotNil(t, live.Healthy)
@@ -112,8 +110,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		sha: {"migrate": {States: []fakedocker.State{done}}},
 	}}))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	st := b.State()
 	assert.Equal(t, []string{"migrate", "web"}, st.LiveServices)
 	assert.Equal(t, []string{"migrate"}, st.LiveOneShots)
@@ -122,8 +119,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		sha: {"migrate": {States: []fakedocker.State{done}}, "web": {States: []fakedocker.State{done}}},
 	}}))
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.False(t, *live.Healthy, "web stopped: not healthy, though it exited 0")
@@ -161,15 +157,12 @@ func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 	leases, ups := b.Leases(), len(b.DockerCalls("up"))
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Len(t, b.DockerCalls("up"), ups+1, "compose up ran again")
 	assert.Equal(t, leases, b.Leases(), "no new lease: the release is staged with its .env")
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha})
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.Len(t, b.DockerCalls("up"), ups+1, "without retry the live, confirmed sha is only reported again")
 }
 
@@ -199,8 +192,7 @@ func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 // same check as the CLI's: one that is not a version is not sent.
 func TestEngineVersionIsChecked(t *testing.T) {
 	b := newBox(t, boxOptions{script: &fakedocker.Script{ServerVersion: "27.3.1\x1b[2J"}})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	cs := b.Stack.Tenancy.Checkins(b.Env)
 	require.NotEmpty(t, cs)
 	assert.Empty(t, cs[len(cs)-1].Host.DockerVersion)
@@ -224,23 +216,18 @@ func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
 		require.NotNil(t, live.Healthy)
 		return *live.Healthy
 	}
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.True(t, healthy(), "the first check-in after the apply: the baseline")
 	restarts(1)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.False(t, healthy(), "migrate restarted since the last check-in")
 	assert.Contains(t, b.Logs.String(), "migrate: running, restarted 1 times (restarted since the last check-in)")
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.True(t, healthy(), "no restart since the last check-in")
 	restarts(4)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.False(t, healthy())
 	restarts(0)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.True(t, healthy(), "a count that fell (containers recreated) says nothing")
 }

@@ -21,8 +21,7 @@ func TestOfflineStatus(t *testing.T) {
 	reached := b.State().LastCheckin
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 	for range 2 {
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitTemporary, code)
+		b.tickExits(deployd.ExitTemporary)
 	}
 	assert.Equal(t, first, b.Live(), "the live release keeps running")
 	v := b.agent.Status()
@@ -38,8 +37,7 @@ func TestOfflineStatus(t *testing.T) {
 
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	second := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, second, b.Live(), "the first tick back online converges")
 	v = b.agent.Status()
 	assert.Nil(t, v.Offline)

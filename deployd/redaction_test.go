@@ -58,8 +58,7 @@ func (b *box) failPrintingTheSecret(command string) (deployd.Outcome, faketenanc
 	require.NoError(b.T, b.Docker.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{
 		command: {Stderr: "Error: invalid value " + testbox.DefaultSecret + " for DB_PASSWORD\n", Exit: 1},
 	}}))
-	out, code := b.tick()
-	assert.Equal(b.T, deployd.ExitFailed, code)
+	out := b.tickExits(deployd.ExitFailed)
 	rep := b.LastReport()
 	require.Contains(b.T, rep.Tail, "Error: invalid value")
 	assert.NotContains(b.T, rep.Tail, testbox.DefaultSecret)
