@@ -249,8 +249,7 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 // recreated with the new content.
 func TestChangedConfigFileReachesContainers(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	second := faketenancy.SampleApp(b.Env, 2)
 	second.Files["config/app.toml"] = "listen = \":9090\"\n"
 	secondSHA := b.apply(second)
@@ -272,8 +271,7 @@ func TestChangedConfigFileReachesContainers(t *testing.T) {
 // release, reports failed with the failing service's log lines (redacted), exit 1.
 func TestRestoreAfterUnhealthy(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 
 	bad := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	// Only the new release is unhealthy: the restored one comes back healthy.
@@ -310,8 +308,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 // either, the report, the outcome and the state say the box is degraded.
 func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 
 	// Every release is unhealthy now (say, the database they share went away).
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Services: map[string]fakedocker.Service{
@@ -360,8 +357,7 @@ func TestExitCodes(t *testing.T) {
 		b.tickExits(deployd.ExitTemporary)
 	})
 	t.Run("tenancy unreachable is 75", func(t *testing.T) {
-		b := newBox(t, boxOptions{})
-		b.idleTick()
+		b := idleBox(t)
 		b.Stack.Tenancy.Close()
 		b.tickExits(deployd.ExitTemporary)
 	})
@@ -383,8 +379,7 @@ func TestExitCodes(t *testing.T) {
 		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 	t.Run("invalid token is 1 and says how to bootstrap", func(t *testing.T) {
-		b := newBox(t, boxOptions{})
-		b.idleTick()
+		b := idleBox(t)
 		b.Stack.Bao.InvalidateTokens(b.Env)
 		out := b.tickExits(deployd.ExitFailed)
 		assert.Equal(t, "", out.Action)
@@ -438,8 +433,7 @@ func TestTokenRenewal(t *testing.T) {
 
 func TestCorruptStateIsMovedAside(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{not json"), 0o600))
 	out := b.tickApplied()
 	matches, _ := filepath.Glob(b.Cfg.StatePath() + ".corrupt-*")
@@ -494,8 +488,7 @@ func TestPrune(t *testing.T) {
 
 func TestStateHoldsNoSecret(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	data, err := os.ReadFile(b.Cfg.StatePath())
 	require.NoError(t, err)
 	var st map[string]any
@@ -511,8 +504,7 @@ func TestStateHoldsNoSecret(t *testing.T) {
 // API, and the version is kept in the state for an hour.
 func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	before := len(b.DockerCalls(""))
 	for range 3 {

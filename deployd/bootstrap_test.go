@@ -211,8 +211,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			spoil(b)
 			b.PlaceGrant()
 			res, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
@@ -232,8 +231,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 // TestBootstrapWhileOpenBaoIsDown: when OpenBao cannot say whether the stored token
 // is valid, bootstrap consumes nothing and ends on a temporary condition.
 func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	want := placeGrant(t, b, b.PlaceGrant())
 	b.Stack.Bao.SetSealed(true)
 	_, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})

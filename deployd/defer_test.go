@@ -36,8 +36,7 @@ func bundleDownloads(b *box) int { return b.TenancyCalls("/v1/agent/bundles/") }
 // heldBox is a box serving the sample app of serial 1 under a hold of an hour.
 func heldBox(t *testing.T) *box {
 	t.Helper()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
 	return b
 }
@@ -58,8 +57,7 @@ func (b *box) deferSample(serial int64) string {
 // with one lease and no second download.
 func TestHoldDefersPreparedNotQueued(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	setHold(t, b, time.Now(), time.Now().Add(2*time.Hour))
 	sha := b.Publish(newerApp(b.Env, 2))
@@ -163,8 +161,7 @@ func TestDownIsNotDeferred(t *testing.T) {
 // garbage, another owner's, and more).
 func TestHostileHoldFilesAreIgnored(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	h := holdfile.Hold{Owner: "mallory", UID: os.Getuid() + 7, Reason: "x", SetAt: time.Now(), Until: time.Now().Add(time.Hour)}
 	require.NoError(t, os.WriteFile(holdfile.Path(b.Cfg.Holds.Dir), holdfile.Marshal(h), 0o640))
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))

@@ -212,8 +212,7 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 // previous release back.
 func TestDockerDownAfterPromoteRestores(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 
 	// The fake counts every call: the first up succeeded, the second fails, the
 	// restore's succeeds.

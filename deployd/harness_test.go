@@ -96,6 +96,12 @@ func (b *box) tickApplied() deployd.Outcome {
 	return out
 }
 
+// scriptRelease scripts the states docker shows for service of the release sha.
+func (b *box) scriptRelease(sha, service string, states ...fakedocker.State) {
+	b.T.Helper()
+	require.NoError(b.T, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{sha: {service: {States: states}}}}))
+}
+
 // editState changes state.json as a hand or an older agent would: edit gets it as
 // decoded JSON.
 func (b *box) editState(edit func(raw map[string]any)) {
@@ -178,6 +184,21 @@ func (b *box) idleTick() {
 	b.T.Helper()
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	b.tickExits(deployd.ExitOK)
+}
+
+// idleBox is a box that has bootstrapped: one tick with nothing to do (idleTick).
+func idleBox(t *testing.T) *box {
+	t.Helper()
+	b := newBox(t, boxOptions{})
+	b.idleTick()
+	return b
+}
+
+// liveBox is a box serving the sample app of serial 1; it returns the release's sha.
+func liveBox(t *testing.T) (*box, string) {
+	t.Helper()
+	b := newBox(t, boxOptions{})
+	return b, b.applySample(1)
 }
 
 // lastLive returns the live object of the box's last check-in; the box must have sent

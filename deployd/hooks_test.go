@@ -49,11 +49,6 @@ func afterHook(h ...faketenancy.HookSpec) *faketenancy.HooksSpec {
 	return &faketenancy.HooksSpec{AfterSwitch: h}
 }
 
-// unhealthy scripts the release sha's web service unhealthy.
-func unhealthy(sha string) map[string]map[string]fakedocker.Service {
-	return map[string]map[string]fakedocker.Service{sha: {"web": {States: []fakedocker.State{{Health: "unhealthy"}}}}}
-}
-
 // TestRestoreSafety: a release that says restore: unsafe and fails its health check
 // after the switch is not restored: it stays live as compose left it, the report and
 // status say so and that a person decides; the same release marked safe is restored.
@@ -64,10 +59,9 @@ func TestRestoreSafety(t *testing.T) {
 		restored bool
 	}{{"unsafe", false}, {"safe", true}, {"", true}} {
 		t.Run("restore="+tc.restore, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			good := b.applySample(1)
+			b, good := liveBox(t)
 			bad := b.Publish(hookApp(b.Env, 2, tc.restore, nil))
-			require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: unhealthy(bad)}))
+			b.scriptRelease(bad, "web", fakedocker.State{Health: "unhealthy"})
 			out := b.tickEnds(deployd.ExitFailed, codes.Unhealthy)
 			rep := b.LastReport()
 			st := b.State()
@@ -119,8 +113,7 @@ func TestRestoreSafety(t *testing.T) {
 // sha.
 func TestBeforeHookFails(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 	idsBefore := liveContainerIDs(t, b)
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Hooks: map[string]fakedocker.Hook{
 		"backup": {Stdout: "dumping the database\n", Stderr: "pg_dump: error: connection refused\n", Exit: 3, Echo: []string{"DB_PASSWORD"}},
@@ -182,8 +175,7 @@ func liveContainerIDs(t *testing.T, b *box) string {
 // held; the next tick runs the hook again under the same lease and applies.
 func TestBeforeHookLater(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Hooks: map[string]fakedocker.Hook{
 		"backup": {Stdout: "replica lagging, later\n", Exit: 75, FailTimes: 2},
 	}}))
@@ -209,8 +201,7 @@ func TestAfterHookFailure(t *testing.T) {
 	t.Parallel()
 	for _, restore := range []string{"safe", "unsafe"} {
 		t.Run(restore, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			good := b.applySample(1)
+			b, good := liveBox(t)
 			require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Hooks: map[string]fakedocker.Hook{
 				"smoke": {Stderr: "GET /health: 500\n", Exit: 1},
 			}}))
@@ -328,7 +319,7 @@ func TestHookInterrupted(t *testing.T) {
 // after the switch would be restored, and runs none of them.
 func TestPlanShowsHooks(t *testing.T) {
 	t.Parallel()
-	b := planBox(t)
+	b := idleBox(t)
 	b.applySample(1)
 	b.Publish(hookApp(b.Env, 2, "unsafe", &faketenancy.HooksSpec{
 		BeforeSwitch: []faketenancy.HookSpec{{Service: "backup", TimeoutSeconds: 60}},
@@ -368,8 +359,7 @@ func TestHookInvalidCostsNoLease(t *testing.T) {
 		{"restart always", "daemon", "hook service daemon has restart always"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			bn := hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: tc.service}))
 			bn.Files["compose.yaml"] += "  daemon:\n    image: busybox:1.36\n    restart: always\n    profiles: [monky-hooks]\n"
 			sha := b.Publish(bn)

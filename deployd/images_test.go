@@ -96,9 +96,7 @@ func TestImageHygieneRemovesTheImagesOfAFailedRelease(t *testing.T) {
 	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
 	b.apply(imageApp(b.Env, 1))
 	bad := b.Publish(imageApp(b.Env, 2))
-	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-		bad: {"app": {States: []fakedocker.State{{State: "exited", ExitCode: 1}}}},
-	}}))
+	b.scriptRelease(bad, "app", fakedocker.State{State: "exited", ExitCode: 1})
 	b.tickEnds(deployd.ExitFailed, "UNHEALTHY")
 	require.Contains(t, b.images(), "example.invalid/app:2")
 	for serial := int64(3); serial <= 4; serial++ {

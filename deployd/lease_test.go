@@ -23,8 +23,7 @@ import (
 // login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
 func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	b.Stack.Bao.SetSealed(true)
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	for range 3 {
@@ -46,8 +45,7 @@ func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 // tenancy.
 func TestSupersededGrant(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" {
 			b.Stack.Bao.MintGrant(b.Env) // someone else got a newer grant
@@ -108,8 +106,7 @@ func TestOnePublishOneLease(t *testing.T) {
 	t.Parallel()
 	for _, expired := range []bool{false, true} {
 		t.Run(map[bool]string{false: "within the lease", true: "after its expiry"}[expired], func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			flaky := &flakyBao{base: http.DefaultTransport, failReads: 1}
 			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond})
 			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -158,8 +155,7 @@ func (errBody) Close() error             { return nil }
 // with the same lease, and the publish costs one lease.
 func TestLeaseAnswerLostInTransit(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	lost := 0
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" && lost == 0 {
@@ -210,8 +206,7 @@ func TestLoginRetriedUnderOneLease(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.failLogins), func(t *testing.T) {
 			t.Parallel()
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			flaky := &flakyBao{base: http.DefaultTransport, failLogins: tc.failLogins}
 			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond})
 			b.Publish(faketenancy.SampleApp(b.Env, 1))

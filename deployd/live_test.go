@@ -36,9 +36,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 
 	// The web container dies an hour later.
 	web := live.Services[len(live.Services)-1].Name
-	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-		sha: {web: {States: []fakedocker.State{{State: "exited", ExitCode: 137, RestartCount: 2}}}},
-	}}))
+	b.scriptRelease(sha, web, fakedocker.State{State: "exited", ExitCode: 137, RestartCount: 2})
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	ups, downs := len(b.DockerCalls("up")), len(b.DockerCalls("down"))
 	out := b.tickExits(deployd.ExitOK)
@@ -65,8 +63,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 // TestLiveHealthWhenDockerCannotBeAsked: the check-in goes out with a reason.
 func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	require.NoError(t, os.Remove(b.Docker.Socket), "dockerd is gone")
 	b.newAgent() // as the next timer run would: no connection kept
@@ -107,9 +104,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	done := fakedocker.State{State: "exited", ExitCode: 0}
-	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-		sha: {"migrate": {States: []fakedocker.State{done}}},
-	}}))
+	b.scriptRelease(sha, "migrate", done)
 	b.tickExits(deployd.ExitOK)
 	st := b.State()
 	assert.Equal(t, []string{"migrate", "web"}, st.LiveServices)
@@ -134,8 +129,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 // the release and records them, so that a service with no container is "missing".
 func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.editState(func(raw map[string]any) {
 		delete(raw, "live_services")
 		delete(raw, "live_one_shots")
@@ -152,8 +146,7 @@ func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 // without a new lease, and reports what it finds.
 func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	sha := b.applySample(1)
+	b, sha := liveBox(t)
 	leases, ups := b.Leases(), len(b.DockerCalls("up"))
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
@@ -171,8 +164,7 @@ func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 // check-in goes out.
 func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.editState(func(raw map[string]any) {
 		raw["live_services"] = []string{"", "web"}
 	})
@@ -203,13 +195,10 @@ func TestEngineVersionIsChecked(t *testing.T) {
 // the last one makes it not ready for that check-in.
 func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	sha := b.applySample(1)
+	b, sha := liveBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	restarts := func(n int) {
-		require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-			sha: {"migrate": {States: []fakedocker.State{{RestartCount: n}}}},
-		}}))
+		b.scriptRelease(sha, "migrate", fakedocker.State{RestartCount: n})
 	}
 	healthy := func() bool {
 		live := b.lastLive()

@@ -16,8 +16,7 @@ import (
 // answered clears it and converges the box without a console action.
 func TestOfflineStatus(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	reached := b.State().LastCheckin
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 	for range 2 {

@@ -19,8 +19,7 @@ import (
 // release's .env must still be redacted from the report's tail and the log.
 func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	sha := b.applySample(1)
+	b, sha := liveBox(t)
 
 	// What a kill between promote and health leaves: the live release unconfirmed.
 	st := b.State()
@@ -41,8 +40,7 @@ func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 // report's tail.
 func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.newAgent()
 	b.SetDesired(faketenancy.Desired{Action: "down"})
 	out, _ := b.failPrintingTheSecret("down")

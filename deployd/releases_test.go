@@ -79,8 +79,7 @@ func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 // restore target): the next tick's repair puts it back.
 func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	b.applySample(2)
 	require.Equal(t, first, b.State().PreviousSHA)
 

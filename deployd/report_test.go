@@ -42,8 +42,7 @@ func TestReportDetailIsBounded(t *testing.T) {
 // there), the tick's UNAUTHENTICATED is in the state with its time, for status; a
 // bootstrap with a fresh grant is a run that ends 0.
 func TestRevokedTokenIsTheLastFailure(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	assert.Nil(t, b.State().LastFailure)
 
 	b.Stack.Bao.InvalidateTokens(b.Env)
