@@ -33,8 +33,7 @@ func TestApplyNoneDown(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out := b.tickExits(deployd.ExitOK)
 	assert.Equal(t, "apply", out.Action)
 	assert.Equal(t, "applied", out.Result)
 	assert.True(t, out.Leased)
@@ -67,9 +66,7 @@ func TestApplyNoneDown(t *testing.T) {
 
 	// apply of the live sha: applied again, no lease, no download.
 	leases, downloads := b.TenancyCalls("/v1/agent/lease"), b.TenancyCalls("/v1/agent/bundles/")
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	out = b.tickApplied()
 	assert.False(t, out.Leased)
 	assert.Equal(t, leases, b.TenancyCalls("/v1/agent/lease"))
 	assert.Equal(t, downloads, b.TenancyCalls("/v1/agent/bundles/"))
@@ -77,15 +74,13 @@ func TestApplyNoneDown(t *testing.T) {
 	// none: nothing reported.
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	reports := len(b.Stack.Tenancy.Reports(b.Env))
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out = b.tickExits(deployd.ExitOK)
 	assert.Equal(t, "none", out.Action)
 	assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports)
 
 	// down with purge on dev: -v, current removed, report down.
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out = b.tickExits(deployd.ExitOK)
 	assert.Equal(t, "down", out.Result)
 	assert.Equal(t, "", b.Live())
 	downs := b.DockerCalls("down")
@@ -101,8 +96,7 @@ func TestProdNeverPurges(t *testing.T) {
 	b := newBox(t, boxOptions{env: "env-prod-03"})
 	b.applySample(1)
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out := b.tickExits(deployd.ExitOK)
 	assert.Equal(t, "down", out.Result)
 	downs := b.DockerCalls("down")
 	require.Len(t, downs, 1)
@@ -182,8 +176,7 @@ func TestRefusalsCostNoLease(t *testing.T) {
 			sha, _, err := b.Stack.Tenancy.PublishBundle(b.Env, tc.bundle(b))
 			require.NoError(t, err)
 
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
+			out := b.tickExits(deployd.ExitFailed)
 			assert.Equal(t, "failed", out.Result)
 			assert.Equal(t, tc.code, out.Code)
 			assert.False(t, out.Leased)
@@ -227,17 +220,13 @@ func TestFailedSHAMemoryAndRetry(t *testing.T) {
 	assert.True(t, st.LastFailure.At.Equal(st.LastTick))
 	downloads := b.TenancyCalls("/v1/agent/bundles/")
 
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Privileged, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.Privileged)
 	assert.Equal(t, downloads, b.TenancyCalls("/v1/agent/bundles/"), "no new download for a failed sha")
 	assert.Zero(t, b.TenancyCalls("/v1/agent/lease"))
 	assert.Equal(t, "PRIVILEGED", b.LastReport().Code)
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
-	out, code = b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Privileged, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.Privileged)
 	assert.Equal(t, downloads+1, b.TenancyCalls("/v1/agent/bundles/"), "retry downloads and verifies again")
 }
 
@@ -250,9 +239,7 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"), "only the lease of serial 5: the refusal costs none")
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true, Retry: true})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, older, b.Live())
 	assert.Equal(t, int64(3), b.State().LiveSerial)
 }
@@ -262,8 +249,7 @@ func TestRollbackNeedsExplicitFlag(t *testing.T) {
 // recreated with the new content.
 func TestChangedConfigFileReachesContainers(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	second := faketenancy.SampleApp(b.Env, 2)
 	second.Files["config/app.toml"] = "listen = \":9090\"\n"
 	secondSHA := b.apply(second)
@@ -285,8 +271,7 @@ func TestChangedConfigFileReachesContainers(t *testing.T) {
 // release, reports failed with the failing service's log lines (redacted), exit 1.
 func TestRestoreAfterUnhealthy(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 
 	bad := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	// Only the new release is unhealthy: the restored one comes back healthy.
@@ -295,9 +280,7 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 			HealthOutput: "db check: connection refused (password s3cr3t-db-password)"}},
 			Logs: "boot\nconnecting with password s3cr3t-db-password\nfatal: database refused\n"},
 	}}}))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Unhealthy, out.Code)
+	out := b.tickEnds(deployd.ExitFailed, codes.Unhealthy)
 	assert.Equal(t, deployd.RestoreHealthy, out.Restore)
 	assert.Equal(t, good, b.Live(), "current points back at the previous release")
 	rep := b.LastReport()
@@ -325,16 +308,14 @@ func TestRestoreAfterUnhealthy(t *testing.T) {
 // either, the report, the outcome and the state say the box is degraded.
 func TestRestoreUnhealthyIsSaid(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 
 	// Every release is unhealthy now (say, the database they share went away).
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Services: map[string]fakedocker.Service{
 		"web": {States: []fakedocker.State{{Health: "unhealthy"}}},
 	}}))
 	b.Publish(faketenancy.SampleApp(b.Env, 2))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
+	out := b.tickExits(deployd.ExitFailed)
 	assert.Equal(t, codes.Unhealthy, out.Code, "the code is the failed apply's")
 	assert.Equal(t, deployd.RestoreUnhealthy, out.Restore)
 	assert.Contains(t, b.LastReport().Detail, "restore: restored-unhealthy "+good[:12]+" (")
@@ -354,9 +335,7 @@ func TestFirstApplyFailureTakesItDown(t *testing.T) {
 		"up": {Stderr: "Error response from daemon: pull access denied for nginx\n", Exit: 1},
 	}}})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.ApplyFailed, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.ApplyFailed)
 	assert.Equal(t, "", b.Live())
 	assert.Len(t, b.DockerCalls("down"), 1)
 	assert.Contains(t, b.LastReport().Tail, "pull access denied")
@@ -369,29 +348,24 @@ func TestExitCodes(t *testing.T) {
 	t.Run("lock held is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
 		b.HoldLock()
-		_, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
+		b.tickExits(deployd.ExitTemporary)
 		assert.Empty(t, b.Stack.Tenancy.Requests(), "a held lock touches no network")
 	})
 	t.Run("tenancy 503 is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{})
 		b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
-		_, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
+		b.tickExits(deployd.ExitTemporary)
 	})
 	t.Run("tenancy unreachable is 75", func(t *testing.T) {
-		b := newBox(t, boxOptions{})
-		b.idleTick()
+		b := idleBox(t)
 		b.Stack.Tenancy.Close()
-		_, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
+		b.tickExits(deployd.ExitTemporary)
 	})
 	t.Run("rate limited lease is 75", func(t *testing.T) {
 		b := newBox(t, boxOptions{stack: &fakestack.Options{LeaseBudget: 1}})
 		b.applySample(1)
 		b.Publish(faketenancy.SampleApp(b.Env, 2))
-		out, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
+		out := b.tickExits(deployd.ExitTemporary)
 		assert.Equal(t, "", out.Result, "a rate-limited lease reports nothing")
 		require.NotNil(t, b.State().Condition)
 		assert.Equal(t, codes.RateLimited, b.State().Condition.Code)
@@ -400,23 +374,19 @@ func TestExitCodes(t *testing.T) {
 	})
 	t.Run("no token and no grant is 1", func(t *testing.T) {
 		b := newBox(t, boxOptions{noGrant: true})
-		_, code := b.tick()
-		assert.Equal(t, deployd.ExitFailed, code)
+		b.tickExits(deployd.ExitFailed)
 		assert.Contains(t, b.Logs.String(), "bootstrap")
 		assert.Empty(t, b.Stack.Tenancy.Requests())
 	})
 	t.Run("invalid token is 1 and says how to bootstrap", func(t *testing.T) {
-		b := newBox(t, boxOptions{})
-		b.idleTick()
+		b := idleBox(t)
 		b.Stack.Bao.InvalidateTokens(b.Env)
-		out, code := b.tick()
-		assert.Equal(t, deployd.ExitFailed, code)
+		out := b.tickExits(deployd.ExitFailed)
 		assert.Equal(t, "", out.Action)
 		assert.Contains(t, b.Logs.String(), "bootstrap")
 		// A fresh grant heals it.
 		b.PlaceGrant()
-		_, code = b.tick()
-		assert.Equal(t, deployd.ExitOK, code)
+		b.tickExits(deployd.ExitOK)
 	})
 }
 
@@ -432,8 +402,7 @@ func TestEnvMismatchLatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, b.State().EnvMismatch)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	assert.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 }
 
 func TestLeaseShapesAreRefused(t *testing.T) {
@@ -443,9 +412,7 @@ func TestLeaseShapesAreRefused(t *testing.T) {
 			b := newBox(t, boxOptions{})
 			b.Stack.Tenancy.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			b.Publish(faketenancy.SampleApp(b.Env, 1))
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, codes.LeaseShape, out.Code)
+			b.tickEnds(deployd.ExitFailed, codes.LeaseShape)
 			assert.Equal(t, "LEASE_SHAPE", b.LastReport().Code)
 			assert.Equal(t, 1, b.BaoCalls("/login"), "only the bootstrap login: nothing to unwrap, no AppRole")
 			assert.Equal(t, "", b.Live())
@@ -460,19 +427,15 @@ func TestTokenRenewal(t *testing.T) {
 	assert.Zero(t, b.BaoCalls("renew-self"))
 	// Forty-five minutes later, under a third of the TTL is left: renew.
 	c.Advance(45 * time.Minute)
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, 1, b.BaoCalls("renew-self"))
 }
 
 func TestCorruptStateIsMovedAside(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte("{not json"), 0o600))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	out := b.tickApplied()
 	matches, _ := filepath.Glob(b.Cfg.StatePath() + ".corrupt-*")
 	assert.Len(t, matches, 1)
 	assert.Contains(t, b.Logs.String(), "state.json did not parse; rebuilt the state")
@@ -496,8 +459,7 @@ func TestCorruptStateKeepsWhatMustSurvive(t *testing.T) {
 	assert.Contains(t, string(kept), sha, "the kept file holds the failed sha")
 
 	require.NoError(t, os.WriteFile(b.Cfg.StatePath(), []byte(`{"schema":1,"failed":{`), 0o600))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
+	out := b.tickExits(deployd.ExitFailed)
 	assert.Equal(t, codes.Privileged, out.Code, "told again as it failed")
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/bundles/"+sha), "the failed sha costs no second download")
 	st := b.State()
@@ -526,8 +488,7 @@ func TestPrune(t *testing.T) {
 
 func TestStateHoldsNoSecret(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	data, err := os.ReadFile(b.Cfg.StatePath())
 	require.NoError(t, err)
 	var st map[string]any
@@ -543,14 +504,12 @@ func TestStateHoldsNoSecret(t *testing.T) {
 // API, and the version is kept in the state for an hour.
 func TestIdleTickRunsNoSubprocess(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	before := len(b.DockerCalls(""))
 	for range 3 {
 		b.newAgent() // as a new process would
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitOK, code)
+		b.tickExits(deployd.ExitOK)
 	}
 	var execs, versions, lists int
 	for _, c := range b.DockerCalls("")[before:] {
@@ -580,13 +539,10 @@ func TestDiskLowIsVerifiedAgain(t *testing.T) {
 	bn := faketenancy.SampleApp(b.Env, 1)
 	bn.MinFreeMB = 1 << 40
 	b.Publish(bn)
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.DiskLow, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.DiskLow)
 	assert.Empty(t, b.State().Failed, "DISK_LOW is not remembered against the sha")
 	downloads := b.TenancyCalls("/v1/agent/bundles/")
-	_, code = b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
+	b.tickExits(deployd.ExitFailed)
 	assert.Equal(t, downloads+1, b.TenancyCalls("/v1/agent/bundles/"), "verified again at the next tick")
 	assert.Zero(t, b.TenancyCalls("/v1/agent/lease"))
 	assert.Contains(t, b.Logs.String(), "Free space there")
@@ -599,12 +555,10 @@ func TestEnvMismatchAtReportLatches(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"report": 409}})
-	_, code := b.tick()
-	assert.Equal(t, deployd.ExitEnvMismatch, code)
+	b.tickExits(deployd.ExitEnvMismatch)
 	require.NotNil(t, b.State().EnvMismatch)
 	before := len(b.Stack.Tenancy.Requests())
-	_, code = b.tick()
-	assert.Equal(t, deployd.ExitEnvMismatch, code)
+	b.tickExits(deployd.ExitEnvMismatch)
 	assert.Len(t, b.Stack.Tenancy.Requests(), before)
 }
 

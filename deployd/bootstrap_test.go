@@ -130,9 +130,7 @@ func TestRunChecksTheGrant(t *testing.T) {
 	b := newBox(t, boxOptions{noGrant: true})
 	want := placeGrant(t, b, b.Stack.Bao.MintGrant("env-dev-02"))
 	for range 2 {
-		out, code := b.tick()
-		assert.Equal(t, deployd.ExitFailed, code)
-		assert.Equal(t, codes.Unauthenticated, out.Code)
+		b.tickEnds(deployd.ExitFailed, codes.Unauthenticated)
 	}
 	assertGrantKept(t, b, want)
 	assert.Zero(t, b.BaoCalls("/login"))
@@ -213,8 +211,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			spoil(b)
 			b.PlaceGrant()
 			res, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
@@ -234,8 +231,7 @@ func TestBootstrapOverAnUnusableToken(t *testing.T) {
 // TestBootstrapWhileOpenBaoIsDown: when OpenBao cannot say whether the stored token
 // is valid, bootstrap consumes nothing and ends on a temporary condition.
 func TestBootstrapWhileOpenBaoIsDown(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	want := placeGrant(t, b, b.PlaceGrant())
 	b.Stack.Bao.SetSealed(true)
 	_, err := b.agent.BootstrapWith(t.Context(), deployd.BootstrapOptions{})
@@ -280,8 +276,7 @@ func latchedBox(t *testing.T) *box {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), []byte(tok), 0o600))
 	require.NoError(t, os.Remove(b.Cfg.BootstrapGrant))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitEnvMismatch, code)
+	b.tickExits(deployd.ExitEnvMismatch)
 	require.NotNil(t, b.State().EnvMismatch)
 	return b
 }
@@ -290,8 +285,7 @@ func latchedBox(t *testing.T) *box {
 func (b *box) latchedTick() {
 	b.T.Helper()
 	before, beforeBao := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests())
-	_, code := b.tick()
-	assert.Equal(b.T, deployd.ExitEnvMismatch, code)
+	b.tickExits(deployd.ExitEnvMismatch)
 	assert.Len(b.T, b.Stack.Tenancy.Requests(), before, "a latched run touches no network")
 	assert.Len(b.T, b.Stack.Bao.Requests(), beforeBao)
 }

@@ -152,8 +152,6 @@ func TestUnreadableStateIsTheBoxs(t *testing.T) {
 	require.NoError(t, os.Remove(vol))
 	require.NoError(t, os.Rename(vol+".away", vol))
 	assert.Contains(t, b.State().Failed, sha)
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Privileged, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.Privileged)
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/bundles/"+sha), "the failed sha costs no second download")
 }

@@ -223,33 +223,43 @@ func TestParseConfigBad(t *testing.T) {
 	}
 }
 
+// TestLoadConfigErrors: a config file that is missing, too large or holds an unknown
+// key, or a path that is not a regular file (a fifo, which a blocking open would wait
+// on for ever for a writer, or a directory) is refused at once, naming the path and
+// what is wrong.
 func TestLoadConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	t.Run("missing file", func(t *testing.T) {
-		p := filepath.Join(dir, "missing.yaml")
-		_, err := deployd.LoadConfig(p)
-		require.ErrorIs(t, err, os.ErrNotExist)
-		require.ErrorIs(t, err, deployd.ErrConfigInvalid)
-		assert.Equal(t, p+": cannot read: no such file or directory", err.Error())
-	})
-	t.Run("a directory", func(t *testing.T) {
-		_, err := deployd.LoadConfig(dir)
-		require.ErrorIs(t, err, deployd.ErrConfigInvalid)
-		assert.Contains(t, err.Error(), dir+": cannot read: ")
-	})
-	t.Run("too large", func(t *testing.T) {
-		p := filepath.Join(dir, "big.yaml")
-		require.NoError(t, os.WriteFile(p, []byte(configBase+"# "+strings.Repeat("x", 1<<20)+"\n"), 0o600))
-		_, err := deployd.LoadConfig(p)
-		require.ErrorIs(t, err, deployd.ErrConfigInvalid)
-		assert.Equal(t, p+": larger than 1048576 bytes", err.Error())
-	})
-	t.Run("names the path", func(t *testing.T) {
-		p := filepath.Join(dir, "config.yaml")
-		require.NoError(t, os.WriteFile(p, []byte(configBase+"tenancy2: {}\n"), 0o600))
-		_, err := deployd.LoadConfig(p)
-		assert.Equal(t, p+`:6: unknown key "tenancy2"`, err.Error())
-	})
+	fifo, big, bad := filepath.Join(dir, "fifo.yaml"), filepath.Join(dir, "big.yaml"), filepath.Join(dir, "config.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.WriteFile(big, []byte(configBase+"# "+strings.Repeat("x", 1<<20)+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(bad, []byte(configBase+"tenancy2: {}\n"), 0o600))
+	for _, tc := range []struct {
+		path, want string
+		is         error
+	}{
+		{filepath.Join(dir, "missing.yaml"), ": cannot read: no such file or directory", os.ErrNotExist},
+		{big, ": larger than 1048576 bytes", nil},
+		{bad, `:6: unknown key "tenancy2"`, nil},
+		{fifo, ": cannot read: a fifo, not a regular file", fsutil.ErrNotRegular},
+		{dir, ": cannot read: a directory, not a regular file", fsutil.ErrNotRegular},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := deployd.LoadConfig(tc.path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, deployd.ErrConfigInvalid)
+			if tc.is != nil {
+				require.ErrorIs(t, err, tc.is)
+			}
+			assert.Equal(t, codes.ConfigInvalid, deployd.CodeOf(err))
+			assert.Equal(t, tc.path+tc.want, err.Error())
+		case <-time.After(5 * time.Second):
+			t.Fatalf("LoadConfig(%s) hangs", tc.path)
+		}
+	}
 }
 
 func TestValidateBuiltInCode(t *testing.T) {
@@ -351,32 +361,6 @@ func TestConfigKeyRing(t *testing.T) {
 	_, err = c.KeyRing()
 	require.ErrorIs(t, err, deployd.ErrConfigInvalid)
 	assert.Equal(t, `key "trusted_keys": item 1: bundle: invalid key: the key after ed25519: is not standard base64`, err.Error())
-}
-
-// TestLoadConfigRefusesWhatIsNotAFile: a config path that is a fifo (a blocking open
-// would wait for a writer for ever) or a directory is refused at once, naming the
-// path and what it is.
-func TestLoadConfigRefusesWhatIsNotAFile(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "config.yaml")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	for _, tc := range []struct{ path, kind string }{{fifo, "fifo"}, {dir, "directory"}} {
-		done := make(chan error, 1)
-		go func() {
-			_, err := deployd.LoadConfig(tc.path)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			require.Error(t, err)
-			assert.ErrorIs(t, err, deployd.ErrConfigInvalid)
-			assert.ErrorIs(t, err, fsutil.ErrNotRegular)
-			assert.Equal(t, codes.ConfigInvalid, deployd.CodeOf(err))
-			assert.Equal(t, tc.path+": cannot read: a "+tc.kind+", not a regular file", err.Error())
-		case <-time.After(5 * time.Second):
-			t.Fatalf("LoadConfig(%s) hangs on a %s", tc.path, tc.kind)
-		}
-	}
 }
 
 // A Config built in code starts from DefaultConfig, sets what has no default and what

@@ -36,8 +36,7 @@ func bundleDownloads(b *box) int { return b.TenancyCalls("/v1/agent/bundles/") }
 // heldBox is a box serving the sample app of serial 1 under a hold of an hour.
 func heldBox(t *testing.T) *box {
 	t.Helper()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	setHold(t, b, time.Now(), time.Now().Add(time.Hour))
 	return b
 }
@@ -47,8 +46,7 @@ func heldBox(t *testing.T) *box {
 func (b *box) deferSample(serial int64) string {
 	b.T.Helper()
 	sha := b.Publish(faketenancy.SampleApp(b.Env, serial))
-	out, code := b.tick()
-	require.Equal(b.T, deployd.ExitOK, code)
+	out := b.tickExits(deployd.ExitOK)
 	require.Equal(b.T, deployd.DeferHold, out.Deferred)
 	return sha
 }
@@ -59,15 +57,13 @@ func (b *box) deferSample(serial int64) string {
 // with one lease and no second download.
 func TestHoldDefersPreparedNotQueued(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	setHold(t, b, time.Now(), time.Now().Add(2*time.Hour))
 	sha := b.Publish(newerApp(b.Env, 2))
 	downloads, pulls := bundleDownloads(b), len(b.DockerCalls("pull"))
 
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out := b.tickExits(deployd.ExitOK)
 	assert.Equal(t, deployd.DeferHold, out.Deferred)
 	assert.False(t, out.Leased)
 	assert.Equal(t, leases, b.Leases(), "no lease while deferred")
@@ -87,8 +83,7 @@ func TestHoldDefersPreparedNotQueued(t *testing.T) {
 	assert.Equal(t, sha, note.SHA)
 
 	// Later ticks: the check-in carries the deferral; nothing is downloaded again.
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out = b.tickExits(deployd.ExitOK)
 	assert.Equal(t, deployd.DeferHold, out.Deferred)
 	d, ok := b.Stack.Tenancy.LastDeferred(b.Env)
 	require.True(t, ok, "the check-in during the hold carries the deferral")
@@ -103,8 +98,7 @@ func TestHoldDefersPreparedNotQueued(t *testing.T) {
 
 	// The hold is cleared: the next tick switches with one lease, no download.
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out = b.tickExits(deployd.ExitOK)
 	assert.Empty(t, out.Deferred)
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, leases+1, b.Leases(), "one lease for the switch")
@@ -131,8 +125,7 @@ func TestKeptBundleChangedIsDownloadedAgain(t *testing.T) {
 	require.NoError(t, os.WriteFile(kept, data, 0o600))
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
 	downloads := bundleDownloads(b)
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, downloads+1, bundleDownloads(b))
 	assert.Contains(t, b.Logs.String(), "the kept bundle is missing or changed")
@@ -144,8 +137,7 @@ func TestOverrideHold(t *testing.T) {
 	b := heldBox(t)
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, OverrideHold: true})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out := b.tickExits(deployd.ExitOK)
 	assert.Empty(t, out.Deferred)
 	assert.Equal(t, sha, b.Live())
 	assert.Contains(t, b.Logs.String(), "tenancy overrides the hold")
@@ -156,8 +148,7 @@ func TestDownIsNotDeferred(t *testing.T) {
 	t.Parallel()
 	b := heldBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "down"})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out := b.tickExits(deployd.ExitOK)
 	assert.Empty(t, out.Deferred)
 	assert.Equal(t, "down", out.Result)
 	assert.Empty(t, b.Live())
@@ -170,13 +161,11 @@ func TestDownIsNotDeferred(t *testing.T) {
 // garbage, another owner's, and more).
 func TestHostileHoldFilesAreIgnored(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	h := holdfile.Hold{Owner: "mallory", UID: os.Getuid() + 7, Reason: "x", SetAt: time.Now(), Until: time.Now().Add(time.Hour)}
 	require.NoError(t, os.WriteFile(holdfile.Path(b.Cfg.Holds.Dir), holdfile.Marshal(h), 0o640))
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out := b.tickExits(deployd.ExitOK)
 	assert.Empty(t, out.Deferred)
 	assert.Equal(t, sha, b.Live(), "the agent keeps working")
 	assert.Contains(t, b.Logs.String(), "the hold file is refused and ignored")
@@ -194,14 +183,12 @@ func TestHoldIsCutToMax(t *testing.T) {
 	setHold(t, b, start, start.Add(5*time.Hour))
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 2))
 	c.Advance(59 * time.Minute)
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out := b.tickExits(deployd.ExitOK)
 	assert.Equal(t, deployd.DeferHold, out.Deferred)
 	require.NotNil(t, b.State().Deferral)
 	assert.True(t, start.Add(time.Hour).Equal(b.State().Deferral.Until), "the end is set_at + holds.max")
 	c.Advance(2 * time.Minute) // 61 minutes after start
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	out = b.tickExits(deployd.ExitOK)
 	assert.Empty(t, out.Deferred)
 	assert.Equal(t, sha, b.Live())
 }
@@ -239,8 +226,7 @@ func TestWindows(t *testing.T) {
 			}})
 			b.idleTick()
 			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-			out, code := b.tick()
-			require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+			out := b.tickExits(deployd.ExitOK)
 			if !tt.defers {
 				assert.Empty(t, out.Deferred)
 				assert.Equal(t, sha, b.Live())
@@ -249,16 +235,14 @@ func TestWindows(t *testing.T) {
 			assert.Equal(t, deployd.DeferWindow, out.Deferred)
 			assert.Empty(t, b.Live())
 			assert.Zero(t, b.Leases())
-			_, code = b.tick()
-			require.Equal(t, deployd.ExitOK, code)
+			b.tickExits(deployd.ExitOK)
 			d, ok := b.Stack.Tenancy.LastDeferred(b.Env)
 			require.True(t, ok)
 			assert.Equal(t, "window", d.Why)
 			assert.True(t, tt.next.Equal(d.Until), "next opening %s, want %s", d.Until, tt.next)
 			// The window opens: the next tick applies.
 			c.Advance(tt.next.Add(time.Minute).Sub(c.Now()))
-			out, code = b.tick()
-			require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+			out = b.tickExits(deployd.ExitOK)
 			assert.Empty(t, out.Deferred)
 			assert.Equal(t, sha, b.Live())
 			assert.Equal(t, 1, b.Leases())
@@ -276,12 +260,10 @@ func TestSwitchEndingOn75KeepsTheBundle(t *testing.T) {
 	downloads := bundleDownloads(b)
 	require.NoError(t, holdfile.Clear(b.Cfg.Holds.Dir))
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"lease": 503}})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitTemporary, code)
+	b.tickExits(deployd.ExitTemporary)
 	assert.FileExists(t, filepath.Join(b.Cfg.PreparedDir(), sha+".bundle"), "kept for the next try")
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, downloads, bundleDownloads(b), "no second download")
 	assert.NoFileExists(t, filepath.Join(b.Cfg.PreparedDir(), sha+".bundle"))

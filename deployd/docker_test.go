@@ -86,8 +86,7 @@ func TestReadsTheDockerContext(t *testing.T) {
 
 	b.agent = b.NewAgent(deployd.Options{DockerEnv: dockerEnvWith(b, "DOCKER_CONFIG="+cfgDir), HealthPoll: 10 * time.Millisecond})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, b.Logs.String())
+	b.tickExits(deployd.ExitOK)
 	b.idleTick()
 
 	live := b.lastLive()
@@ -186,9 +185,7 @@ func TestBoxFaultsBeforeTheLease(t *testing.T) {
 			if tc.script != nil {
 				require.NoError(t, b.Docker.SetScript(&fakedocker.Script{}))
 			}
-			out, code = b.tick()
-			require.Equal(t, deployd.ExitOK, code, "%+v", out)
-			assert.Equal(t, "applied", out.Result)
+			b.tickApplied()
 			assert.Equal(t, 1, b.Leases())
 			assert.Equal(t, sha, b.Live())
 		})
@@ -204,9 +201,7 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 		"up": {Stderr: daemonDown, Exit: 1, FailTimes: 1},
 	}}})
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "DOCKER_UNAVAILABLE", string(out.Code))
+	b.tickEnds(deployd.ExitFailed, "DOCKER_UNAVAILABLE")
 	assert.Equal(t, "DOCKER_UNAVAILABLE", b.LastReport().Code)
 	assert.Empty(t, b.State().Failed)
 
@@ -217,8 +212,7 @@ func TestDockerDownAtComposeUpIsTheBoxs(t *testing.T) {
 // previous release back.
 func TestDockerDownAfterPromoteRestores(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 
 	// The fake counts every call: the first up succeeded, the second fails, the
 	// restore's succeeds.
@@ -228,14 +222,11 @@ func TestDockerDownAfterPromoteRestores(t *testing.T) {
 	spec := faketenancy.SampleApp(b.Env, 2)
 	spec.Vars = map[string]string{"LOG_LEVEL": "debug"}
 	second := b.Publish(spec)
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "DOCKER_UNAVAILABLE", string(out.Code))
+	out := b.tickEnds(deployd.ExitFailed, "DOCKER_UNAVAILABLE")
 	assert.Equal(t, deployd.RestoreHealthy, out.Restore)
 	assert.Equal(t, first, b.Live(), "the previous release is live again")
 	assert.NotContains(t, b.State().Failed, second)
 
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, second, b.Live())
 }

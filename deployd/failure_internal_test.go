@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,6 +39,9 @@ func TestDispose(t *testing.T) {
 		return &Error{Op: "bundle refused", Err: refusalList{r}}
 	}
 	report := disposition{report: true}
+	netErr := func(op, call string, errno syscall.Errno) error {
+		return &net.OpError{Op: op, Net: "tcp", Err: &os.SyscallError{Syscall: call, Err: errno}}
+	}
 	held := disposition{report: true, hold: holdUntilRetry}
 	tests := []struct {
 		name     string
@@ -53,12 +58,21 @@ func TestDispose(t *testing.T) {
 		{"a signature refusal", refused(codes.SignatureUnknownKey), false, false, codes.SignatureUnknownKey, report, ExitFailed},
 		{"a sha that failed before", &repeatedError{sha: "ab", f: Failure{Code: codes.Unhealthy}}, false, false, codes.Unhealthy, report, ExitFailed},
 		{"tenancy unavailable", &Error{Op: "lease", Err: &tenancy.APIError{Op: "lease", Kind: tenancy.ErrUnavailable}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
+		{"tenancy timed out", &Error{Op: "check-in", Err: &tenancy.APIError{Op: "checkin", Kind: tenancy.ErrUnavailable, Err: context.DeadlineExceeded}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
+		{"tenancy refused the connection", &Error{Op: "check-in", Err: &tenancy.APIError{Op: "checkin", Kind: tenancy.ErrUnavailable, Err: netErr("dial", "connect", syscall.ECONNREFUSED)}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
+		{"tenancy reset the connection", &Error{Op: "lease", Err: &tenancy.APIError{Op: "lease", Kind: tenancy.ErrUnavailable, Err: netErr("read", "read", syscall.ECONNRESET)}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
+		{"a truncated bundle", &Error{Op: "download", Err: &tenancy.APIError{Op: "bundle", Status: 200, Kind: tenancy.ErrUnavailable, Err: io.ErrUnexpectedEOF}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
 		{"rate limited", &Error{Op: "lease", Err: &tenancy.APIError{Op: "lease", Kind: tenancy.ErrRateLimited}}, false, false, codes.RateLimited, disposition{}, ExitTemporary},
+		{"rate limited with a Retry-After", &Error{Op: "report", Err: &tenancy.APIError{Op: "report", Status: 429, Kind: tenancy.ErrRateLimited, RetryAfter: time.Minute}}, false, false, codes.RateLimited, disposition{}, ExitTemporary},
 		{"tenancy broke the contract", &Error{Op: "check-in", Err: &tenancy.APIError{Op: "checkin", Kind: tenancy.ErrProtocol}}, false, false, codes.TenancyProtocol, disposition{}, ExitTemporary},
 		{"tenancy refused the bearer", &Error{Op: "lease", Err: &tenancy.APIError{Op: "lease", Kind: tenancy.ErrUnauthenticated}}, false, false, codes.Unauthenticated, disposition{}, ExitFailed},
 		{"env mismatch", &Error{Op: "report", Err: &tenancy.APIError{Op: "report", Kind: tenancy.ErrEnvMismatch}}, false, true, codes.AgentEnvMismatch, disposition{}, ExitEnvMismatch},
 		{"a lease of AppRole shape", &Error{Op: "lease", Err: &tenancy.APIError{Op: "lease", Kind: tenancy.ErrLeaseShape}}, false, false, codes.LeaseShape, held, ExitFailed},
+		{"a signature longer than the cap", &Error{Op: "signature", Err: &tenancy.APIError{Op: "signature", Kind: tenancy.ErrSignatureTooLarge}}, false, false, codes.SignatureInvalid, report, ExitFailed},
+		{"the bundle's writer failed: no code of tenancy's", &Error{Op: "download", Err: fmt.Errorf("tenancy: bundle ab: writing the bundle: %w", errors.New("disk full"))}, false, false, codes.Unclassified, report, ExitFailed},
 		{"OpenBao sealed", &Error{Op: "login", Err: &bao.Error{Op: "login", Kind: bao.ErrUnavailable}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
+		{"OpenBao timed out", &Error{Op: "login", Err: &bao.Error{Op: "lookup-self", Kind: bao.ErrUnavailable, Err: context.DeadlineExceeded}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
+		{"OpenBao refused the connection", &Error{Op: "login", Err: &bao.Error{Op: "lookup-self", Kind: bao.ErrUnavailable, Err: netErr("dial", "connect", syscall.ECONNREFUSED)}}, false, false, codes.Unavailable, disposition{}, ExitTemporary},
 		{"OpenBao refused the lease's grant (superseded)", &Error{Op: "login", Err: &bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}}, false, false, codes.Unauthenticated, report, ExitFailed},
 		{"a missing secret: held an hour", &Error{Op: "read secrets", Err: &bao.Error{Op: "read", Kind: bao.ErrSecretMissing}}, false, false, codes.SecretMissing, disposition{report: true, hold: time.Hour}, ExitFailed},
 		{"a denied secret: held an hour", &Error{Op: "read secrets", Err: &bao.Error{Op: "read", Kind: bao.ErrSecretDenied}}, false, false, codes.SecretDenied, disposition{report: true, hold: time.Hour}, ExitFailed},

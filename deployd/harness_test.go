@@ -71,6 +71,37 @@ func (b *box) tick() (deployd.Outcome, int) {
 	return b.Tick(b.agent)
 }
 
+// tickExits runs a tick that must end with exit; it returns the outcome.
+func (b *box) tickExits(exit int) deployd.Outcome {
+	b.T.Helper()
+	out, code := b.tick()
+	require.Equal(b.T, exit, code, "%+v\n%s", out, b.Logs.String())
+	return out
+}
+
+// tickEnds runs a tick that must end with exit and code; it returns the outcome.
+func (b *box) tickEnds(exit int, code codes.Code) deployd.Outcome {
+	b.T.Helper()
+	out := b.tickExits(exit)
+	require.Equal(b.T, code, out.Code)
+	return out
+}
+
+// tickApplied runs a tick that must end 0 with the result applied; it returns the
+// outcome.
+func (b *box) tickApplied() deployd.Outcome {
+	b.T.Helper()
+	out := b.tickExits(deployd.ExitOK)
+	require.Equal(b.T, "applied", out.Result)
+	return out
+}
+
+// scriptRelease scripts the states docker shows for service of the release sha.
+func (b *box) scriptRelease(sha, service string, states ...fakedocker.State) {
+	b.T.Helper()
+	require.NoError(b.T, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{sha: {service: {States: states}}}}))
+}
+
 // editState changes state.json as a hand or an older agent would: edit gets it as
 // decoded JSON.
 func (b *box) editState(edit func(raw map[string]any)) {
@@ -152,8 +183,22 @@ func rawTar(t *testing.T, manifest map[string]any, entries ...entry) []byte {
 func (b *box) idleTick() {
 	b.T.Helper()
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	_, code := b.tick()
-	require.Equal(b.T, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
+}
+
+// idleBox is a box that has bootstrapped: one tick with nothing to do (idleTick).
+func idleBox(t *testing.T) *box {
+	t.Helper()
+	b := newBox(t, boxOptions{})
+	b.idleTick()
+	return b
+}
+
+// liveBox is a box serving the sample app of serial 1; it returns the release's sha.
+func liveBox(t *testing.T) (*box, string) {
+	t.Helper()
+	b := newBox(t, boxOptions{})
+	return b, b.applySample(1)
 }
 
 // lastLive returns the live object of the box's last check-in; the box must have sent
@@ -169,8 +214,7 @@ func (b *box) lastLive() faketenancy.Live {
 func (b *box) apply(bn faketenancy.BundleSpec) string {
 	b.T.Helper()
 	sha := b.Publish(bn)
-	_, code := b.tick()
-	require.Equal(b.T, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	return sha
 }
 
@@ -178,8 +222,7 @@ func (b *box) apply(bn faketenancy.BundleSpec) string {
 // granted to the box in all.
 func (b *box) tickApplies(sha string, leases int) {
 	b.T.Helper()
-	out, code := b.tick()
-	require.Equal(b.T, deployd.ExitOK, code, "%+v", out)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(b.T, sha, b.Live())
 	assert.Equal(b.T, leases, b.Leases())
 }
@@ -200,9 +243,7 @@ func (b *box) refusePrivileged() string {
 	bn := faketenancy.SampleApp(b.Env, 1)
 	bn.Files["compose.yaml"] = privilegedCompose
 	sha := b.Publish(bn)
-	out, code := b.tick()
-	require.Equal(b.T, deployd.ExitFailed, code)
-	require.Equal(b.T, codes.Privileged, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.Privileged)
 	return sha
 }
 
@@ -213,8 +254,6 @@ func (b *box) refuseRollback() string {
 	b.T.Helper()
 	b.applySample(5)
 	older := b.Publish(faketenancy.SampleApp(b.Env, 3))
-	out, code := b.tick()
-	require.Equal(b.T, deployd.ExitFailed, code)
-	require.Equal(b.T, codes.Rollback, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.Rollback)
 	return older
 }

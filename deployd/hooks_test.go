@@ -49,11 +49,6 @@ func afterHook(h ...faketenancy.HookSpec) *faketenancy.HooksSpec {
 	return &faketenancy.HooksSpec{AfterSwitch: h}
 }
 
-// unhealthy scripts the release sha's web service unhealthy.
-func unhealthy(sha string) map[string]map[string]fakedocker.Service {
-	return map[string]map[string]fakedocker.Service{sha: {"web": {States: []fakedocker.State{{Health: "unhealthy"}}}}}
-}
-
 // TestRestoreSafety: a release that says restore: unsafe and fails its health check
 // after the switch is not restored: it stays live as compose left it, the report and
 // status say so and that a person decides; the same release marked safe is restored.
@@ -64,13 +59,10 @@ func TestRestoreSafety(t *testing.T) {
 		restored bool
 	}{{"unsafe", false}, {"safe", true}, {"", true}} {
 		t.Run("restore="+tc.restore, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			good := b.applySample(1)
+			b, good := liveBox(t)
 			bad := b.Publish(hookApp(b.Env, 2, tc.restore, nil))
-			require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: unhealthy(bad)}))
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, codes.Unhealthy, out.Code)
+			b.scriptRelease(bad, "web", fakedocker.State{Health: "unhealthy"})
+			out := b.tickEnds(deployd.ExitFailed, codes.Unhealthy)
 			rep := b.LastReport()
 			st := b.State()
 			status := b.agent.Status()
@@ -98,14 +90,12 @@ func TestRestoreSafety(t *testing.T) {
 			assert.Contains(t, st.Failed, bad)
 
 			// Tenancy asks for the same sha again: told again, no lease, nothing restored.
-			out, code = b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
+			out = b.tickExits(deployd.ExitFailed)
 			assert.False(t, out.Leased)
 			assert.Equal(t, bad, b.Live())
 			// A down is a person's decision: status asks for none any more.
 			b.SetDesired(faketenancy.Desired{Action: "down"})
-			_, code = b.tick()
-			require.Equal(t, deployd.ExitOK, code)
+			b.tickExits(deployd.ExitOK)
 			assert.Equal(t, "", b.Live())
 			assert.Nil(t, b.State().LastRestore)
 			assert.NotContains(t, b.agent.Status().Text(), "a person decides")
@@ -123,17 +113,14 @@ func TestRestoreSafety(t *testing.T) {
 // sha.
 func TestBeforeHookFails(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 	idsBefore := liveContainerIDs(t, b)
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Hooks: map[string]fakedocker.Hook{
 		"backup": {Stdout: "dumping the database\n", Stderr: "pg_dump: error: connection refused\n", Exit: 3, Echo: []string{"DB_PASSWORD"}},
 	}}))
 	leases := b.Leases()
 	sha := b.Publish(hookApp(b.Env, 2, "unsafe", beforeHook(faketenancy.HookSpec{Service: "backup"})))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.HookFailed, out.Code)
+	out := b.tickEnds(deployd.ExitFailed, codes.HookFailed)
 	assert.Equal(t, "", out.Restore, "nothing to restore")
 	assert.Equal(t, leases+1, b.Leases(), "one lease")
 	assert.Equal(t, good, b.Live())
@@ -158,8 +145,7 @@ func TestBeforeHookFails(t *testing.T) {
 	assert.Contains(t, strings.Join(b.agent.Status().Hooks, "\n"), "before_switch backup")
 
 	// Asked again: told again, no lease, the hook does not run again.
-	out, code = b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
+	out = b.tickExits(deployd.ExitFailed)
 	assert.False(t, out.Leased)
 	assert.Len(t, b.DockerCalls("run"), 1)
 }
@@ -189,8 +175,7 @@ func liveContainerIDs(t *testing.T, b *box) string {
 // held; the next tick runs the hook again under the same lease and applies.
 func TestBeforeHookLater(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	good := b.applySample(1)
+	b, good := liveBox(t)
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Hooks: map[string]fakedocker.Hook{
 		"backup": {Stdout: "replica lagging, later\n", Exit: 75, FailTimes: 2},
 	}}))
@@ -198,16 +183,12 @@ func TestBeforeHookLater(t *testing.T) {
 	leases := b.Leases()
 	sha := b.Publish(hookApp(b.Env, 2, "", beforeHook(faketenancy.HookSpec{Service: "backup"})))
 	for range 2 {
-		out, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Equal(t, codes.HookLater, out.Code)
+		b.tickEnds(deployd.ExitTemporary, codes.HookLater)
 		assert.Equal(t, good, b.Live())
 		assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "no report")
 		assert.NotContains(t, b.State().Failed, sha)
 	}
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, leases+1, b.Leases(), "one lease for three ticks")
 	assert.Len(t, b.DockerCalls("run"), 3)
@@ -220,15 +201,12 @@ func TestAfterHookFailure(t *testing.T) {
 	t.Parallel()
 	for _, restore := range []string{"safe", "unsafe"} {
 		t.Run(restore, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			good := b.applySample(1)
+			b, good := liveBox(t)
 			require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Hooks: map[string]fakedocker.Hook{
 				"smoke": {Stderr: "GET /health: 500\n", Exit: 1},
 			}}))
 			bad := b.Publish(hookApp(b.Env, 2, restore, afterHook(faketenancy.HookSpec{Service: "smoke"})))
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, codes.HookFailed, out.Code)
+			out := b.tickEnds(deployd.ExitFailed, codes.HookFailed)
 			assert.Contains(t, b.LastReport().Tail, "GET /health: 500")
 			assert.Contains(t, b.LastReport().Detail, "after_switch hook smoke exited 1")
 			if restore == "safe" {
@@ -341,7 +319,7 @@ func TestHookInterrupted(t *testing.T) {
 // after the switch would be restored, and runs none of them.
 func TestPlanShowsHooks(t *testing.T) {
 	t.Parallel()
-	b := planBox(t)
+	b := idleBox(t)
 	b.applySample(1)
 	b.Publish(hookApp(b.Env, 2, "unsafe", &faketenancy.HooksSpec{
 		BeforeSwitch: []faketenancy.HookSpec{{Service: "backup", TimeoutSeconds: 60}},
@@ -381,14 +359,11 @@ func TestHookInvalidCostsNoLease(t *testing.T) {
 		{"restart always", "daemon", "hook service daemon has restart always"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			bn := hookApp(b.Env, 1, "", beforeHook(faketenancy.HookSpec{Service: tc.service}))
 			bn.Files["compose.yaml"] += "  daemon:\n    image: busybox:1.36\n    restart: always\n    profiles: [monky-hooks]\n"
 			sha := b.Publish(bn)
-			out, code := b.tick()
-			assert.Equal(t, deployd.ExitFailed, code)
-			assert.Equal(t, codes.HookInvalid, out.Code)
+			out := b.tickEnds(deployd.ExitFailed, codes.HookInvalid)
 			assert.False(t, out.Leased)
 			assert.Equal(t, 0, b.Leases())
 			assert.Contains(t, b.LastReport().Detail, tc.detail)

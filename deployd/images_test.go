@@ -81,9 +81,7 @@ func TestDiskLowSaysWhatImagesWouldFree(t *testing.T) {
 	b.Configure(func(c *deployd.Config) { c.MinFreeMB = 1 << 40 })
 	b.newAgent()
 	b.Publish(imageApp(b.Env, 4))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "DISK_LOW", string(out.Code))
+	b.tickEnds(deployd.ExitFailed, "DISK_LOW")
 	rep := b.LastReport()
 	assert.Contains(t, rep.Detail, "images only releases older than the live and the previous one use could free up to 10.0 MiB (1 images")
 	assert.Len(t, b.images(), 4, "nothing removed by a refusal: app:1, 2, 3 and cache:7")
@@ -98,12 +96,8 @@ func TestImageHygieneRemovesTheImagesOfAFailedRelease(t *testing.T) {
 	b := newBox(t, boxOptions{config: func(c *deployd.Config) { c.Compose.KeepReleases = 2 }})
 	b.apply(imageApp(b.Env, 1))
 	bad := b.Publish(imageApp(b.Env, 2))
-	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-		bad: {"app": {States: []fakedocker.State{{State: "exited", ExitCode: 1}}}},
-	}}))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	require.Equal(t, "UNHEALTHY", string(out.Code))
+	b.scriptRelease(bad, "app", fakedocker.State{State: "exited", ExitCode: 1})
+	b.tickEnds(deployd.ExitFailed, "UNHEALTHY")
 	require.Contains(t, b.images(), "example.invalid/app:2")
 	for serial := int64(3); serial <= 4; serial++ {
 		b.apply(imageApp(b.Env, serial))
@@ -174,8 +168,7 @@ func TestImagesArePulledBeforeTheLease(t *testing.T) {
 	t.Parallel()
 	b := newBox(t, boxOptions{})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v\n%s", out, b.Logs)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, []string{"busybox:1.36", "nginx:1.27"}, sortedCopy(pulled(b)), "each image once, before compose up")
 	calls := b.DockerCalls("")
 	lastPull := slices.IndexFunc(calls, func(c fakedocker.Call) bool {
@@ -186,8 +179,7 @@ func TestImagesArePulledBeforeTheLease(t *testing.T) {
 	assert.Contains(t, b.Logs.String(), "pulled the release's images; asking for a lease")
 
 	b.Publish(faketenancy.SampleApp(b.Env, 2)) // a new config file, the same images
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	b.tickExits(deployd.ExitOK)
 	assert.Len(t, pulled(b), 2, "images the box holds are not pulled again")
 }
 
@@ -201,14 +193,11 @@ func TestMissingImageCostsNoLease(t *testing.T) {
 	t.Parallel()
 	b := newBox(t, boxOptions{script: &fakedocker.Script{MissingImages: []string{"nginx:9.99"}}})
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	leases := b.Leases()
 
 	b.Publish(withImage(b.Env, 2, "nginx:9.99"))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, "IMAGE_MISSING", string(out.Code))
+	out := b.tickEnds(deployd.ExitFailed, "IMAGE_MISSING")
 	assert.False(t, out.Leased)
 	assert.Equal(t, leases, b.Leases(), "no lease for a release whose image is missing")
 	rep := b.LastReport()
@@ -222,8 +211,7 @@ func TestMissingImageCostsNoLease(t *testing.T) {
 	assert.Contains(t, b.Logs.String(), "Push the image")
 
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{})) // the image is pushed
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, leases+1, b.Leases())
 	assert.NotEqual(t, first, b.Live())
 }
@@ -251,8 +239,7 @@ func TestPullPolicies(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	spec.EnvID = b.Env
 	b.Publish(spec)
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
+	out := b.tickExits(deployd.ExitFailed)
 	assert.Equal(t, "IMAGE_MISSING", string(out.Code), "%+v", out)
 	assert.Contains(t, out.Detail, "pull_policy is never")
 	assert.Contains(t, out.Detail, "acme/local:1")
@@ -263,8 +250,7 @@ func TestPullPolicies(t *testing.T) {
 	// always-pulled images are pulled even when held; built and private are not.
 	hold(t, b, "acme/local:1")
 	before := len(pulled(b))
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v\n%s", out, b.Logs)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, []string{"acme/web:1"}, pulled(b)[before:])
 }
 
@@ -285,8 +271,7 @@ func TestDataRootTooFullCostsNoLease(t *testing.T) {
 		config: func(c *deployd.Config) { c.MinFreeMB = 16 },
 	})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
+	out := b.tickExits(deployd.ExitFailed)
 	assert.Equal(t, "DISK_LOW", string(out.Code), "%+v", out)
 	assert.Contains(t, out.Detail, "docker's data root "+root+" has 4 MiB free, below min_free_mb 16")
 	assert.Zero(t, b.Leases())
@@ -295,7 +280,6 @@ func TestDataRootTooFullCostsNoLease(t *testing.T) {
 	assert.Contains(t, b.Logs.String(), "docker image prune")
 
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{})) // room again: the data root is the state file's dir
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, 1, b.Leases())
 }

@@ -23,23 +23,18 @@ import (
 // login that cannot succeed (the budget is 5 an hour; the timer ticks every minute).
 func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	b.Stack.Bao.SetSealed(true)
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
 	for range 3 {
-		out, code := b.tick()
-		assert.Equal(t, deployd.ExitTemporary, code)
-		assert.Equal(t, codes.Unavailable, out.Code)
+		out := b.tickEnds(deployd.ExitTemporary, codes.Unavailable)
 		assert.False(t, out.Leased)
 	}
 	assert.Equal(t, 0, b.TenancyCalls("/v1/agent/lease"), "no lease while OpenBao is sealed")
 	assert.Empty(t, b.State().Failed, "a sealed OpenBao is not a failure of the sha")
 
 	b.Stack.Bao.SetSealed(false)
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
 }
 
@@ -50,8 +45,7 @@ func TestSealedOpenBaoSpendsNoLease(t *testing.T) {
 // tenancy.
 func TestSupersededGrant(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" {
 			b.Stack.Bao.MintGrant(b.Env) // someone else got a newer grant
@@ -59,18 +53,14 @@ func TestSupersededGrant(t *testing.T) {
 		return resp
 	})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	require.Equal(t, codes.Unauthenticated, out.Code)
+	out := b.tickEnds(deployd.ExitFailed, codes.Unauthenticated)
 	assert.True(t, out.Leased)
 	assert.Equal(t, "", b.Live(), "nothing served before, nothing served now")
 	assert.Equal(t, "failed", b.LastReport().Result)
 	assert.NotContains(t, b.State().Failed, sha, "a refused login is not a fault of the bundle")
 
 	b.rt.set(nil)
-	out, code = b.tick()
-	assert.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	out = b.tickApplied()
 	assert.True(t, out.Leased, "a new lease, without a retry from tenancy")
 	assert.Equal(t, sha, b.Live())
 }
@@ -116,8 +106,7 @@ func TestOnePublishOneLease(t *testing.T) {
 	t.Parallel()
 	for _, expired := range []bool{false, true} {
 		t.Run(map[bool]string{false: "within the lease", true: "after its expiry"}[expired], func(t *testing.T) {
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			flaky := &flakyBao{base: http.DefaultTransport, failReads: 1}
 			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond})
 			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
@@ -166,8 +155,7 @@ func (errBody) Close() error             { return nil }
 // with the same lease, and the publish costs one lease.
 func TestLeaseAnswerLostInTransit(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	lost := 0
 	b.rt.set(func(req *http.Request, resp *http.Response) *http.Response {
 		if req.URL.Path == "/v1/agent/lease" && lost == 0 {
@@ -178,9 +166,7 @@ func TestLeaseAnswerLostInTransit(t *testing.T) {
 		return resp
 	})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitTemporary, code, "%+v", out)
-	assert.Equal(t, codes.Unavailable, out.Code)
+	b.tickEnds(deployd.ExitTemporary, codes.Unavailable)
 	rec := b.State().Lease
 	require.NotNil(t, rec, "the request is recorded before it is sent")
 	assert.Equal(t, sha, rec.SHA)
@@ -188,9 +174,7 @@ func TestLeaseAnswerLostInTransit(t *testing.T) {
 	assert.True(t, rec.ExpiresAt.IsZero(), "no answer, no expiry")
 	assert.Equal(t, 1, b.Leases(), "tenancy granted it")
 
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "asked twice")
 	assert.Equal(t, 1, b.Leases(), "one publish, one lease")
@@ -200,8 +184,7 @@ func TestLeaseAnswerLostInTransit(t *testing.T) {
 
 	// The next publish asks under a new id.
 	b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	leases := b.Stack.Tenancy.Leases(b.Env)
 	require.Len(t, leases, 2)
 	assert.NotEqual(t, leases[0].RequestID, leases[1].RequestID)
@@ -223,8 +206,7 @@ func TestLoginRetriedUnderOneLease(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.failLogins), func(t *testing.T) {
 			t.Parallel()
-			b := newBox(t, boxOptions{})
-			b.idleTick()
+			b := idleBox(t)
 			flaky := &flakyBao{base: http.DefaultTransport, failLogins: tc.failLogins}
 			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond})
 			b.Publish(faketenancy.SampleApp(b.Env, 1))

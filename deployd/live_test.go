@@ -19,8 +19,7 @@ import (
 func TestLiveHealthInEveryCheckin(t *testing.T) {
 	t.Parallel()
 	b := newBox(t, boxOptions{})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	_, ok := b.Stack.Tenancy.LastLive(b.Env)
 	assert.False(t, ok, "nothing live yet: the check-in carries no live object")
 
@@ -37,13 +36,10 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 
 	// The web container dies an hour later.
 	web := live.Services[len(live.Services)-1].Name
-	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-		sha: {web: {States: []fakedocker.State{{State: "exited", ExitCode: 137, RestartCount: 2}}}},
-	}}))
+	b.scriptRelease(sha, web, fakedocker.State{State: "exited", ExitCode: 137, RestartCount: 2})
 	leases, reports := b.Leases(), len(b.Stack.Tenancy.Reports(b.Env))
 	ups, downs := len(b.DockerCalls("up")), len(b.DockerCalls("down"))
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out := b.tickExits(deployd.ExitOK)
 	assert.Equal(t, "none", out.Action)
 	live = b.lastLive()
 	require.NotNil(t, live.Healthy)
@@ -67,8 +63,7 @@ func TestLiveHealthInEveryCheckin(t *testing.T) {
 // TestLiveHealthWhenDockerCannotBeAsked: the check-in goes out with a reason.
 func TestLiveHealthWhenDockerCannotBeAsked(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	require.NoError(t, os.Remove(b.Docker.Socket), "dockerd is gone")
 	b.newAgent() // as the next timer run would: no connection kept
@@ -109,11 +104,8 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 	done := fakedocker.State{State: "exited", ExitCode: 0}
-	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-		sha: {"migrate": {States: []fakedocker.State{done}}},
-	}}))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.scriptRelease(sha, "migrate", done)
+	b.tickExits(deployd.ExitOK)
 	st := b.State()
 	assert.Equal(t, []string{"migrate", "web"}, st.LiveServices)
 	assert.Equal(t, []string{"migrate"}, st.LiveOneShots)
@@ -122,8 +114,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 	require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
 		sha: {"migrate": {States: []fakedocker.State{done}}, "web": {States: []fakedocker.State{done}}},
 	}}))
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	live := b.lastLive()
 	require.NotNil(t, live.Healthy)
 	assert.False(t, *live.Healthy, "web stopped: not healthy, though it exited 0")
@@ -138,8 +129,7 @@ func TestLiveHealthTellsAStoppedServiceFromADoneOneShot(t *testing.T) {
 // the release and records them, so that a service with no container is "missing".
 func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.editState(func(raw map[string]any) {
 		delete(raw, "live_services")
 		delete(raw, "live_one_shots")
@@ -156,20 +146,16 @@ func TestLiveHealthOfAStateWithoutServices(t *testing.T) {
 // without a new lease, and reports what it finds.
 func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	sha := b.applySample(1)
+	b, sha := liveBox(t)
 	leases, ups := b.Leases(), len(b.DockerCalls("up"))
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha, Retry: true})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Len(t, b.DockerCalls("up"), ups+1, "compose up ran again")
 	assert.Equal(t, leases, b.Leases(), "no new lease: the release is staged with its .env")
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha})
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.Len(t, b.DockerCalls("up"), ups+1, "without retry the live, confirmed sha is only reported again")
 }
 
@@ -178,8 +164,7 @@ func TestRetryOfAnUnhealthyLiveReleaseRunsItAgain(t *testing.T) {
 // check-in goes out.
 func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.editState(func(raw map[string]any) {
 		raw["live_services"] = []string{"", "web"}
 	})
@@ -199,8 +184,7 @@ func TestHeartbeatDoesNotDependOnLive(t *testing.T) {
 // same check as the CLI's: one that is not a version is not sent.
 func TestEngineVersionIsChecked(t *testing.T) {
 	b := newBox(t, boxOptions{script: &fakedocker.Script{ServerVersion: "27.3.1\x1b[2J"}})
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	cs := b.Stack.Tenancy.Checkins(b.Env)
 	require.NotEmpty(t, cs)
 	assert.Empty(t, cs[len(cs)-1].Host.DockerVersion)
@@ -211,36 +195,28 @@ func TestEngineVersionIsChecked(t *testing.T) {
 // the last one makes it not ready for that check-in.
 func TestLiveHealthSeesRestartsSinceTheLastCheckin(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	sha := b.applySample(1)
+	b, sha := liveBox(t)
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	restarts := func(n int) {
-		require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-			sha: {"migrate": {States: []fakedocker.State{{RestartCount: n}}}},
-		}}))
+		b.scriptRelease(sha, "migrate", fakedocker.State{RestartCount: n})
 	}
 	healthy := func() bool {
 		live := b.lastLive()
 		require.NotNil(t, live.Healthy)
 		return *live.Healthy
 	}
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.True(t, healthy(), "the first check-in after the apply: the baseline")
 	restarts(1)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.False(t, healthy(), "migrate restarted since the last check-in")
 	assert.Contains(t, b.Logs.String(), "migrate: running, restarted 1 times (restarted since the last check-in)")
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.True(t, healthy(), "no restart since the last check-in")
 	restarts(4)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.False(t, healthy())
 	restarts(0)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.True(t, healthy(), "a count that fell (containers recreated) says nothing")
 }

@@ -167,13 +167,11 @@ func TestTickRemembersRetryAfter(t *testing.T) {
 		return resp
 	})
 	before := time.Now()
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitTemporary, code)
+	b.tickExits(deployd.ExitTemporary)
 	c := b.State().Condition
 	require.NotNil(t, c)
 	assert.WithinRange(t, c.NextAttempt, before.Add(2*time.Minute), time.Now().Add(2*time.Minute), "the next attempt is tenancy's Retry-After from the run's start")
 	b.rt.set(nil)
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.Nil(t, b.State().Condition, "a tick that ends 0 ends the condition")
 }

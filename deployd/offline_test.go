@@ -16,13 +16,11 @@ import (
 // answered clears it and converges the box without a console action.
 func TestOfflineStatus(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	reached := b.State().LastCheckin
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 	for range 2 {
-		_, code := b.tick()
-		require.Equal(t, deployd.ExitTemporary, code)
+		b.tickExits(deployd.ExitTemporary)
 	}
 	assert.Equal(t, first, b.Live(), "the live release keeps running")
 	v := b.agent.Status()
@@ -38,8 +36,7 @@ func TestOfflineStatus(t *testing.T) {
 
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	second := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, second, b.Live(), "the first tick back online converges")
 	v = b.agent.Status()
 	assert.Nil(t, v.Offline)

@@ -18,14 +18,6 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox"
 )
 
-// planBox is a bootstrapped box (one tick with nothing to do) for plan tests.
-func planBox(t *testing.T) *box {
-	t.Helper()
-	b := newBox(t, boxOptions{})
-	b.idleTick()
-	return b
-}
-
 func (b *box) plan() (deployd.Plan, error) {
 	b.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -69,7 +61,7 @@ func assertNoValues(t *testing.T, p deployd.Plan, values ...string) {
 func TestPlan(t *testing.T) {
 	t.Parallel()
 	t.Run("nothing live: every service is added, no lease, no report", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		reports := len(b.Stack.Tenancy.Reports(b.Env))
 		sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 		p, err := b.plan()
@@ -93,7 +85,7 @@ func TestPlan(t *testing.T) {
 		assertNoValues(t, p, "info")
 	})
 	t.Run("the live bundle: nothing changes", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		sha := b.apply(faketenancy.SampleApp(b.Env, 1))
 		leases := b.Leases()
 		p, err := b.plan()
@@ -114,7 +106,7 @@ func TestPlan(t *testing.T) {
 		{"down: every live service is removed", "down", true, deployd.PlanSummary{Removed: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := planBox(t)
+			b := idleBox(t)
 			b.apply(faketenancy.SampleApp(b.Env, 1))
 			b.SetDesired(faketenancy.Desired{Action: tc.action})
 			p, err := b.plan()
@@ -126,7 +118,7 @@ func TestPlan(t *testing.T) {
 		})
 	}
 	t.Run("image change: recreated with the reason", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "busybox:1.36", "busybox:1.37", 1)
@@ -148,7 +140,7 @@ func TestPlan(t *testing.T) {
 		assertNoValues(t, p, "info")
 	})
 	t.Run("env var value change: recreated naming the var only", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Vars["LOG_LEVEL"] = "debug-value-7731"
@@ -170,7 +162,7 @@ func TestPlan(t *testing.T) {
 		assertNoValues(t, p, "debug-value-7731", "info")
 	})
 	t.Run("added and removed services", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		b.apply(faketenancy.SampleApp(b.Env, 1))
 		spec := faketenancy.SampleApp(b.Env, 2)
 		spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "  migrate:", "  worker:", 1)
@@ -183,7 +175,7 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, 1, p.Summary.Removed)
 	})
 	t.Run("refused bundle: exit 1, no lease, no report, not remembered", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		reports := len(b.Stack.Tenancy.Reports(b.Env))
 		spec := faketenancy.SampleApp(b.Env, 1)
 		spec.Files["compose.yaml"] += "  evil:\n    image: busybox:1.36\n    privileged: true\n"
@@ -202,13 +194,13 @@ func TestPlan(t *testing.T) {
 		assert.Contains(t, p.Text(), "REFUSED")
 	})
 	t.Run("tenancy unreachable is 75", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		b.Stack.Tenancy.Close()
 		_, err := b.plan()
 		assert.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err))
 	})
 	t.Run("the run lock held is 75", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		lock, err := fsutil.TryLock(b.Cfg.LockPath())
 		require.NoError(t, err)
 		defer func() { _ = lock.Unlock() }()
@@ -217,7 +209,7 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, deployd.ExitTemporary, deployd.ExitCode(err))
 	})
 	t.Run("the check-in is a real one, OpenBao is not asked", func(t *testing.T) {
-		b := planBox(t)
+		b := idleBox(t)
 		checkins, bao := b.TenancyCalls("/v1/agent/checkin"), b.BaoCalls("/v1/")
 		b.Publish(faketenancy.SampleApp(b.Env, 1))
 		_, err := b.plan()

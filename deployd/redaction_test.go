@@ -19,8 +19,7 @@ import (
 // release's .env must still be redacted from the report's tail and the log.
 func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	sha := b.applySample(1)
+	b, sha := liveBox(t)
 
 	// What a kill between promote and health leaves: the live release unconfirmed.
 	st := b.State()
@@ -41,8 +40,7 @@ func TestResumeRedactsTheReleaseSecrets(t *testing.T) {
 // report's tail.
 func TestDownRedactsTheReleaseSecrets(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	b.applySample(1)
+	b, _ := liveBox(t)
 	b.newAgent()
 	b.SetDesired(faketenancy.Desired{Action: "down"})
 	out, _ := b.failPrintingTheSecret("down")
@@ -58,8 +56,7 @@ func (b *box) failPrintingTheSecret(command string) (deployd.Outcome, faketenanc
 	require.NoError(b.T, b.Docker.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{
 		command: {Stderr: "Error: invalid value " + testbox.DefaultSecret + " for DB_PASSWORD\n", Exit: 1},
 	}}))
-	out, code := b.tick()
-	assert.Equal(b.T, deployd.ExitFailed, code)
+	out := b.tickExits(deployd.ExitFailed)
 	rep := b.LastReport()
 	require.Contains(b.T, rep.Tail, "Error: invalid value")
 	assert.NotContains(b.T, rep.Tail, testbox.DefaultSecret)

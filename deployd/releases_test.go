@@ -25,20 +25,15 @@ func TestExplicitRollbackAfterARollbackRefusal(t *testing.T) {
 	older := b.refuseRollback()
 
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: older, Rollback: true})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, out.Code)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, older, b.Live())
 
 	// Without the flag, another refused sha stays remembered (no retry, no download).
 	newer := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	_, code = b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
+	b.tickExits(deployd.ExitFailed)
 	downloads := b.TenancyCalls("/v1/agent/bundles/")
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: newer})
-	out, code = b.tick()
-	assert.Equal(t, deployd.ExitFailed, code)
-	assert.Equal(t, codes.Rollback, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.Rollback)
 	assert.Equal(t, downloads, b.TenancyCalls("/v1/agent/bundles/"), "a remembered failure is re-reported without a download")
 }
 
@@ -61,8 +56,7 @@ func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 	require.Equal(t, sha, b.Live())
 
 	b.SetDesired(faketenancy.Desired{Action: "down"})
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out := b.tickExits(deployd.ExitOK)
 	rep := b.LastReport()
 	assert.Equal(t, "down", rep.Result)
 	assert.Equal(t, sha, rep.SHA)
@@ -71,8 +65,7 @@ func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 	assert.Equal(t, int64(3), out.Serial)
 
 	// Down again: nothing is live, the report names no release.
-	out, code = b.tick()
-	require.Equal(t, deployd.ExitOK, code)
+	out = b.tickExits(deployd.ExitOK)
 	rep = b.LastReport()
 	assert.Equal(t, "down", rep.Result)
 	assert.Equal(t, "", rep.SHA)
@@ -86,8 +79,7 @@ func TestDownReportNamesTheReleaseTakenDown(t *testing.T) {
 // restore target): the next tick's repair puts it back.
 func TestRepairKeepsAReleaseCaughtMidRestage(t *testing.T) {
 	t.Parallel()
-	b := newBox(t, boxOptions{})
-	first := b.applySample(1)
+	b, first := liveBox(t)
 	b.applySample(2)
 	require.Equal(t, first, b.State().PreviousSHA)
 

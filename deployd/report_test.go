@@ -27,9 +27,7 @@ func TestReportDetailIsBounded(t *testing.T) {
 	}
 	bn.Files["compose.yaml"] = c.String()
 	b.Publish(bn)
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	require.Equal(t, codes.UnresolvedVars, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.UnresolvedVars)
 	rep := b.LastReport()
 	assert.LessOrEqual(t, len(rep.Detail), 4<<10, "the report's detail is bounded")
 	assert.True(t, utf8.ValidString(rep.Detail))
@@ -44,14 +42,11 @@ func TestReportDetailIsBounded(t *testing.T) {
 // there), the tick's UNAUTHENTICATED is in the state with its time, for status; a
 // bootstrap with a fresh grant is a run that ends 0.
 func TestRevokedTokenIsTheLastFailure(t *testing.T) {
-	b := newBox(t, boxOptions{})
-	b.idleTick()
+	b := idleBox(t)
 	assert.Nil(t, b.State().LastFailure)
 
 	b.Stack.Bao.InvalidateTokens(b.Env)
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitFailed, code)
-	require.Equal(t, codes.Unauthenticated, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.Unauthenticated)
 	st := b.State()
 	require.NotNil(t, st.LastFailure)
 	assert.Equal(t, codes.Unauthenticated, st.LastFailure.Code)

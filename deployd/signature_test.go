@@ -77,8 +77,7 @@ func (b *box) publishSigned(r renderer, serial int64) string {
 func (b *box) applySigned(r renderer, serial int64) string {
 	b.T.Helper()
 	sha := b.publishSigned(r, serial)
-	out, exit := b.tick()
-	require.Equal(b.T, deployd.ExitOK, exit, "%+v", out)
+	b.tickExits(deployd.ExitOK)
 	return sha
 }
 
@@ -120,9 +119,7 @@ func TestSignedBundleApplies(t *testing.T) {
 	b := signedBox(t, r)
 	sha := b.publishSigned(r, 1)
 
-	out, code := b.tick()
-	require.Equal(t, deployd.ExitOK, code, "%+v", out)
-	assert.Equal(t, "applied", out.Result)
+	out := b.tickApplied()
 	assert.True(t, out.Leased)
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, bundle.Serials{r.id: 1}, b.State().SignedSerials, "the ratchet records the serial under its key")
@@ -214,9 +211,7 @@ func TestSignatureAddedLaterApplies(t *testing.T) {
 	b.requireSignatureRefusal(out, exit, sha, codes.SignatureMissing, false)
 
 	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, r.sign(t, bundle.Statement{SHA: sha, EnvID: b.Env, Serial: 1}, bundle.SignOptions{})))
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, 1, b.Leases())
 }
@@ -227,9 +222,7 @@ func TestSignatureCallUnavailableIsTemporary(t *testing.T) {
 	b := signedBox(t, r)
 	sha := b.publishSigned(r, 1)
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
-	out, exit := b.tick()
-	require.Equal(t, deployd.ExitTemporary, exit)
-	assert.Equal(t, codes.Unavailable, out.Code)
+	b.tickEnds(deployd.ExitTemporary, codes.Unavailable)
 	assert.Zero(t, b.Leases())
 	assert.Zero(t, b.downloads(sha))
 	assert.Empty(t, b.Stack.Tenancy.Reports(b.Env), "a temporary failure is not reported")
@@ -272,9 +265,7 @@ func TestSignatureReplayAndRollback(t *testing.T) {
 
 			// Tenancy (or whoever answers for it) serves the older signed bundle again.
 			b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1})
-			out, exit := b.tick()
-			require.Equal(t, deployd.ExitFailed, exit)
-			assert.Equal(t, codes.SignatureReplay, out.Code)
+			out := b.tickEnds(deployd.ExitFailed, codes.SignatureReplay)
 			assert.False(t, out.Leased)
 			assert.Equal(t, 2, b.Leases(), "a replay costs no lease")
 			assert.Equal(t, downloads, b.downloads(sha1), "nor a download")
@@ -293,17 +284,14 @@ func TestSignatureReplayAndRollback(t *testing.T) {
 
 			// An explicit rollback to the signed older serial goes through.
 			b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1, Rollback: true})
-			out, exit = b.tick()
-			require.Equal(t, deployd.ExitOK, exit, "%+v", out)
-			assert.Equal(t, "applied", out.Result)
+			b.tickApplied()
 			assert.Equal(t, sha1, b.Live())
 			assert.Equal(t, 3, b.Leases())
 			assert.Equal(t, bundle.Serials{r.id: 2}, b.State().SignedSerials, "a rollback does not lower the ratchet")
 
 			// The same serial again is not a replay: apply serial 2 anew.
 			b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha2, Serial: 2})
-			out, exit = b.tick()
-			require.Equal(t, deployd.ExitOK, exit, "%+v", out)
+			b.tickExits(deployd.ExitOK)
 			assert.Equal(t, sha2, b.Live())
 		})
 	}
@@ -321,9 +309,7 @@ func TestRollbackNeedsAValidSignature(t *testing.T) {
 	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha1, r.sign(t, bundle.Statement{SHA: sha1, EnvID: b.Env, Serial: 1},
 		bundle.SignOptions{Expires: time.Now().Add(-time.Hour - bundle.ClockTolerance)})))
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: sha1, Serial: 1, Rollback: true})
-	out, exit := b.tick()
-	require.Equal(t, deployd.ExitFailed, exit)
-	assert.Equal(t, codes.SignatureExpired, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.SignatureExpired)
 	assert.Equal(t, 2, b.Leases())
 }
 
@@ -331,19 +317,13 @@ func TestSignatureKeyRotation(t *testing.T) {
 	t.Parallel()
 	oldKey, newKey := newRenderer(t, 1), newRenderer(t, 2)
 	b := signedBox(t, oldKey, newKey)
-	b.publishSigned(oldKey, 1)
-	out, exit := b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
-	sha2 := b.publishSigned(newKey, 2)
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
+	b.applySigned(oldKey, 1)
+	sha2 := b.applySigned(newKey, 2)
 	assert.Equal(t, sha2, b.Live())
 	assert.Equal(t, bundle.Serials{oldKey.id: 1, newKey.id: 2}, b.State().SignedSerials)
 
-	// During the overlap the old key still signs new serials.
-	sha3 := b.publishSigned(oldKey, 3)
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "both keys verify during the overlap: %+v", out)
+	// During the overlap the old key still signs new serials: both keys verify.
+	sha3 := b.applySigned(oldKey, 3)
 	assert.Equal(t, sha3, b.Live())
 
 	// The old key is removed from the box: its signatures are unknown.
@@ -351,9 +331,7 @@ func TestSignatureKeyRotation(t *testing.T) {
 	b.newAgent()
 	sha4 := b.publishSigned(oldKey, 4)
 	leases := b.Leases()
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitFailed, exit)
-	assert.Equal(t, codes.SignatureUnknownKey, out.Code)
+	b.tickEnds(deployd.ExitFailed, codes.SignatureUnknownKey)
 	assert.Equal(t, leases, b.Leases())
 	assert.Zero(t, b.downloads(sha4))
 	assert.Contains(t, b.LastReport().Detail, "key "+string(oldKey.id)+" is not trusted by this box (trusted: "+string(newKey.id)+")")
@@ -361,8 +339,7 @@ func TestSignatureKeyRotation(t *testing.T) {
 	// The removed key's serials no longer count: the new key's serial 2 is the floor,
 	// so serial 4 signed by the new key applies.
 	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha4, newKey.sign(t, bundle.Statement{SHA: sha4, EnvID: b.Env, Serial: 4}, bundle.SignOptions{})))
-	out, exit = b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
+	b.tickExits(deployd.ExitOK)
 	assert.Equal(t, sha4, b.Live())
 }
 
@@ -372,9 +349,7 @@ func TestWithoutKeysNoSignatureAsked(t *testing.T) {
 	b := newBox(t, boxOptions{})
 	sha := b.publishAt(1)
 	require.NoError(t, b.Stack.Tenancy.PublishSignature(b.Env, sha, []byte("not a signature")))
-	out, exit := b.tick()
-	require.Equal(t, deployd.ExitOK, exit, "%+v", out)
-	assert.Equal(t, "applied", out.Result)
+	b.tickApplied()
 	assert.Equal(t, sha, b.Live())
 	assert.Zero(t, b.signatureCalls(sha))
 	assert.Empty(t, b.State().SignedSerials)

@@ -41,9 +41,7 @@ func TestHealthWaitAcrossASleep(t *testing.T) {
 				config: func(cfg *deployd.Config) { cfg.Compose.HealthTimeout = deployd.Duration(tc.timeout) }})
 			b.idleTick()
 			sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-			require.NoError(t, b.Docker.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{sha: {
-				"web": {States: tc.states},
-			}}}))
+			b.scriptRelease(sha, "web", tc.states...)
 
 			// The lid closes as soon as compose up has run: the health wait begins.
 			upAt := make(chan time.Time, 1)

@@ -94,8 +94,7 @@ func TestSecretCanary(t *testing.T) {
 	var outputs []string
 	run := func(want int, args ...string) {
 		t.Helper()
-		res := b.run(args, "MONKY_DEPLOYD_DEBUG=1") // the most verbose the agent gets
-		require.Equal(t, want, res.Code, "%v\n%s", args, res.Stderr)
+		res := b.runExit(want, args, "MONKY_DEPLOYD_DEBUG=1") // the most verbose the agent gets
 		outputs = append(outputs, res.Stdout, res.Stderr)
 	}
 	tick := func(want int) {
@@ -271,7 +270,6 @@ func TestSecretCanary(t *testing.T) {
 	require.Positive(t, envFiles)
 	// The fake docker's own record (argv and the names of the environment).
 	for _, f := range []string{b.Docker.Log, b.Docker.State} {
-		data := readFile(t, f)
-		assertClean(f, string(data), all)
+		assertClean(f, string(readFile(t, f)), all)
 	}
 }

@@ -39,6 +39,14 @@ func runMain(t *testing.T, env []string, args ...string) mainResult {
 	return mainResult{Code: code, Stdout: stdout.String(), Stderr: stderr.String()}
 }
 
+// runMainExit is runMain, which must exit with code.
+func runMainExit(t *testing.T, code int, env []string, args ...string) mainResult {
+	t.Helper()
+	r := runMain(t, env, args...)
+	require.Equal(t, code, r.Code, "stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+	return r
+}
+
 // fixture bundles under testdata/bundles, rewritten with -update.
 var fixtures = map[string]func(testing.TB) []byte{
 	// good: the sample application, gzip-compressed.
@@ -74,8 +82,7 @@ func fixture(t *testing.T, name string) string {
 }
 
 func TestVersion(t *testing.T) {
-	r := runMain(t, nil, "version")
-	require.Equal(t, 0, r.Code)
+	r := runMainExit(t, 0, nil, "version")
 	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit unknown)\n", r.Stdout)
 	assert.Empty(t, r.Stderr)
 
@@ -84,8 +91,7 @@ func TestVersion(t *testing.T) {
 	res := b.run([]string{"version"})
 	require.Equal(t, 0, res.Code)
 	assert.Equal(t, "monky-deployd "+deployd.Version+" (commit "+testCommit+")\n", res.Stdout)
-	res = b.run([]string{"--version"})
-	assert.Equal(t, 0, res.Code)
+	res = b.runExit(0, []string{"--version"})
 	assert.Contains(t, res.Stdout, testCommit)
 }
 
@@ -269,8 +275,7 @@ func TestStatus(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		// A box not bootstrapped yet is critical: exit 2 (deployd's TestStatusView has
 		// the text and JSON of this view: the goldens status/missing.*).
-		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-		require.Equal(t, 2, r.Code, r.Stderr)
+		r := runMainExit(t, 2, b.procEnv(), "status", "--config", b.CfgPath)
 		assert.Regexp(t, `(?m)^token:\s+missing$`, r.Stdout)
 		assert.Equal(t, deployd.TokenMissing, statusJSONOf(t, b, 2).Token.State)
 		assert.Empty(t, b.Stack.Tenancy.Requests())
@@ -287,8 +292,7 @@ func TestStatus(t *testing.T) {
 		// No network: the fakes are gone.
 		b.Stack.Tenancy.Close()
 		b.Stack.Bao.Close()
-		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-		require.Equal(t, 0, r.Code, r.Stderr)
+		r := runMainExit(t, 0, b.procEnv(), "status", "--config", b.CfgPath)
 		// The text of each field is deployd's TestStatusView (status/healthy.txt).
 		assert.Regexp(t, `(?m)^live:\s+`+sha+` \(serial 4, healthy confirmed: true\)$`, r.Stdout)
 
@@ -305,16 +309,14 @@ func TestStatus(t *testing.T) {
 		assert.True(t, v.Healthy)
 		assert.Len(t, b.Stack.Tenancy.Requests(), tenancyBefore)
 		assert.Len(t, b.Stack.Bao.Requests(), baoBefore)
-		tok := readFile(t, b.Cfg.TokenPath())
-		assert.NotContains(t, r.Stdout, strings.TrimSpace(string(tok)))
+		assert.NotContains(t, r.Stdout, strings.TrimSpace(string(readFile(t, b.Cfg.TokenPath()))))
 	})
 
 	t.Run("latched", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
 		b.placeForeignToken()
 		for range 2 { // the tick that latches, and one that only reads the latch
-			r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
-			require.Equal(t, deployd.ExitEnvMismatch, r.Code, r.Stderr)
+			r := runMainExit(t, deployd.ExitEnvMismatch, b.procEnv(), "run", "--config", b.CfgPath)
 			assert.Equal(t, "AGENT_ENV_MISMATCH", tickCode(t, r.Stderr))
 		}
 		r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
@@ -341,7 +343,6 @@ func TestStatus(t *testing.T) {
 		assert.Regexp(t, `^status:\s+UNKNOWN: .*state.json is corrupt`, r.Stdout)
 		assert.Contains(t, r.Stdout, "the next run moves it aside")
 	})
-
 }
 
 // TestRunBadConfig: a config error exits 1 (status 3) with a message that names the
@@ -412,8 +413,7 @@ func TestJournalStream(t *testing.T) {
 				}
 			}
 			// In-process, then through the real binary (which -short skips).
-			r := runMain(t, b.procEnv(extra...), "run", "--config", b.CfgPath, "--metrics-file", filepath.Join(b.Dir, "metrics.prom"))
-			require.Equal(t, 0, r.Code, r.Stderr)
+			r := runMainExit(t, 0, b.procEnv(extra...), "run", "--config", b.CfgPath, "--metrics-file", filepath.Join(b.Dir, "metrics.prom"))
 			check(r.Stderr)
 			assert.Contains(t, r.Stderr, "tick done")
 			if journal {
@@ -422,8 +422,7 @@ func TestJournalStream(t *testing.T) {
 				assert.Regexp(t, `^<3>level=ERROR msg="the config is invalid; fix it and run again"`, r.Stderr)
 			}
 			b.SetDesired(faketenancy.Desired{Action: "down"})
-			res := b.run([]string{"run", "--config", b.CfgPath}, extra...)
-			require.Equal(t, 0, res.Code, res.Stderr)
+			res := b.runExit(0, []string{"run", "--config", b.CfgPath}, extra...)
 			check(res.Stderr)
 			if journal {
 				assert.Regexp(t, `(?m)^<6>level=INFO msg="tick done"`, res.Stderr)
@@ -463,8 +462,7 @@ func TestLogrusGoesThroughSlog(t *testing.T) {
 		}
 	}
 	// In-process (compose-go may have warned already for compose.yaml in this process) …
-	r := runMain(t, nil, "verify", "--env", "env-dev-01", bundlePath)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "verify", "--env", "env-dev-01", bundlePath)
 	check(r.Stderr, false)
 
 	// Whatever a library logs passes the redactor: a token status has read is masked.
@@ -525,15 +523,13 @@ func TestTickLineCarriesTheCode(t *testing.T) {
 	t.Run("lock held", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		b.HoldLock()
-		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
-		require.Equal(t, deployd.ExitTemporary, r.Code, r.Stderr)
+		r := runMainExit(t, deployd.ExitTemporary, b.procEnv(), "run", "--config", b.CfgPath)
 		assert.Equal(t, "LOCKED", tickCode(t, r.Stderr))
 	})
 	t.Run("state dir unusable", func(t *testing.T) {
 		b := newBox(t, boxOpts{})
 		require.NoError(t, os.WriteFile(b.Cfg.StateDir, nil, 0o600)) // a file where the dir goes
-		r := runMain(t, b.procEnv(), "run", "--config", b.CfgPath)
-		require.Equal(t, deployd.ExitFailed, r.Code, r.Stderr)
+		r := runMainExit(t, deployd.ExitFailed, b.procEnv(), "run", "--config", b.CfgPath)
 		assert.Equal(t, "STATE_UNAVAILABLE", tickCode(t, r.Stderr))
 	})
 }

@@ -61,8 +61,7 @@ func newCrashBox(t *testing.T) *crashBox {
 	c.new.Files["config/app.toml"] = "listen = \":9090\"\n# the new release\n"
 	c.new.Files["config/extra.toml"] = "added = true\n"
 	c.oldSHA = b.Publish(c.old)
-	res := b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	require.Equal(t, c.oldSHA, b.Live())
 	c.newSHA = b.Publish(c.new)
 	c.leases = len(b.Stack.Tenancy.Leases(b.Env))
@@ -383,15 +382,12 @@ func TestCrashAtRandomPoints(t *testing.T) {
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 0x6d6f6e6b79))
 		fromStaging := seed%2 == 1
-		span := full
+		span, from := full, "start+"
 		if fromStaging {
-			span = window
+			span, from = window, "staging+"
 		}
 		after := time.Duration(rng.Int64N(int64(span) + 1))
-		name := "start+" + after.Round(time.Millisecond).String()
-		if fromStaging {
-			name = "staging+" + after.Round(time.Millisecond).String()
-		}
+		name := from + after.Round(time.Millisecond).String()
 		t.Run(name, func(t *testing.T) {
 			c := newCrashBox(t)
 			p := c.start([]string{"run", "--config", c.CfgPath})
@@ -448,8 +444,7 @@ func TestCrashDuringDown(t *testing.T) {
 	p.Kill()
 	assert.Equal(t, c.oldSHA, c.checkInvariant(t, "after a kill during down"))
 	c.setScript(fastScript(nil))
-	res := c.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	c.tickExit(0)
 	assert.Equal(t, "", c.Live())
 	assert.Equal(t, "down", c.LastReport().Result)
 	assert.Len(t, c.DockerCalls("down"), 2)
@@ -485,8 +480,7 @@ func TestCrashDuringRestore(t *testing.T) {
 	// The next run: the new sha is asked for again and fails again.
 	c.setScript(unhealthyScript(nil))
 	metricsPath := filepath.Join(t.TempDir(), "monky-deployd.prom")
-	res := c.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	c.tickExit(deployd.ExitFailed, "--metrics-file", metricsPath)
 	assert.Equal(t, "UNHEALTHY", c.LastReport().Code)
 	assert.Equal(t, c.oldSHA, c.Live(), "the box goes on serving the old release")
 	// The restored release is as unhealthy here: the box is degraded, and says so.
@@ -504,15 +498,13 @@ func TestFailedApplyAfterDown(t *testing.T) {
 	testprog.SkipIfShort(t)
 	c := newCrashBox(t)
 	c.SetDesired(faketenancy.Desired{Action: "down"})
-	res := c.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	c.tickExit(0)
 	require.Equal(t, "", c.Live())
 	upsBefore := len(c.DockerCalls("up"))
 
 	c.setScript(unhealthyScript(nil))
 	c.SetDesired(faketenancy.Desired{Action: "apply", SHA: c.newSHA})
-	res = c.tick()
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	c.tickExit(deployd.ExitFailed)
 	assert.Equal(t, "UNHEALTHY", c.LastReport().Code)
 	assert.Equal(t, "", c.Live(), "the box served nothing before the failed apply, and serves nothing after it")
 	for _, call := range c.DockerCalls("up")[upsBefore:] {

@@ -36,8 +36,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 
 	// bootstrap: consume the grant, store the token, confirm with a check-in.
-	res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-	require.Equal(t, 0, res.Code, res.Stderr)
+	res := b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 	assert.Contains(t, res.Stderr, "bootstrap confirmed by a check-in")
 	_, err := os.Stat(b.Cfg.BootstrapGrant)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the grant is consumed")
@@ -46,8 +45,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// apply with a secret: exit 0, the secret not in the log.
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, 0, res.Code, res.Stderr)
+	res = b.tickExit(0, "--metrics-file", metricsPath)
 	assert.Equal(t, sha, b.Live())
 	assert.NotContains(t, res.Stderr, "s3cr3t-db-password")
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"))
@@ -72,8 +70,7 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// none: exit 0.
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0, "--metrics-file", metricsPath)
 	assert.Equal(t, sha, b.Live())
 
 	// A refused bundle: exit 1, the box keeps serving.
@@ -81,8 +78,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	bad.Files["compose.yaml"] = "services:\n  web:\n    image: nginx\n    privileged: true\n"
 	delete(bad.Files, "config/app.toml")
 	b.Publish(bad)
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitFailed, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "bundle refused before the lease")
 	assert.Equal(t, sha, b.Live(), "the box keeps serving")
 	assert.Equal(t, 1, b.TenancyCalls("/v1/agent/lease"), "neither none nor a refused bundle costs a lease")
@@ -100,24 +96,20 @@ func TestBinaryLifecycle(t *testing.T) {
 	// deployd's TestExitCodes, "tenancy unreachable is 75").
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
-	res = b.tick("--metrics-file", metricsPath)
-	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitTemporary, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "level=WARN")
 	assert.Contains(t, res.Stderr, "tenancy unavailable")
 	assert.Equal(t, 75.0, parseMetrics(t, metricsPath)["monky_deployd_exit_code"])
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 
 	// env mismatch: the token belongs to another env → 78, then 78 again without the
 	// network.
 	b.placeForeignToken()
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitEnvMismatch, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "AGENT_ENV_MISMATCH")
 	dockerBefore := len(b.DockerCalls(""))
-	res = b.tick("--metrics-file", metricsPath)
-	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	res = b.tickExit(deployd.ExitEnvMismatch, "--metrics-file", metricsPath)
 	assert.Contains(t, res.Stderr, "not contacting the network")
 	assert.Len(t, b.DockerCalls(""), dockerBefore, "a latched run runs no docker")
 	assert.Equal(t, 1.0, parseMetrics(t, metricsPath)["monky_deployd_env_mismatch_latched"])
@@ -126,10 +118,8 @@ func TestBinaryLifecycle(t *testing.T) {
 
 	// bootstrap with a fresh grant of this env clears the latch.
 	b.PlaceGrant()
-	res = b.run([]string{"bootstrap", "--config", b.CfgPath})
-	require.Equal(t, 0, res.Code, res.Stderr)
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
+	b.tickExit(0)
 	assert.Nil(t, b.State().EnvMismatch)
 }
 
@@ -141,8 +131,7 @@ func TestBinaryLockHeld(t *testing.T) {
 	first := b.start([]string{"run", "--config", b.CfgPath})
 	testprog.WaitFor(t, 30*time.Second, "the first run's docker version call", func() bool { return len(b.DockerCalls("version")) > 0 })
 	start := time.Now()
-	res := b.tick()
-	assert.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	res := b.tickExit(deployd.ExitTemporary)
 	assert.Less(t, time.Since(start), 4*time.Second, "exits at once")
 	assert.Contains(t, res.Stderr, "holds the lock")
 	assert.Equal(t, 0, first.Wait(t, 60*time.Second).Code)
@@ -163,8 +152,7 @@ func TestBinaryLoop(t *testing.T) {
 	t.Run("backs off on 75", func(t *testing.T) {
 		b := newBox(t, boxOpts{nextCheckin: time.Second})
 		b.SetDesired(faketenancy.Desired{Action: "none"})
-		res := b.tick() // bootstrap, so that the loop only checks in
-		require.Equal(t, 0, res.Code, res.Stderr)
+		b.tickExit(0) // bootstrap, so that the loop only checks in
 		b.Stack.Tenancy.SetFaults(faketenancy.Faults{Status: map[string]int{"checkin": 503}})
 		const interval = 200 * time.Millisecond
 		p := b.start([]string{"run", "--config", b.CfgPath, "--loop", "--interval", interval.String()})
@@ -185,7 +173,7 @@ func TestBinaryLoop(t *testing.T) {
 		n := len(checkins())
 		testprog.WaitFor(t, 60*time.Second, "two check-ins after the recovery", func() bool { return len(checkins()) >= n+2 })
 		require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
-		res = p.Wait(t, 30*time.Second)
+		res := p.Wait(t, 30*time.Second)
 		assert.Equal(t, 0, res.Code, res.Stderr)
 		assert.Contains(t, res.Stderr, "stopping the loop on a signal")
 
@@ -303,26 +291,37 @@ func mkfifo(t *testing.T, p string) {
 // writer: a blocking open hangs for ever) is refused at once, exit 1, with its path
 // and what it is named; nothing reaches the network with it.
 func TestBinaryRefusesFifoFiles(t *testing.T) {
-	t.Run("config", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		cfg := filepath.Join(b.Dir, "fifo.yaml")
-		mkfifo(t, cfg)
-		for _, cmd := range []string{"run", "status", "bootstrap"} {
-			res := b.runPrompt(t, cmd, "--config", cfg)
-			assert.Contains(t, res.Stderr, cfg+": cannot read: a fifo, not a regular file", cmd)
-			assert.Contains(t, res.Stderr, "code=CONFIG_INVALID", cmd)
-			if cmd == "status" {
-				// status cannot tell: unknown (3), and it says why on stdout.
-				assert.Equal(t, deployd.VerdictUnknown.Exit(), res.Code, res.Stderr)
-				assert.Contains(t, res.Stdout, cfg+": cannot read: a fifo, not a regular file")
-				continue
+	// The config and the state: every command.
+	for _, name := range []string{"config", "state"} {
+		t.Run(name, func(t *testing.T) {
+			b := newBox(t, boxOpts{})
+			fifo, cfg, says := b.Cfg.StatePath(), b.CfgPath, b.Cfg.StatePath()+" is a fifo, not a regular file"
+			if name == "config" {
+				fifo = filepath.Join(b.Dir, "fifo.yaml")
+				cfg, says = fifo, fifo+": cannot read: a fifo, not a regular file"
 			}
-			assert.Equal(t, deployd.ExitFailed, res.Code, "%s:\n%s", cmd, res.Stderr)
-			assert.Empty(t, res.Stdout, cmd)
-		}
-		assert.Empty(t, b.Stack.Tenancy.Requests())
-		assert.Empty(t, b.Stack.Bao.Requests())
-	})
+			mkfifo(t, fifo)
+			for _, cmd := range []string{"run", "status", "bootstrap"} {
+				res := b.runPrompt(t, cmd, "--config", cfg)
+				if name == "config" {
+					assert.Contains(t, res.Stderr, "code=CONFIG_INVALID", cmd)
+				}
+				if cmd == "status" {
+					// status cannot tell: unknown (3), and it says why on stdout.
+					assert.Equal(t, deployd.VerdictUnknown.Exit(), res.Code, res.Stderr)
+					assert.Contains(t, res.Stdout, says)
+				} else {
+					assert.Equal(t, deployd.ExitFailed, res.Code, "%s:\n%s", cmd, res.Stderr)
+					assert.Empty(t, res.Stdout, cmd)
+				}
+				if cmd != "status" || name == "config" {
+					assert.Contains(t, res.Stderr, says, cmd)
+				}
+			}
+			assert.Empty(t, b.Stack.Tenancy.Requests())
+			assert.Empty(t, b.Stack.Bao.Requests())
+		})
+	}
 
 	t.Run("grant", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
@@ -356,23 +355,6 @@ func TestBinaryRefusesFifoFiles(t *testing.T) {
 		assert.Equal(t, deployd.VerdictCritical.Exit(), res.Code, res.Stderr)
 		assert.Regexp(t, `(?m)^token:\s+unreadable: `+b.Cfg.TokenPath()+` is a fifo, not a regular file$`, res.Stdout)
 	})
-
-	t.Run("state", func(t *testing.T) {
-		b := newBox(t, boxOpts{})
-		mkfifo(t, b.Cfg.StatePath())
-		for _, cmd := range []string{"run", "status", "bootstrap"} {
-			res := b.runPrompt(t, cmd, "--config", b.CfgPath)
-			if cmd == "status" {
-				// status cannot tell: unknown (3), and it says why on stdout.
-				assert.Equal(t, deployd.VerdictUnknown.Exit(), res.Code, res.Stderr)
-				assert.Contains(t, res.Stdout, b.Cfg.StatePath()+" is a fifo, not a regular file")
-				continue
-			}
-			assert.Equal(t, deployd.ExitFailed, res.Code, "%s:\n%s", cmd, res.Stderr)
-			assert.Contains(t, res.Stderr, b.Cfg.StatePath()+" is a fifo, not a regular file", cmd)
-		}
-		assert.Empty(t, b.Stack.Tenancy.Requests())
-	})
 }
 
 // TestBinaryBootstrap: what the bootstrap command prints and exits with. Without a
@@ -385,12 +367,10 @@ func TestBinaryRefusesFifoFiles(t *testing.T) {
 func TestBinaryBootstrap(t *testing.T) {
 	t.Run("no token, no grant", func(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
-		res := b.tick()
-		assert.Equal(t, deployd.ExitFailed, res.Code)
+		res := b.tickExit(deployd.ExitFailed)
 		assert.Contains(t, res.Stderr, "monky-deployd bootstrap")
 		assert.Empty(t, b.Stack.Tenancy.Requests())
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, deployd.ExitFailed, res.Code)
+		res = b.runExit(deployd.ExitFailed, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "bootstrap failed")
 
 		// A token file a crash or a disk left unusable (NULs) is known as corrupt when
@@ -401,8 +381,7 @@ func TestBinaryBootstrap(t *testing.T) {
 		require.NoError(t, os.MkdirAll(b.Cfg.StateDir, 0o700))
 		require.NoError(t, os.WriteFile(b.Cfg.TokenPath(), make([]byte, 96), 0o600))
 		for range 2 {
-			res = b.tick()
-			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+			res = b.tickExit(deployd.ExitFailed)
 			assert.Contains(t, res.Stderr, "code=UNAUTHENTICATED")
 			assert.Contains(t, res.Stderr, "the OpenBao token file "+b.Cfg.TokenPath()+" is corrupt")
 			assert.Contains(t, res.Stderr, "place a fresh bootstrap grant at "+b.Cfg.BootstrapGrant+" and run `monky-deployd bootstrap`")
@@ -414,8 +393,7 @@ func TestBinaryBootstrap(t *testing.T) {
 		b := newBox(t, boxOpts{noGrant: true})
 		grant := b.Stack.Bao.MintGrant("env-dev-02")
 		require.NoError(t, os.WriteFile(b.Cfg.BootstrapGrant, []byte(grant+"\n"), 0o600))
-		res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.runExit(deployd.ExitFailed, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "code=UNAUTHENTICATED")
 		assert.Contains(t, res.Stderr, "is for env env-dev-02, and this box is env-dev-01")
 		assert.NotContains(t, res.Stderr, "consumed the grant")
@@ -427,18 +405,15 @@ func TestBinaryBootstrap(t *testing.T) {
 		b.SetDesired(faketenancy.Desired{Action: "none"})
 		require.Equal(t, 0, b.tick().Code)
 		// Without a grant: it says the box is bootstrapped, not that there is no token.
-		res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, 0, res.Code, res.Stderr)
+		res := b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "already bootstrapped")
 		assert.NotContains(t, res.Stderr, "no token")
 		assert.NotContains(t, res.Stderr, "bootstrap confirmed by a check-in")
 
 		b.PlaceGrant()
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath})
-		assert.Equal(t, 0, res.Code, res.Stderr)
+		res = b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 		assert.Contains(t, res.Stderr, "already bootstrapped")
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--force"})
-		assert.Equal(t, 0, res.Code, res.Stderr)
+		res = b.runExit(0, []string{"bootstrap", "--config", b.CfgPath, "--force"})
 		assert.Contains(t, res.Stderr, "bootstrap confirmed by a check-in")
 		_, err := os.Stat(b.Cfg.BootstrapGrant)
 		assert.ErrorIs(t, err, os.ErrNotExist, "consumed with --force")
@@ -449,18 +424,15 @@ func TestBinaryBootstrap(t *testing.T) {
 		b.SetDesired(faketenancy.Desired{Action: "none"})
 		grant := filepath.Join(b.Dir, "handed-over.jwt")
 		require.NoError(t, os.WriteFile(grant, []byte(b.Stack.Bao.MintGrant(b.Env)+"\n"), 0o600))
-		res := b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant})
-		require.Equal(t, 0, res.Code, res.Stderr)
+		b.runExit(0, []string{"bootstrap", "--config", b.CfgPath, "--grant", grant})
 		_, err := os.Stat(grant)
 		assert.ErrorIs(t, err, os.ErrNotExist, "the named grant is consumed")
 		assert.Equal(t, 1, b.TenancyCalls("/v1/agent/checkin"), "confirmed by a check-in")
 		// Used again (forced: the box is bootstrapped), the grant is gone: exit 1 with a
 		// message naming the path.
-		res = b.run([]string{"bootstrap", "--config", b.CfgPath, "--grant", grant, "--force"})
-		assert.Equal(t, deployd.ExitFailed, res.Code)
+		res := b.runExit(deployd.ExitFailed, []string{"bootstrap", "--config", b.CfgPath, "--grant", grant, "--force"})
 		assert.Contains(t, res.Stderr, "handed-over.jwt")
-		res = b.tick()
-		assert.Equal(t, 0, res.Code, "the stored token serves the next run:\n%s", res.Stderr)
+		b.tickExit(0) // the stored token serves the next run
 	})
 }
 
@@ -471,8 +443,7 @@ func TestBinaryBootstrap(t *testing.T) {
 func TestBinaryDockerSocketMissing(t *testing.T) {
 	b := newBox(t, boxOpts{})
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res := b.run([]string{"run", "--config", b.CfgPath}, "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "docker.sock"))
-	assert.Equal(t, 1, res.Code, res.Stderr)
+	res := b.runExit(1, []string{"run", "--config", b.CfgPath}, "DOCKER_HOST=unix://"+filepath.Join(t.TempDir(), "docker.sock"))
 	assert.Contains(t, res.Stderr, "code=DOCKER_UNAVAILABLE")
 	assert.Contains(t, res.Stderr, "Start docker")
 }
@@ -500,24 +471,21 @@ func TestBinaryFullDisks(t *testing.T) {
 		spec.Files[fmt.Sprintf("conf/%02d/%d.txt", i%50, i)] = "x"
 	}
 	b.Publish(spec)
-	res := b.tick()
-	assert.Equal(t, 1, res.Code, res.Stderr)
+	res := b.tickExit(1)
 	assert.Contains(t, res.Stderr, "DISK_LOW")
 	assert.Regexp(t, `DISK_LOW: [0-9] MiB free under deploy_dir, the release needs 1[6-9] MiB`, res.Stderr, "counted in blocks: 2000 blocks of 4 KiB, twice")
 	assert.Zero(t, b.Leases(), "a full deploy dir costs no lease")
 
 	require.NoError(t, os.Remove(deployFiller))
 	fill(t, stateFiller, b.Cfg.StateDir, 128<<10)
-	res = b.tick()
-	assert.Equal(t, 1, res.Code, res.Stderr)
+	res = b.tickExit(1)
 	assert.Contains(t, res.Stderr, "code=DISK_FULL")
 	assert.Contains(t, res.Stderr, b.Cfg.StateDir)
 	assert.Zero(t, b.Leases(), "a full state dir costs no lease")
 	assert.Empty(t, b.State().Failed, "box faults are never remembered")
 
 	require.NoError(t, os.Remove(stateFiller))
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	assert.Equal(t, 1, b.Leases())
 }
 

@@ -200,8 +200,22 @@ func (b *box) run(args []string, extraEnv ...string) result {
 	return res
 }
 
+// runExit runs the binary to its end, which must exit with code.
+func (b *box) runExit(code int, args []string, extraEnv ...string) result {
+	b.T.Helper()
+	res := b.run(args, extraEnv...)
+	require.Equal(b.T, code, res.Code, res.Stderr)
+	return res
+}
+
 // tick runs `monky-deployd run --config <box>` plus extra flags.
 func (b *box) tick(extra ...string) result {
 	b.T.Helper()
 	return b.run(append([]string{"run", "--config", b.CfgPath}, extra...))
+}
+
+// tickExit is tick, which must exit with code.
+func (b *box) tickExit(code int, extra ...string) result {
+	b.T.Helper()
+	return b.runExit(code, append([]string{"run", "--config", b.CfgPath}, extra...))
 }

@@ -23,13 +23,11 @@ func TestHoldCommand(t *testing.T) {
 	b := newBox(t, boxOpts{})
 	b.Configure(func(c *deployd.Config) { c.Holds.Max = deployd.Duration(3 * time.Hour) })
 
-	r := runMain(t, nil, "hold", "--config", b.CfgPath)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "hold", "--config", b.CfgPath)
 	assert.Equal(t, "no hold; waiting: nothing yet (the next check-in tells whether a release is published)\n", r.Stdout)
 
 	before := time.Now().Truncate(time.Second)
-	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--for", "2h", "--reason", "demo at 3")
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r = runMainExit(t, 0, nil, "hold", "--config", b.CfgPath, "--for", "2h", "--reason", "demo at 3")
 	assert.Regexp(t, regexp.MustCompile(`^held until \d{4}-\d\d-\d\d \d\d:\d\d \S+; waiting: nothing yet`), r.Stdout)
 	assert.Equal(t, 1, strings.Count(r.Stdout, "\n"), "one line back")
 	h, err := hold.Read(b.Cfg.Holds.Dir)
@@ -38,30 +36,25 @@ func TestHoldCommand(t *testing.T) {
 	assert.Equal(t, "demo at 3", h.Reason)
 	assert.WithinDuration(t, before.Add(2*time.Hour), h.Until, 2*time.Second)
 
-	r = runMain(t, nil, "hold", "--config", b.CfgPath)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r = runMainExit(t, 0, nil, "hold", "--config", b.CfgPath)
 	assert.Contains(t, r.Stdout, "by "+h.Owner+": demo at 3")
 
-	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--for", "20h", "--reason", "all day")
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r = runMainExit(t, 0, nil, "hold", "--config", b.CfgPath, "--for", "20h", "--reason", "all day")
 	assert.Contains(t, r.Stdout, "(cut to holds.max, 3h0m0s)")
 	h, err = hold.Read(b.Cfg.Holds.Dir)
 	require.NoError(t, err)
 	assert.Equal(t, 3*time.Hour, h.Until.Sub(h.SetAt), "a hold longer than holds.max is cut to it")
 
-	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--clear")
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r = runMainExit(t, 0, nil, "hold", "--config", b.CfgPath, "--clear")
 	assert.True(t, strings.HasPrefix(r.Stdout, "hold cleared;"), r.Stdout)
 	_, err = hold.Read(b.Cfg.Holds.Dir)
 	assert.ErrorIs(t, err, hold.ErrNone)
 
 	require.NoError(t, os.Symlink("/etc/shadow", hold.Path(b.Cfg.Holds.Dir)))
-	r = runMain(t, nil, "hold", "--config", b.CfgPath)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r = runMainExit(t, 0, nil, "hold", "--config", b.CfgPath)
 	assert.Contains(t, r.Stdout, "the hold file is refused and the agent ignores it (it is a symlink")
 	assert.NotContains(t, r.Stdout, "root:")
-	r = runMain(t, nil, "hold", "--config", b.CfgPath, "--clear")
-	require.Equal(t, 0, r.Code, r.Stderr)
+	runMainExit(t, 0, nil, "hold", "--config", b.CfgPath, "--clear")
 	_, err = os.Lstat(hold.Path(b.Cfg.Holds.Dir))
 	assert.ErrorIs(t, err, os.ErrNotExist, "--clear removes the link, not its target")
 	_, err = os.Stat("/etc/shadow")
@@ -91,12 +84,10 @@ func TestBinaryHold(t *testing.T) {
 	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res := b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	require.Equal(t, first, b.Live())
 
-	res = b.run([]string{"hold", "--config", b.CfgPath, "--for", "20h", "--reason", "demo at 3"})
-	require.Equal(t, 0, res.Code, res.Stderr)
+	res := b.runExit(0, []string{"hold", "--config", b.CfgPath, "--for", "20h", "--reason", "demo at 3"})
 	assert.Contains(t, res.Stdout, "(cut to holds.max, 8h0m0s)")
 
 	bn := faketenancy.SampleApp(b.Env, 2)
@@ -104,8 +95,7 @@ func TestBinaryHold(t *testing.T) {
 	sha := b.Publish(bn)
 	metricsPath := filepath.Join(b.Dir, "state", "monky_deployd.prom")
 	for range 2 {
-		res = b.tick("--metrics-file", metricsPath)
-		require.Equal(t, 0, res.Code, "a deferral is not a failure: exit 0\n%s", res.Stderr)
+		res = b.tickExit(0, "--metrics-file", metricsPath) // a deferral is not a failure: exit 0
 		assert.Contains(t, res.Stderr, "apply deferred")
 		assert.Contains(t, res.Stderr, "deferred=hold", "the tick's line says it deferred")
 	}
@@ -123,9 +113,7 @@ func TestBinaryHold(t *testing.T) {
 	show := b.run([]string{"hold", "--config", b.CfgPath})
 	assert.Contains(t, show.Stdout, "waiting: "+sha[:12]+" (serial 2)")
 
-	res = b.run([]string{"hold", "--config", b.CfgPath, "--clear"})
-	require.Equal(t, 0, res.Code, res.Stderr)
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.runExit(0, []string{"hold", "--config", b.CfgPath, "--clear"})
+	b.tickExit(0)
 	assert.Equal(t, sha, b.Live())
 }

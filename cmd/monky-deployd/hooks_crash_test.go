@@ -49,8 +49,7 @@ func TestCrashInHook(t *testing.T) {
 		t.Run(fmt.Sprintf("%s repeatable=%t", tc.phase, tc.repeatable), func(t *testing.T) {
 			b := newBox(t, boxOpts{script: fastScript(nil)})
 			oldSHA := b.Publish(faketenancy.SampleApp(b.Env, 1))
-			res := b.tick()
-			require.Equal(t, 0, res.Code, res.Stderr)
+			b.tickExit(0)
 
 			service := map[string]string{"before_switch": "backup", "after_switch": "smoke"}[tc.phase]
 			bn := faketenancy.SampleApp(b.Env, 2)
@@ -76,7 +75,7 @@ func TestCrashInHook(t *testing.T) {
 			assert.Equal(t, service, st.Hooks.Running.Service)
 
 			b.setScript(hookScript("", ""))
-			res = b.tick()
+			res := b.tick()
 			assert.Equal(t, leases+1, len(b.Stack.Tenancy.Leases(b.Env)), "one lease for the killed run and the next one:\n%s", res.Stderr)
 			assert.NotContains(t, res.Stderr, "deploy lease granted", "the next run takes no lease")
 			rm := b.DockerCalls("rm")

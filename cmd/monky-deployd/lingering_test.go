@@ -63,8 +63,7 @@ func TestBinaryDockerOutputOutlivesAnExit0(t *testing.T) {
 	lingeringDocker(t, b, lingerUp+"|"+lingerPull, "")
 	sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 
-	res := b.tick()
-	require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
+	res := b.tickExit(deployd.ExitOK)
 	assert.Equal(t, sha, b.Live())
 	assert.Equal(t, 1, b.Leases())
 	rep := b.LastReport()
@@ -93,8 +92,7 @@ func TestBinaryDockerFailsWithItsOutputHeld(t *testing.T) {
 		lingeringDocker(t, b, lingerUp, said)
 		sha := b.Publish(faketenancy.SampleApp(b.Env, 1))
 
-		res := b.tick()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickExit(deployd.ExitFailed)
 		assert.Equal(t, 1, b.Leases())
 		rep := b.LastReport()
 		assert.Equal(t, "failed", rep.Result)
@@ -110,8 +108,7 @@ func TestBinaryDockerFailsWithItsOutputHeld(t *testing.T) {
 		lingeringDocker(t, b, lingerPull, said)
 		b.Publish(faketenancy.SampleApp(b.Env, 1))
 
-		res := b.tick()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickExit(deployd.ExitFailed)
 		assert.Zero(t, b.Leases(), "a pull before the lease costs none")
 		rep := b.LastReport()
 		assert.Equal(t, "failed", rep.Result)

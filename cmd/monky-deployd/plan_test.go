@@ -22,22 +22,18 @@ import (
 func TestBinaryPlan(t *testing.T) {
 	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{})
-	plan := func(extra ...string) result {
-		return b.run(append([]string{"plan", "--config", b.CfgPath}, extra...))
+	plan := func(code int, extra ...string) result { // plan, which must exit with code
+		return b.runExit(code, append([]string{"plan", "--config", b.CfgPath}, extra...))
 	}
-	res := b.run([]string{"bootstrap", "--config", b.CfgPath})
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.runExit(0, []string{"bootstrap", "--config", b.CfgPath})
 
 	b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res = plan()
-	require.Equal(t, 2, res.Code, res.Stderr)
+	res := plan(2)
 	assert.Contains(t, res.Stdout, "+ web")
 	assert.Contains(t, res.Stdout, "summary: 2 added")
 
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
-	res = plan("--json")
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
+	res = plan(0, "--json")
 	var p deployd.Plan
 	require.NoError(t, json.Unmarshal([]byte(res.Stdout), &p))
 	assert.Equal(t, 1, p.Schema)
@@ -48,8 +44,7 @@ func TestBinaryPlan(t *testing.T) {
 	spec.Files["compose.yaml"] = strings.Replace(spec.Files["compose.yaml"], "busybox:1.36", "busybox:1.37", 1)
 	spec.Vars["LOG_LEVEL"] = "verbose-3141"
 	b.Publish(spec)
-	res = plan()
-	require.Equal(t, 2, res.Code, res.Stderr)
+	res = plan(2)
 	assert.Contains(t, res.Stdout, "~ migrate  recreated: image changed")
 	assert.Contains(t, res.Stdout, "LOG_LEVEL changed")
 	for _, v := range []string{"verbose-3141", "info", testbox.DefaultSecret} {
@@ -60,12 +55,10 @@ func TestBinaryPlan(t *testing.T) {
 	bad := faketenancy.SampleApp(b.Env, 3)
 	bad.Files["compose.yaml"] += "  evil:\n    image: busybox:1.36\n    privileged: true\n"
 	b.Publish(bad)
-	res = plan("--json")
-	require.Equal(t, 1, res.Code, res.Stderr)
+	res = plan(1, "--json")
 	assert.Contains(t, res.Stdout, `"code":"PRIVILEGED"`)
 
 	b.Stack.Tenancy.Close()
-	res = plan()
-	assert.Equal(t, 75, res.Code, res.Stderr)
+	res = plan(75)
 	assert.Empty(t, res.Stdout)
 }

@@ -47,11 +47,9 @@ func secretFiles(t *testing.T, dir string) []string {
 func twoReleases(t *testing.T, b *box) (string, string) {
 	t.Helper()
 	first := b.Publish(faketenancy.SampleApp(b.Env, 1))
-	res := b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	second := b.Publish(faketenancy.SampleApp(b.Env, 2))
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	require.Equal(t, second, b.Live())
 	require.ElementsMatch(t, []string{first, second}, b.Releases())
 	leftover := filepath.Join(b.Cfg.ReleasesDir(), ".0000000000000000000000000000000000000000000000000000000000000000.tmp")
@@ -75,8 +73,7 @@ func TestBinaryPurgeLeavesNoSecret(t *testing.T) {
 	downs := len(b.DockerCalls("down"))
 
 	b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
-	res := b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	res := b.tickExit(0)
 	assert.Empty(t, secretFiles(t, b.Cfg.DeployDir), "no secret value under deploy_dir after a purge")
 	assert.Empty(t, b.Releases(), "every release is removed, releases/ stays")
 	assert.Empty(t, b.Live())
@@ -105,16 +102,14 @@ func TestBinaryPurgeLeavesNoSecret(t *testing.T) {
 
 	// Tenancy still asks for the purge: the next tick finds nothing to take down or
 	// remove.
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	assert.Len(t, b.DockerCalls("down"), downs+1, "nothing to take down again")
 	assert.Equal(t, "purge: nothing was left to remove under deploy_dir", b.LastReport().Detail)
 
 	// The next apply stages the release afresh: a new lease, the secret read again.
 	leases := b.Leases()
 	b.SetDesired(faketenancy.Desired{Action: "apply", SHA: second})
-	res = b.tick()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickExit(0)
 	assert.Equal(t, second, b.Live())
 	assert.Equal(t, leases+1, b.Leases())
 	assert.Equal(t, []string{filepath.Join("releases", second, ".env")}, secretFiles(t, b.Cfg.DeployDir))
@@ -143,8 +138,7 @@ func TestBinaryDownKeepsTheReleases(t *testing.T) {
 			downs := len(b.DockerCalls("down"))
 
 			b.SetDesired(faketenancy.Desired{Action: "down", Purge: tt.purge})
-			res := b.tick()
-			require.Equal(t, 0, res.Code, res.Stderr)
+			res := b.tickExit(0)
 			assert.Empty(t, b.Live())
 			assert.ElementsMatch(t, []string{first, second}, b.Releases())
 			assert.ElementsMatch(t, []string{filepath.Join("releases", first, ".env"), filepath.Join("releases", second, ".env")},
@@ -164,8 +158,7 @@ func TestBinaryDownKeepsTheReleases(t *testing.T) {
 			// A purge after the plain down: compose down -v with the release taken
 			// down, then nothing is left.
 			b.SetDesired(faketenancy.Desired{Action: "down", Purge: true})
-			res = b.tick()
-			require.Equal(t, 0, res.Code, res.Stderr)
+			b.tickExit(0)
 			calls = b.DockerCalls("down")[downs:]
 			require.Len(t, calls, 2)
 			assert.Contains(t, calls[1].Argv, "-v")

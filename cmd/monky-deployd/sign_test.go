@@ -87,8 +87,7 @@ func renderDir(t *testing.T, envID string, serial int64) string {
 func TestKeygen(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "renderer.key")
-	r := runMain(t, nil, "keygen", "--out", key)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "keygen", "--out", key)
 	assert.Empty(t, r.Stderr)
 
 	st, err := os.Stat(key)
@@ -114,26 +113,22 @@ func TestKeygen(t *testing.T) {
 	r = runMain(t, nil, "keygen", "--out", key)
 	assert.Equal(t, 1, r.Code)
 	assert.Contains(t, r.Stderr, "exists; a key is never overwritten")
-	again := readFile(t, key)
-	assert.Equal(t, data, again)
+	assert.Equal(t, data, readFile(t, key))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "other.pub"), nil, 0o644))
 	r = runMain(t, nil, "keygen", "--out", filepath.Join(dir, "other"))
 	assert.Equal(t, 1, r.Code)
 	assert.NoFileExists(t, filepath.Join(dir, "other"))
 
 	// Two runs, two keys.
-	r = runMain(t, nil, "keygen", "--out", filepath.Join(dir, "second"))
-	require.Equal(t, 0, r.Code)
-	second := readFile(t, filepath.Join(dir, "second.pub"))
-	assert.NotEqual(t, pubText, second)
+	runMainExit(t, 0, nil, "keygen", "--out", filepath.Join(dir, "second"))
+	assert.NotEqual(t, pubText, readFile(t, filepath.Join(dir, "second.pub")))
 }
 
 func TestPack(t *testing.T) {
 	dir := renderDir(t, "env-dev-01", 7)
 	out := t.TempDir()
 	a, b := filepath.Join(out, "a.tar.gz"), filepath.Join(out, "b.tar.gz")
-	r := runMain(t, nil, "pack", "--out", a, dir)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "pack", "--out", a, dir)
 	assert.Empty(t, r.Stderr)
 	data := readFile(t, a)
 	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], ".tar.gz: gzip")
@@ -144,10 +139,8 @@ func TestPack(t *testing.T) {
 	// Reproducible: the same directory, touched and re-moded, packs to the same bytes.
 	require.NoError(t, os.Chmod(filepath.Join(dir, "compose.yaml"), 0o600))
 	require.NoError(t, os.Chtimes(filepath.Join(dir, "config", "app.toml"), time0, time0))
-	r = runMain(t, nil, "pack", "--out", b, "--json", dir)
-	require.Equal(t, 0, r.Code, r.Stderr)
-	again := readFile(t, b)
-	assert.Equal(t, data, again)
+	r = runMainExit(t, 0, nil, "pack", "--out", b, "--json", dir)
+	assert.Equal(t, data, readFile(t, b))
 	var j map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &j))
 	assert.Equal(t, map[string]any{"sha": sha, "env_id": "env-dev-01", "serial": float64(7), "files": float64(3),
@@ -242,8 +235,7 @@ func TestSign(t *testing.T) {
 	bundlePath := copyFixture(t, "good.tar.gz")
 	sha := fixtureSHA(t, "good.tar.gz")
 
-	r := runMain(t, nil, "sign", "--key", key, bundlePath)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, nil, "sign", "--key", key, bundlePath)
 	assertNoSecret(t, r, secrets)
 	assert.Empty(t, r.Stderr)
 	assert.Equal(t, "signed "+sha+" (env-dev-01 serial 7) with key "+string(pub.ID)+", expires never, to "+bundlePath+".sig\n", r.Stdout)
@@ -259,16 +251,13 @@ func TestSign(t *testing.T) {
 
 	t.Run("expires, out, json", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "x.sig")
-		r := runMain(t, nil, "sign", "--key", key, "--expires", "2100-01-02T03:04:05+01:00", "--out", out, "--json", bundlePath)
-		require.Equal(t, 0, r.Code, r.Stderr)
+		r := runMainExit(t, 0, nil, "sign", "--key", key, "--expires", "2100-01-02T03:04:05+01:00", "--out", out, "--json", bundlePath)
 		assert.JSONEq(t, `{"sha":"`+sha+`","env_id":"env-dev-01","serial":7,"key_id":"`+string(pub.ID)+`","expires":"2100-01-02T02:04:05Z","out":"`+out+`"}`, r.Stdout)
 		sig := readFile(t, out)
 		assert.Contains(t, string(sig), "\nexpires 2100-01-02T02:04:05Z\n")
 
-		r = runMain(t, nil, "sign", "--key", key, "--expires", "720h", "--out", out, bundlePath)
-		require.Equal(t, 0, r.Code, r.Stderr)
-		s := readFile(t, out)
-		parsed, err := bundle.ParseSignature(s)
+		runMainExit(t, 0, nil, "sign", "--key", key, "--expires", "720h", "--out", out, bundlePath)
+		parsed, err := bundle.ParseSignature(readFile(t, out))
 		require.NoError(t, err)
 		assert.WithinDuration(t, time.Now().Add(720*time.Hour), parsed.Expires, time.Minute)
 	})
@@ -300,8 +289,7 @@ func TestSign(t *testing.T) {
 		pubFile := filepath.Join(dir, "renderer.key.pub")
 		require.NoError(t, os.WriteFile(pubFile, []byte(pub.String()+"\n"), 0o600))
 		corrupt := filepath.Join(dir, "corrupt.key")
-		data := readFile(t, key)
-		require.NoError(t, os.WriteFile(corrupt, bytes.Replace(data, []byte("MC4C"), []byte("MD4C"), 1), 0o600))
+		require.NoError(t, os.WriteFile(corrupt, bytes.Replace(readFile(t, key), []byte("MC4C"), []byte("MD4C"), 1), 0o600))
 		for name, tt := range map[string]struct {
 			path string
 			code int
@@ -345,8 +333,7 @@ func TestVerifySignature(t *testing.T) {
 	signed := func(t *testing.T, key string, extra ...string) string {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "b.sig")
-		r := runMain(t, nil, append(append([]string{"sign", "--key", key, "--out", out}, extra...), good)...)
-		require.Equal(t, 0, r.Code, r.Stderr)
+		r := runMainExit(t, 0, nil, append(append([]string{"sign", "--key", key, "--out", out}, extra...), good)...)
 		if slices.Contains(extra, "2001-01-01T00:00:00Z") {
 			assert.Contains(t, r.Stderr, "is in the past: every box refuses this signature (SIGNATURE_EXPIRED)")
 		} else {
@@ -458,8 +445,7 @@ func TestVerifySignature(t *testing.T) {
 	}
 
 	t.Run("without --key, the output is what it was", func(t *testing.T) {
-		r := runMain(t, nil, "verify", "--env", "env-dev-01", "--json", good)
-		require.Equal(t, 0, r.Code)
+		r := runMainExit(t, 0, nil, "verify", "--env", "env-dev-01", "--json", good)
 		golden.Assert(t, "golden/verify-good.json", []byte(r.Stdout))
 	})
 	t.Run("not a bundle: not checked", func(t *testing.T) {
@@ -492,8 +478,7 @@ func TestBundleDocRecipe(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "accepted ")
 	assert.Contains(t, string(out), "signature: valid, key ")
-	data := readFile(t, filepath.Join(work, "bundle.tar.gz"))
-	sha := bundleSHA(t, data)
+	sha := bundleSHA(t, readFile(t, filepath.Join(work, "bundle.tar.gz")))
 	assert.Contains(t, string(out), sha, "the recipe's sha lines agree")
 	assert.Equal(t, 4, strings.Count(string(out), sha), "pack, the coreutils line, sign and verify print the same sha:\n%s", out)
 	assertNoSecret(t, mainResult{Stdout: string(out)}, secretsOf(t, filepath.Join(work, "renderer.key")))
@@ -502,6 +487,5 @@ func TestBundleDocRecipe(t *testing.T) {
 // fixtureSHAOf is bundleSHA of the bundle file at path.
 func fixtureSHAOf(t *testing.T, path string) string {
 	t.Helper()
-	data := readFile(t, path)
-	return bundleSHA(t, data)
+	return bundleSHA(t, readFile(t, path))
 }

@@ -43,11 +43,8 @@ type sigBox struct {
 func (s *sigBox) keygen(name string) (string, bundle.PublicKey) {
 	s.T.Helper()
 	priv := filepath.Join(s.dir, name)
-	res := s.run([]string{"keygen", "--out", priv})
-	require.Equal(s.T, 0, res.Code, res.Output())
-	data, err := os.ReadFile(priv + ".pub")
-	require.NoError(s.T, err)
-	pk, err := bundle.ParsePublicKey(string(data))
+	res := s.runExit(0, []string{"keygen", "--out", priv})
+	pk, err := bundle.ParsePublicKey(string(readFile(s.T, priv+".pub")))
 	require.NoError(s.T, err)
 	assert.Contains(s.T, res.Stdout, "key_id "+string(pk.ID))
 	return priv, pk
@@ -71,16 +68,13 @@ func (s *sigBox) publish(name string, spec faketenancy.BundleSpec) (string, stri
 func (s *sigBox) sign(file, sha, key string, id bundle.KeyID) {
 	s.T.Helper()
 	out := file + "." + filepath.Base(key) + ".sig"
-	res := s.run([]string{"sign", "--key", key, "--env", s.Env, "--out", out, "--json", file})
-	require.Equal(s.T, 0, res.Code, res.Output())
+	res := s.runExit(0, []string{"sign", "--key", key, "--env", s.Env, "--out", out, "--json", file})
 	var got signJSON
 	require.NoError(s.T, json.Unmarshal([]byte(res.Stdout), &got), res.Stdout)
 	assert.Equal(s.T, sha, got.SHA, "sign and tenancy name the bundle by the same sha")
 	assert.Equal(s.T, s.Env, got.EnvID)
 	assert.Equal(s.T, id, got.KeyID)
-	sig, err := os.ReadFile(out)
-	require.NoError(s.T, err)
-	require.NoError(s.T, s.Stack.Tenancy.PublishSignature(s.Env, sha, sig))
+	require.NoError(s.T, s.Stack.Tenancy.PublishSignature(s.Env, sha, readFile(s.T, out)))
 }
 
 // downloads counts the downloads of the bundle sha (not of its signature).
@@ -100,8 +94,7 @@ func (b *box) downloads(sha string) int {
 // sha: deployd's TestSignatureRefusals.)
 func (s *sigBox) refusedForSignature(code codes.Code, leases int, live string) {
 	s.T.Helper()
-	res := s.tick()
-	require.Equal(s.T, deployd.ExitFailed, res.Code, res.Stderr)
+	res := s.tickExit(deployd.ExitFailed)
 	assert.Equal(s.T, string(code), tickCode(s.T, res.Stderr))
 	assert.Contains(s.T, res.Stderr, "bundle refused for its signature (no lease taken")
 	assert.Equal(s.T, leases, s.Leases(), "a signature refusal costs no lease")
@@ -129,8 +122,7 @@ func TestBinarySignatures(t *testing.T) {
 	s.refusedForSignature(codes.SignatureUnknownKey, 0, "")
 
 	s.sign(file, sha, trusted, trustedPub.ID)
-	res := s.tick()
-	require.Equal(t, deployd.ExitOK, res.Code, res.Stderr)
+	res := s.tickExit(deployd.ExitOK)
 	assert.Equal(t, `""`, tickCode(t, res.Stderr), "a tick that applied has no code")
 	assert.Contains(t, res.Stderr, "signature checked: signed by a trusted key for this env, sha and serial; downloading the bundle")
 	assert.Contains(t, res.Stderr, "key_id="+string(trustedPub.ID))

@@ -24,8 +24,7 @@ import (
 // statusJSONOf runs status --json, checks its exit code and decodes its view.
 func statusJSONOf(t *testing.T, b *box, code int) deployd.Status {
 	t.Helper()
-	r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath, "--json")
-	require.Equal(t, code, r.Code, r.Stderr)
+	r := runMainExit(t, code, b.procEnv(), "status", "--config", b.CfgPath, "--json")
 	var v deployd.Status
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v), r.Stdout)
 	assert.Equal(t, code, v.Verdict.Exit(), "the exit code is the verdict's")
@@ -37,8 +36,7 @@ func statusJSONOf(t *testing.T, b *box, code int) deployd.Status {
 func TestStatusOfAnUnreadableConfig(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	require.NoError(t, os.WriteFile(p, []byte("env_id: env-dev-01\nnot_a_key: 1\n"), 0o600))
-	r := runMain(t, nil, "status", "--config", p, "--json")
-	require.Equal(t, 3, r.Code, r.Stderr)
+	r := runMainExit(t, 3, nil, "status", "--config", p, "--json")
 	var v deployd.Status
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v), "one JSON object on stdout: %q", r.Stdout)
 	assert.Equal(t, deployd.VerdictUnknown, v.Verdict)
@@ -46,8 +44,7 @@ func TestStatusOfAnUnreadableConfig(t *testing.T) {
 	require.Len(t, v.Problems, 1)
 	assert.Equal(t, codes.ConfigInvalid, v.Problems[0].Code)
 	assert.NotNil(t, v.FailedSHAs)
-	r = runMain(t, nil, "status", "--config", p)
-	require.Equal(t, 3, r.Code)
+	r = runMainExit(t, 3, nil, "status", "--config", p)
 	assert.Regexp(t, `^status:\s+UNKNOWN: .*not_a_key`, r.Stdout)
 }
 
@@ -59,15 +56,12 @@ func TestStatusAfterRevokedToken(t *testing.T) {
 	b := newBox(t, boxOpts{})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
 	require.Equal(t, 0, b.tick().Code)
-	r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-	require.Equal(t, 0, r.Code, r.Stdout+r.Stderr)
+	r := runMainExit(t, 0, b.procEnv(), "status", "--config", b.CfgPath)
 	assert.Regexp(t, `^status:\s+OK: nothing is live; the last run ended 0\n`, r.Stdout)
 
 	b.Stack.Bao.InvalidateTokens(b.Env)
-	res := b.tick()
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
-	r = runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-	require.Equal(t, 2, r.Code, r.Stdout+r.Stderr)
+	b.tickExit(deployd.ExitFailed)
+	r = runMainExit(t, 2, b.procEnv(), "status", "--config", b.CfgPath)
 	assert.Regexp(t, `^status:\s+CRITICAL: the last run ended on UNAUTHENTICATED \(exit 1\) at 20\d\d-\S+\n`, r.Stdout)
 	assert.Regexp(t, `(?m)^problem:\s+\[critical\] the last run ended on UNAUTHENTICATED \(exit 1\) at `, r.Stdout)
 	assert.Contains(t, r.Stdout, "next step:     "+deployd.NextStep(codes.Unauthenticated)+"\n")
@@ -97,13 +91,11 @@ func TestStatusLatchOfAnotherEnv(t *testing.T) {
 	testprog.SkipIfShort(t)
 	b := newBox(t, boxOpts{noGrant: true})
 	b.placeForeignToken()
-	res := b.tick()
-	require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+	b.tickExit(deployd.ExitEnvMismatch)
 
 	b.Configure(func(c *deployd.Config) { c.EnvID = "env-dev-02" })
 
-	r := runMain(t, b.procEnv(), "status", "--config", b.CfgPath)
-	require.Equal(t, 0, r.Code, r.Stderr)
+	r := runMainExit(t, 0, b.procEnv(), "status", "--config", b.CfgPath)
 	assert.NotContains(t, r.Stdout, "runs exit 78")
 	assert.Regexp(t, `(?m)^latch:\s+none \(the AGENT_ENV_MISMATCH latch of env-dev-01 clears at the next run: env_id changed\)$`, r.Stdout)
 }

@@ -56,13 +56,18 @@ func (b *truthBox) tickM() result {
 	return b.tick("--metrics-file", b.metrics)
 }
 
+// tickMExit is tickM, which must exit with code.
+func (b *truthBox) tickMExit(code int) result {
+	b.t.Helper()
+	return b.tickExit(code, "--metrics-file", b.metrics)
+}
+
 // apply publishes the sample app at serial, runs a tick that must apply it and
 // returns its sha.
 func (b *truthBox) apply(serial int64) string {
 	b.t.Helper()
 	sha := b.Publish(faketenancy.SampleApp(b.Env, serial))
-	res := b.tickM()
-	require.Equal(b.t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	require.Equal(b.t, sha, b.Live())
 	return sha
 }
@@ -80,12 +85,22 @@ func (b *truthBox) statusJSON() (deployd.Status, string) {
 	return v, res.Stdout
 }
 
-// statusText runs `monky-deployd status` and returns what it printed and its exit
-// code.
-func (b *truthBox) statusText() (string, int) {
+// status runs `status --json` (statusJSON) and `status`, which exits as the JSON's
+// verdict does. The verdict must be want and the first problem's code problem, unless
+// they are "". It returns the view, the JSON and the text.
+func (b *truthBox) status(want deployd.Verdict, problem codes.Code) (deployd.Status, string, string) {
 	b.t.Helper()
+	v, out := b.statusJSON()
+	if want != "" {
+		assert.Equal(b.t, want, v.Verdict, "%+v", v.Problems)
+	}
+	if problem != "" {
+		require.NotEmpty(b.t, v.Problems)
+		assert.Equal(b.t, problem, v.Problems[0].Code)
+	}
 	res := b.run([]string{"status", "--config", b.CfgPath})
-	return res.Stdout, res.Code
+	assert.Equal(b.t, v.Verdict.Exit(), res.Code, "status exits as status --json:\n%s", res.Stdout)
+	return v, out, res.Stdout
 }
 
 // editState changes state.json on disk, as time passing would have: the shipped
@@ -219,8 +234,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 
 	var since time.Time
 	for run := 1; run <= 3; run++ {
-		res := b.tickM()
-		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitTemporary)
 		assert.Equal(t, string(codes.Unavailable), tickCode(t, res.Stderr))
 		assert.Equal(t, leases, b.Leases(), "run %d: no lease while OpenBao is sealed", run)
 		c := b.State().Condition
@@ -238,16 +252,11 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 		assert.InDelta(t, 75, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
 	}
 
-	v, _ := b.statusJSON()
-	assert.Equal(t, deployd.VerdictWarning, v.Verdict, "a young 75 is a warning")
+	v, _, text := b.status(deployd.VerdictWarning, codes.Unavailable) // a young 75 is a warning
 	require.NotNil(t, v.Condition)
 	assert.Equal(t, codes.Unavailable, v.Condition.Code)
 	assert.Equal(t, 3, v.Condition.Runs)
 	assert.True(t, since.Equal(v.Condition.Since))
-	require.NotEmpty(t, v.Problems)
-	assert.Equal(t, codes.Unavailable, v.Problems[0].Code)
-	text, code := b.statusText()
-	assert.Equal(t, 1, code, text)
 	assert.Regexp(t, `^status:\s+WARNING: the last 3 runs ended on UNAVAILABLE \(exit 75\) since 20\d\d-`, text)
 	assert.Regexp(t, `(?m)^condition:\s+UNAVAILABLE \(exit 75\) since \S+, 3 runs; sha `+second+`$`, text)
 
@@ -257,14 +266,10 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 		st.Condition.CodeSince = st.Condition.Since
 	})
 	aged := b.State().Condition
-	v, _ = b.statusJSON()
-	assert.Equal(t, deployd.VerdictCritical, v.Verdict, "a 75 that lasts is critical")
-	text, code = b.statusText()
-	assert.Equal(t, 2, code, text)
+	_, _, text = b.status(deployd.VerdictCritical, "") // a 75 that lasts is critical
 	assert.Regexp(t, `^status:\s+CRITICAL: the last 3 runs ended on UNAVAILABLE \(exit 75\)`, text)
 
-	res := b.tickM()
-	require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	b.tickMExit(deployd.ExitTemporary)
 	c := b.State().Condition
 	require.NotNil(t, c)
 	assert.Equal(t, 4, c.Runs)
@@ -295,8 +300,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 
 	// OpenBao is back: the next tick applies with one lease; the condition is gone.
 	b.Stack.Bao.SetSealed(false)
-	res = b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	assert.Equal(t, second, b.Live())
 	assert.Equal(t, leases+1, b.Leases())
 	assert.Nil(t, b.State().Condition)
@@ -306,8 +310,7 @@ func TestTruthLastingOpenBaoOutage(t *testing.T) {
 	assert.Nil(t, v.Condition)
 	b.assertConditionMetrics(nil)
 	b.assertVerdictMetric(deployd.VerdictOK)
-	res = b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	_, carried := b.Stack.Tenancy.LastCondition(b.Env)
 	assert.False(t, carried, "the check-in after a run that ended 0 carries no condition")
 	assertPairing(t, b.Stack.Tenancy.Checkins(b.Env))
@@ -325,8 +328,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{LeaseBudget: 1}) // spent by the apply
 	second := b.Publish(faketenancy.SampleApp(b.Env, 2))
 
-	res := b.tickM()
-	require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+	res := b.tickMExit(deployd.ExitTemporary)
 	assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
 	assert.Equal(t, 1, b.downloads(second))
 	assert.Equal(t, 2, b.TenancyCalls("/v1/agent/lease"), "the apply's lease, then the one refused")
@@ -339,8 +341,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 
 	for run := 2; run <= 3; run++ {
 		checkins := len(b.Stack.Tenancy.Checkins(b.Env))
-		res = b.tickM()
-		require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+		res = b.tickMExit(deployd.ExitTemporary)
 		assert.Equal(t, string(codes.RateLimited), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "tenancy asked the box to wait; checked in, but neither downloading the bundle nor asking for a lease before then")
 		assert.Len(t, b.Stack.Tenancy.Checkins(b.Env), checkins+1, "run %d checks in: the heartbeat", run)
@@ -359,14 +360,11 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	assert.Equal(t, 2, got.Runs)
 	assert.True(t, next.Truncate(time.Second).Equal(got.NextAttempt), "the check-in names the next attempt: %s", got.NextAttempt)
 
-	v, _ := b.statusJSON()
-	assert.Equal(t, deployd.VerdictWarning, v.Verdict)
+	v, _, text := b.status(deployd.VerdictWarning, "")
 	require.NotNil(t, v.Condition)
 	assert.Equal(t, codes.RateLimited, v.Condition.Code)
 	require.NotNil(t, v.Condition.NextAttempt)
 	assert.True(t, next.Equal(*v.Condition.NextAttempt))
-	text, code := b.statusText()
-	assert.Equal(t, 1, code, text)
 	when := next.UTC().Format(time.RFC3339)
 	assert.Regexp(t, `^status:\s+WARNING: the last 3 runs ended on RATE_LIMITED \(exit 75\) since \S+; the box tries again by itself at `+when, text)
 	assert.Regexp(t, `(?m)^condition:\s+RATE_LIMITED \(exit 75\) since \S+, 3 runs; sha `+second+`; next attempt `+when+`$`, text)
@@ -375,8 +373,7 @@ func TestTruthLastingRateLimit(t *testing.T) {
 	// The hour passes: the recorded next attempt is behind, and the budget refilled.
 	b.Stack.Tenancy.SetFaults(faketenancy.Faults{})
 	b.editState(func(st *deployd.State) { st.Condition.NextAttempt = time.Now().Add(-time.Minute) })
-	res = b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	assert.Equal(t, 2, b.downloads(second))
 	assert.Equal(t, 3, b.TenancyCalls("/v1/agent/lease"))
 	assert.Equal(t, 2, b.Leases())
@@ -409,8 +406,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		sha := b.Publish(missingSecretApp(b.Env, 2))
 		leases := b.Leases()
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Contains(t, res.Stderr, "a secret the bundle names does not exist in OpenBao; no lease taken")
 		assert.Equal(t, leases, b.Leases(), "a missing secret costs no lease")
@@ -428,8 +424,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 
 		// The next ticks of the hour re-report it: no download, no lease.
 		gets, reports := b.downloads(sha), len(b.Stack.Tenancy.Reports(b.Env))
-		res = b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res = b.tickMExit(deployd.ExitFailed)
 		assert.Contains(t, res.Stderr, "this sha failed on this box and is held until its next attempt")
 		assert.Equal(t, gets, b.downloads(sha))
 		assert.Equal(t, leases, b.Leases())
@@ -445,22 +440,20 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		assert.Equal(t, string(codes.SecretMissing), got.Code)
 		assert.True(t, f.Until.Truncate(time.Second).Equal(got.NextAttempt), "the check-in names the next attempt")
 
-		v, _ := b.statusJSON()
+		v, _, text := b.status("", "")
 		require.NotNil(t, v.Condition)
 		require.NotNil(t, v.Condition.NextAttempt, "status names the next attempt")
 		assert.True(t, f.Until.Equal(*v.Condition.NextAttempt))
 		require.NotEmpty(t, v.FailedSHAs)
 		require.NotNil(t, v.FailedSHAs[0].Until)
 		assert.True(t, f.Until.Equal(*v.FailedSHAs[0].Until))
-		text, _ := b.statusText()
 		when := f.Until.UTC().Format(time.RFC3339)
 		assert.Contains(t, text, "the box tries again by itself at "+when)
 		assert.Regexp(t, `(?m)^failed sha:\s+`+sha+` serial 2 SECRET_MISSING \(tried again at `+when+`\)$`, text)
 
 		// The secret is written; within the hour the sha stays held.
 		b.Stack.Bao.PutSecret(b.Env, "api", map[string]string{"token": "api-token-written-later"})
-		res = b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, leases, b.Leases())
 
 		// The hour passes: the next tick applies, with one lease. Tenancy asks as it
@@ -471,15 +464,13 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 			st.Failed[sha] = f
 			st.Condition.NextAttempt = f.Until
 		})
-		res = b.tickM()
-		require.Equal(t, 0, res.Code, res.Stderr)
+		b.tickMExit(0)
 		assert.Equal(t, sha, b.Live())
 		assert.Equal(t, leases+1, b.Leases(), "exactly one lease")
 		assert.Equal(t, "applied", b.LastReport().Result)
 		assert.NotContains(t, b.State().Failed, sha)
 		assert.Nil(t, b.State().Condition)
-		env := readFile(t, filepath.Join(b.Cfg.CurrentLink(), ".env"))
-		assert.Contains(t, string(env), "API_TOKEN='api-token-written-later'\n")
+		assert.Contains(t, string(readFile(t, filepath.Join(b.Cfg.CurrentLink(), ".env"))), "API_TOKEN='api-token-written-later'\n")
 	})
 
 	t.Run("gone between the check and the read after the lease", func(t *testing.T) {
@@ -501,8 +492,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		reads := len(secretReads(b, secretPath))
 		armed.Store(true)
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 		assert.Equal(t, []int{http.StatusOK, http.StatusNotFound}, secretReads(b, secretPath)[reads:], "found before the lease, gone after it")
 		assert.Equal(t, leases+1, b.Leases(), "one lease spent")
@@ -515,8 +505,7 @@ func TestTruthSecretWrittenAfterAFailure(t *testing.T) {
 		// The next ticks of the hour take no lease, the secret written again or not.
 		b.Stack.Bao.PutSecret(b.Env, "db", map[string]string{"password": testbox.DefaultSecret})
 		for range 2 {
-			res = b.tickM()
-			require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+			res = b.tickMExit(deployd.ExitFailed)
 			assert.Equal(t, string(codes.SecretMissing), tickCode(t, res.Stderr))
 			assert.Equal(t, leases+1, b.Leases(), "no lease more within the hour")
 		}
@@ -553,8 +542,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			tenURL := checkinProxy(t, b.Stack.Tenancy.URL(), tt.body)
 			b.Configure(func(c *deployd.Config) { c.Tenancy.URL = tenURL })
 
-			res := b.tickM()
-			require.Equal(t, deployd.ExitTemporary, res.Code, res.Stderr)
+			res := b.tickMExit(deployd.ExitTemporary)
 			assert.Equal(t, string(codes.TenancyProtocol), tickCode(t, res.Stderr))
 			assert.NotContains(t, res.Stderr, string(codes.ApplyFailed))
 			assert.Len(t, b.Stack.Tenancy.Reports(b.Env), reports, "nothing is reported")
@@ -566,10 +554,8 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			assert.Equal(t, codes.TenancyProtocol, c.Code)
 			b.assertConditionMetrics(c)
 
-			v, out := b.statusJSON()
-			assert.Equal(t, deployd.VerdictWarning, v.Verdict)
+			v, out, text := b.status(deployd.VerdictWarning, "")
 			assert.Nil(t, v.LastRestore)
-			text, _ := b.statusText()
 			for _, s := range []string{out, text} {
 				assert.NotContains(t, s, string(codes.ApplyFailed))
 				assert.NotContains(t, s, "restored")
@@ -594,8 +580,7 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			leases, reports := b.Leases(), b.Stack.Tenancy.Reports(b.Env)
 			corruptState(t, b.box)
 
-			res := b.tickM()
-			require.Equal(t, 0, res.Code, res.Stderr)
+			res := b.tickMExit(0)
 			assert.Equal(t, `""`, tickCode(t, res.Stderr))
 			assert.Contains(t, res.Stderr, "state.json did not parse; rebuilt the state from the live release and the kept file")
 			for _, lie := range []string{"interrupted apply", "older agent", string(codes.ApplyFailed)} {
@@ -613,11 +598,10 @@ func TestTruthCodesThatDoNotLie(t *testing.T) {
 			require.NoError(t, err)
 			assert.Len(t, aside, 1, "the corrupt file is moved aside")
 
-			v, out := b.statusJSON()
+			v, out, text := b.status("", "")
 			require.NotNil(t, v.Rebuilt, "the next status shows the rebuild")
 			assert.Contains(t, v.Rebuilt.Why, "moved to "+aside[0])
 			assert.Nil(t, v.LastRestore, "nothing was restored")
-			text, _ := b.statusText()
 			assert.Regexp(t, `(?m)^rebuilt:\s+at \S+: state `+b.Cfg.StatePath()+` is corrupt`, text)
 			for _, s := range []string{out, text} {
 				assert.NotContains(t, s, string(codes.ApplyFailed))
@@ -651,15 +635,9 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 			script := fastScript(nil)
 			script.Releases = map[string]map[string]fakedocker.Service{sha: {"web": {States: []fakedocker.State{tt.state}}}}
 			b.setScript(script)
-			res := b.tickM()
-			require.Equal(t, 0, res.Code, "the agent changes nothing on its own: %s", res.Stderr)
-			v, _ = b.statusJSON()
-			assert.Equal(t, deployd.VerdictCritical, v.Verdict)
+			b.tickMExit(0) // the agent changes nothing on its own
+			v, _, text := b.status(deployd.VerdictCritical, codes.Unhealthy)
 			assert.False(t, v.Healthy)
-			require.NotEmpty(t, v.Problems)
-			assert.Equal(t, codes.Unhealthy, v.Problems[0].Code)
-			text, code := b.statusText()
-			assert.Equal(t, 2, code, text)
 			assert.Regexp(t, `^status:\s+CRITICAL: the live release \S+ is not healthy`, text)
 			assert.Regexp(t, `(?m)^live health:\s+UNHEALTHY`, text)
 			b.assertVerdictMetric(deployd.VerdictCritical)
@@ -672,17 +650,11 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 		b.apply(1)
 		readOnlyDir(t, b.Cfg.StateDir)
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Contains(t, res.Stderr, "code="+string(codes.StateUnavailable))
-		v, _ := b.statusJSON()
-		assert.Equal(t, deployd.VerdictCritical, v.Verdict)
+		v, _, text := b.status(deployd.VerdictCritical, codes.StateUnavailable)
 		assert.False(t, v.StateDir.Writable)
-		require.NotEmpty(t, v.Problems)
-		assert.Equal(t, codes.StateUnavailable, v.Problems[0].Code)
 		assert.Contains(t, v.Problems[0].Problem, "cannot be written")
-		text, code := b.statusText()
-		assert.Equal(t, 2, code, text)
 		assert.Regexp(t, `^status:\s+CRITICAL: the state dir cannot take the state: \S+ cannot be written`, text)
 		b.assertVerdictMetric(deployd.VerdictCritical)
 		assert.InDelta(t, 1, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
@@ -699,15 +671,9 @@ func TestTruthStatusIsNotHealthy(t *testing.T) {
 		require.Equal(t, deployd.VerdictOK, v.Verdict, "%+v", v.Problems)
 		fill(t, filepath.Join(b.Cfg.StateDir, "filler"), b.Cfg.StateDir, 0)
 
-		res := b.tickM()
-		require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+		res := b.tickMExit(deployd.ExitFailed)
 		assert.Equal(t, string(codes.DiskFull), tickCode(t, res.Stderr))
-		v, _ = b.statusJSON()
-		assert.Equal(t, deployd.VerdictCritical, v.Verdict, "not the old healthy view")
-		require.NotEmpty(t, v.Problems)
-		assert.Equal(t, codes.DiskFull, v.Problems[0].Code)
-		text, code := b.statusText()
-		assert.Equal(t, 2, code, text)
+		_, _, text := b.status(deployd.VerdictCritical, codes.DiskFull) // not the old healthy view
 		assert.Regexp(t, `^status:\s+CRITICAL: `, text)
 		b.assertVerdictMetric(deployd.VerdictCritical)
 	})
@@ -743,8 +709,7 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 	}}}
 	b.setScript(script)
 
-	res := b.tickM()
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	res := b.tickMExit(deployd.ExitFailed)
 	assert.Equal(t, string(codes.Unhealthy), tickCode(t, res.Stderr))
 	assert.Equal(t, live, b.Live(), "restored")
 	line := tickLogLine(t, res.Stderr, "the release failed its health check")
@@ -759,17 +724,15 @@ func TestTruthHealthEvidenceInStatus(t *testing.T) {
 		assert.Contains(t, f.Evidence, ev)
 	}
 	for _, p := range []string{b.Cfg.StatePath(), b.Cfg.KeepPath()} {
-		data := readFile(t, p)
-		assert.NotContains(t, string(data), testbox.DefaultSecret, p)
+		assert.NotContains(t, string(readFile(t, p)), testbox.DefaultSecret, p)
 	}
 
-	v, out := b.statusJSON()
+	v, out, text := b.status("", "")
 	require.NotEmpty(t, v.FailedSHAs)
 	assert.Equal(t, sha, v.FailedSHAs[0].SHA)
 	assert.Equal(t, f.Evidence, v.FailedSHAs[0].Evidence)
 	require.NotNil(t, v.LastRestore)
 	assert.Equal(t, deployd.RestoreHealthy, v.LastRestore.Result)
-	text, _ := b.statusText()
 	assert.Regexp(t, `(?m)^failed sha:\s+`+sha+` serial 2 UNHEALTHY\n  evidence:\s+--- health of web `, text, "the evidence follows the failed sha")
 	assert.Regexp(t, `(?m)^\s+healthcheck at \S+: exit code \d+: GET /healthz: 503 database login refused for password`, text)
 	assert.Regexp(t, `(?m)^\s+.*FATAL: the database refused the login$`, text)
@@ -799,12 +762,12 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 	t.Run("the env-mismatch latch", func(t *testing.T) {
 		b := newTruthBox(t, boxOpts{noGrant: true})
 		b.placeForeignToken()
-		res := b.tickM()
-		require.Equal(t, deployd.ExitEnvMismatch, res.Code, res.Stderr)
+		b.tickMExit(deployd.ExitEnvMismatch)
 		require.NotNil(t, b.State().EnvMismatch)
 
 		corruptState(t, b.box)
 		tenancyCalls, baoCalls := len(b.Stack.Tenancy.Requests()), len(b.Stack.Bao.Requests())
+		var res result
 		for run := 1; run <= 2; run++ {
 			res = b.tickM()
 			require.Equal(t, deployd.ExitEnvMismatch, res.Code, "run %d: %s", run, res.Stderr)
@@ -831,8 +794,7 @@ func TestTruthRatchetAfterACorruptState(t *testing.T) {
 func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	b := newTruthBox(t, boxOpts{})
 	b.SetDesired(faketenancy.Desired{Action: "none"})
-	res := b.tickM()
-	require.Equal(t, 0, res.Code, res.Stderr)
+	b.tickMExit(0)
 	require.InDelta(t, 0, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0)
 	b.assertVerdictMetric(deployd.VerdictOK)
 
@@ -840,8 +802,7 @@ func TestTruthMetricsAfterAConfigTypo(t *testing.T) {
 	typo := filepath.Join(b.Dir, "typo.yaml")
 	require.NoError(t, os.WriteFile(typo, append(bytes.Clone(good), "not_a_key: 1\n"...), 0o600))
 
-	res = b.run([]string{"run", "--config", typo, "--metrics-file", b.metrics})
-	require.Equal(t, deployd.ExitFailed, res.Code, res.Stderr)
+	res := b.runExit(deployd.ExitFailed, []string{"run", "--config", typo, "--metrics-file", b.metrics})
 	assert.Contains(t, res.Stderr, "not_a_key")
 	assert.Contains(t, res.Stderr, "code="+string(codes.ConfigInvalid))
 	assert.InDelta(t, 1, parseMetrics(t, b.metrics)["monky_deployd_exit_code"], 0, "the metrics file of the earlier run is replaced")

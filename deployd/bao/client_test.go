@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +23,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/bao"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
@@ -53,7 +54,19 @@ func baoError(t *testing.T, err error, kind error, code codes.Code) *bao.Error {
 	var be *bao.Error
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, code, be.Code())
+	assert.Equal(t, code, codes.Of(err))
 	return be
+}
+
+// everyCall runs each call of c, login with grant and the others with tok, and
+// returns their errors by op.
+func everyCall(ctx context.Context, c *bao.Client, grant string, tok secret.Value) map[string]error {
+	_, login := c.Login(ctx, secret.New(grant))
+	_, lookup := c.LookupSelf(ctx, tok)
+	_, renew := c.RenewSelf(ctx, tok)
+	revoke := c.RevokeSelf(ctx, tok)
+	_, read := c.Read(ctx, tok, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
+	return map[string]error{"login": login, "lookup-self": lookup, "renew-self": renew, "revoke-self": revoke, "read": read}
 }
 
 func TestTokenLifecycle(t *testing.T) {
@@ -119,8 +132,7 @@ func TestTokenExpiry(t *testing.T) {
 	_, err = c.LookupSelf(ctx, info.Token)
 	require.ErrorIs(t, err, bao.ErrUnauthenticated)
 	_, err = c.RenewSelf(ctx, info.Token)
-	require.ErrorIs(t, err, bao.ErrUnauthenticated)
-	assert.False(t, deployd.IsTemporary(err))
+	baoError(t, err, bao.ErrUnauthenticated, codes.Unauthenticated)
 }
 
 func TestNotRenewable(t *testing.T) {
@@ -169,7 +181,6 @@ func TestLoginRejected(t *testing.T) {
 			if len(tc.grant) > 8 {
 				assert.NotContains(t, err.Error(), tc.grant)
 			}
-			assert.False(t, deployd.IsTemporary(err))
 		})
 	}
 	t.Run("expired", func(t *testing.T) {
@@ -298,20 +309,8 @@ func TestSealedAndUnreachable(t *testing.T) {
 	info, err := c.Login(ctx, secret.New(s.MintGrant(env)))
 	require.NoError(t, err)
 	s.SetSealed(true)
-	calls := map[string]func() error{
-		"login":       func() error { _, err := c.Login(ctx, secret.New(s.MintGrant(env))); return err },
-		"lookup-self": func() error { _, err := c.LookupSelf(ctx, info.Token); return err },
-		"renew-self":  func() error { _, err := c.RenewSelf(ctx, info.Token); return err },
-		"revoke-self": func() error { return c.RevokeSelf(ctx, info.Token) },
-		"read": func() error {
-			_, err := c.Read(ctx, info.Token, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
-			return err
-		},
-	}
-	for name, call := range calls {
+	for name, err := range everyCall(ctx, c, s.MintGrant(env), info.Token) {
 		t.Run("sealed "+name, func(t *testing.T) {
-			err := call()
-			assert.True(t, deployd.IsTemporary(err))
 			assert.Contains(t, err.Error(), "OpenBao is sealed")
 			be := baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 			assert.Equal(t, http.StatusServiceUnavailable, be.Status)
@@ -325,8 +324,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		hs := httptest.NewServer(http.NotFoundHandler())
 		hs.Close() // its port now refuses connections
 		_, err := newClient(t, hs.URL, nil).LookupSelf(ctx, info.Token)
-		require.ErrorIs(t, err, bao.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 		assert.Contains(t, err.Error(), "cannot reach OpenBao")
 	})
 	t.Run("timeout", func(t *testing.T) {
@@ -342,9 +340,8 @@ func TestSealedAndUnreachable(t *testing.T) {
 		c, err := bao.New(bao.Config{Addr: hs.URL, EnvID: env, Timeout: 100 * time.Millisecond})
 		require.NoError(t, err)
 		_, err = c.LookupSelf(ctx, info.Token)
-		require.ErrorIs(t, err, bao.ErrUnavailable)
+		baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.True(t, deployd.IsTemporary(err))
 	})
 }
 
@@ -382,16 +379,13 @@ func TestStatusMapping(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			status.Store(int32(tc.status))
-			_, err := c.Login(ctx, secret.New("grant"))
-			assert.ErrorIs(t, err, tc.login, "login")
-			_, err = c.LookupSelf(ctx, tok)
-			assert.ErrorIs(t, err, tc.token, "lookup-self")
-			_, err = c.RenewSelf(ctx, tok)
-			assert.ErrorIs(t, err, tc.token, "renew-self")
-			_, err = c.Read(ctx, tok, map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
-			assert.ErrorIs(t, err, tc.read, "read")
+			errs := everyCall(ctx, c, "grant", tok)
+			assert.ErrorIs(t, errs["login"], tc.login, "login")
+			assert.ErrorIs(t, errs["lookup-self"], tc.token, "lookup-self")
+			assert.ErrorIs(t, errs["renew-self"], tc.token, "renew-self")
+			assert.ErrorIs(t, errs["read"], tc.read, "read")
 			var be *bao.Error
-			require.ErrorAs(t, err, &be)
+			require.ErrorAs(t, errs["read"], &be)
 			assert.Equal(t, tc.status, be.Status)
 		})
 	}
@@ -416,20 +410,10 @@ func TestServerEchoesCredentials(t *testing.T) {
 					w.WriteHeader(st)
 					_, _ = fmt.Fprintf(w, body, grant, tok)
 				}))
-				c := newClient(t, hs.URL, nil)
-				var errs []error
-				_, err := c.Login(ctx, secret.New(grant))
-				errs = append(errs, err)
-				_, err = c.LookupSelf(ctx, secret.New(tok))
-				errs = append(errs, err)
-				_, err = c.RenewSelf(ctx, secret.New(tok))
-				errs = append(errs, err)
-				errs = append(errs, c.RevokeSelf(ctx, secret.New(tok)))
-				_, err = c.Read(ctx, secret.New(tok), map[string]bao.Ref{"X": {Path: "db", Key: "k"}})
-				errs = append(errs, err)
+				errs := everyCall(ctx, newClient(t, hs.URL, nil), grant, secret.New(tok))
 				hs.Close()
-				for i, err := range errs {
-					if st == 403 && i == 3 {
+				for op, err := range errs {
+					if st == 403 && op == "revoke-self" {
 						assert.NoError(t, err, "revoke of a rejected token")
 						continue
 					}
@@ -567,7 +551,14 @@ func TestNamespace(t *testing.T) {
 	assert.Equal(t, "team-a", got.Load())
 }
 
+// TestNewRefusesBadConfig: New refuses, at once, a Config it cannot work with. bao.ca_file
+// is read as tenancy.ca_file is, a regular file of bounded size; a fifo is refused at once (os.ReadFile would wait for a writer for
+// ever) and a file too large is refused before it is parsed.
 func TestNewRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	fifo, big, missing := filepath.Join(dir, "ca.fifo"), filepath.Join(dir, "big.pem"), filepath.Join(dir, "missing.pem")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.WriteFile(big, make([]byte, 4<<20+1), 0o600))
 	tests := []struct {
 		name   string
 		cfg    bao.Config
@@ -583,10 +574,18 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"role with slash", bao.Config{Addr: "https://bao.internal", EnvID: env, Role: "a/b"}, "bao.role"},
 		{"missing CA file", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: "/nonexistent/ca.pem"}, "bao.ca_file"},
 		{"CA file without PEM", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: "testdata/kv/ok.json"}, "no PEM certificate"},
+		{"CA fifo", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: fifo},
+			"bao.ca_file: " + fifo + ": cannot read: a fifo, not a regular file"},
+		{"CA file too large", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: big},
+			"bao.ca_file: " + big + ": larger than 4194304 bytes"},
+		{"CA file missing", bao.Config{Addr: "https://bao.internal", EnvID: env, CAFile: missing},
+			"bao.ca_file: " + missing + ": cannot read: no such file or directory"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
 			c, err := bao.New(tc.cfg)
+			assert.Less(t, time.Since(start), 5*time.Second, "refused at once")
 			require.Error(t, err)
 			assert.Nil(t, c)
 			assert.ErrorIs(t, err, bao.ErrConfig)
@@ -675,9 +674,7 @@ func TestSecretPath(t *testing.T) {
 			require.ErrorIs(t, err, bao.ErrSecretPath)
 			assert.Empty(t, got)
 			assert.Contains(t, err.Error(), tc.detail)
-			var coded interface{ Code() codes.Code }
-			require.ErrorAs(t, err, &coded)
-			assert.Equal(t, codes.SecretPath, coded.Code())
+			assert.Equal(t, codes.SecretPath, codes.Of(err))
 		})
 	}
 }
@@ -691,9 +688,7 @@ func TestErrorShape(t *testing.T) {
 	assert.ErrorIs(t, e, cause)
 	assert.NotErrorIs(t, e, bao.ErrSecretDenied)
 	wrapped := fmt.Errorf("tick: %w", e)
-	var coded interface{ Code() codes.Code }
-	require.ErrorAs(t, wrapped, &coded)
-	assert.Equal(t, codes.SecretMissing, coded.Code())
+	assert.Equal(t, codes.SecretMissing, codes.Of(wrapped))
 	for _, k := range []struct {
 		err  error
 		code codes.Code
@@ -702,8 +697,7 @@ func TestErrorShape(t *testing.T) {
 		{bao.ErrSecretMissing, codes.SecretMissing}, {bao.ErrLeaseShape, codes.LeaseShape},
 		{bao.ErrSecretPath, codes.SecretPath}, {bao.ErrUnavailable, codes.Unavailable}, {bao.ErrConfig, codes.Config},
 	} {
-		require.ErrorAs(t, k.err, &coded)
-		assert.Equal(t, k.code, coded.Code())
+		assert.Equal(t, k.code, codes.Of(k.err), "a bare sentinel has a Code method too")
 		assert.Equal(t, k.code, (&bao.Error{Kind: k.err}).Code())
 	}
 	assert.False(t, strings.Contains((&bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}).Error(), "<nil>"))

@@ -58,11 +58,10 @@ func genBundleSmall(tb testing.TB, dir string, size, smallBytes int64, gz bool) 
 	mj, err := json.Marshal(m)
 	require.NoError(tb, err)
 
-	name := "bench.tar"
+	p := filepath.Join(dir, "bench.tar")
 	if gz {
-		name += ".gz"
+		p += ".gz"
 	}
-	p := filepath.Join(dir, name)
 	out, err := os.Create(p)
 	require.NoError(tb, err)
 	bw := bufio.NewWriterSize(out, 1<<20)
@@ -194,7 +193,6 @@ func BenchmarkSHA256Floor(b *testing.B) {
 	}
 }
 
-// BenchmarkSHA is SHA alone over the plain bundle.
 func BenchmarkSHA(b *testing.B) {
 	p, n := benchBundle(b, false)
 	b.SetBytes(n)

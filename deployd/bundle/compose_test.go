@@ -116,6 +116,7 @@ func before(svcs ...string) func(m *Manifest) {
 // hookCases run in TestVerifyRefusals with refusalCases.
 func hookCases() []refusalCase {
 	hookInvalid := []codes.Code{codes.HookInvalid}
+	hooks := func(h Hooks) func(m *Manifest) { return func(m *Manifest) { m.Hooks = &h } }
 	malformed := []codes.Code{codes.BundleMalformed}
 	return []refusalCase{
 		{name: "missing service", data: hookBundle(hookCompose, before("nope")), codes: hookInvalid, detail: "hook service nope is not a service of the compose files"},
@@ -123,12 +124,10 @@ func hookCases() []refusalCase {
 		{name: "restart unless-stopped", data: hookBundle(hookCompose, before("daemon")), codes: hookInvalid, detail: "daemon has restart unless-stopped"},
 		{name: "deploy restart_policy any", data: hookBundle(hookCompose, before("swarmy")), codes: hookInvalid, detail: "swarmy has restart always"},
 		{name: "not behind the profile", data: hookBundle(hookCompose, before("plain")), codes: hookInvalid, detail: "not behind the monky-hooks profile"},
-		{name: "a service twice", data: hookBundle(hookCompose, func(m *Manifest) {
-			m.Hooks = &Hooks{BeforeSwitch: []Hook{{Service: "backup"}}, AfterSwitch: []Hook{{Service: "backup"}}}
-		}), codes: hookInvalid, detail: "service backup is a hook twice"},
-		{name: "timeout too long", data: hookBundle(hookCompose, func(m *Manifest) {
-			m.Hooks = &Hooks{BeforeSwitch: []Hook{{Service: "backup", TimeoutSeconds: 7200}}}
-		}), codes: hookInvalid, detail: "timeout_s is 7200"},
+		{name: "a service twice", data: hookBundle(hookCompose, hooks(Hooks{BeforeSwitch: []Hook{{Service: "backup"}}, AfterSwitch: []Hook{{Service: "backup"}}})),
+			codes: hookInvalid, detail: "service backup is a hook twice"},
+		{name: "timeout too long", data: hookBundle(hookCompose, hooks(Hooks{BeforeSwitch: []Hook{{Service: "backup", TimeoutSeconds: 7200}}})),
+			codes: hookInvalid, detail: "timeout_s is 7200"},
 		{name: "bad service name", data: hookBundle(hookCompose, before("-x")), codes: []codes.Code{codes.HookInvalid, codes.HookInvalid}, detail: "not a compose service name"},
 		{name: "hooks at schema 1", data: hookBundle(hookCompose, func(m *Manifest) { before("backup")(m); m.Schema = 1 }), codes: malformed, detail: "hooks and restore need schema 2"},
 		{name: "restore at schema 1", data: hookBundle(hookCompose, func(m *Manifest) { m.Restore = RestoreUnsafe; m.Schema = 1 }), codes: malformed, detail: "need schema 2"},

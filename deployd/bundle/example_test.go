@@ -14,27 +14,20 @@ import (
 	"github.com/monky/monky-deployd/deployd/bundle"
 )
 
-// tinyCompose is the compose file of tiny.
 const tinyCompose = "services:\n  web:\n    image: nginx:1.27\n    environment:\n      LOG_LEVEL: ${LOG_LEVEL}\n      DB_PASSWORD: ${DB_PASSWORD}\n"
 
 // tiny builds a bundle in memory: a manifest, a compose file and a config file.
 func tiny(envID string) *bytes.Reader { return tinyWith(envID, tinyCompose) }
 
-// tinyWith is tiny with the compose file compose.
 func tinyWith(envID, compose string) *bytes.Reader {
 	manifest := `{"schema":1,"env_id":"` + envID + `","serial":3,` +
 		`"compose_files":["compose.yaml"],"files":["compose.yaml","app.toml"],` +
 		`"vars":{"LOG_LEVEL":"info"},"secrets":{"DB_PASSWORD":{"path":"db","key":"password"}}}`
-	files := []struct{ name, body string }{
-		{"manifest.json", manifest},
-		{"compose.yaml", compose},
-		{"app.toml", "port = 8080\n"},
-	}
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
-	for _, f := range files {
-		_ = tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body))})
-		_, _ = tw.Write([]byte(f.body))
+	for _, f := range [][2]string{{"manifest.json", manifest}, {"compose.yaml", compose}, {"app.toml", "port = 8080\n"}} {
+		_ = tw.WriteHeader(&tar.Header{Name: f[0], Mode: 0o644, Size: int64(len(f[1]))})
+		_, _ = tw.Write([]byte(f[1]))
 	}
 	_ = tw.Close()
 	return bytes.NewReader(b.Bytes())

@@ -3,6 +3,7 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io/fs"
@@ -19,14 +20,12 @@ import (
 )
 
 func TestExtract(t *testing.T) {
-	ents := goodEnts(t)
-	ents = append(ents, ent{name: "bin/run.sh", body: "#!/bin/sh\n", mode: 0o4777}, ent{name: "open/", typ: tar.TypeDir, mode: 0o1777})
+	ents := append(goodEnts(t), ent{name: "bin/run.sh", body: "#!/bin/sh\n", mode: 0o4777}, ent{name: "open/", typ: tar.TypeDir, mode: 0o1777})
 	m := goodManifest()
 	m.Files = append(m.Files, "bin/run.sh")
 	ents[0] = manifestEnt(t, m)
 	data := tarOf(t, ents...)
-	sha, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
-	require.NoError(t, err)
+	sha := shaOf(t, data)
 	old := syscall.Umask(0o077) // Extract sets the modes itself, whatever the umask
 	defer syscall.Umask(old)
 
@@ -182,10 +181,7 @@ func TestExtractRefusesWhatVerifyRefusesOnPaths(t *testing.T) {
 				return
 			}
 			checked++
-			sha := res.SHA
-			if sha == "" {
-				sha = strings.Repeat("0", 64)
-			}
+			sha := cmp.Or(res.SHA, strings.Repeat("0", 64))
 			err := Extract(context.Background(), bytes.NewReader(data), t.TempDir(), sha, Limits{MaxTotalSize: 16 << 20})
 			require.ErrorIs(t, err, ErrRefused, "Verify refused %v", res.Refusals)
 		})
@@ -221,9 +217,7 @@ func TestReadStagedSaysWhatIsWrong(t *testing.T) {
 	require.ErrorAs(t, err, &refused, "a bad manifest is refused as Verify would")
 	assert.Equal(t, codes.BundleMalformed, refused.Code())
 
-	m := goodManifest()
-	b := manifestEnt(t, m).body
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte(b), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName), []byte(manifestEnt(t, goodManifest()).body), 0o644))
 	_, err = ReadStaged(context.Background(), dir, Expect{})
 	require.Error(t, err, "the compose file is missing")
 	assert.Contains(t, err.Error(), "compose file compose.yaml")

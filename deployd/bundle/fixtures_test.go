@@ -22,7 +22,6 @@ import (
 	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
-// fixtureExpect is the Expect every fixture is verified with.
 func fixtureExpect() Expect {
 	return Expect{EnvID: testEnv, Limits: Limits{MaxTotalSize: 16 << 20}}
 }
@@ -56,9 +55,9 @@ func fixtures(tb testing.TB) map[string]func() []byte {
 		"privileged.tar":     val(composeBundle("services:\n  app:\n    image: x\n    privileged: true\n")(tb)),
 		"secret_path.tar":    val(secretPath("../env-dev-02/db")(tb)),
 		"several.tar":        val(tarOf(tb, append([]ent{manifestEnt(tb, several)}, append(goodEnts(tb)[1:], ent{name: "l", typ: tar.TypeSymlink, link: "/"}, file("a//b", "x"))...)...)),
-		"bomb.tar.gz":        func() []byte { return bombOne(tb) },
-		"bomb_many.tar.gz":   func() []byte { return bombMany(tb) },
-		"bomb_zeros.gz":      func() []byte { return gzipZeros(tb, 100<<20) },
+		"bomb.tar.gz":        func() []byte { return zerosTar(tb, goodEnts(tb), []string{"zeros"}, 100<<20) },
+		"bomb_many.tar.gz":   func() []byte { return zerosTar(tb, goodEnts(tb)[:1], manyZeroNames(), 1<<20) },
+		"bomb_zeros.gz":      func() []byte { return gzipped(tb, func(w io.Writer) { writeZeros(tb, w, 100<<20) }) },
 		"manifest_last.tar":  val(tarOf(tb, append(goodEnts(tb)[1:], goodEnts(tb)[0])...)),
 		"dot_slash.tar":      val(dotSlash(tb)),
 		"bad_manifest.tar":   val(tarOf(tb, append([]ent{file(ManifestName, `{"schema":1,"env_id":"env-dev-01","env_id":"env-prod-01"}`)}, goodEnts(tb)[1:]...)...)),
@@ -74,53 +73,44 @@ func dotSlash(tb testing.TB) []byte {
 	return tarOf(tb, append([]ent{dir("./")}, ents...)...)
 }
 
-// gzipper returns a deterministic best-compression gzip writer.
-func gzipper(tb testing.TB, w io.Writer) *gzip.Writer {
-	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+// gzipped is the best-compression gzip of what write writes (deterministic: no name, no time).
+func gzipped(tb testing.TB, write func(w io.Writer)) []byte {
+	var out bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&out, gzip.BestCompression)
 	require.NoError(tb, err)
-	return zw
+	write(zw)
+	require.NoError(tb, zw.Close())
+	return out.Bytes()
 }
 
-// bombOne is a gzip tar with the good bundle plus one 100 MiB file of zeros.
-func bombOne(tb testing.TB) []byte {
-	var out bytes.Buffer
-	zw := gzipper(tb, &out)
-	tw := tar.NewWriter(zw)
-	for _, e := range goodEnts(tb) {
-		writeEnt(tb, tw, e)
+// zerosTar is a gzip tar of ents, then one file of size zeros for each name: bomb.tar.gz
+// is the good bundle plus one 100 MiB file, bomb_many.tar.gz 100 files of 1 MiB after the
+// manifest.
+func zerosTar(tb testing.TB, ents []ent, names []string, size int64) []byte {
+	return gzipped(tb, func(w io.Writer) {
+		tw := tar.NewWriter(w)
+		for _, e := range ents {
+			writeEnt(tb, tw, e)
+		}
+		for _, name := range names {
+			require.NoError(tb, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Size: size, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}))
+			writeZeros(tb, tw, size)
+		}
+		require.NoError(tb, tw.Close())
+	})
+}
+
+func manyZeroNames() []string {
+	names := make([]string, 100)
+	for i := range names {
+		names[i] = "zeros/" + strings.Repeat("z", 1+i%50) + string(rune('a'+i%26)) + string(rune('a'+i/26))
 	}
-	require.NoError(tb, tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Size: 100 << 20, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}))
-	_, err := io.CopyN(tw, zeroReader{}, 100<<20)
-	require.NoError(tb, err)
-	require.NoError(tb, tw.Close())
-	require.NoError(tb, zw.Close())
-	return out.Bytes()
+	return names
 }
 
-// bombMany is a gzip tar of 100 files of 1 MiB of zeros each, manifest first.
-func bombMany(tb testing.TB) []byte {
-	var out bytes.Buffer
-	zw := gzipper(tb, &out)
-	tw := tar.NewWriter(zw)
-	writeEnt(tb, tw, goodEnts(tb)[0])
-	for i := range 100 {
-		require.NoError(tb, tw.WriteHeader(&tar.Header{Name: "zeros/" + strings.Repeat("z", 1+i%50) + string(rune('a'+i%26)) + string(rune('a'+i/26)),
-			Typeflag: tar.TypeReg, Size: 1 << 20, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}))
-		_, err := io.CopyN(tw, zeroReader{}, 1<<20)
-		require.NoError(tb, err)
-	}
-	require.NoError(tb, tw.Close())
-	require.NoError(tb, zw.Close())
-	return out.Bytes()
-}
-
-func gzipZeros(tb testing.TB, n int64) []byte {
-	var out bytes.Buffer
-	zw := gzipper(tb, &out)
-	_, err := io.CopyN(zw, zeroReader{}, n)
+func writeZeros(tb testing.TB, w io.Writer, n int64) {
+	_, err := io.CopyN(w, zeroReader{}, n)
 	require.NoError(tb, err)
-	require.NoError(tb, zw.Close())
-	return out.Bytes()
 }
 
 type zeroReader struct{}

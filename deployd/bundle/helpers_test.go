@@ -87,7 +87,6 @@ const goodCompose = `services:
       - ./config/app.toml:/etc/app/app.toml:ro
 `
 
-// goodManifest is the manifest of the good bundle.
 func goodManifest() Manifest {
 	return Manifest{
 		Schema: 1, EnvID: testEnv, Serial: 17,
@@ -118,6 +117,14 @@ func goodEnts(tb testing.TB) []ent {
 
 func goodTar(tb testing.TB) []byte { return tarOf(tb, goodEnts(tb)...) }
 
+// shaOf is SHA of data without limits, which must not fail.
+func shaOf(tb testing.TB, data []byte) string {
+	tb.Helper()
+	s, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
+	require.NoError(tb, err)
+	return s
+}
+
 func expect() Expect { return Expect{EnvID: testEnv} }
 
 // verifyWith verifies data against expect() as edit, if any, changes it.
@@ -129,7 +136,6 @@ func verifyWith(data []byte, edit func(*Expect)) (*Result, error) {
 	return Verify(context.Background(), bytes.NewReader(data), exp)
 }
 
-// refusalCodes returns the codes of rs, in order.
 func refusalCodes(rs []Refusal) []codes.Code {
 	out := make([]codes.Code, 0, len(rs))
 	for _, r := range rs {

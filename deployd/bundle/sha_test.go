@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +36,7 @@ var shaVectorFiles = []ent{
 // TestSHAKnownVector pins the formula on fixed content, so that a change of the
 // formula cannot pass unnoticed even where sha256sum is missing.
 func TestSHAKnownVector(t *testing.T) {
-	got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, shaVectorFiles...)), Limits{})
-	require.NoError(t, err)
+	got := shaOf(t, tarOf(t, shaVectorFiles...))
 	want, err := os.ReadFile(filepath.Join("testdata", "sha_vector.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, strings.TrimSpace(string(want)), got)
@@ -80,8 +80,7 @@ func TestSHAMatchesCoreutils(t *testing.T) {
 	writeEnts(t, d, append(shaVectorFiles, dir("empty-dir/")))
 	want := coreutilsSHA(t, d)
 
-	got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, shaVectorFiles...)), Limits{})
-	require.NoError(t, err)
+	got := shaOf(t, tarOf(t, shaVectorFiles...))
 	assert.Equal(t, want, got)
 
 	vec, err := os.ReadFile(filepath.Join("testdata", "sha_vector.txt"))
@@ -92,16 +91,14 @@ func TestSHAMatchesCoreutils(t *testing.T) {
 	if _, err := exec.LookPath("tar"); err == nil {
 		out, err := exec.Command("tar", "-C", d, "-cf", "-", ".").Output()
 		require.NoError(t, err)
-		got, err := SHA(context.Background(), bytes.NewReader(out), Limits{})
-		require.NoError(t, err)
+		got := shaOf(t, out)
 		assert.Equal(t, want, got, "GNU tar's archive of the directory")
 	}
 }
 
 func TestSHAIgnoresOrderMetadataAndCompression(t *testing.T) {
 	base := tarOf(t, shaVectorFiles...)
-	want, err := SHA(context.Background(), bytes.NewReader(base), Limits{})
-	require.NoError(t, err)
+	want := shaOf(t, base)
 
 	reversed := make([]ent, 0, len(shaVectorFiles)+2)
 	for i := len(shaVectorFiles) - 1; i >= 0; i-- {
@@ -127,25 +124,18 @@ func TestSHAIgnoresOrderMetadataAndCompression(t *testing.T) {
 		"GNU format, ./, uid, mtime, setuid": other.Bytes(),
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
-			require.NoError(t, err)
+			got := shaOf(t, data)
 			assert.Equal(t, want, got)
 		})
 	}
 }
 
 func TestSHAChangesWithContentOrName(t *testing.T) {
-	want, err := SHA(context.Background(), bytes.NewReader(tarOf(t, shaVectorFiles...)), Limits{})
-	require.NoError(t, err)
-	changed := append([]ent{}, shaVectorFiles...)
-	changed[1] = file("b.txt", "c\n")
-	renamed := append([]ent{}, shaVectorFiles...)
-	renamed[1] = file("b2.txt", "b\n")
-	for name, ents := range map[string][]ent{"content": changed, "name": renamed, "added": append(append([]ent{}, shaVectorFiles...), file("new", ""))} {
-		got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, ents...)), Limits{})
-		require.NoError(t, err)
-		assert.NotEqual(t, want, got, name)
+	want := shaOf(t, tarOf(t, shaVectorFiles...))
+	for name, b := range map[string]ent{"content": file("b.txt", "c\n"), "name": file("b2.txt", "b\n")} { // instead of b.txt
+		assert.NotEqual(t, want, shaOf(t, tarOf(t, slices.Replace(slices.Clone(shaVectorFiles), 1, 2, b)...)), name)
 	}
+	assert.NotEqual(t, want, shaOf(t, tarOf(t, append(slices.Clone(shaVectorFiles), file("new", ""))...)), "added")
 }
 
 func TestSHARefusals(t *testing.T) {
@@ -166,8 +156,7 @@ func TestSHARefusals(t *testing.T) {
 		})
 	}
 	// An unsafe path does not stop SHA (a test server publishes hostile bundles).
-	got, err := SHA(context.Background(), bytes.NewReader(tarOf(t, file("../x", "x"))), Limits{})
-	require.NoError(t, err)
+	got := shaOf(t, tarOf(t, file("../x", "x")))
 	assert.Len(t, got, 64)
 }
 

@@ -31,8 +31,7 @@ func withManifest(tb testing.TB, edit func(*Manifest), rest ...ent) []byte {
 
 func TestVerifyAccepts(t *testing.T) {
 	plain := goodTar(t)
-	want, err := SHA(context.Background(), bytes.NewReader(plain), Limits{})
-	require.NoError(t, err)
+	want := shaOf(t, plain)
 	gitArchive := append([]ent{{name: "pax_global_header", typ: tar.TypeXGlobalHeader,
 		pax: map[string]string{"comment": "0123456789abcdef"}}}, goodEnts(t)...)
 	reordered := goodEnts(t)
@@ -84,8 +83,7 @@ func TestVerifyAccepts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := verifyWith(tt.data, tt.exp)
 			require.NoError(t, err)
-			own, err := SHA(context.Background(), bytes.NewReader(tt.data), Limits{})
-			require.NoError(t, err)
+			own := shaOf(t, tt.data)
 			assert.Equal(t, own, res.SHA)
 			if !tt.other {
 				assert.Equal(t, want, res.SHA, "same files, same sha")
@@ -125,8 +123,13 @@ func refusalCases() []refusalCase {
 			return tarOf(tb, append([]ent{file(ManifestName, s)}, goodEnts(tb)[1:]...)...)
 		}
 	}
+	listed := func(e ...ent) func(tb testing.TB) []byte { // the good bundle and e, e[0] listed in files
+		return func(tb testing.TB) []byte {
+			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, e[0].name) }, append(goodEnts(tb)[1:], e...)...)
+		}
+	}
 	malformed := []codes.Code{codes.BundleMalformed}
-	paths := []codes.Code{codes.ManifestPaths}
+	paths, paths2 := []codes.Code{codes.ManifestPaths}, []codes.Code{codes.ManifestPaths, codes.ManifestPaths}
 	return []refusalCase{
 		// BUNDLE_MALFORMED: the stream.
 		{name: "empty stream", data: func(testing.TB) []byte { return nil }, codes: malformed, detail: "empty"},
@@ -191,27 +194,19 @@ func refusalCases() []refusalCase {
 		{name: "block device", data: hostile(ent{name: "sda", typ: tar.TypeBlock}), codes: paths, detail: "block device"},
 		{name: "fifo", data: hostile(ent{name: "pipe", typ: tar.TypeFifo}), codes: paths, detail: "fifo"},
 		{name: "global header with path", data: hostile(ent{name: "g", typ: tar.TypeXGlobalHeader, pax: map[string]string{"path": "evil"}}), codes: paths, detail: "PAX global header"},
-		{name: "file is also a directory", data: func(tb testing.TB) []byte {
-			return tarOf(tb, append(goodEnts(tb), file("config/app.toml/x", "x"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "which is a file"},
+		{name: "file is also a directory", data: hostile(file("config/app.toml/x", "x")), codes: paths2, detail: "which is a file"},
 		{name: "directory is then a file", data: func(tb testing.TB) []byte {
 			ents := goodEnts(tb)
 			return tarOf(tb, ents[0], ents[1], ents[3], file("config", "x"))
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "earlier entries are inside it"},
-		{name: "bundled .env", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env") }, append(goodEnts(tb)[1:], file(".env", "COMPOSE_FILE=evil.yaml\n"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .env itself"},
+		}, codes: paths2, detail: "earlier entries are inside it"},
+		{name: "bundled .env", data: listed(file(".env", "COMPOSE_FILE=evil.yaml\n")), codes: paths2, detail: "writes the release's .env itself"},
 		// The release's root .env is the agent's: a file inside ".env/" makes a directory of
 		// that name. Without the refusal the bundle verifies, costs a lease, and staging fails.
-		{name: ".env directory by implication", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, ".env/x") }, append(goodEnts(tb)[1:], file(".env/x", "A=1\n"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "reserved"},
-		{name: "bundled labels file", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, LabelsFileName) }, append(goodEnts(tb)[1:], file(LabelsFileName, "services: {}\n"))...)
-		}, codes: []codes.Code{codes.ManifestPaths, codes.ManifestPaths}, detail: "writes the release's .deployd-labels.yaml itself"},
-		{name: "nested .env is an ordinary file", data: func(tb testing.TB) []byte {
-			return withManifest(tb, func(m *Manifest) { m.Files = append(m.Files, "config/.env") }, append(goodEnts(tb)[1:], file("config/.env", "A=1\n"), file("x", ""))...)
-		}, codes: paths, detail: `"x" is in the bundle but not in files`},
+		{name: ".env directory by implication", data: listed(file(".env/x", "A=1\n")), codes: paths2, detail: "reserved"},
+		{name: "bundled labels file", data: listed(file(LabelsFileName, "services: {}\n")), codes: paths2,
+			detail: "writes the release's .deployd-labels.yaml itself"},
+		{name: "nested .env is an ordinary file", data: listed(file("config/.env", "A=1\n"), file("x", "")), codes: paths,
+			detail: `"x" is in the bundle but not in files`},
 		{name: "unlisted file", data: hostile(file("extra.txt", "x")), codes: paths, detail: `"extra.txt" is in the bundle but not in files`},
 		{name: "missing file", data: man(func(m *Manifest) { m.Files = append(m.Files, "gone.txt") }), codes: paths, detail: `"gone.txt" is listed but not in the bundle`},
 		{name: "compose file not in files", data: man(func(m *Manifest) { m.ComposeFiles = append(m.ComposeFiles, "config/app.toml", "other.yaml") }), codes: paths, detail: `"other.yaml" is not in files`},
@@ -247,15 +242,12 @@ func refusalCases() []refusalCase {
 			e := goodEnts(tb)
 			return tarOf(tb, e[1], e[2], e[3], e[0])
 		}, exp: func(e *Expect) { e.Limits.MaxBufferSize = 10 }, codes: malformed, detail: "buffer budget"},
-		{name: "MaxHeaderSize", data: func(tb testing.TB) []byte {
-			return tarOf(tb, append(goodEnts(tb), ent{name: "x", pax: map[string]string{"comment": strings.Repeat("c", 8000)}})...)
-		}, exp: func(e *Expect) { e.Limits.MaxHeaderSize = 4096 }, codes: malformed, detail: "MaxHeaderSize"},
+		{name: "MaxHeaderSize", data: hostile(ent{name: "x", pax: map[string]string{"comment": strings.Repeat("c", 8000)}}),
+			exp: func(e *Expect) { e.Limits.MaxHeaderSize = 4096 }, codes: malformed, detail: "MaxHeaderSize"},
 		// Several at once: every refusal comes back, sorted.
 		{name: "several refusals", data: func(tb testing.TB) []byte {
-			m := goodManifest()
-			m.Secrets["API_KEY"] = SecretRef{Path: "../x", Key: "k"}
-			return tarOf(tb, append([]ent{manifestEnt(tb, m)}, append(goodEnts(tb)[1:],
-				ent{name: "evil", typ: tar.TypeSymlink, link: "/"}, file("stray", "x"))...)...)
+			return withManifest(tb, func(m *Manifest) { m.Secrets["API_KEY"] = SecretRef{Path: "../x", Key: "k"} },
+				append(goodEnts(tb)[1:], ent{name: "evil", typ: tar.TypeSymlink, link: "/"}, file("stray", "x"))...)
 		}, exp: func(e *Expect) { e.EnvID = "env-dev-09"; e.LiveSerial = 20 },
 			codes: []codes.Code{codes.EnvMismatch, codes.ManifestPaths, codes.ManifestPaths, codes.Rollback, codes.SecretPath}},
 	}
@@ -276,7 +268,6 @@ func TestVerifyRefusals(t *testing.T) {
 	for _, tt := range allRefusalCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := verifyWith(tt.data(t), tt.exp)
-			require.Error(t, err)
 			require.ErrorIs(t, err, ErrRefused)
 			var re *RefusedError
 			require.ErrorAs(t, err, &re)
@@ -316,28 +307,42 @@ func TestVerifyEveryCodeHasACase(t *testing.T) {
 
 func TestVerifySHAComputedWhenRefused(t *testing.T) {
 	data := tarOf(t, append(goodEnts(t), ent{name: "l", typ: tar.TypeSymlink, link: "x"})...)
-	want, err := SHA(context.Background(), bytes.NewReader(data), Limits{})
-	require.NoError(t, err)
+	want := shaOf(t, data)
 	res, err := Verify(context.Background(), bytes.NewReader(data), expect())
 	require.ErrorIs(t, err, ErrRefused)
 	assert.Equal(t, want, res.SHA)
 	assert.Equal(t, want, goodSHA(t), "a symlink does not change the sha: find -type f skips it")
 }
 
-func goodSHA(tb testing.TB) string {
-	s, err := SHA(context.Background(), bytes.NewReader(goodTar(tb)), Limits{})
-	require.NoError(tb, err)
-	return s
-}
+func goodSHA(tb testing.TB) string { return shaOf(tb, goodTar(tb)) }
 
-func TestVerifyInvalidExpect(t *testing.T) {
-	for name, exp := range map[string]Expect{
-		"no env":  {},
-		"bad sha": {EnvID: testEnv, SHA: "abc"},
+// TestVerifyErrorsAreNotRefusals: an invalid Expect, a failing reader and a cancelled
+// context are errors of the call, never refusals of the bundle, and give no result.
+func TestVerifyErrorsAreNotRefusals(t *testing.T) {
+	data := goodTar(t)
+	failing := func(after int) io.Reader { return io.MultiReader(bytes.NewReader(data[:after]), &failingReader{}) }
+	bg := context.Background()
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+	streaming, stop := context.WithCancel(bg) // cancelled by its reader after the first read
+	defer stop()
+	for name, tt := range map[string]struct {
+		ctx context.Context
+		r   io.Reader
+		exp Expect
+		is  error
+	}{
+		"no env":                    {bg, bytes.NewReader(data), Expect{}, ErrInvalidArgument},
+		"bad sha":                   {bg, bytes.NewReader(data), Expect{EnvID: testEnv, SHA: "abc"}, ErrInvalidArgument},
+		"reader fails at 0":         {bg, failing(0), expect(), errBroken},
+		"reader fails at 3":         {bg, failing(3), expect(), errBroken},
+		"reader fails after 700":    {bg, failing(700), expect(), errBroken},
+		"cancelled before":          {cancelled, bytes.NewReader(data), expect(), context.Canceled},
+		"cancelled while streaming": {streaming, &cancelReader{r: bytes.NewReader(data), cancel: stop}, expect(), context.Canceled},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, err := Verify(context.Background(), bytes.NewReader(goodTar(t)), exp)
-			require.ErrorIs(t, err, ErrInvalidArgument)
+			res, err := Verify(tt.ctx, tt.r, tt.exp)
+			require.ErrorIs(t, err, tt.is)
 			assert.NotErrorIs(t, err, ErrRefused)
 			assert.Nil(t, res)
 		})
@@ -358,34 +363,6 @@ func (f *failingReader) Read(p []byte) (int, error) {
 	}
 	f.after -= n
 	return n, nil
-}
-
-func TestVerifyReaderErrorIsNotARefusal(t *testing.T) {
-	for _, after := range []int{0, 3, 700} {
-		t.Run(fmt.Sprint(after), func(t *testing.T) {
-			data := goodTar(t)
-			r := io.MultiReader(bytes.NewReader(data[:min(after, len(data))]), &failingReader{})
-			res, err := Verify(context.Background(), r, expect())
-			require.ErrorIs(t, err, errBroken)
-			assert.NotErrorIs(t, err, ErrRefused)
-			assert.Nil(t, res)
-		})
-	}
-}
-
-func TestVerifyContextCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	res, err := Verify(ctx, bytes.NewReader(goodTar(t)), expect())
-	require.ErrorIs(t, err, context.Canceled)
-	assert.Nil(t, res)
-
-	// Cancelled while streaming: the reader cancels after the first read.
-	ctx, cancel = context.WithCancel(context.Background())
-	defer cancel()
-	r := &cancelReader{r: bytes.NewReader(goodTar(t)), cancel: cancel}
-	_, err = Verify(ctx, r, expect())
-	require.ErrorIs(t, err, context.Canceled)
 }
 
 type cancelReader struct {

@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,8 +21,14 @@ import (
 
 type states = []fakedocker.State
 
+// webWorker are the states of the fixture's two services: web running with health,
+// worker in state.
+func webWorker(health, state string) []ServiceState {
+	return []ServiceState{{Name: "web", State: "running", Health: health}, {Name: "worker", State: state}}
+}
+
 // upStates are the states of the fixture's project once it is up and healthy.
-var upStates = []ServiceState{{Name: "web", State: "running", Health: "healthy"}, {Name: "worker", State: "running"}}
+var upStates = webWorker("healthy", "running")
 
 func TestWaitHealthy(t *testing.T) {
 	t.Parallel()
@@ -61,11 +68,8 @@ func TestWaitHealthy(t *testing.T) {
 			wantErr:      ErrHealthTimeout,
 			wantServices: []string{"web"},
 			wantDetail:   "web: running, health starting",
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "starting"},
-				{Name: "worker", State: "running"},
-			},
-			wantLog: "raise compose.health_timeout",
+			wantStates:   webWorker("starting", "running"),
+			wantLog:      "raise compose.health_timeout",
 		},
 		{
 			name:         "turns unhealthy",
@@ -85,10 +89,7 @@ func TestWaitHealthy(t *testing.T) {
 			wantErr:      ErrUnhealthy,
 			wantServices: []string{"worker"},
 			wantDetail:   "worker: exited with code 3",
-			wantStates: []ServiceState{
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "exited"},
-			},
+			wantStates:   webWorker("healthy", "exited"),
 		},
 		{
 			name: "one-shot exit 0 is done",
@@ -96,12 +97,8 @@ func TestWaitHealthy(t *testing.T) {
 				"migrate": {States: states{{Times: 2}, {State: "exited"}}},
 				"web":     {States: states{{Health: "starting", Times: 3}, {Health: "healthy"}}},
 			},
-			expect: []string{"migrate", "web", "worker"},
-			wantStates: []ServiceState{
-				{Name: "migrate", State: "exited"},
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
+			expect:     []string{"migrate", "web", "worker"},
+			wantStates: append([]ServiceState{{Name: "migrate", State: "exited"}}, upStates...),
 		},
 		{
 			name:         "restarting state",
@@ -158,11 +155,7 @@ func TestWaitHealthy(t *testing.T) {
 			wantErr:      ErrHealthTimeout,
 			wantServices: []string{"cron"},
 			wantDetail:   "cron: no container",
-			wantStates: []ServiceState{
-				{Name: "cron", State: StateMissing},
-				{Name: "web", State: "running", Health: "healthy"},
-				{Name: "worker", State: "running"},
-			},
+			wantStates:   append([]ServiceState{{Name: "cron", State: StateMissing}}, upStates...),
 		},
 		{
 			name:     "a failing ps is retried",
@@ -189,10 +182,7 @@ func TestWaitHealthy(t *testing.T) {
 			_, err := f.client.Up(t.Context())
 			require.NoError(t, err)
 			require.NoError(t, f.docker.SetScript(&fakedocker.Script{PSFormat: tc.format, Services: tc.services, Commands: tc.commands}))
-			timeout := tc.timeout
-			if timeout == 0 {
-				timeout = 30 * time.Second
-			}
+			timeout := cmp.Or(tc.timeout, 30*time.Second)
 			if tc.expect == nil {
 				tc.expect = []string{"web", "worker"}
 			}
@@ -252,10 +242,7 @@ func TestWaitHealthyCancelled(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, ctx.Err(), err, "ctx's own error")
 	assert.Equal(t, 1, polls, "no poll judges the services after the cancel")
-	assert.Equal(t, []ServiceState{
-		{Name: "web", State: "running", Health: "starting"},
-		{Name: "worker", State: "running"},
-	}, got, "the last states seen are returned")
+	assert.Equal(t, webWorker("starting", "running"), got, "the last states seen are returned")
 }
 
 // onMessage is a slog.Handler that calls fn, in the logging goroutine, for each record

@@ -24,6 +24,15 @@ import (
 
 const M = secret.Mask
 
+// redactor returns a new Redactor with secrets registered.
+func redactor(secrets ...string) *secret.Redactor {
+	r := secret.NewRedactor()
+	for _, s := range secrets {
+		r.Add(s)
+	}
+	return r
+}
+
 func TestRedactForms(t *testing.T) {
 	const pw, dsnPW = `p@ss"w\rd$1&<x>'q`, "p@ss/w:rd#1 x+y"
 	tests := []struct {
@@ -68,8 +77,7 @@ func TestRedactForms(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := secret.NewRedactor()
-			r.Add(tt.secret)
+			r := redactor(tt.secret)
 			assert.Equal(t, tt.want, r.Redact(tt.in))
 			assert.Equal(t, tt.want, string(r.RedactBytes([]byte(tt.in))))
 		})
@@ -86,8 +94,7 @@ func mustJSON(v any) string {
 
 func TestRedactBase64EveryAlignment(t *testing.T) {
 	const s = "correct-horse-battery"
-	r := secret.NewRedactor()
-	r.Add(s)
+	r := redactor(s)
 	for _, prefix := range []string{"", "a", "ab", "abc", "user:", "x:"} {
 		for _, suffix := range []string{"", "z", "zz", "\n"} {
 			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding} {
@@ -102,10 +109,7 @@ func TestRedactBase64EveryAlignment(t *testing.T) {
 }
 
 func TestRedactOverlapping(t *testing.T) {
-	r := secret.NewRedactor()
-	r.Add("abcdef")
-	r.Add("defghi")
-	r.Add("xyz-1234")
+	r := redactor("abcdef", "defghi", "xyz-1234")
 	assert.Equal(t, "<"+M+">", r.Redact("<abcdefghi>"))
 	assert.Equal(t, M+" "+M, r.Redact("abcdefxyz-1234 defghi"))
 	assert.Equal(t, M, r.Redact("abcdefabcdef"), "adjacent occurrences merge")
@@ -117,8 +121,7 @@ func TestRedactEmptyAndDuplicate(t *testing.T) {
 	r.Add("")
 	assert.Equal(t, "nothing here", r.Redact("nothing here"))
 	assert.Empty(t, r.Redact(""))
-	r.Add("dup-secret")
-	r.Add("dup-secret")
+	r = redactor("", "dup-secret", "dup-secret")
 	assert.Equal(t, M, r.Redact("dup-secret"))
 
 	in := []byte("clean line")
@@ -156,9 +159,7 @@ type stringer struct{ s string }
 
 func (s stringer) String() string { return "stringer " + s.s }
 
-type plain struct {
-	Name, Token string
-}
+type plain struct{ Name, Token string }
 
 func TestHandlerPlantedSecrets(t *testing.T) {
 	const s = "Zm9vYmFyLXNlY3JldA-planted"
@@ -203,8 +204,7 @@ func TestHandlerPlantedSecrets(t *testing.T) {
 }
 
 func TestHandlerLeavesCleanRecords(t *testing.T) {
-	r := secret.NewRedactor()
-	r.Add("some-secret")
+	r := redactor("some-secret")
 	var buf bytes.Buffer
 	log := slog.New(r.Handler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: noTime})))
 	log.Info("dropped by level")
@@ -216,10 +216,7 @@ func TestHandlerLeavesCleanRecords(t *testing.T) {
 func TestHandlerSlogtest(t *testing.T) {
 	for _, secrets := range [][]string{nil, {"never-logged-secret", "x"}} {
 		t.Run(fmt.Sprintf("%d secrets", len(secrets)), func(t *testing.T) {
-			r := secret.NewRedactor()
-			for _, s := range secrets {
-				r.Add(s)
-			}
+			r := redactor(secrets...)
 			var buf bytes.Buffer
 			h := r.Handler(slog.NewJSONHandler(&buf, nil))
 			results := func() []map[string]any {
@@ -238,8 +235,7 @@ func TestHandlerSlogtest(t *testing.T) {
 
 func TestWriterSplitAcrossWrites(t *testing.T) {
 	const s = "split-secret-value"
-	r := secret.NewRedactor()
-	r.Add(s)
+	r := redactor(s)
 	text := "first line\nthe value is " + s + " ok\nlast " + s
 	want := "first line\nthe value is " + M + " ok\nlast " + M
 	for cut := range len(text) + 1 {
@@ -257,8 +253,7 @@ func TestWriterSplitAcrossWrites(t *testing.T) {
 }
 
 func TestWriterEmitsCompleteLines(t *testing.T) {
-	r := secret.NewRedactor()
-	r.Add("abcd-secret")
+	r := redactor("abcd-secret")
 	var out bytes.Buffer
 	w := r.Writer(&out)
 	_, err := w.Write([]byte("one\ntwo abcd-"))
@@ -275,8 +270,7 @@ func TestWriterEmitsCompleteLines(t *testing.T) {
 
 func TestWriterBound(t *testing.T) {
 	const s = "bounded-secret-value"
-	r := secret.NewRedactor()
-	r.Add(s)
+	r := redactor(s)
 	// One long line without a newline, written in chunks, with secrets everywhere,
 	// including across the point where the writer has to flush.
 	var in strings.Builder
@@ -315,8 +309,7 @@ func TestWriterPassesErrors(t *testing.T) {
 }
 
 func TestWriterConcurrent(t *testing.T) {
-	r := secret.NewRedactor()
-	r.Add("concurrent-secret")
+	r := redactor("concurrent-secret")
 	var out bytes.Buffer
 	w := r.Writer(&out)
 	var wg sync.WaitGroup
@@ -342,8 +335,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add("abcdabcd", "abcdabc", "bcd")
 	f.Add("ab", "x ", " y")
 	f.Fuzz(func(t *testing.T, s, pre, post string) {
-		r := secret.NewRedactor()
-		r.Add(s)
+		r := redactor(s)
 		if len(s) < secret.MinSubstringLen || strings.Contains(s, "\x00") {
 			_ = r.Redact(pre + s + post)
 			return
@@ -366,8 +358,7 @@ func FuzzWriter(f *testing.F) {
 		if len(s) < secret.MinSubstringLen || strings.ContainsAny(s, "\x00\n") {
 			return
 		}
-		r := secret.NewRedactor()
-		r.Add(s)
+		r := redactor(s)
 		var out bytes.Buffer
 		w := r.Writer(&out)
 		step := int(chunk) + 1
@@ -449,19 +440,12 @@ func TestValuePrintPaths(t *testing.T) {
 		{"%d", func() string { return fmt.Sprintf("%d", v) }, M},
 		{"pointer %v", func() string { return fmt.Sprintf("%v", &v) }, M},
 		{"in a struct %+v", func() string { return fmt.Sprintf("%+v", h) }, "{Name:n Token:" + M + "}"},
-		{"in a struct %#v", func() string { return fmt.Sprintf("%#v", h) },
-			`secret_test.holder{Name:"n", Token:secret.Value("` + M + `")}`},
+		{"in a struct %#v", func() string { return fmt.Sprintf("%#v", h) }, `secret_test.holder{Name:"n", Token:secret.Value("` + M + `")}`},
 		{"in a map %v", func() string { return fmt.Sprint(map[string]secret.Value{"k": v}) }, "map[k:" + M + "]"},
 		{"in a slice %v", func() string { return fmt.Sprint([]secret.Value{v}) }, "[" + M + "]"},
-		{"json in a struct", func() string { b, _ := json.Marshal(h); return string(b) }, `{"Name":"n","Token":"` + M + `"}`},
-		{"json as a map value", func() string {
-			b, _ := json.Marshal(map[string]secret.Value{"k": v})
-			return string(b)
-		}, `{"k":"` + M + `"}`},
-		{"json as a map key", func() string {
-			b, _ := json.Marshal(map[secret.Value]int{v: 1})
-			return string(b)
-		}, `{"` + M + `":1}`},
+		{"json in a struct", func() string { return mustJSON(h) }, `{"Name":"n","Token":"` + M + `"}`},
+		{"json as a map value", func() string { return mustJSON(map[string]secret.Value{"k": v}) }, `{"k":"` + M + `"}`},
+		{"json as a map key", func() string { return mustJSON(map[secret.Value]int{v: 1}) }, `{"` + M + `":1}`},
 		{"slog text", func() string { return logLine(slog.NewTextHandler, "tok", v) }, "level=INFO msg=m tok=" + M + "\n"},
 		{"slog json", func() string { return logLine(slog.NewJSONHandler, "tok", v) }, `{"level":"INFO","msg":"m","tok":"` + M + `"}` + "\n"},
 		{"slog text struct", func() string { return logLine(slog.NewTextHandler, "h", h) }, "level=INFO msg=m h=\"{Name:n Token:" + M + "}\"\n"},

@@ -22,7 +22,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
@@ -153,13 +152,12 @@ func TestBundleErrors(t *testing.T) {
 		b := f.publish(t, 1)
 		var buf bytes.Buffer
 		_, err := f.c.Bundle(t.Context(), b.SHA, &buf)
-		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
+		apiError(t, err, tenancy.ErrBundleTooLarge, codes.BundleMalformed)
 		assert.Zero(t, buf.Len(), "an announced size over the cap is refused before reading")
-		assert.Equal(t, codes.BundleMalformed, codeOf(err))
 	})
 	t.Run("too_large_streamed", func(t *testing.T) {
 		const limit = 64 << 10
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/x-tar")
 			chunk := bytes.Repeat([]byte{'x'}, 4096)
 			for i := 0; i < 1024; i++ { // 4 MiB, chunked: no Content-Length
@@ -168,9 +166,7 @@ func TestBundleErrors(t *testing.T) {
 				}
 				w.(http.Flusher).Flush()
 			}
-		}))
-		defer srv.Close()
-		c := client(t, srv.URL, "tok", nil, func(c *tenancy.Config) { c.MaxBundleSize = limit })
+		}, func(c *tenancy.Config) { c.MaxBundleSize = limit })
 		cw := &countingWriter{}
 		n, err := c.Bundle(t.Context(), strings.Repeat("a", 64), cw)
 		require.ErrorIs(t, err, tenancy.ErrBundleTooLarge)
@@ -189,16 +185,14 @@ func TestBundleErrors(t *testing.T) {
 	})
 	t.Run("unknown_sha_is_protocol", func(t *testing.T) {
 		_, err := f.c.Bundle(t.Context(), strings.Repeat("0", 64), io.Discard)
-		require.ErrorIs(t, err, tenancy.ErrProtocol)
-		var ae *tenancy.APIError
-		require.ErrorAs(t, err, &ae)
+		ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 		assert.Equal(t, http.StatusNotFound, ae.Status)
 		assert.Equal(t, "BUNDLE_NOT_FOUND", ae.ServerCode)
 	})
 	t.Run("writer_fails", func(t *testing.T) {
 		_, err := f.c.Bundle(t.Context(), b.SHA, failingWriter{})
 		require.ErrorIs(t, err, errDiskFull)
-		assert.False(t, deployd.IsTemporary(err))
+		assert.Equal(t, codes.Code(""), codes.Of(err), "the writer's failure is no condition of tenancy's")
 	})
 	t.Run("bad_sha_not_sent", func(t *testing.T) {
 		before := len(f.fake.Requests())
@@ -209,8 +203,7 @@ func TestBundleErrors(t *testing.T) {
 	t.Run("truncated_is_unavailable", func(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
 		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 	})
 }
 
@@ -255,9 +248,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 		t.Run(shape, func(t *testing.T) {
 			f.fake.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			_, err := f.c.Lease(t.Context(), env, b.SHA)
-			require.ErrorIs(t, err, tenancy.ErrLeaseShape)
-			assert.Equal(t, codes.LeaseShape, codeOf(err))
-			assert.False(t, deployd.IsTemporary(err))
+			apiError(t, err, tenancy.ErrLeaseShape, codes.LeaseShape)
 			assert.Contains(t, f.reg.Values(), f.auth.LiveGrant(env), "the refused shape's secret is registered")
 			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
 		})
@@ -270,13 +261,11 @@ func TestLeaseAgainstFake(t *testing.T) {
 		_, err := f.c.Lease(t.Context(), env, b.SHA)
 		require.NoError(t, err)
 		_, err = f.c.Lease(t.Context(), env, b.SHA)
-		require.ErrorIs(t, err, tenancy.ErrRateLimited)
+		apiError(t, err, tenancy.ErrRateLimited, codes.RateLimited)
 		d, ok := tenancy.RetryAfter(err)
 		require.True(t, ok)
 		assert.Greater(t, d, 59*time.Minute)
 		assert.LessOrEqual(t, d, time.Hour)
-		assert.True(t, deployd.IsTemporary(err))
-		assert.Equal(t, codes.RateLimited, codeOf(err))
 	})
 }
 
@@ -306,7 +295,7 @@ func TestReportAgainstFake(t *testing.T) {
 func TestWireGolden(t *testing.T) {
 	var mu sync.Mutex
 	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		bodies = append(bodies, string(data))
@@ -319,9 +308,7 @@ func TestWireGolden(t *testing.T) {
 		default:
 			w.WriteHeader(http.StatusTeapot)
 		}
-	}))
-	defer srv.Close()
-	c := client(t, srv.URL, "tok", nil, nil)
+	}, nil)
 	_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env, AgentVersion: "0.1.0", Host: tenancy.Host{Hostname: "h", DockerVersion: "27", FreeMB: 10}})
 	require.NoError(t, err)
 	_, err = c.Lease(t.Context(), env, strings.Repeat("e", 64))
@@ -342,6 +329,25 @@ func TestWireGolden(t *testing.T) {
 	}
 }
 
+// serve starts h as tenancy for the test's duration and returns a client of it (bearer "tok").
+func serve(t *testing.T, h http.HandlerFunc, mutate func(*tenancy.Config)) *tenancy.Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return client(t, srv.URL, "tok", nil, mutate)
+}
+
+// apiError requires err to be an *APIError of kind whose code is code, and returns it.
+func apiError(t *testing.T, err, kind error, code codes.Code) *tenancy.APIError {
+	t.Helper()
+	require.ErrorIs(t, err, kind)
+	var ae *tenancy.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, code, ae.Code())
+	assert.Equal(t, code, codes.Of(err))
+	return ae
+}
+
 func client(t *testing.T, base, token string, reg secret.Registry, mutate func(*tenancy.Config)) *tenancy.Client {
 	t.Helper()
 	cfg := tenancy.Config{BaseURL: base, HTTPClient: &http.Client{}, Secrets: reg, UserAgent: "monky-deployd/test",
@@ -352,14 +358,6 @@ func client(t *testing.T, base, token string, reg secret.Registry, mutate func(*
 	c, err := tenancy.New(cfg)
 	require.NoError(t, err)
 	return c
-}
-
-func codeOf(err error) codes.Code {
-	var c interface{ Code() codes.Code }
-	if errors.As(err, &c) {
-		return c.Code()
-	}
-	return "?"
 }
 
 func TestHeaders(t *testing.T) {
@@ -418,28 +416,27 @@ func TestStatusMapping(t *testing.T) {
 		body, retryAfter string
 		kind             error
 		code             codes.Code
-		temp             bool
 		wantAfter        time.Duration
 	}{
-		{"401", 401, `{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}`, "", tenancy.ErrUnauthenticated, "UNAUTHENTICATED", false, 0},
-		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
-		{"409_no_body", 409, ``, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
-		{"403_env", 403, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"x"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", false, 0},
-		{"403_other", 403, `{"error":{"code":"FORBIDDEN","message":"x"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
-		{"429_seconds", 429, `{"error":{"code":"RATE_LIMITED","message":"budget"}}`, "120", tenancy.ErrRateLimited, "RATE_LIMITED", true, 2 * time.Minute},
-		{"429_date", 429, ``, time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat), tenancy.ErrRateLimited, "RATE_LIMITED", true, 10 * time.Minute},
-		{"429_no_header", 429, ``, "", tenancy.ErrRateLimited, "RATE_LIMITED", true, 0},
-		{"500", 500, `oops`, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
-		{"502", 502, `<html>bad gateway</html>`, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
-		{"503_retry", 503, ``, "30", tenancy.ErrUnavailable, "UNAVAILABLE", true, 30 * time.Second},
-		{"408", 408, ``, "", tenancy.ErrUnavailable, "UNAVAILABLE", true, 0},
-		{"400", 400, `{"error":{"code":"BAD_REQUEST","message":"env_id"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
-		{"404", 404, ``, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", true, 0},
-		{"200_for_report_ok", 0, ``, "", nil, "", false, 0},
+		{"401", 401, `{"error":{"code":"UNAUTHENTICATED","message":"token expired"}}`, "", tenancy.ErrUnauthenticated, "UNAUTHENTICATED", 0},
+		{"409", 409, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"token of env-dev-02"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", 0},
+		{"409_no_body", 409, ``, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", 0},
+		{"403_env", 403, `{"error":{"code":"AGENT_ENV_MISMATCH","message":"x"}}`, "", tenancy.ErrEnvMismatch, "AGENT_ENV_MISMATCH", 0},
+		{"403_other", 403, `{"error":{"code":"FORBIDDEN","message":"x"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", 0},
+		{"429_seconds", 429, `{"error":{"code":"RATE_LIMITED","message":"budget"}}`, "120", tenancy.ErrRateLimited, "RATE_LIMITED", 2 * time.Minute},
+		{"429_date", 429, ``, time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat), tenancy.ErrRateLimited, "RATE_LIMITED", 10 * time.Minute},
+		{"429_no_header", 429, ``, "", tenancy.ErrRateLimited, "RATE_LIMITED", 0},
+		{"500", 500, `oops`, "", tenancy.ErrUnavailable, "UNAVAILABLE", 0},
+		{"502", 502, `<html>bad gateway</html>`, "", tenancy.ErrUnavailable, "UNAVAILABLE", 0},
+		{"503_retry", 503, ``, "30", tenancy.ErrUnavailable, "UNAVAILABLE", 30 * time.Second},
+		{"408", 408, ``, "", tenancy.ErrUnavailable, "UNAVAILABLE", 0},
+		{"400", 400, `{"error":{"code":"BAD_REQUEST","message":"env_id"}}`, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", 0},
+		{"404", 404, ``, "", tenancy.ErrProtocol, "TENANCY_PROTOCOL", 0},
+		{"200_for_report_ok", 0, ``, "", nil, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 				if tt.retryAfter != "" {
 					w.Header().Set("Retry-After", tt.retryAfter)
 				}
@@ -450,21 +447,15 @@ func TestStatusMapping(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(tt.status)
 				_, _ = io.WriteString(w, tt.body)
-			}))
-			defer srv.Close()
-			c := client(t, srv.URL, "tok", nil, nil)
+			}, nil)
 			err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
 			if tt.kind == nil {
 				require.NoError(t, err)
 				return
 			}
-			require.ErrorIs(t, err, tt.kind)
-			var ae *tenancy.APIError
-			require.ErrorAs(t, err, &ae)
+			ae := apiError(t, err, tt.kind, tt.code)
 			assert.Equal(t, "report", ae.Op)
 			assert.Equal(t, tt.status, ae.Status)
-			assert.Equal(t, tt.code, ae.Code())
-			assert.Equal(t, tt.temp, deployd.IsTemporary(err))
 			d, ok := tenancy.RetryAfter(err)
 			assert.Equal(t, tt.wantAfter > 0, ok)
 			assert.InDelta(t, tt.wantAfter.Seconds(), d.Seconds(), 2)
@@ -477,8 +468,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		srv.Close() // its port now refuses connections
 		_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		var op *net.OpError
 		assert.ErrorAs(t, err, &op, "the cause stays reachable")
 	})
@@ -487,13 +477,12 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"checkin": 5 * time.Second}})
 		start := time.Now()
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.True(t, deployd.IsTemporary(err))
 		assert.Less(t, time.Since(start), 3*time.Second)
 	})
 	t.Run("reset", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			conn, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {
 				if tc, ok := conn.(*net.TCPConn); ok {
@@ -501,19 +490,15 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 				}
 				_ = conn.Close()
 			}
-		}))
-		defer srv.Close()
-		c := client(t, srv.URL, "tok", nil, nil)
+		}, nil)
 		_, err := c.Lease(t.Context(), env, strings.Repeat("a", 64))
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
+		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 	})
 	t.Run("bearer_of_other_env", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.token = f.auth.Token("env-dev-02")
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrEnvMismatch)
-		assert.False(t, deployd.IsTemporary(err))
+		apiError(t, err, tenancy.ErrEnvMismatch, codes.AgentEnvMismatch)
 	})
 	t.Run("revoked_bearer", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -558,24 +543,21 @@ func TestNoSecretInErrorsOrLogs(t *testing.T) {
 	t.Run("raw_echo_server", func(t *testing.T) {
 		const token = "plain-bearer-with-no-known-shape!"
 		const grant = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJlbnYtZGV2LTAxIn0.c2lnbmF0dXJlLXh5eg"
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var logs bytes.Buffer
+		c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadRequest)
 			msg := "you sent " + r.Header.Get("Authorization") + " and the grant " + grant
 			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "ECHO " + token, "message": msg}})
-		}))
-		defer srv.Close()
-		var logs bytes.Buffer
-		c := client(t, srv.URL, token, nil, func(c *tenancy.Config) {
+		}, func(c *tenancy.Config) {
+			c.Token = func(context.Context) (secret.Value, error) { return secret.New(token), nil }
 			c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		})
 		_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		require.ErrorIs(t, err, tenancy.ErrProtocol)
+		ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 		for _, s := range []string{token, grant, "ECHO"} {
 			assert.NotContains(t, err.Error(), s)
 			assert.NotContains(t, logs.String(), s)
 		}
-		var ae *tenancy.APIError
-		require.ErrorAs(t, err, &ae)
 		assert.Empty(t, ae.ServerCode, "a code that does not look like one is dropped")
 		assert.Contains(t, ae.Message, "you sent Bearer [REDACTED]")
 	})
@@ -588,16 +570,12 @@ func TestRedirectNotFollowed(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer elsewhere.Close()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
-	}))
-	defer srv.Close()
 	caller := &http.Client{}
-	c := client(t, srv.URL, "hvs.redirect-bearer", nil, func(cfg *tenancy.Config) { cfg.HTTPClient = caller })
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}, func(cfg *tenancy.Config) { cfg.HTTPClient = caller })
 	err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
-	require.ErrorIs(t, err, tenancy.ErrProtocol)
-	var ae *tenancy.APIError
-	require.ErrorAs(t, err, &ae)
+	ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 	assert.Equal(t, http.StatusTemporaryRedirect, ae.Status)
 	_, contacted := leaked.Load("auth")
 	assert.False(t, contacted, "the redirect target was never contacted")
@@ -645,18 +623,15 @@ func TestSignatureAgainstFake(t *testing.T) {
 	t.Run("forced_503_is_unavailable", func(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
 		_, err := f.c.Signature(t.Context(), b.SHA)
-		require.ErrorIs(t, err, tenancy.ErrUnavailable)
-		assert.True(t, deployd.IsTemporary(err))
-		var ae *tenancy.APIError
-		require.ErrorAs(t, err, &ae)
+		ae := apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		assert.Equal(t, "signature", ae.Op)
 	})
 }
 
 func TestSignatureSize(t *testing.T) {
 	sha := strings.Repeat("a", 64)
-	serve := func(t *testing.T, n int, announce bool) *tenancy.Client {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	signatureOf := func(t *testing.T, n int, announce bool) *tenancy.Client {
+		return serve(t, func(w http.ResponseWriter, r *http.Request) {
 			assert.Equal(t, "/v1/agent/bundles/"+sha+"/signature", r.URL.Path)
 			assert.Equal(t, "text/plain", r.Header.Get("Accept"))
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -668,80 +643,58 @@ func TestSignatureSize(t *testing.T) {
 				_, _ = w.Write([]byte(strings.Repeat("s", min(1024, n-i))))
 				w.(http.Flusher).Flush()
 			}
-		}))
-		t.Cleanup(srv.Close)
-		return client(t, srv.URL, "tok", nil, nil)
+		}, nil)
 	}
 	for _, announce := range []bool{true, false} {
 		name := map[bool]string{true: "announced", false: "streamed"}[announce]
 		t.Run("exactly_the_cap_"+name, func(t *testing.T) {
-			got, err := serve(t, tenancy.MaxSignatureSize, announce).Signature(t.Context(), sha)
+			got, err := signatureOf(t, tenancy.MaxSignatureSize, announce).Signature(t.Context(), sha)
 			require.NoError(t, err)
 			assert.Len(t, got.Data, tenancy.MaxSignatureSize)
 		})
 		t.Run("too_large_"+name, func(t *testing.T) {
-			_, err := serve(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
-			require.ErrorIs(t, err, tenancy.ErrSignatureTooLarge)
-			assert.Equal(t, codes.SignatureInvalid, codeOf(err))
-			assert.False(t, deployd.IsTemporary(err))
+			_, err := signatureOf(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
+			apiError(t, err, tenancy.ErrSignatureTooLarge, codes.SignatureInvalid)
 			assert.Contains(t, err.Error(), "longer than 4096 bytes")
 		})
 	}
 	t.Run("404_without_body_is_unsigned", func(t *testing.T) {
-		srv := httptest.NewServer(http.NotFoundHandler())
-		t.Cleanup(srv.Close)
-		got, err := client(t, srv.URL, "tok", nil, nil).Signature(t.Context(), sha)
+		got, err := serve(t, http.NotFound, nil).Signature(t.Context(), sha)
 		require.NoError(t, err)
 		assert.True(t, got.Unsigned, "a tenancy that does not know the call: unsigned, so a box that requires signatures fails closed")
 	})
 	t.Run("401_is_unauthenticated", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusUnauthorized)
-		}))
-		t.Cleanup(srv.Close)
-		_, err := client(t, srv.URL, "tok", nil, nil).Signature(t.Context(), sha)
-		require.ErrorIs(t, err, tenancy.ErrUnauthenticated)
+		unauthorized := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnauthorized) }
+		_, err := serve(t, unauthorized, nil).Signature(t.Context(), sha)
+		apiError(t, err, tenancy.ErrUnauthenticated, codes.Unauthenticated)
 	})
 }
 
-// checkinCapture is a tenancy that answers every check-in with none and keeps the
-// bodies it received.
-type checkinCapture struct {
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func (c *checkinCapture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	data, _ := io.ReadAll(r.Body)
-	c.mu.Lock()
-	c.bodies = append(c.bodies, data)
-	c.mu.Unlock()
-	_, _ = io.WriteString(w, `{"action":"none","next_checkin_s":60}`)
-}
-
-func (c *checkinCapture) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.bodies)
-}
-
-// sendCheckin posts ci (EnvID and AgentVersion filled in) to a capturing server. A
-// refused check-in returns the error, and must have sent nothing; a sent one must
-// be one body, returned as its keys.
+// sendCheckin posts ci (EnvID and AgentVersion filled in) to a tenancy that answers
+// none and keeps the bodies it received. A refused check-in returns the error, and
+// must have sent nothing; a sent one must be one body, returned as its keys.
 func sendCheckin(t *testing.T, ci tenancy.Checkin) (map[string]json.RawMessage, error) {
 	t.Helper()
-	rec := &checkinCapture{}
-	srv := httptest.NewServer(rec)
-	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	var bodies [][]byte
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, data)
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"action":"none","next_checkin_s":60}`)
+	}, nil)
 	ci.EnvID, ci.AgentVersion = env, "0.1.0"
-	_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), ci)
+	_, err := c.Checkin(t.Context(), ci)
+	mu.Lock()
+	defer mu.Unlock()
 	if err != nil {
-		assert.Zero(t, rec.count(), "nothing is sent")
+		assert.Empty(t, bodies, "nothing is sent")
 		return nil, err
 	}
-	require.Equal(t, 1, rec.count())
+	require.Len(t, bodies, 1)
 	var body map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(rec.bodies[0], &body))
+	require.NoError(t, json.Unmarshal(bodies[0], &body))
 	return body, nil
 }
 

@@ -23,12 +23,8 @@ func (c dockerConfig) write(t *testing.T, dir string) {
 	t.Helper()
 	put := func(path, data string) {
 		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		noErr(t, os.WriteFile(path, []byte(data), 0o600))
 	}
 	if c.config != "" {
 		put(filepath.Join(dir, "config.json"), c.config)
@@ -226,22 +222,14 @@ func TestResolve(t *testing.T) {
 func TestResolveDockerDesktop(t *testing.T) {
 	home := t.TempDir()
 	dir := filepath.Join(home, ".docker", "contexts", "meta", "fe9c6bd7a66301f49ca9b6a70b217107cd1284598bfc254700c989b916da791e")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, os.MkdirAll(dir, 0o700))
 	sock := filepath.Join(home, ".docker", "desktop", "docker.sock")
 	metaJSON := `{"Name":"desktop-linux","Metadata":{"Description":"Docker Desktop"},"Endpoints":{"docker":{"Host":"unix://` + sock + `","SkipTLSVerify":false}}}`
-	if err := os.WriteFile(filepath.Join(dir, "meta.json"), []byte(metaJSON), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, os.WriteFile(filepath.Join(dir, "meta.json"), []byte(metaJSON), 0o600))
 	cfg := `{"auths":{},"credsStore":"desktop","currentContext":"desktop-linux"}`
-	if err := os.WriteFile(filepath.Join(home, ".docker", "config.json"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, os.WriteFile(filepath.Join(home, ".docker", "config.json"), []byte(cfg), 0o600))
 	ep, err := Resolve([]string{"PATH=/usr/bin", "HOME=" + home})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if ep.Host != "unix://"+sock || ep.Context != "desktop-linux" {
 		t.Fatalf("Resolve = %+v, want Docker Desktop's socket %s", ep, sock)
 	}
@@ -255,9 +243,7 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal("a negative MaxBody was accepted")
 	}
 	c, err := New(nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if c.timeout != DefaultTimeout || c.maxBody != DefaultMaxBody || c.log == nil {
 		t.Fatalf("zero Options: timeout %v, max body %d, logger %v; want the defaults", c.timeout, c.maxBody, c.log)
 	}

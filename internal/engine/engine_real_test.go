@@ -40,7 +40,7 @@ func TestAgainstTheEngine(t *testing.T) {
 	imageID := importTestImage(t, tag)
 	dir := t.TempDir()
 	composeFile := filepath.Join(dir, "compose.yaml")
-	if err := os.WriteFile(composeFile, []byte(strings.ReplaceAll(`services:
+	noErr(t, os.WriteFile(composeFile, []byte(strings.ReplaceAll(`services:
   web:
     image: {{image}}
     command: ["serve"]
@@ -60,9 +60,7 @@ func TestAgainstTheEngine(t *testing.T) {
     image: {{image}}
     command: ["exit", "1"]
     restart: always
-`, "{{image}}", tag)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, "{{image}}", tag)), 0o644))
 	dc := func(args ...string) []byte {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, "docker", append([]string{"compose", "-p", project, "-f", composeFile}, args...)...).Output()
@@ -78,18 +76,14 @@ func TestAgainstTheEngine(t *testing.T) {
 	dc("up", "-d", "--quiet-pull")
 
 	c, err := New(nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	defer func() { _ = c.Close() }()
 
 	// Wait until web is healthy, oneshot exited and crash restarted at least once.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		cs, err := c.Containers(ctx, project)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		var ids []string
 		ready := map[string]bool{}
 		for _, ctr := range cs {
@@ -97,9 +91,7 @@ func TestAgainstTheEngine(t *testing.T) {
 			ready[ctr.Service] = ctr.Service == "web" && ctr.Health == "healthy" || ctr.Service == "oneshot" && ctr.State == "exited"
 		}
 		ins, err := c.Inspect(ctx, ids)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		for _, in := range ins {
 			if in.Service == "crash" {
 				ready["crash"] = in.RestartCount > 0
@@ -119,17 +111,11 @@ func TestAgainstTheEngine(t *testing.T) {
 		// between two equal engine listings.
 		for attempt := 1; ; attempt++ {
 			before, err := c.Containers(ctx, project)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			ps, err := compose.ParsePS(dc("ps", "--all", "--format", "json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			after, err := c.Containers(ctx, project)
-			if err != nil {
-				t.Fatal(err)
-			}
+			noErr(t, err)
 			// A crash loop can go restarting and back between two equal listings, so
 			// ps must agree with both too; a mismatch that lasts (a real one) still
 			// fails after 20 attempts, and then sameAsPS says where.
@@ -155,17 +141,13 @@ func TestAgainstTheEngine(t *testing.T) {
 
 	t.Run("Inspect", func(t *testing.T) {
 		cs, err := c.Containers(ctx, project)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		ids := []string{project + "-gone-1"}
 		for _, ctr := range cs {
 			ids = append(ids, ctr.ID)
 		}
 		ins, err := c.Inspect(ctx, ids)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		if len(ins) != 3 {
 			t.Fatalf("Inspect gave %d containers, want 3 (the missing one skipped)", len(ins))
 		}
@@ -200,9 +182,7 @@ func TestAgainstTheEngine(t *testing.T) {
 
 	t.Run("images", func(t *testing.T) {
 		ims, err := c.Images(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		if !hasImage(ims, imageID, tag) {
 			t.Fatalf("Images() lacks %s (%s): %+v", imageID, tag, ims)
 		}
@@ -262,25 +242,18 @@ func hasImage(ims []Image, id, tag string) bool {
 func importTestImage(t *testing.T, tag string) string {
 	t.Helper()
 	app, err := os.ReadFile(testprog.Build(t, "github.com/monky/monky-deployd/test/engine/testapp", "-trimpath"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, h := range []*tar.Header{
 		{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
 		{Name: "app", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(app))},
 	} {
-		if err := tw.WriteHeader(h); err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, tw.WriteHeader(h))
 	}
-	if _, err := tw.Write(app); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tw.Write(app)
+	noErr(t, err)
+	noErr(t, tw.Close())
 	imp := exec.Command("docker", "import", "-c", `ENTRYPOINT ["/app"]`, "-c", "LABEL monky.test=engine", "-", tag)
 	imp.Stdin = &buf
 	out, err := imp.Output()

@@ -67,13 +67,9 @@ func TestContainersGolden(t *testing.T) {
 	f := newFakeEngine(t, nil)
 	c := f.client(t, Options{})
 	got, err := c.Containers(context.Background(), strings.ToUpper(recProject))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	ps, err := compose.ParsePS(readTestdata(t, "compose-ps.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	sameAsPS(t, got, ps)
 
 	// And what each recorded container is, independent of compose.
@@ -136,9 +132,7 @@ func TestContainersHealthObject(t *testing.T) {
 	 {"Id":"g","Names":["/p-g-1"],"State":"dead","Status":"Dead"}
 	]`
 	cs, err := decodeContainers([]byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	want := []struct{ name, state, health, service string }{
 		{"p-a-1", "running", "healthy", "a"},
 		{"p-b-1", "running", "", ""},
@@ -169,18 +163,14 @@ func TestInspectGolden(t *testing.T) {
 	c := f.client(t, Options{})
 	ctx := context.Background()
 	cs, err := c.Containers(ctx, recProject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	var ids []string
 	for _, ctr := range cs {
 		ids = append(ids, ctr.ID)
 	}
 	ids = append(ids, "engrec-gone-1") // went away between list and inspect: 404
 	ins, err := c.Inspect(ctx, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(ins) != len(cs) {
 		t.Fatalf("Inspect gave %d containers, want %d (the gone one skipped)", len(ins), len(cs))
 	}
@@ -227,16 +217,12 @@ func TestVersionAndImages(t *testing.T) {
 		t.Fatalf("Version() = %q, %v; want %q", v, err, recVersion)
 	}
 	ims, err := c.Images(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(ims) != 2 || ims[0].ID != recImageID || !slices.Equal(ims[0].RepoTags, []string{"monky-engine-rec:1"}) || ims[0].Size != 2826925 {
 		t.Fatalf("Images() = %+v", ims)
 	}
 	used, err := c.ImagesInUse(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(used) != 1 || !used[recImageID] {
 		t.Fatalf("ImagesInUse() = %v, want only %s", used, recImageID)
 	}
@@ -259,9 +245,7 @@ func TestImagesDropsNone(t *testing.T) {
 		_, _ = w.Write([]byte(`[{"Id":"sha256:aa","RepoTags":["<none>:<none>"],"Size":1},{"Id":"sha256:bb","RepoTags":null}]`))
 	})
 	ims, err := f.client(t, Options{}).Images(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	noErr(t, err)
 	if len(ims) != 2 || ims[0].RepoTags != nil || ims[1].RepoTags != nil || ims[0].Size != 1 {
 		t.Fatalf("Images() = %+v, want two untagged images", ims)
 	}
@@ -308,14 +292,10 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	t.Run("unreachable", func(t *testing.T) {
 		dir, err := os.MkdirTemp("", "eng")
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		defer func() { _ = os.RemoveAll(dir) }()
 		c, err := New([]string{"DOCKER_HOST=unix://" + filepath.Join(dir, "none.sock")}, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		noErr(t, err)
 		_, err = c.Containers(ctx, "p")
 		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "systemctl status docker") || !strings.Contains(err.Error(), dir) {
 			t.Fatalf("err = %v, want ErrUnreachable naming the socket and what to do", err)
@@ -415,15 +395,11 @@ func TestClose(t *testing.T) {
 	if n := closed(); n != 0 {
 		t.Fatalf("%d connections closed before Close", n)
 	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for closed() == 0 {
+	noErr(t, c.Close())
+	for deadline := time.Now().Add(5 * time.Second); closed() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("Close left the idle connection open")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := c.Version(ctx); err != nil {
 		t.Fatalf("a call after Close: %v", err)

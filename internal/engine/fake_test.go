@@ -35,15 +35,11 @@ type fakeEngine struct {
 func newFakeEngine(tb testing.TB, h http.HandlerFunc) *fakeEngine {
 	tb.Helper()
 	dir, err := os.MkdirTemp("", "eng")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, err)
 	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
 	f := &fakeEngine{sock: filepath.Join(dir, "d.sock")}
 	l, err := net.Listen("unix", f.sock)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, err)
 	if h == nil {
 		h = f.golden(tb)
 	}
@@ -70,9 +66,7 @@ func newFakeEngine(tb testing.TB, h http.HandlerFunc) *fakeEngine {
 func (f *fakeEngine) client(tb testing.TB, opts Options) *Client {
 	tb.Helper()
 	c, err := New([]string{"DOCKER_HOST=unix://" + f.sock}, opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, err)
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -86,9 +80,7 @@ func (f *fakeEngine) requests() []string {
 func readTestdata(tb testing.TB, name string) []byte {
 	tb.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, err)
 	return b
 }
 
@@ -101,9 +93,7 @@ func (f *fakeEngine) golden(tb testing.TB) http.HandlerFunc {
 	notFoundImage := readTestdata(tb, "error-404-image.json")
 	inUse := readTestdata(tb, "error-409-image.json")
 	var list []map[string]any
-	if err := json.Unmarshal(containers, &list); err != nil {
-		tb.Fatal(err)
-	}
+	noErr(tb, json.Unmarshal(containers, &list))
 	send := func(w http.ResponseWriter, status int, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -163,5 +153,13 @@ func (f *fakeEngine) golden(tb testing.TB) http.HandlerFunc {
 		default:
 			send(w, 404, []byte(`{"message":"page not found"}`))
 		}
+	}
+}
+
+// noErr fails the test at once when err is not nil.
+func noErr(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
 	}
 }

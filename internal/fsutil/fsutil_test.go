@@ -71,6 +71,17 @@ func tempFiles(t *testing.T, dir string) []string {
 	return out
 }
 
+// assertFile asserts that p holds want with mode perm.
+func assertFile(t *testing.T, p, want string, perm fs.FileMode) {
+	t.Helper()
+	st, err := os.Stat(p)
+	require.NoError(t, err)
+	assert.Equal(t, perm, st.Mode().Perm())
+	got, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(got))
+}
+
 func TestWriteFileAtomicPerms(t *testing.T) {
 	// The umask is process-wide: this test does not run in parallel with the others.
 	tests := []struct {
@@ -91,18 +102,11 @@ func TestWriteFileAtomicPerms(t *testing.T) {
 			dir := t.TempDir()
 			p := filepath.Join(dir, "state.json")
 			require.NoError(t, fsutil.WriteFileAtomic(p, []byte("old"), tt.perm))
-			st, err := os.Stat(p)
-			require.NoError(t, err)
-			assert.Equal(t, tt.perm, st.Mode().Perm())
+			assertFile(t, p, "old", tt.perm)
 			// Replacing an existing file with another mode yields the new content and
 			// mode too, and leaves no temporary file.
 			require.NoError(t, fsutil.WriteFileAtomic(p, []byte("new content"), 0o600))
-			st, err = os.Stat(p)
-			require.NoError(t, err)
-			assert.Equal(t, fs.FileMode(0o600), st.Mode().Perm())
-			got, err := os.ReadFile(p)
-			require.NoError(t, err)
-			assert.Equal(t, "new content", string(got))
+			assertFile(t, p, "new content", 0o600)
 			assert.Empty(t, tempFiles(t, dir))
 		})
 	}
@@ -137,12 +141,7 @@ func TestWriteAtomicFailureKeepsOld(t *testing.T) {
 				require.ErrorIs(t, err, boom)
 				assert.Contains(t, err.Error(), p)
 			}
-			got, rerr := os.ReadFile(p)
-			require.NoError(t, rerr)
-			assert.Equal(t, "old", string(got))
-			st, serr := os.Stat(p)
-			require.NoError(t, serr)
-			assert.Equal(t, fs.FileMode(0o644), st.Mode().Perm(), "old mode untouched")
+			assertFile(t, p, "old", 0o644) // old content and mode untouched
 			assert.Empty(t, tempFiles(t, dir))
 		})
 	}
@@ -158,9 +157,7 @@ func TestWriteFileAtomicReplacesSymlinkItself(t *testing.T) {
 	st, err := os.Lstat(link)
 	require.NoError(t, err)
 	assert.True(t, st.Mode().IsRegular())
-	got, err := os.ReadFile(target)
-	require.NoError(t, err)
-	assert.Equal(t, "target", string(got))
+	assertFile(t, target, "target", 0o600)
 }
 
 func TestWriteAtomicStreams(t *testing.T) {
@@ -195,9 +192,7 @@ func TestWriteFileAtomicErrors(t *testing.T) {
 		err := fsutil.WriteFileAtomic(sub, []byte("x"), 0o600)
 		require.Error(t, err)
 		assert.Empty(t, tempFiles(t, dir))
-		st, serr := os.Stat(sub)
-		require.NoError(t, serr)
-		assert.True(t, st.IsDir())
+		assert.DirExists(t, sub)
 	})
 }
 
@@ -306,34 +301,26 @@ func TestSwapSymlink(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "releases", rel, "id"), []byte(rel), 0o600))
 	}
 
-	t.Run("creates", func(t *testing.T) {
-		require.NoError(t, fsutil.SwapSymlink("releases/a", link))
-		got, err := os.Readlink(link)
-		require.NoError(t, err)
-		assert.Equal(t, "releases/a", got)
-		id, err := os.ReadFile(filepath.Join(link, "id"))
-		require.NoError(t, err)
-		assert.Equal(t, "a", string(id))
-	})
-	t.Run("swaps", func(t *testing.T) {
-		require.NoError(t, fsutil.SwapSymlink(filepath.Join(dir, "releases", "b"), link))
-		got, err := os.Readlink(link)
-		require.NoError(t, err)
-		assert.Equal(t, filepath.Join(dir, "releases", "b"), got)
-		id, err := os.ReadFile(filepath.Join(link, "id"))
-		require.NoError(t, err)
-		assert.Equal(t, "b", string(id))
-		// The old target is untouched.
-		_, err = os.Stat(filepath.Join(dir, "releases", "a", "id"))
-		require.NoError(t, err)
-	})
+	// Creates the link, then swaps it for one to another release.
+	for _, tc := range []struct{ name, target, id string }{
+		{"creates", "releases/a", "a"},
+		{"swaps", filepath.Join(dir, "releases", "b"), "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, fsutil.SwapSymlink(tc.target, link))
+			got, err := os.Readlink(link)
+			require.NoError(t, err)
+			assert.Equal(t, tc.target, got)
+			assertFile(t, filepath.Join(link, "id"), tc.id, 0o600)
+			// The old target is untouched.
+			assertFile(t, filepath.Join(dir, "releases", "a", "id"), "a", 0o600)
+		})
+	}
 	t.Run("refuses to replace a directory", func(t *testing.T) {
 		d := filepath.Join(dir, "realdir")
 		require.NoError(t, os.Mkdir(d, 0o755))
 		require.Error(t, fsutil.SwapSymlink("releases/a", d))
-		st, err := os.Lstat(d)
-		require.NoError(t, err)
-		assert.True(t, st.IsDir())
+		assert.DirExists(t, d) // os.Lstat: the directory itself, not a link
 	})
 	assert.Empty(t, tempFiles(t, dir))
 }

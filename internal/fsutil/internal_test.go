@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestOpenRegularFstat: the check after the open, on the opened file, holds on its
@@ -14,9 +16,7 @@ import (
 // nor read.
 func TestOpenRegularFstat(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "grant.jwt")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	done := make(chan error, 1)
 	go func() {
 		f, err := openRegular(fifo)
@@ -36,13 +36,9 @@ func TestOpenRegularFstat(t *testing.T) {
 	}
 
 	reg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(reg, []byte("env_id: env-dev-01\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(reg, []byte("env_id: env-dev-01\n"), 0o600))
 	f, err := openRegular(reg)
-	if err != nil {
-		t.Fatalf("openRegular(regular file): %v", err)
-	}
+	require.NoError(t, err, "openRegular(regular file)")
 	_ = f.Close()
 }
 
@@ -50,13 +46,9 @@ func TestMkdirModeIgnoresTheUmask(t *testing.T) {
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)
 	dir := filepath.Join(t.TempDir(), "a", "b")
-	if err := MkdirMode(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, MkdirMode(dir, 0o755))
 	fi, err := os.Stat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if got := fi.Mode().Perm(); got != 0o755 {
 		t.Fatalf("mode %v, want 0755", got)
 	}

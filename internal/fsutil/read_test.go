@@ -44,25 +44,24 @@ func TestReadRegular(t *testing.T) {
 	p := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(p, []byte("0123456789"), 0o600))
 
-	data, err := readWithin(t, p, 10)
-	require.NoError(t, err)
-	assert.Equal(t, "0123456789", string(data), "exactly max bytes are read")
-
-	data, err = readWithin(t, p, 64)
-	require.NoError(t, err)
-	assert.Equal(t, "0123456789", string(data))
-
 	empty := filepath.Join(dir, "empty")
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
-	data, err = readWithin(t, empty, 64)
-	require.NoError(t, err)
-	assert.Empty(t, data)
-
 	link := filepath.Join(dir, "link")
 	require.NoError(t, os.Symlink(p, link))
-	data, err = readWithin(t, link, 64)
-	require.NoError(t, err, "a symlink to a regular file is read")
-	assert.Equal(t, "0123456789", string(data))
+	for _, tc := range []struct {
+		name, path string
+		max        int64
+		want       string
+	}{
+		{"exactly max bytes are read", p, 10, "0123456789"},
+		{"under max", p, 64, "0123456789"},
+		{"empty", empty, 64, ""},
+		{"a symlink to a regular file is read", link, 64, "0123456789"},
+	} {
+		data, err := readWithin(t, tc.path, tc.max)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, string(data), tc.name)
+	}
 }
 
 func TestReadRegularTooLarge(t *testing.T) {

@@ -31,6 +31,26 @@ func get(ctx context.Context, t *testing.T, c *Client, rawURL string) (string, e
 	return transporttest.Get(ctx, t, c.HTTP, rawURL)
 }
 
+// hello GETs rawURL with c, requires ts's greeting and returns what ts saw of the
+// last request.
+func hello(t *testing.T, ts *tenancyServer, c *Client, rawURL string) seen {
+	t.Helper()
+	body, err := get(t.Context(), t, c, rawURL)
+	require.NoError(t, err)
+	assert.Equal(t, "tenancy says hello", body)
+	reqs := ts.requests()
+	require.NotEmpty(t, reqs)
+	return reqs[len(reqs)-1]
+}
+
+// errAs requires err to hold an error of type T and returns it.
+func errAs[T error](t *testing.T, err error) T {
+	t.Helper()
+	var target T
+	require.ErrorAs(t, err, &target)
+	return target
+}
+
 // open is New with cfg, closed when the test ends.
 func open(t *testing.T, cfg Config) *Client {
 	t.Helper()
@@ -50,12 +70,7 @@ func TestSystemTransport(t *testing.T) {
 		t.Cleanup(func() { assert.NoError(t, c.Close()) })
 		assert.Equal(t, TransportSystem, c.Transport())
 
-		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
-		reqs := ts.requests()
-		require.NotEmpty(t, reqs)
-		last := reqs[len(reqs)-1]
+		last := hello(t, ts, c, base+"/v1/agent/checkin")
 		assert.Equal(t, transporttest.TenancyName, last.SNI)
 		assert.Equal(t, ts.addr(), last.Host)
 
@@ -87,9 +102,7 @@ func TestSystemTransport(t *testing.T) {
 		require.NoError(t, ln.Close())
 		c := open(t, Config{Transport: TransportSystem, URL: "https://" + addr, CAFile: ts.CAFile})
 		_, err = get(t.Context(), t, c, "https://"+addr+"/")
-		var op *net.OpError
-		require.ErrorAs(t, err, &op)
-		assert.Equal(t, "dial", op.Op)
+		assert.Equal(t, "dial", errAs[*net.OpError](t, err).Op)
 	})
 }
 
@@ -188,16 +201,13 @@ func TestProxyTransport(t *testing.T) {
 		p := newConnectProxy(t, ts.addr(), 0)
 		c := open(t, Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 
-		body, err := get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
+		last := hello(t, ts, c, "https://"+transporttest.TenancyName+"/v1/agent/checkin")
 		methods, targets := p.seen()
 		assert.Equal(t, []string{http.MethodConnect}, methods)
 		assert.Equal(t, []string{transporttest.TenancyName + ":443"}, targets)
-		reqs := ts.requests()
-		require.Len(t, reqs, 1)
-		assert.Equal(t, transporttest.TenancyName, reqs[0].SNI)
-		assert.Equal(t, transporttest.TenancyName, reqs[0].Host)
+		require.Len(t, ts.requests(), 1)
+		assert.Equal(t, transporttest.TenancyName, last.SNI)
+		assert.Equal(t, transporttest.TenancyName, last.Host)
 	})
 
 	t.Run("http goes in absolute form", func(t *testing.T) {
@@ -215,11 +225,8 @@ func TestProxyTransport(t *testing.T) {
 		c := open(t, Config{Transport: TransportProxy, URL: "https://" + transporttest.TenancyName, Proxy: p.url(), CAFile: ts.CAFile})
 		_, err := get(t.Context(), t, c, "https://"+transporttest.TenancyName+"/")
 		require.ErrorIs(t, err, ErrUnreachable)
-		var op *net.OpError
-		require.ErrorAs(t, err, &op)
-		assert.Equal(t, "proxyconnect", op.Op)
-		var te *Error
-		require.ErrorAs(t, err, &te)
+		assert.Equal(t, "proxyconnect", errAs[*net.OpError](t, err).Op)
+		te := errAs[*Error](t, err)
 		assert.Equal(t, codes.Unavailable, te.Code())
 		assert.True(t, te.Temporary())
 		assert.Contains(t, err.Error(), "502 Bad Gateway")
@@ -288,36 +295,25 @@ func TestSDKTransport(t *testing.T) {
 	base := "https://" + transporttest.TenancyName
 	cfg := Config{URL: base, Service: "monky-tenancy", CAFile: ts.CAFile, Timeout: 5 * time.Second}
 
-	t.Run("Host and SNI are the URL host, the service is dialed", func(t *testing.T) {
-		d := &loopDialer{addr: ts.addr()}
-		c := openSDK(t, cfg, d)
-		assert.Equal(t, TransportSDK, c.Transport())
-
-		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
-		reqs := ts.requests()
-		last := reqs[len(reqs)-1]
-		assert.Equal(t, transporttest.TenancyName, last.Host)
-		assert.Equal(t, transporttest.TenancyName, last.SNI)
-		_, ok := d.services.Load("monky-tenancy")
-		assert.True(t, ok)
-		assert.Nil(t, c.HTTP.Transport.(*http.Transport).Proxy)
-	})
-
-	t.Run("server_name overrides SNI but not Host", func(t *testing.T) {
-		d := &loopDialer{addr: ts.addr()}
-		c2 := cfg
-		c2.URL = "https://tenancy.example.org"
-		c2.ServerName = transporttest.TenancyName
-		c := openSDK(t, c2, d)
-		_, err := get(t.Context(), t, c, c2.URL+"/")
-		require.NoError(t, err)
-		reqs := ts.requests()
-		last := reqs[len(reqs)-1]
-		assert.Equal(t, "tenancy.example.org", last.Host)
-		assert.Equal(t, transporttest.TenancyName, last.SNI)
-	})
+	// SNI is the URL's host, or server_name when set; Host is always the URL's host.
+	for _, tc := range []struct{ name, host, serverName string }{
+		{"Host and SNI are the URL host, the service is dialed", transporttest.TenancyName, ""},
+		{"server_name overrides SNI but not Host", "tenancy.example.org", transporttest.TenancyName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &loopDialer{addr: ts.addr()}
+			c2 := cfg
+			c2.URL, c2.ServerName = "https://"+tc.host, tc.serverName
+			c := openSDK(t, c2, d)
+			assert.Equal(t, TransportSDK, c.Transport())
+			last := hello(t, ts, c, c2.URL+"/v1/agent/checkin")
+			assert.Equal(t, tc.host, last.Host)
+			assert.Equal(t, transporttest.TenancyName, last.SNI)
+			_, ok := d.services.Load("monky-tenancy")
+			assert.True(t, ok)
+			assert.Nil(t, c.HTTP.Transport.(*http.Transport).Proxy)
+		})
+	}
 
 	t.Run("concurrent requests each get their own connection", func(t *testing.T) {
 		const n = 5
@@ -416,9 +412,7 @@ func TestSDKTransport(t *testing.T) {
 				assert.Less(t, time.Since(start), 2*time.Second)
 				require.ErrorIs(t, err, tc.is)
 				require.ErrorIs(t, err, ErrUnreachable)
-				var op *net.OpError
-				require.ErrorAs(t, err, &op)
-				assert.Equal(t, tc.timeout, op.Timeout())
+				assert.Equal(t, tc.timeout, errAs[*net.OpError](t, err).Timeout())
 				close(unblock)
 				select {
 				case <-started: // dialed
@@ -440,12 +434,8 @@ func TestSDKTransport(t *testing.T) {
 		c4.Timeout = 100 * time.Millisecond
 		c := openSDK(t, c4, d)
 		_, err := get(t.Context(), t, c, base+"/")
-		var ue *url.Error
-		require.ErrorAs(t, err, &ue)
-		assert.True(t, ue.Timeout())
-		var ne net.Error
-		require.ErrorAs(t, err, &ne)
-		assert.True(t, ne.Timeout())
+		assert.True(t, errAs[*url.Error](t, err).Timeout())
+		assert.True(t, errAs[net.Error](t, err).Timeout())
 		require.ErrorIs(t, err, ErrUnreachable)
 	})
 
@@ -463,8 +453,7 @@ func TestSDKTransport(t *testing.T) {
 				c := openSDK(t, cfg, dialerFunc(func(string) (net.Conn, error) { return nil, tc.dialErr }))
 				_, err := get(t.Context(), t, c, base+"/")
 				require.Error(t, err)
-				var op *net.OpError
-				require.ErrorAs(t, err, &op)
+				op := errAs[*net.OpError](t, err)
 				assert.Equal(t, "dial", op.Op)
 				assert.Equal(t, "ziti", op.Net)
 				assert.Equal(t, "monky-tenancy", op.Addr.String())
@@ -472,8 +461,7 @@ func TestSDKTransport(t *testing.T) {
 					assert.ErrorIs(t, err, target)
 				}
 				assert.NotErrorIs(t, err, ErrInvalidConfig)
-				var te *Error
-				require.ErrorAs(t, err, &te)
+				te := errAs[*Error](t, err)
 				assert.Equal(t, codes.Unavailable, te.Code())
 				assert.True(t, te.Temporary())
 				assert.True(t, op.Temporary())
@@ -492,9 +480,7 @@ func TestSDKTransport(t *testing.T) {
 		require.NoError(t, c.Close())
 		_, err = get(t.Context(), t, c, base+"/")
 		require.ErrorIs(t, err, ErrClosed)
-		var te *Error
-		require.ErrorAs(t, err, &te)
-		assert.False(t, te.Temporary())
+		assert.False(t, errAs[*Error](t, err).Temporary())
 		assert.False(t, d.closed.Load())
 		assert.Equal(t, int32(1), d.dials.Load())
 	})
@@ -523,9 +509,7 @@ func TestNewWithOwnedDialer(t *testing.T) {
 		c, err := NewWithOwnedDialer(cfg, func() (DialCloser, error) { return d, nil })
 		require.NoError(t, err)
 		assert.Equal(t, TransportSDK, c.Transport(), "the sdk transport, whatever cfg.Transport says")
-		body, err := get(t.Context(), t, c, base+"/v1/agent/checkin")
-		require.NoError(t, err)
-		assert.Equal(t, "tenancy says hello", body)
+		hello(t, ts, c, base+"/v1/agent/checkin")
 		assert.False(t, d.closed.Load())
 		require.NoError(t, c.Close())
 		assert.True(t, d.closed.Load())
@@ -637,8 +621,7 @@ func TestConfigErrors(t *testing.T) {
 				require.ErrorIs(t, err, ErrInvalidConfig)
 			}
 			assert.Contains(t, err.Error(), tc.key)
-			var te *Error
-			require.ErrorAs(t, err, &te)
+			te := errAs[*Error](t, err)
 			assert.Equal(t, tc.key, te.Key)
 			assert.Empty(t, te.Code())
 			assert.False(t, te.Temporary())
