@@ -3,99 +3,45 @@ package fakedocker_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"time"
+	"os/exec"
+	"strings"
 
-	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
-	"github.com/monky/monky-deployd/deployd/deploydtest/fakestack"
-	"github.com/monky/monky-deployd/deployd/deploydtest/faketenancy"
 )
 
-// check stops the example on an error; must is check for a call that also returns a value.
-func check(err error) {
-	if err != nil {
-		panic(err)
-	}
-}
-
-func must[T any](v T, err error) T {
-	check(err)
-	return v
-}
-
-// Example applies a bundle end to end with no docker daemon: the fake tenancy, OpenBao
-// and docker (fakestack with Options.Docker), and an agent in-process. The first
-// release comes up healthy; a script makes the second one's web service unhealthy,
-// and the agent goes back to the first.
+// Example installs a fake docker with a script, runs the program as the code under
+// test would (Env is its whole environment), scripts it again, and reads the record.
+// The deployd package's Example_fakeDocker runs an agent against it.
 func Example() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	const env = "env-dev-01"
-
-	s := must(fakestack.Start(ctx, fakestack.Options{Docker: &fakedocker.Options{}}))
-	defer s.Close()
-	d := s.Docker
-
-	dir := must(os.MkdirTemp("", "fakedocker-example-"))
-	defer os.RemoveAll(dir)
-	cfg := must(deployd.ParseConfig("config.yaml", fmt.Appendf(nil, `env_id: %[1]s
-deploy_dir: %[2]s/srv
-state_dir: %[2]s/state
-bootstrap_grant: %[2]s/grant.jwt
-min_free_mb: 1
-tenancy:
-  transport: system
-  url: %[3]s
-bao:
-  addr: %[4]s
-compose:
-  health_timeout: 20s
-`, env, dir, s.Tenancy.URL(), s.Bao.URL())))
-	check(os.WriteFile(filepath.Join(dir, "grant.jwt"), []byte(s.Bao.MintGrant(env)), 0o600))
-	s.Bao.PutSecret(env, "db", map[string]string{"password": "example-password"})
-	agent := must(deployd.New(ctx, cfg, deployd.Options{DockerEnv: d.Env(), HealthPoll: 20 * time.Millisecond}))
-	defer agent.Close()
-
-	publish := func(serial int64) string {
-		b := must(faketenancy.BuildBundle(faketenancy.SampleApp(env, serial)))
-		sha, _, err := s.Tenancy.PublishBundle(env, b.Data)
-		check(err)
-		return sha
+	ctx := context.Background()
+	d, err := fakedocker.Install(ctx, fakedocker.Options{Script: &fakedocker.Script{ServerVersion: "27.5.1"}})
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	tick := func() {
-		out, err := agent.Tick(ctx)
-		fmt.Printf("tick: %s %s, code %q, exit %d\n", out.Action, out.Result, out.Code, deployd.ExitCode(err))
-	}
+	defer d.Close()
 
-	publish(1)
-	tick()
-	sha2 := publish(2)
-	check(d.SetScript(&fakedocker.Script{Releases: map[string]map[string]fakedocker.Service{
-		sha2: {"web": {States: []fakedocker.State{{Health: "starting"}, {Health: "unhealthy", HealthOutput: "GET /health: 500"}}}},
-	}}))
-	tick()
-
-	for _, r := range s.Tenancy.Reports(env) {
-		fmt.Printf("report: serial %d %s, code %q\n", r.Serial, r.Result, r.Code)
+	version := func() {
+		cmd := exec.CommandContext(ctx, d.Path, "version", "--format", "{{.Server.Version}}")
+		cmd.Env = d.Env()
+		out, err := cmd.Output()
+		fmt.Printf("docker version: %s %v\n", strings.TrimSpace(string(out)), err)
 	}
-	fmt.Println("serving serial", must(deployd.ReadState(cfg)).LiveSerial)
-	ups, reads := 0, 0
-	for _, c := range must(d.Calls()) {
-		if c.Compose("up") {
-			ups++
-		}
-		if c.Argv[0] == fakedocker.EngineArgv0 {
-			reads++
-		}
+	version()
+	if err := d.SetScript(&fakedocker.Script{Commands: map[string]fakedocker.Command{"version": {Exit: 1, Stderr: "Cannot connect to the Docker daemon"}}}); err != nil {
+		fmt.Println(err)
+		return
 	}
-	fmt.Println("compose up:", ups, "(release 1, release 2, release 1 again); Engine API reads:", reads > 0)
+	version()
+	calls, err := d.Calls()
+	for _, c := range calls {
+		fmt.Println("recorded: docker", strings.Join(c.Argv, " "))
+	}
+	fmt.Println("record:", err)
 	// Output:
-	// tick: apply applied, code "", exit 0
-	// tick: apply failed, code "UNHEALTHY", exit 1
-	// report: serial 1 applied, code ""
-	// report: serial 2 failed, code "UNHEALTHY"
-	// serving serial 1
-	// compose up: 3 (release 1, release 2, release 1 again); Engine API reads: true
+	// docker version: 27.5.1 <nil>
+	// docker version:  exit status 1
+	// recorded: docker version --format {{.Server.Version}}
+	// recorded: docker version --format {{.Server.Version}}
+	// record: <nil>
 }
