@@ -27,9 +27,9 @@ func TestOpenRegularFstat(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		var nr *NotRegularError
-		if !errors.As(err, &nr) || nr.Kind != "fifo" || nr.Path != fifo {
-			t.Fatalf("openRegular(fifo) = %v, want a NotRegularError of kind fifo naming %s", err, fifo)
+		var nr *RefusedError
+		if !errors.As(err, &nr) || nr.Why != "a fifo, not a regular file" || nr.Path != fifo || !errors.Is(nr.Err, ErrNotRegular) {
+			t.Fatalf("openRegular(fifo) = %v, want a RefusedError of a fifo naming %s", err, fifo)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("openRegular blocks on a fifo without a writer")

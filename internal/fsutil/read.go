@@ -10,44 +10,37 @@ import (
 )
 
 var (
-	// ErrNotRegular is matched (errors.Is) by a *NotRegularError: ReadRegular was
-	// given a fifo, a directory, a device, a socket.
+	// ErrNotRegular is matched (errors.Is) by the *RefusedError of a fifo, a
+	// directory, a device, a socket given to ReadRegular.
 	ErrNotRegular = errors.New("not a regular file")
-	// ErrTooLarge is matched (errors.Is) by a *TooLargeError: the file holds more
-	// than ReadRegular's bound.
+	// ErrTooLarge is matched (errors.Is) by the *RefusedError of a file that holds
+	// more than ReadRegular's bound.
 	ErrTooLarge = errors.New("file too large")
 )
 
-// NotRegularError is a path that is not a regular file (after symlinks).
-type NotRegularError struct {
+// RefusedError is a file ReadRegular refused without reading it: one that is not a
+// regular file after symlinks (Err is ErrNotRegular) or one larger than the bound it
+// was read with (Err is ErrTooLarge).
+type RefusedError struct {
 	// Path is the path as given.
 	Path string
-	// Kind is what it is: "fifo", "directory", "socket", "character device",
-	// "block device", "irregular file".
-	Kind string
+	// Err is ErrNotRegular or ErrTooLarge.
+	Err error
+	// Why says what is wrong, without the path: "a fifo, not a regular file" (the kind
+	// is KindOf's), "larger than 1048576 bytes".
+	Why string
 }
 
-// Error returns "<path> is a <kind>, not a regular file".
-func (e *NotRegularError) Error() string {
-	return fmt.Sprintf("%s is a %s, not a regular file", e.Path, e.Kind)
+// Error returns "<path> is <why>".
+func (e *RefusedError) Error() string { return e.Path + " is " + e.Why }
+
+// Unwrap returns ErrNotRegular or ErrTooLarge.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// notRegular is the refusal of path, whose mode m is not a regular file's.
+func notRegular(path string, m fs.FileMode) error {
+	return &RefusedError{Path: path, Err: ErrNotRegular, Why: "a " + KindOf(m) + ", not a regular file"}
 }
-
-// Is reports whether target is ErrNotRegular.
-func (e *NotRegularError) Is(target error) bool { return target == ErrNotRegular }
-
-// TooLargeError is a file larger than the bound it was read with.
-type TooLargeError struct {
-	Path string
-	Max  int64
-}
-
-// Error returns "<path> is larger than <max> bytes".
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is larger than %d bytes", e.Path, e.Max)
-}
-
-// Is reports whether target is ErrTooLarge.
-func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
 // ReadRegular reads the regular file at path (symlinks followed), at most max bytes,
 // and never blocks on what is not a regular file.
@@ -56,9 +49,9 @@ func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 // opened with O_NONBLOCK (an open of a fifo without a writer returns at once instead
 // of waiting for one) and the opened file is fstat-ed again, so that a path swapped
 // between the two is refused too; the content is read through that descriptor. What
-// is not a regular file is a *NotRegularError naming the path and its kind (matching
-// ErrNotRegular); a file of more than max bytes is a *TooLargeError (matching
-// ErrTooLarge). Other errors are those of os.Stat, os.Open and read, which name the
+// is not a regular file is a *RefusedError naming the path and its kind (matching
+// ErrNotRegular); a file of more than max bytes is a *RefusedError matching
+// ErrTooLarge. Other errors are those of os.Stat, os.Open and read, which name the
 // path; a missing file matches fs.ErrNotExist.
 func ReadRegular(path string, max int64) ([]byte, error) {
 	fi, err := os.Stat(path)
@@ -66,7 +59,7 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &NotRegularError{Path: path, Kind: KindOf(fi.Mode())}
+		return nil, notRegular(path, fi.Mode())
 	}
 	f, err := openRegular(path)
 	if err != nil {
@@ -78,7 +71,7 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: PathCause(err)}
 	}
 	if int64(len(data)) > max {
-		return nil, &TooLargeError{Path: path, Max: max}
+		return nil, &RefusedError{Path: path, Err: ErrTooLarge, Why: fmt.Sprintf("larger than %d bytes", max)}
 	}
 	return data, nil
 }
@@ -97,7 +90,7 @@ func openRegular(path string) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		_ = f.Close()
-		return nil, &NotRegularError{Path: path, Kind: KindOf(fi.Mode())}
+		return nil, notRegular(path, fi.Mode())
 	}
 	return f, nil
 }
@@ -140,13 +133,12 @@ func PathCause(err error) error {
 // "larger than 1048576 bytes", or "cannot read: " and the cause, e.g. "no such file or
 // directory". The config, the CA file and the identity file are refused in these words.
 func Problem(err error) string {
-	var notRegular *NotRegularError
-	var tooLarge *TooLargeError
+	var refused *RefusedError
 	switch {
-	case errors.As(err, &notRegular):
-		return "cannot read: a " + notRegular.Kind + ", not a regular file"
-	case errors.As(err, &tooLarge):
-		return fmt.Sprintf("larger than %d bytes", tooLarge.Max)
+	case errors.As(err, &refused) && errors.Is(refused.Err, ErrTooLarge):
+		return refused.Why
+	case errors.As(err, &refused):
+		return "cannot read: " + refused.Why
 	default:
 		return "cannot read: " + PathCause(err).Error()
 	}

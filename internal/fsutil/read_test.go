@@ -71,10 +71,10 @@ func TestReadRegularTooLarge(t *testing.T) {
 	require.Error(t, err)
 	assert.Nil(t, data)
 	assert.ErrorIs(t, err, fsutil.ErrTooLarge)
-	var tl *fsutil.TooLargeError
+	var tl *fsutil.RefusedError
 	require.ErrorAs(t, err, &tl)
 	assert.Equal(t, p, tl.Path)
-	assert.Equal(t, int64(10), tl.Max)
+	assert.Equal(t, "larger than 10 bytes", tl.Why)
 	assert.Equal(t, p+" is larger than 10 bytes", err.Error())
 	assert.Equal(t, "larger than 10 bytes", fsutil.Problem(err))
 }
@@ -128,10 +128,10 @@ func TestReadRegularRefusesOtherKinds(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, data)
 			assert.ErrorIs(t, err, fsutil.ErrNotRegular)
-			var nr *fsutil.NotRegularError
+			var nr *fsutil.RefusedError
 			require.ErrorAs(t, err, &nr)
 			assert.Equal(t, tc.path, nr.Path)
-			assert.Equal(t, tc.kind, nr.Kind)
+			assert.Equal(t, "a "+tc.kind+", not a regular file", nr.Why)
 			assert.Equal(t, tc.path+" is a "+tc.kind+", not a regular file", err.Error())
 			assert.Equal(t, "cannot read: a "+tc.kind+", not a regular file", fsutil.Problem(err))
 			assert.False(t, errors.Is(err, fs.ErrNotExist))
