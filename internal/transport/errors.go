@@ -70,7 +70,8 @@ type Error struct {
 
 // Error returns "transport: <key> <path>: <detail>: <cause>" with the empty parts left
 // out, or for a dial "transport: dial OpenZiti service "<service>": <detail>: <cause>";
-// with neither a head nor a detail, the Kind's text stands for the detail.
+// with neither a head nor a detail, the Kind's text (without its "transport: ") stands
+// for the detail.
 func (e *Error) Error() string {
 	head := errtext.Words(errtext.If(e.Service != "", "dial OpenZiti service "+strconv.Quote(e.Service)), e.Key, e.Path)
 	detail := cmp.Or(e.Detail, errtext.If(head == "", strings.TrimPrefix(errtext.Cause(e.Kind), "transport: ")))
