@@ -701,6 +701,10 @@ func TestErrorShape(t *testing.T) {
 		assert.Equal(t, k.code, (&bao.Error{Kind: k.err}).Code())
 	}
 	assert.False(t, strings.Contains((&bao.Error{Op: "login", Kind: bao.ErrUnauthenticated}).Error(), "<nil>"))
+	// No Kind nor Detail: no empty part and no double space (was "UNAVAILABLE:  (HTTP 503): …", "UNAVAILABLE: : …").
+	assert.Equal(t, "bao read: UNAVAILABLE: (HTTP 503): connection refused", (&bao.Error{Op: "read", Status: 503, Err: cause}).Error())
+	assert.Equal(t, "bao read: UNAVAILABLE: connection refused", (&bao.Error{Op: "read", Err: cause}).Error())
+	assert.Equal(t, "bao p/x: SECRET_MISSING: secret is missing", (&bao.Error{Kind: bao.ErrSecretMissing, Path: "p/x"}).Error(), "no Op: one space")
 }
 
 // countingTransport is a RoundTripper that is not an *http.Transport.

@@ -13,18 +13,20 @@ import (
 // TestDependencies keeps the package's dependency budget (docs/ARCHITECTURE.md): of this
 // module only deployd/secret, the leaf packages deployd/codes and deployd/ids,
 // internal/scrub (the one decision of how a server's text is made safe for an error,
-// shared with deployd/tenancy), internal/fsutil (how a file the config names is read);
+// shared with deployd/tenancy), internal/errtext (how an error's text is joined),
+// internal/fsutil (how a file the config names is read);
 // outside it vault/api's wire types and what they link, never
 // OpenZiti nor test code.
 func TestDependencies(t *testing.T) {
 	const module = "github.com/monky/monky-deployd/"
 	allowed := map[string]bool{
-		module + "deployd/bao":     true,
-		module + "deployd/secret":  true,
-		module + "deployd/codes":   true,
-		module + "deployd/ids":     true,
-		module + "internal/scrub":  true,
-		module + "internal/fsutil": true,
+		module + "deployd/bao":      true,
+		module + "deployd/secret":   true,
+		module + "deployd/codes":    true,
+		module + "deployd/ids":      true,
+		module + "internal/scrub":   true,
+		module + "internal/errtext": true,
+		module + "internal/fsutil":  true,
 	}
 	forbidden := []string{"github.com/openziti/", "testing", "net/http/httptest", "github.com/stretchr/testify"}
 	deps := testprog.Deps(t, ".")

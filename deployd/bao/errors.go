@@ -1,10 +1,12 @@
 package bao
 
 import (
-	"fmt"
+	"cmp"
+	"strconv"
 	"strings"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/errtext"
 	"github.com/monky/monky-deployd/internal/scrub"
 )
 
@@ -62,36 +64,14 @@ type Error struct {
 	Err error
 }
 
-// Error formats the error as "bao <op> <path>: <CODE>: <detail>".
+// Error formats the error as "bao <op> <path> (variable <var>): <CODE>: <detail> (HTTP
+// <status>): <cause>", the empty parts left out; <detail> is the Kind's text when Detail
+// is empty.
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("bao ")
-	b.WriteString(e.Op)
-	if e.Path != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Path)
-	}
-	if e.Var != "" {
-		b.WriteString(" (variable ")
-		b.WriteString(e.Var)
-		b.WriteString(")")
-	}
-	b.WriteString(": ")
-	b.WriteString(string(e.Code()))
-	b.WriteString(": ")
-	if e.Detail != "" {
-		b.WriteString(e.Detail)
-	} else if e.Kind != nil {
-		b.WriteString(e.Kind.Error())
-	}
-	if e.Status != 0 {
-		fmt.Fprintf(&b, " (HTTP %d)", e.Status)
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
+	return errtext.Join(errtext.Words("bao", e.Op, e.Path, errtext.If(e.Var != "", "(variable "+e.Var+")")),
+		string(e.Code()),
+		errtext.Words(cmp.Or(e.Detail, errtext.Cause(e.Kind)), errtext.If(e.Status != 0, "(HTTP "+strconv.Itoa(e.Status)+")")),
+		errtext.Cause(e.Err))
 }
 
 // Code returns the stable code of the error's Kind, e.g. codes.SecretDenied

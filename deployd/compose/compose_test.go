@@ -432,6 +432,24 @@ func TestErrorCodes(t *testing.T) {
 	}
 }
 
+func TestErrorText(t *testing.T) {
+	for _, tc := range []struct {
+		err  *Error
+		want string
+	}{
+		{&Error{Op: "wait", Kind: ErrUnhealthy, Services: []string{"db", "web"}, Err: errors.New("cause")},
+			"compose wait: services unhealthy: db, web: cause"},
+		{&Error{Op: "wait", Kind: ErrUnhealthy, Services: []string{"web"}, Detail: "web: unhealthy"}, "compose wait: services unhealthy: web: unhealthy"},
+		{&Error{Op: "up", Kind: ErrApplyFailed, ExitCode: 1}, "compose up: docker compose failed"},
+		// Degenerate: no Kind (was "compose up: <nil>: …"), an empty service name (was a trailing ": "), no Op.
+		{&Error{Op: "up", Err: errors.New("exit status 1")}, "compose up: exit status 1"},
+		{&Error{Op: "ps", Kind: ErrCommandFailed, Services: []string{""}}, "compose ps: docker command failed"},
+		{&Error{Kind: ErrApplyFailed}, "compose: docker compose failed"},
+	} {
+		assert.Equal(t, tc.want, tc.err.Error())
+	}
+}
+
 func TestValidServerVersion(t *testing.T) {
 	for v, want := range map[string]bool{
 		"27.3.1": true, "20.10.24+dfsg1": true, "": false, "27.3.1 extra": false, "a\nb": false,

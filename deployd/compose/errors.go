@@ -2,6 +2,7 @@ package compose
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/errtext"
 )
 
 // The conditions of this package, each with its stable code (codes.Code.Sentinel).
@@ -68,19 +70,12 @@ type Error struct {
 	Err error
 }
 
-// Error describes the failure without any output of docker.
+// Error describes the failure without any output of docker: "compose <op>: <kind>:
+// <detail>: <cause>", the services at fault standing for an empty detail, the empty
+// parts left out.
 func (e *Error) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "compose %s: %v", e.Op, e.Kind)
-	if e.Detail != "" {
-		fmt.Fprintf(&b, ": %s", e.Detail)
-	} else if len(e.Services) > 0 {
-		fmt.Fprintf(&b, ": %s", strings.Join(e.Services, ", "))
-	}
-	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
-	}
-	return b.String()
+	return errtext.Join(errtext.Words("compose", e.Op), errtext.Cause(e.Kind),
+		cmp.Or(e.Detail, strings.Join(e.Services, ", ")), errtext.Cause(e.Err))
 }
 
 // Unwrap returns the underlying cause.

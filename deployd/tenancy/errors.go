@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/errtext"
 	"github.com/monky/monky-deployd/internal/scrub"
 )
 
@@ -69,29 +70,13 @@ type APIError struct {
 	Err error
 }
 
-// Error returns a one-line description: op, status, server code and message.
+// Error returns a one-line description: op, status, server code and message, then the
+// cause and the Retry-After: "tenancy: <op>: HTTP <status> <CODE>: <message>: <cause>
+// (retry after <d>)", the empty parts left out.
 func (e *APIError) Error() string {
-	var b strings.Builder
-	b.WriteString("tenancy: ")
-	b.WriteString(e.Op)
-	if e.Status != 0 {
-		fmt.Fprintf(&b, ": HTTP %d", e.Status)
-	}
-	if e.ServerCode != "" {
-		fmt.Fprintf(&b, " %s", e.ServerCode)
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	if e.RetryAfter > 0 {
-		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfter)
-	}
-	return b.String()
+	head := errtext.Words(errtext.Join("tenancy", e.Op, errtext.If(e.Status != 0, "HTTP "+strconv.Itoa(e.Status))), e.ServerCode)
+	return errtext.Words(errtext.Join(head, e.Message, errtext.Cause(e.Err)),
+		errtext.If(e.RetryAfter > 0, "(retry after "+e.RetryAfter.String()+")"))
 }
 
 // Unwrap returns the underlying error, so that errors.Is(err, context.DeadlineExceeded)

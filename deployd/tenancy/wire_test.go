@@ -192,6 +192,22 @@ func TestAPIErrorCode(t *testing.T) {
 	}
 }
 
+func TestAPIErrorText(t *testing.T) {
+	for _, tc := range []struct {
+		err  *APIError
+		want string
+	}{
+		{&APIError{Op: "lease", Status: 429, ServerCode: "RATE_LIMITED", Message: "budget spent", RetryAfter: 5 * time.Second, Kind: ErrRateLimited},
+			"tenancy: lease: HTTP 429 RATE_LIMITED: budget spent (retry after 5s)"},
+		{&APIError{Op: "checkin", ServerCode: "X", Err: errors.New("EOF"), RetryAfter: -time.Second}, "tenancy: checkin X: EOF"},
+		{&APIError{Op: "report", Message: "bad sha"}, "tenancy: report: bad sha"},
+		// Degenerate: no Op (was "tenancy: : HTTP 503").
+		{&APIError{Status: 503}, "tenancy: HTTP 503"},
+	} {
+		assert.Equal(t, tc.want, tc.err.Error())
+	}
+}
+
 func TestParseRetryAfter(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -362,6 +362,25 @@ func TestErrors(t *testing.T) {
 	})
 }
 
+func TestErrorText(t *testing.T) {
+	for _, tc := range []struct {
+		err  *Error
+		want string
+	}{
+		{&Error{Op: "remove image", Host: "unix:///s", Path: "/images/x", Status: http.StatusConflict, Message: "in use"},
+			"docker engine remove image /images/x on unix:///s: HTTP 409: in use (the image stays; it is removed once no container uses it)"},
+		{&Error{Op: "inspect", Path: "/x", Status: 500, Err: errors.New("EOF")}, "docker engine inspect /x: HTTP 500 (the daemon failed: see journalctl -u docker): EOF"},
+		{&Error{Op: "version", Message: "dropped without a status", Err: ErrUnreachable},
+			"docker engine version: docker engine unreachable: the docker daemon cannot be reached: is dockerd running? systemctl status docker"},
+		// Degenerate: no Op (was "docker engine  /x: HTTP 404").
+		{&Error{Path: "/x", Status: 404}, "docker engine /x: HTTP 404"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
+
 func TestConcurrency(t *testing.T) {
 	f := newFakeEngine(t, nil)
 	c := f.client(t, Options{})

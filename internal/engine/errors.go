@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/monky/monky-deployd/deployd/compose"
+	"github.com/monky/monky-deployd/internal/errtext"
 )
 
 // The conditions of the package, matched with errors.Is on an *Error.
@@ -50,32 +52,15 @@ type Error struct {
 	Err error
 }
 
-// Error says what failed, where, and what to do next.
+// Error says what failed, where, and what to do next: "docker engine <op> <path> on
+// <host>: HTTP <status>: <message> (<hint>): <cause>", the empty parts left out; the
+// message and the hint only with a status.
 func (e *Error) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "docker engine %s", e.Op)
-	if e.Path != "" {
-		fmt.Fprintf(&b, " %s", e.Path)
-	}
-	if e.Host != "" {
-		fmt.Fprintf(&b, " on %s", e.Host)
-	}
-	if e.Status != 0 {
-		fmt.Fprintf(&b, ": HTTP %d", e.Status)
-		if e.Message != "" {
-			fmt.Fprintf(&b, ": %s", e.Message)
-		}
-		switch {
-		case e.Status == http.StatusConflict && e.Op == "remove image":
-			b.WriteString(" (the image stays; it is removed once no container uses it)")
-		case e.Status >= 500:
-			b.WriteString(" (the daemon failed: see journalctl -u docker)")
-		}
-	}
-	if e.Err != nil {
-		fmt.Fprintf(&b, ": %v", e.Err)
-	}
-	return b.String()
+	answer := errtext.Words(errtext.Join("HTTP "+strconv.Itoa(e.Status), e.Message),
+		errtext.If(e.Status == http.StatusConflict && e.Op == "remove image", "(the image stays; it is removed once no container uses it)"),
+		errtext.If(e.Status >= 500, "(the daemon failed: see journalctl -u docker)"))
+	return errtext.Join(errtext.Words("docker engine", e.Op, e.Path, errtext.If(e.Host != "", "on "+e.Host)),
+		errtext.If(e.Status != 0, answer), errtext.Cause(e.Err))
 }
 
 // Unwrap returns the underlying cause.

@@ -1,11 +1,13 @@
 package transport
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/monky/monky-deployd/deployd/codes"
+	"github.com/monky/monky-deployd/internal/errtext"
 )
 
 // The conditions of the package. An *Error carries exactly one of them as its Kind and
@@ -67,34 +69,13 @@ type Error struct {
 }
 
 // Error returns "transport: <key> <path>: <detail>: <cause>" with the empty parts left
-// out, or for a dial "transport: dial OpenZiti service "<service>": <detail>: <cause>".
+// out, or for a dial "transport: dial OpenZiti service "<service>": <detail>: <cause>";
+// with neither a head nor a detail, the Kind's text (without its "transport: ") stands
+// for the detail.
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("transport: ")
-	head := make([]string, 0, 3)
-	if e.Service != "" {
-		head = append(head, "dial OpenZiti service "+strconv.Quote(e.Service))
-	}
-	if e.Key != "" {
-		head = append(head, e.Key)
-	}
-	if e.Path != "" {
-		head = append(head, e.Path)
-	}
-	b.WriteString(strings.Join(head, " "))
-	if e.Detail != "" {
-		if len(head) > 0 {
-			b.WriteString(": ")
-		}
-		b.WriteString(e.Detail)
-	} else if len(head) == 0 && e.Kind != nil {
-		b.WriteString(strings.TrimPrefix(e.Kind.Error(), "transport: "))
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
+	head := errtext.Words(errtext.If(e.Service != "", "dial OpenZiti service "+strconv.Quote(e.Service)), e.Key, e.Path)
+	detail := cmp.Or(e.Detail, errtext.If(head == "", strings.TrimPrefix(errtext.Cause(e.Kind), "transport: ")))
+	return "transport: " + errtext.Join(head, detail, errtext.Cause(e.Err))
 }
 
 // Unwrap returns the underlying cause, so that errors.Is(err, context.DeadlineExceeded)

@@ -655,6 +655,7 @@ func TestErrorText(t *testing.T) {
 			`transport: dial OpenZiti service "monky-tenancy": no Dial policy: service 'monky-tenancy' not found`},
 		{&Error{Kind: ErrClosed}, "transport: client closed"},
 		{&Error{Kind: ErrUnreachable, Err: context.DeadlineExceeded}, "transport: tenancy unreachable: context deadline exceeded"},
+		{&Error{Err: context.Canceled}, "transport: context canceled"}, // no Kind, head nor detail: no empty part (was "transport: : …")
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.err.Error())
