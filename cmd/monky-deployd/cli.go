@@ -329,7 +329,7 @@ func (c *cli) writeMetrics(path string, v deployd.Status, tick time.Duration, ex
 	if path == "" {
 		return
 	}
-	if err := metrics.Write(path, metrics.FromStatus(v, time.Now(), tick, exit)); err != nil {
+	if err := metrics.Write(path, snapshot(v, time.Now(), tick, exit)); err != nil {
 		c.log.Warn("could not write the metrics file", "path", path, "err", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/monky/monky-deployd/deployd"
 	"github.com/monky/monky-deployd/deployd/codes"
 	"github.com/monky/monky-deployd/deployd/ids"
 	"github.com/monky/monky-deployd/internal/fsutil"
@@ -382,52 +381,6 @@ func unixSeconds(t time.Time) string {
 
 func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
-}
-
-// FromStatus is the snapshot of a tick that ended at now with exit after tick, as
-// the box's status (read back after the tick) tells it.
-func FromStatus(v deployd.Status, now time.Time, tick time.Duration, exit int) Snapshot {
-	snap := Snapshot{
-		EnvID: v.EnvID, Version: v.Version, LastRun: now, TickDuration: tick, ExitCode: exit,
-		EnvMismatchLatched: v.Latch != nil && v.Latch.Active, Verdict: string(v.Verdict), VerdictExit: v.Verdict.Exit(),
-	}
-	if v.LastCheckin != nil {
-		snap.LastCheckin = *v.LastCheckin
-	}
-	if r := v.LastReport; r != nil {
-		snap.LastResult, snap.LastCode = r.Result, r.Code
-	}
-	if e := v.Token.Expires; e != nil {
-		snap.TokenTTL = max(e.Sub(now), 0)
-	}
-	if r := v.LastRestore; r != nil {
-		snap.LastRestore, snap.Degraded = r.Result, r.Degraded
-	}
-	if r := v.LastReclaim; r != nil {
-		snap.ImagesRemoved, snap.ImagesReclaimedBytes = r.Images, r.Bytes
-	}
-	if c := v.Condition; c != nil {
-		snap.Condition = &Condition{Code: c.Code, Exit: c.Exit, Since: c.Since, Runs: c.Runs}
-		if c.NextAttempt != nil {
-			snap.Condition.NextAttempt = *c.NextAttempt
-		}
-	}
-	if d := v.Deferred; d != nil {
-		snap.Deferred = &Deferral{Why: d.Why, Until: d.Until}
-	}
-	if o := v.Offline; o != nil {
-		snap.TenancyUnreached = o.FailingSince
-	}
-	if l := v.Live; l != nil {
-		snap.LiveSHA, snap.LiveSerial = l.SHA, l.Serial
-		if h := l.Health; h != nil {
-			snap.Live = &Live{Known: h.Reason == "", Healthy: h.Healthy, ObservedAt: h.ObservedAt}
-			for _, sv := range h.Services {
-				snap.Live.Services = append(snap.Live.Services, Service{Name: sv.Name, Healthy: sv.Ready, Restarts: sv.Restarts})
-			}
-		}
-	}
-	return snap
 }
 
 // Deferral is an apply the box prepared and did not switch to (deployd.Deferral), in
