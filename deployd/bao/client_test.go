@@ -29,7 +29,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/secret/secrettest"
-	"github.com/monky/monky-deployd/internal/codetest"
+	"github.com/monky/monky-deployd/internal/testbox/codetest"
 )
 
 const env = "env-dev-01"

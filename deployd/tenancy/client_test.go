@@ -28,7 +28,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 	"github.com/monky/monky-deployd/deployd/tenancy"
-	"github.com/monky/monky-deployd/internal/codetest"
+	"github.com/monky/monky-deployd/internal/testbox/codetest"
 	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
-	"github.com/monky/monky-deployd/internal/jsontest"
+	"github.com/monky/monky-deployd/internal/testbox/jsontest"
 	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
-	"github.com/monky/monky-deployd/internal/jsontest"
+	"github.com/monky/monky-deployd/internal/testbox/jsontest"
 )
 
 // kinds maps the keys of a JSON object to the JSON kind of each value: "null",
