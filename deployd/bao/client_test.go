@@ -29,6 +29,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/secret/secrettest"
+	"github.com/monky/monky-deployd/internal/testbox/codetest"
 )
 
 const env = "env-dev-01"
@@ -45,17 +46,6 @@ func newClient(t *testing.T, addr string, reg secret.Registry) *bao.Client {
 	c, err := bao.New(bao.Config{Addr: addr, EnvID: env, Secrets: reg, Timeout: 5 * time.Second})
 	require.NoError(t, err)
 	return c
-}
-
-// baoError requires err to be of kind, a *bao.Error with code, and returns it.
-func baoError(t *testing.T, err error, kind error, code codes.Code) *bao.Error {
-	t.Helper()
-	require.ErrorIs(t, err, kind)
-	var be *bao.Error
-	require.ErrorAs(t, err, &be)
-	assert.Equal(t, code, be.Code())
-	assert.Equal(t, code, codes.Of(err))
-	return be
 }
 
 // everyCall runs each call of c, login with grant and the others with tok, and
@@ -132,7 +122,7 @@ func TestTokenExpiry(t *testing.T) {
 	_, err = c.LookupSelf(ctx, info.Token)
 	require.ErrorIs(t, err, bao.ErrUnauthenticated)
 	_, err = c.RenewSelf(ctx, info.Token)
-	baoError(t, err, bao.ErrUnauthenticated, codes.Unauthenticated)
+	codetest.RequireCoded[*bao.Error](t, err, bao.ErrUnauthenticated, codes.Unauthenticated)
 }
 
 func TestNotRenewable(t *testing.T) {
@@ -175,7 +165,7 @@ func TestLoginRejected(t *testing.T) {
 			c, err := bao.New(cfg)
 			require.NoError(t, err)
 			_, err = c.Login(ctx, secret.New(tc.grant))
-			be := baoError(t, err, bao.ErrUnauthenticated, codes.Unauthenticated)
+			be := codetest.RequireCoded[*bao.Error](t, err, bao.ErrUnauthenticated, codes.Unauthenticated)
 			assert.Equal(t, "login", be.Op)
 			assert.Contains(t, err.Error(), tc.detail)
 			if len(tc.grant) > 8 {
@@ -197,7 +187,7 @@ func TestLoginShapes(t *testing.T) {
 			s := newFake(t, fakebao.Options{})
 			s.SetLoginFault(fault)
 			_, err := newClient(t, s.URL(), nil).Login(context.Background(), secret.New(s.MintGrant(env)))
-			be := baoError(t, err, bao.ErrLeaseShape, codes.LeaseShape)
+			be := codetest.RequireCoded[*bao.Error](t, err, bao.ErrLeaseShape, codes.LeaseShape)
 			assert.Equal(t, http.StatusOK, be.Status)
 		})
 	}
@@ -269,7 +259,7 @@ func TestRead(t *testing.T) {
 			vals, err := c.Read(ctx, info.Token, tc.refs)
 			require.Error(t, err)
 			assert.Nil(t, vals)
-			baoError(t, err, tc.kind, tc.code)
+			codetest.RequireCoded[*bao.Error](t, err, tc.kind, tc.code)
 			for _, d := range tc.detail {
 				assert.Contains(t, err.Error(), d)
 			}
@@ -289,7 +279,7 @@ func TestRead(t *testing.T) {
 		// A token of env-dev-01 used by a client pinned to env-dev-02: the server's
 		// policy refuses it.
 		_, err = other.Read(ctx, info.Token, map[string]bao.Ref{"P": {Path: "db", Key: "password"}})
-		be := baoError(t, err, bao.ErrSecretDenied, codes.SecretDenied)
+		be := codetest.RequireCoded[*bao.Error](t, err, bao.ErrSecretDenied, codes.SecretDenied)
 		assert.Equal(t, http.StatusForbidden, be.Status)
 		assert.Equal(t, "P", be.Var)
 		assert.Equal(t, "secret/data/envs/env-dev-02/db", be.Path)
@@ -312,7 +302,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 	for name, err := range everyCall(ctx, c, s.MintGrant(env), info.Token) {
 		t.Run("sealed "+name, func(t *testing.T) {
 			assert.Contains(t, err.Error(), "OpenBao is sealed")
-			be := baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
+			be := codetest.RequireCoded[*bao.Error](t, err, bao.ErrUnavailable, codes.Unavailable)
 			assert.Equal(t, http.StatusServiceUnavailable, be.Status)
 		})
 	}
@@ -324,7 +314,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		hs := httptest.NewServer(http.NotFoundHandler())
 		hs.Close() // its port now refuses connections
 		_, err := newClient(t, hs.URL, nil).LookupSelf(ctx, info.Token)
-		baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
+		codetest.RequireCoded[*bao.Error](t, err, bao.ErrUnavailable, codes.Unavailable)
 		assert.Contains(t, err.Error(), "cannot reach OpenBao")
 	})
 	t.Run("timeout", func(t *testing.T) {
@@ -340,7 +330,7 @@ func TestSealedAndUnreachable(t *testing.T) {
 		c, err := bao.New(bao.Config{Addr: hs.URL, EnvID: env, Timeout: 100 * time.Millisecond})
 		require.NoError(t, err)
 		_, err = c.LookupSelf(ctx, info.Token)
-		baoError(t, err, bao.ErrUnavailable, codes.Unavailable)
+		codetest.RequireCoded[*bao.Error](t, err, bao.ErrUnavailable, codes.Unavailable)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 }

@@ -30,22 +30,26 @@ func webWorker(health, state string) []ServiceState {
 // upStates are the states of the fixture's project once it is up and healthy.
 var upStates = webWorker("healthy", "running")
 
+// healthError is the error TestWaitHealthy expects of a wait that fails: of kind, at
+// fault services, saying detail ("": detail not checked).
+func healthError(kind error, detail string, services ...string) *Error {
+	return &Error{Kind: kind, Detail: detail, Services: services}
+}
+
 func TestWaitHealthy(t *testing.T) {
 	t.Parallel()
 	const fast = 5 * time.Millisecond
 	for _, tc := range []struct {
-		name         string
-		format       string
-		services     map[string]fakedocker.Service
-		commands     map[string]fakedocker.Command
-		expect       []string // nil: web and worker
-		timeout      time.Duration
-		wantErr      error
-		wantServices []string
-		wantDetail   string
-		wantStates   []ServiceState
-		wantPS       int // ps calls made, 0: not checked
-		wantLog      string
+		name       string
+		format     string
+		services   map[string]fakedocker.Service
+		commands   map[string]fakedocker.Command
+		expect     []string // nil: web and worker
+		timeout    time.Duration
+		want       *Error // nil: no error; Detail "": not checked
+		wantStates []ServiceState
+		wantPS     int // ps calls made, 0: not checked
+		wantLog    string
 	}{
 		{
 			name:       "healthy after three polls",
@@ -62,23 +66,19 @@ func TestWaitHealthy(t *testing.T) {
 			wantPS:     4,
 		},
 		{
-			name:         "stays starting until the timeout",
-			services:     map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}}}},
-			timeout:      150 * time.Millisecond,
-			wantErr:      ErrHealthTimeout,
-			wantServices: []string{"web"},
-			wantDetail:   "web: running, health starting",
-			wantStates:   webWorker("starting", "running"),
-			wantLog:      "raise compose.health_timeout",
+			name:       "stays starting until the timeout",
+			services:   map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}}}},
+			timeout:    150 * time.Millisecond,
+			want:       healthError(ErrHealthTimeout, "web: running, health starting", "web"),
+			wantStates: webWorker("starting", "running"),
+			wantLog:    "raise compose.health_timeout",
 		},
 		{
-			name:         "turns unhealthy",
-			services:     map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}, {Health: "unhealthy"}}}},
-			wantErr:      ErrUnhealthy,
-			wantServices: []string{"web"},
-			wantDetail:   "web: unhealthy",
-			wantPS:       2,
-			wantLog:      "docker compose -p monky logs --tail 100 web",
+			name:     "turns unhealthy",
+			services: map[string]fakedocker.Service{"web": {States: states{{Health: "starting"}, {Health: "unhealthy"}}}},
+			want:     healthError(ErrUnhealthy, "web: unhealthy", "web"),
+			wantPS:   2,
+			wantLog:  "docker compose -p monky logs --tail 100 web",
 		},
 		{
 			name: "exits non-zero",
@@ -86,10 +86,8 @@ func TestWaitHealthy(t *testing.T) {
 				"web":    {States: states{{Health: "starting"}, {Health: "healthy"}}},
 				"worker": {States: states{{}, {State: "exited", ExitCode: 3}}},
 			},
-			wantErr:      ErrUnhealthy,
-			wantServices: []string{"worker"},
-			wantDetail:   "worker: exited with code 3",
-			wantStates:   webWorker("healthy", "exited"),
+			want:       healthError(ErrUnhealthy, "worker: exited with code 3", "worker"),
+			wantStates: webWorker("healthy", "exited"),
 		},
 		{
 			name: "one-shot exit 0 is done",
@@ -101,12 +99,10 @@ func TestWaitHealthy(t *testing.T) {
 			wantStates: append([]ServiceState{{Name: "migrate", State: "exited"}}, upStates...),
 		},
 		{
-			name:         "restarting state",
-			services:     map[string]fakedocker.Service{"worker": {States: states{{State: "restarting", ExitCode: 1}}}},
-			wantErr:      ErrUnhealthy,
-			wantServices: []string{"worker"},
-			wantDetail:   "worker: container is restarting (restart loop)",
-			wantPS:       1,
+			name:     "restarting state",
+			services: map[string]fakedocker.Service{"worker": {States: states{{State: "restarting", ExitCode: 1}}}},
+			want:     healthError(ErrUnhealthy, "worker: container is restarting (restart loop)", "worker"),
+			wantPS:   1,
 		},
 		{
 			name: "restart loop seen as running with a shrinking uptime",
@@ -116,26 +112,21 @@ func TestWaitHealthy(t *testing.T) {
 					{Status: "Up 8 seconds"}, {Status: "Up 10 seconds"}, {Status: "Up Less than a second"},
 				}},
 			},
-			wantErr:      ErrUnhealthy,
-			wantServices: []string{"worker"},
-			wantDetail:   "worker: container restarted between two polls (restart loop)",
-			wantPS:       3,
+			want:   healthError(ErrUnhealthy, "worker: container restarted between two polls (restart loop)", "worker"),
+			wantPS: 3,
 		},
 		{
 			name: "a crash right after start is caught by the settle poll",
 			services: map[string]fakedocker.Service{
 				"worker": {States: states{{Status: "Up Less than a second"}, {State: "exited", ExitCode: 1}}},
 			},
-			wantErr:      ErrUnhealthy,
-			wantServices: []string{"worker"},
-			wantDetail:   "worker: exited with code 1",
-			wantPS:       2,
+			want:   healthError(ErrUnhealthy, "worker: exited with code 1", "worker"),
+			wantPS: 2,
 		},
 		{
-			name:         "dead container",
-			services:     map[string]fakedocker.Service{"worker": {States: states{{State: "dead"}}}},
-			wantErr:      ErrUnhealthy,
-			wantServices: []string{"worker"},
+			name:     "dead container",
+			services: map[string]fakedocker.Service{"worker": {States: states{{State: "dead"}}}},
+			want:     healthError(ErrUnhealthy, "", "worker"),
 		},
 		{
 			name: "several failures are all named",
@@ -143,19 +134,15 @@ func TestWaitHealthy(t *testing.T) {
 				"worker": {States: states{{State: "exited", ExitCode: 137}}},
 				"web":    {States: states{{Health: "unhealthy"}}},
 			},
-			expect:       []string{"worker", "web"},
-			wantErr:      ErrUnhealthy,
-			wantServices: []string{"web", "worker"},
-			wantDetail:   "web: unhealthy; worker: exited with code 137",
+			expect: []string{"worker", "web"},
+			want:   healthError(ErrUnhealthy, "web: unhealthy; worker: exited with code 137", "web", "worker"),
 		},
 		{
-			name:         "a service without a container is not ready",
-			expect:       []string{"web", "worker", "cron"},
-			timeout:      100 * time.Millisecond,
-			wantErr:      ErrHealthTimeout,
-			wantServices: []string{"cron"},
-			wantDetail:   "cron: no container",
-			wantStates:   append([]ServiceState{{Name: "cron", State: StateMissing}}, upStates...),
+			name:       "a service without a container is not ready",
+			expect:     []string{"web", "worker", "cron"},
+			timeout:    100 * time.Millisecond,
+			want:       healthError(ErrHealthTimeout, "cron: no container", "cron"),
+			wantStates: append([]ServiceState{{Name: "cron", State: StateMissing}}, upStates...),
 		},
 		{
 			name:     "a failing ps is retried",
@@ -164,11 +151,10 @@ func TestWaitHealthy(t *testing.T) {
 			wantLog:  "trying again at the next poll",
 		},
 		{
-			name:         "ps failing until the timeout",
-			commands:     map[string]fakedocker.Command{"ps": {Exit: 1}},
-			timeout:      100 * time.Millisecond,
-			wantErr:      ErrHealthTimeout,
-			wantServices: []string{"web", "worker"},
+			name:     "ps failing until the timeout",
+			commands: map[string]fakedocker.Command{"ps": {Exit: 1}},
+			timeout:  100 * time.Millisecond,
+			want:     healthError(ErrHealthTimeout, "", "web", "worker"),
 		},
 		{
 			name:       "no expected services: every service ps shows",
@@ -189,24 +175,24 @@ func TestWaitHealthy(t *testing.T) {
 			start := time.Now()
 			got, err := f.client.WaitHealthy(t.Context(), WaitOptions{Services: tc.expect, Timeout: timeout, Poll: fast})
 			elapsed := time.Since(start)
-			if tc.wantErr == nil {
+			if tc.want == nil {
 				require.NoError(t, err)
 			} else {
-				require.ErrorIs(t, err, tc.wantErr)
+				require.ErrorIs(t, err, tc.want.Kind)
 				var e *Error
 				require.ErrorAs(t, err, &e)
-				assert.Equal(t, tc.wantServices, e.Services)
-				if tc.wantDetail != "" {
-					assert.Equal(t, tc.wantDetail, e.Detail)
+				assert.Equal(t, tc.want.Services, e.Services)
+				if tc.want.Detail != "" {
+					assert.Equal(t, tc.want.Detail, e.Detail)
 				}
-				if errors.Is(tc.wantErr, ErrUnhealthy) {
+				if errors.Is(tc.want.Kind, ErrUnhealthy) {
 					assert.Equal(t, codes.Unhealthy, e.Code())
 					assert.Less(t, elapsed, timeout/2, "unhealthy fails fast, long before the timeout")
 				} else {
 					assert.Equal(t, codes.HealthTimeout, e.Code())
 					assert.GreaterOrEqual(t, elapsed, timeout)
 				}
-				for _, s := range tc.wantServices {
+				for _, s := range tc.want.Services {
 					assert.Contains(t, err.Error(), s)
 				}
 			}

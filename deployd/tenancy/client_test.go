@@ -28,6 +28,7 @@ import (
 	"github.com/monky/monky-deployd/deployd/secret"
 	"github.com/monky/monky-deployd/deployd/secret/secrettest"
 	"github.com/monky/monky-deployd/deployd/tenancy"
+	"github.com/monky/monky-deployd/internal/testbox/codetest"
 	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
 
@@ -152,7 +153,7 @@ func TestBundleErrors(t *testing.T) {
 		b := f.publish(t, 1)
 		var buf bytes.Buffer
 		_, err := f.c.Bundle(t.Context(), b.SHA, &buf)
-		apiError(t, err, tenancy.ErrBundleTooLarge, codes.BundleMalformed)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrBundleTooLarge, codes.BundleMalformed)
 		assert.Zero(t, buf.Len(), "an announced size over the cap is refused before reading")
 	})
 	t.Run("too_large_streamed", func(t *testing.T) {
@@ -185,7 +186,7 @@ func TestBundleErrors(t *testing.T) {
 	})
 	t.Run("unknown_sha_is_protocol", func(t *testing.T) {
 		_, err := f.c.Bundle(t.Context(), strings.Repeat("0", 64), io.Discard)
-		ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
+		ae := codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 		assert.Equal(t, http.StatusNotFound, ae.Status)
 		assert.Equal(t, "BUNDLE_NOT_FOUND", ae.ServerCode)
 	})
@@ -203,7 +204,7 @@ func TestBundleErrors(t *testing.T) {
 	t.Run("truncated_is_unavailable", func(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{TruncateBundle: true})
 		_, err := f.c.Bundle(t.Context(), b.SHA, io.Discard)
-		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrUnavailable, codes.Unavailable)
 	})
 }
 
@@ -248,7 +249,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 		t.Run(shape, func(t *testing.T) {
 			f.fake.SetFaults(faketenancy.Faults{LeaseShape: shape})
 			_, err := f.c.Lease(t.Context(), env, b.SHA)
-			apiError(t, err, tenancy.ErrLeaseShape, codes.LeaseShape)
+			codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrLeaseShape, codes.LeaseShape)
 			assert.Contains(t, f.reg.Values(), f.auth.LiveGrant(env), "the refused shape's secret is registered")
 			assert.NotContains(t, err.Error(), f.auth.LiveGrant(env))
 		})
@@ -261,7 +262,7 @@ func TestLeaseAgainstFake(t *testing.T) {
 		_, err := f.c.Lease(t.Context(), env, b.SHA)
 		require.NoError(t, err)
 		_, err = f.c.Lease(t.Context(), env, b.SHA)
-		apiError(t, err, tenancy.ErrRateLimited, codes.RateLimited)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrRateLimited, codes.RateLimited)
 		d, ok := tenancy.RetryAfter(err)
 		require.True(t, ok)
 		assert.Greater(t, d, 59*time.Minute)
@@ -335,17 +336,6 @@ func serve(t *testing.T, h http.HandlerFunc, mutate func(*tenancy.Config)) *tena
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return client(t, srv.URL, "tok", nil, mutate)
-}
-
-// apiError requires err to be an *APIError of kind whose code is code, and returns it.
-func apiError(t *testing.T, err, kind error, code codes.Code) *tenancy.APIError {
-	t.Helper()
-	require.ErrorIs(t, err, kind)
-	var ae *tenancy.APIError
-	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, code, ae.Code())
-	assert.Equal(t, code, codes.Of(err))
-	return ae
 }
 
 func client(t *testing.T, base, token string, reg secret.Registry, mutate func(*tenancy.Config)) *tenancy.Client {
@@ -453,7 +443,7 @@ func TestStatusMapping(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			ae := apiError(t, err, tt.kind, tt.code)
+			ae := codetest.RequireCoded[*tenancy.APIError](t, err, tt.kind, tt.code)
 			assert.Equal(t, "report", ae.Op)
 			assert.Equal(t, tt.status, ae.Status)
 			d, ok := tenancy.RetryAfter(err)
@@ -468,7 +458,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		srv.Close() // its port now refuses connections
 		_, err := client(t, srv.URL, "tok", nil, nil).Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		var op *net.OpError
 		assert.ErrorAs(t, err, &op, "the cause stays reachable")
 	})
@@ -477,7 +467,7 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Delay: map[string]time.Duration{"checkin": 5 * time.Second}})
 		start := time.Now()
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Less(t, time.Since(start), 3*time.Second)
 	})
@@ -492,13 +482,13 @@ func TestNetworkFailuresAreTemporary(t *testing.T) {
 			}
 		}, nil)
 		_, err := c.Lease(t.Context(), env, strings.Repeat("a", 64))
-		apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrUnavailable, codes.Unavailable)
 	})
 	t.Run("bearer_of_other_env", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.token = f.auth.Token("env-dev-02")
 		_, err := f.c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		apiError(t, err, tenancy.ErrEnvMismatch, codes.AgentEnvMismatch)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrEnvMismatch, codes.AgentEnvMismatch)
 	})
 	t.Run("revoked_bearer", func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -553,7 +543,7 @@ func TestNoSecretInErrorsOrLogs(t *testing.T) {
 			c.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		})
 		_, err := c.Checkin(t.Context(), tenancy.Checkin{EnvID: env})
-		ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
+		ae := codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 		for _, s := range []string{token, grant, "ECHO"} {
 			assert.NotContains(t, err.Error(), s)
 			assert.NotContains(t, logs.String(), s)
@@ -575,7 +565,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
 	}, func(cfg *tenancy.Config) { cfg.HTTPClient = caller })
 	err := c.Report(t.Context(), tenancy.Report{EnvID: env, Result: tenancy.ResultApplied})
-	ae := apiError(t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
+	ae := codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrProtocol, codes.TenancyProtocol)
 	assert.Equal(t, http.StatusTemporaryRedirect, ae.Status)
 	_, contacted := leaked.Load("auth")
 	assert.False(t, contacted, "the redirect target was never contacted")
@@ -623,7 +613,7 @@ func TestSignatureAgainstFake(t *testing.T) {
 	t.Run("forced_503_is_unavailable", func(t *testing.T) {
 		f.fake.SetFaults(faketenancy.Faults{Status: map[string]int{"signature": 503}})
 		_, err := f.c.Signature(t.Context(), b.SHA)
-		ae := apiError(t, err, tenancy.ErrUnavailable, codes.Unavailable)
+		ae := codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrUnavailable, codes.Unavailable)
 		assert.Equal(t, "signature", ae.Op)
 	})
 }
@@ -654,7 +644,7 @@ func TestSignatureSize(t *testing.T) {
 		})
 		t.Run("too_large_"+name, func(t *testing.T) {
 			_, err := signatureOf(t, tenancy.MaxSignatureSize+1, announce).Signature(t.Context(), sha)
-			apiError(t, err, tenancy.ErrSignatureTooLarge, codes.SignatureInvalid)
+			codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrSignatureTooLarge, codes.SignatureInvalid)
 			assert.Contains(t, err.Error(), "longer than 4096 bytes")
 		})
 	}
@@ -666,7 +656,7 @@ func TestSignatureSize(t *testing.T) {
 	t.Run("401_is_unauthenticated", func(t *testing.T) {
 		unauthorized := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusUnauthorized) }
 		_, err := serve(t, unauthorized, nil).Signature(t.Context(), sha)
-		apiError(t, err, tenancy.ErrUnauthenticated, codes.Unauthenticated)
+		codetest.RequireCoded[*tenancy.APIError](t, err, tenancy.ErrUnauthenticated, codes.Unauthenticated)
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/monky/monky-deployd/deployd/deploydtest"
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakedocker"
+	"github.com/monky/monky-deployd/internal/testbox/jsontest"
 	"github.com/monky/monky-deployd/internal/testbox/testprog"
 )
 
@@ -130,7 +130,7 @@ func lineShapes(t *testing.T, out []byte) []string {
 	set := map[string]bool{}
 	for _, o := range psObjects(t, out) {
 		for k, v := range o {
-			set[k+":"+kind(v)] = true
+			set[k+":"+jsontest.Kind(v)] = true
 		}
 	}
 	return sorted(set)
@@ -142,46 +142,28 @@ func inspectShapes(t *testing.T, out []byte) []string {
 	require.NoError(t, json.Unmarshal(out, &list))
 	set := map[string]bool{}
 	for _, o := range list {
-		set["Id:"+kind(o["Id"])] = true
-		set["Name:"+kind(o["Name"])] = true
-		set["RestartCount:"+kind(o["RestartCount"])] = true
+		set["Id:"+jsontest.Kind(o["Id"])] = true
+		set["Name:"+jsontest.Kind(o["Name"])] = true
+		set["RestartCount:"+jsontest.Kind(o["RestartCount"])] = true
 		cfg, _ := o["Config"].(map[string]any)
-		set["Config.Labels:"+kind(cfg["Labels"])] = true
+		set["Config.Labels:"+jsontest.Kind(cfg["Labels"])] = true
 		state, _ := o["State"].(map[string]any)
 		for k, v := range state {
-			set["State."+k+":"+kind(v)] = true
+			set["State."+k+":"+jsontest.Kind(v)] = true
 		}
 		if h, ok := state["Health"].(map[string]any); ok {
 			for k, v := range h {
-				set["State.Health."+k+":"+kind(v)] = true
+				set["State.Health."+k+":"+jsontest.Kind(v)] = true
 			}
 			logs, _ := h["Log"].([]any)
 			for _, l := range logs {
 				for k, v := range l.(map[string]any) {
-					set["State.Health.Log[]."+k+":"+kind(v)] = true
+					set["State.Health.Log[]."+k+":"+jsontest.Kind(v)] = true
 				}
 			}
 		}
 	}
 	return sorted(set)
-}
-
-func kind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case float64:
-		return "number"
-	case bool:
-		return "bool"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 func sorted(set map[string]bool) []string {
@@ -234,7 +216,7 @@ var dataMaps = []string{"Labels", "Config.Labels", "NetworkSettings.Networks", "
 // shapes adds the "path:kind" of v and everything under it to set; the elements of an
 // array of objects are under "path[]".
 func shapes(set map[string]bool, path string, v any) {
-	set[path+":"+kind(v)] = true
+	set[path+":"+jsontest.Kind(v)] = true
 	if slices.Contains(dataMaps, path) {
 		return
 	}

@@ -14,34 +14,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/monky/monky-deployd/deployd/deploydtest/fakebao"
+	"github.com/monky/monky-deployd/internal/testbox/jsontest"
 )
 
 // kinds maps the keys of a JSON object to the JSON kind of each value: "null",
 // "object", "array", "string", "number" or "bool".
 type kinds map[string]string
 
-func kindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "object"
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case float64:
-		return "number"
-	case bool:
-		return "bool"
-	}
-	return "unknown"
-}
-
 func kindsOf(m map[string]any) kinds {
 	out := kinds{}
 	for k, v := range m {
-		out[k] = kindOf(v)
+		out[k] = jsontest.Kind(v)
 	}
 	return out
 }

@@ -1,7 +1,8 @@
 // Package transporttest holds the test helpers of internal/transport, its
 // zititransport and test/ziti: a throw-away certificate authority, files in temporary
-// directories, a TLS server on loopback, fuzz seeds and a GET (their golden files are
-// internal/testbox/golden's). Only tests import it.
+// directories, a TLS server on loopback, the check of every broken fixture file's
+// error, fuzz seeds and a GET (their golden files are internal/testbox/golden's). Only
+// tests import it.
 package transporttest
 
 import (
@@ -21,11 +22,38 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/monky/monky-deployd/internal/testbox/golden"
 )
+
+// FileErrors runs a subtest, named for the fixture, for every testdata/<dir>/*<ext>
+// file of the test package (there must be one): open's error of the fixture must be
+// of kind, name the config key and the fixture's path, never carry secret, and read as
+// the golden file <dir>/<name>.golden with the path written <path>.
+func FileErrors(t *testing.T, dir, ext string, kind error, key, secret string, open func(t *testing.T, path string) error) {
+	t.Helper()
+	fixtures, err := filepath.Glob(filepath.Join("testdata", dir, "*"+ext))
+	require.NoError(t, err)
+	require.NotEmpty(t, fixtures)
+	for _, p := range fixtures {
+		name := strings.TrimSuffix(filepath.Base(p), ext)
+		t.Run(name, func(t *testing.T) {
+			err := open(t, p)
+			require.ErrorIs(t, err, kind)
+			msg := err.Error()
+			assert.Contains(t, msg, key)
+			assert.Contains(t, msg, p)
+			assert.NotContains(t, msg, secret)
+			golden.Assert(t, dir+"/"+name+".golden", []byte(strings.ReplaceAll(msg, p, "<path>")+"\n"))
+		})
+	}
+}
 
 // SeedFiles adds every file matching glob under the test package's testdata to f's
 // corpus.

@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/monky/monky-deployd/internal/testbox/golden"
 	"github.com/monky/monky-deployd/internal/transport"
 	"github.com/monky/monky-deployd/internal/transport/transporttest"
 )
@@ -30,22 +29,12 @@ import (
 const secretMarker = "KEYMATERIAL"
 
 func TestIdentityFileErrors(t *testing.T) {
-	fixtures, err := filepath.Glob(filepath.Join("testdata", "identity", "*.json"))
-	require.NoError(t, err)
-	require.NotEmpty(t, fixtures)
-	for _, p := range fixtures {
-		name := strings.TrimSuffix(filepath.Base(p), ".json")
-		t.Run(name, func(t *testing.T) {
+	transporttest.FileErrors(t, "identity", ".json", transport.ErrIdentity, "tenancy.identity", secretMarker,
+		func(t *testing.T, p string) error {
 			c, err := New(t.Context(), transport.Config{Transport: transport.TransportSDK, URL: "https://t", Service: "monky-tenancy", Identity: p})
 			require.Nil(t, c)
-			require.ErrorIs(t, err, transport.ErrIdentity)
-			msg := err.Error()
-			assert.Contains(t, msg, "tenancy.identity")
-			assert.Contains(t, msg, p)
-			assert.NotContains(t, msg, secretMarker)
-			golden.Assert(t, "identity/"+name+".golden", []byte(strings.ReplaceAll(msg, p, "<path>")+"\n"))
+			return err
 		})
-	}
 
 	t.Run("missing file", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "identity.json")
