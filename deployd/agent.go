@@ -53,6 +53,9 @@ type Options struct {
 	Hostname string
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+	// After waits d within a tick, as time.After: the pauses between the logins with
+	// one lease's grant. Nil: time.After. For tests.
+	After func(d time.Duration) <-chan time.Time
 	// HealthPoll is the pause between two `docker compose ps` calls of the health
 	// wait. Zero: compose.DefaultHealthPoll (2s).
 	HealthPoll time.Duration
@@ -99,6 +102,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Agent, error) {
 	a.log = slog.New(a.red.Handler(base.Handler())).With("env_id", cfg.EnvID)
 	if a.opts.Now == nil {
 		a.opts.Now = time.Now
+	}
+	if a.opts.After == nil {
+		a.opts.After = time.After
 	}
 	a.store = release.New(cfg.DeployDir, a.log)
 	if a.opts.DockerEnv == nil {

@@ -476,7 +476,7 @@ func (t *tick) login(ctx context.Context, grant secret.Value, expires time.Time)
 		select {
 		case <-ctx.Done():
 			return info, err
-		case <-time.After(wait):
+		case <-t.a.opts.After(wait):
 		}
 		wait *= 2
 	}

@@ -200,20 +200,24 @@ func TestLoginRetriedUnderOneLease(t *testing.T) {
 		failLogins int
 		want       int
 		logins     int
+		waits      []time.Duration
 	}{
-		{failLogins: 1, want: deployd.ExitOK, logins: 2},
-		{failLogins: 99, want: deployd.ExitTemporary, logins: 4},
+		{failLogins: 1, want: deployd.ExitOK, logins: 2, waits: []time.Duration{500 * time.Millisecond}},
+		{failLogins: 99, want: deployd.ExitTemporary, logins: 4, waits: []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}},
 	} {
 		t.Run(fmt.Sprint(tc.failLogins), func(t *testing.T) {
 			t.Parallel()
 			b := idleBox(t)
 			flaky := &flakyBao{base: http.DefaultTransport, failLogins: tc.failLogins}
-			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond})
+			var waits []time.Duration // the pauses between the logins, taken at once
+			after := func(d time.Duration) <-chan time.Time { waits = append(waits, d); return time.After(0) }
+			a := b.NewAgent(deployd.Options{BaoHTTP: &http.Client{Transport: flaky}, HealthPoll: 10 * time.Millisecond, After: after})
 			b.Publish(faketenancy.SampleApp(b.Env, 1))
 			out, code := b.Tick(a)
 			require.Equal(t, tc.want, code, "%+v", out)
 			assert.Equal(t, 1, b.Leases(), "one lease")
 			assert.Equal(t, tc.logins, flaky.logins, "logins with the one grant")
+			assert.Equal(t, tc.waits, waits, "the pauses between them double from half a second")
 			if code == deployd.ExitOK {
 				return
 			}
