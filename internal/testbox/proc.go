@@ -11,7 +11,12 @@ import (
 // ProcStat is what /proc says about a process: its resident set in MiB, its threads
 // and its open file descriptors.
 type ProcStat struct {
-	RSSMiB  float64
+	// RSSMiB is the whole resident set (VmRSS): with the pages of the executable, which
+	// grow as code paths run for the first time.
+	RSSMiB float64
+	// AnonMiB is the resident anonymous memory (RssAnon): the heap, the stacks, what
+	// a leak grows.
+	AnonMiB float64
 	Threads int
 	FDs     int
 }
@@ -39,6 +44,8 @@ func ReadProc(pid int) (ProcStat, error) {
 		switch k {
 		case "VmRSS":
 			st.RSSMiB = float64(n) / 1024
+		case "RssAnon":
+			st.AnonMiB = float64(n) / 1024
 		case "Threads":
 			st.Threads = n
 		case "State":

@@ -128,6 +128,8 @@ func TestReadProc(t *testing.T) {
 	st, err := testbox.ReadProc(os.Getpid())
 	require.NoError(t, err)
 	assert.Positive(t, st.RSSMiB)
+	assert.Positive(t, st.AnonMiB)
+	assert.Less(t, st.AnonMiB, st.RSSMiB, "the resident set holds the anonymous memory and the executable's pages")
 	assert.Positive(t, st.Threads)
 	assert.Positive(t, st.FDs)
 

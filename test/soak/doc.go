@@ -7,7 +7,9 @@
 //
 //   - the real binary, `monky-deployd run --loop`, restarted now and then with SIGTERM
 //     (its loop must end with 0) or SIGKILL (its process group, as systemd does at the
-//     end of TimeoutStopSec). From outside the soak samples its RSS and threads
+//     end of TimeoutStopSec). From outside the soak samples its anonymous resident
+//     memory (RssAnon: the heap and stacks, not the executable's pages, which the
+//     resident set gains as code paths run for the first time) and threads
 //     (/proc/<pid>/status) and its open file descriptors (/proc/<pid>/fd);
 //   - deployd.Agent.Loop in the test process, rebuilt now and then (the loop's context
 //     cancelled, the agent closed, a new one made), whose goroutines the soak counts
