@@ -357,32 +357,35 @@ func (c *conformance) live(t *testing.T) {
 			{Name: "app", State: "running", Restarts: 1},
 		}})
 	})
-	t.Run("malformed", func(t *testing.T) {
-		now := at.Format(time.RFC3339Nano)
-		svc := func(k string, v any) []any {
-			s := map[string]any{"name": "app", "state": "running", "health": "", "exit_code": 0, "restarts": 0}
-			s[k] = v
-			return []any{s}
-		}
-		for name, live := range map[string]any{
-			"not_an_object":         "healthy",
-			"observed_at_number":    map[string]any{"observed_at": 1741083753, "healthy": true, "services": []any{}},
-			"observed_at_not_time":  map[string]any{"observed_at": "yesterday", "healthy": true, "services": []any{}},
-			"healthy_string":        map[string]any{"observed_at": now, "healthy": "yes", "services": []any{}},
-			"healthy_and_reason":    map[string]any{"observed_at": now, "healthy": false, "reason": "docker: timeout"},
-			"services_object":       map[string]any{"observed_at": now, "healthy": true, "services": map[string]any{"app": "running"}},
-			"exit_code_string":      map[string]any{"observed_at": now, "healthy": false, "services": svc("exit_code", "137")},
-			"restarts_fraction":     map[string]any{"observed_at": now, "healthy": false, "services": svc("restarts", 1.5)},
-			"service_name_number":   map[string]any{"observed_at": now, "healthy": false, "services": svc("name", 7)},
-			"reason_number":         map[string]any{"observed_at": now, "reason": 503},
-			"services_with_reason":  map[string]any{"observed_at": now, "reason": "docker: timeout", "services": svc("state", "running")},
-			"service_not_an_object": map[string]any{"observed_at": now, "healthy": true, "services": []any{"app"}},
-		} {
-			t.Run(name, func(t *testing.T) {
-				refused(t, post(t, live), "a malformed live object")
-			})
-		}
-	})
+	t.Run("malformed", func(t *testing.T) { liveMalformed(t, at, post) })
+}
+
+// liveMalformed posts check-ins whose live object breaks its shape: each is refused.
+func liveMalformed(t *testing.T, at time.Time, post func(*testing.T, any) response) {
+	now := at.Format(time.RFC3339Nano)
+	svc := func(k string, v any) []any {
+		s := map[string]any{"name": "app", "state": "running", "health": "", "exit_code": 0, "restarts": 0}
+		s[k] = v
+		return []any{s}
+	}
+	for name, live := range map[string]any{
+		"not_an_object":         "healthy",
+		"observed_at_number":    map[string]any{"observed_at": 1741083753, "healthy": true, "services": []any{}},
+		"observed_at_not_time":  map[string]any{"observed_at": "yesterday", "healthy": true, "services": []any{}},
+		"healthy_string":        map[string]any{"observed_at": now, "healthy": "yes", "services": []any{}},
+		"healthy_and_reason":    map[string]any{"observed_at": now, "healthy": false, "reason": "docker: timeout"},
+		"services_object":       map[string]any{"observed_at": now, "healthy": true, "services": map[string]any{"app": "running"}},
+		"exit_code_string":      map[string]any{"observed_at": now, "healthy": false, "services": svc("exit_code", "137")},
+		"restarts_fraction":     map[string]any{"observed_at": now, "healthy": false, "services": svc("restarts", 1.5)},
+		"service_name_number":   map[string]any{"observed_at": now, "healthy": false, "services": svc("name", 7)},
+		"reason_number":         map[string]any{"observed_at": now, "reason": 503},
+		"services_with_reason":  map[string]any{"observed_at": now, "reason": "docker: timeout", "services": svc("state", "running")},
+		"service_not_an_object": map[string]any{"observed_at": now, "healthy": true, "services": []any{"app"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			refused(t, post(t, live), "a malformed live object")
+		})
+	}
 }
 
 func (c *conformance) bundle(t *testing.T) {
