@@ -435,12 +435,24 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 			return code
 		}
 	}
+	if code := c.output(verifyText(out, *asJSON)); code != 0 {
+		return code
+	}
+	if len(out.Refusals) > 0 {
+		return deployd.ExitFailed
+	}
+	return 0
+}
+
+// verifyText is what verify prints of out: its JSON, or the verdict, the refusals,
+// the signature line and compose's warnings as text.
+func verifyText(out verifyJSON, asJSON bool) string {
+	if asJSON {
+		data, _ := json.Marshal(out)
+		return string(data) + "\n"
+	}
 	var text strings.Builder
 	switch {
-	case *asJSON:
-		data, _ := json.Marshal(out)
-		text.Write(data)
-		text.WriteByte('\n')
 	case len(out.Refusals) == 0:
 		fmt.Fprintf(&text, "accepted %s\n", out.SHA)
 	case out.SHA == "":
@@ -451,19 +463,11 @@ func (c *cli) verify(ctx context.Context, args []string) int {
 		fmt.Fprintf(&text, "refused %s\n", out.SHA)
 		writeRefusals(&text, out.Refusals)
 	}
-	if !*asJSON && out.Signature != nil {
+	if out.Signature != nil {
 		text.WriteString(signatureLine(out.Signature))
 	}
-	if !*asJSON {
-		for _, w := range out.Warnings {
-			fmt.Fprintf(&text, "warning: %s\n", w)
-		}
+	for _, w := range out.Warnings {
+		fmt.Fprintf(&text, "warning: %s\n", w)
 	}
-	if code := c.output(text.String()); code != 0 {
-		return code
-	}
-	if len(out.Refusals) > 0 {
-		return deployd.ExitFailed
-	}
-	return 0
+	return text.String()
 }
