@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -193,23 +194,14 @@ func Check(ctx context.Context, in Input) Result {
 		case err != nil:
 			c.add(codes.ComposeInvalid, "%s", describeLoadError(ctx, err, in.ComposeFiles))
 		default:
-			services = slices.Sorted(func(yield func(string) bool) {
-				for name := range project.Services {
-					if !yield(name) {
-						return
-					}
-				}
-			})
+			services = slices.Sorted(maps.Keys(project.Services))
 			c.scanProject(project)
 			imgs = images(project)
 			every = inventory(project)
 		}
 	}
 	if services == nil {
-		for name := range c.rawNames {
-			services = append(services, name)
-		}
-		slices.Sort(services)
+		services = slices.Sorted(maps.Keys(c.rawNames))
 	}
 	if services == nil {
 		services = []string{}
